@@ -1,1 +1,41 @@
-//! placeholder
+//! # saap-dispatch — the dispatch core
+//!
+//! Every dispatch decision saap makes is made here, as a pure function of a run's log
+//! (DESIGN §2). The engines (embedded, NATS), the simulator, the explorer and `explain` all
+//! drive this one core; two engines that disagree is a bug in an engine.
+//!
+//! Layout:
+//! - [`spec`]: the workflow spec file model (event types, steps, simulation section);
+//! - [`load`]: parsing spec text (JSON/YAML) with located errors and size bounds;
+//! - [`compiled`]: a spec with names resolved and the candidacy index built;
+//! - [`run`]: the run state machine — `append`, `complete`, `retry` in; records and started
+//!   executions out;
+//! - [`record`]: the decision records (DESIGN §4.11);
+//! - [`replay`]: rebuilding a run from its inputs and checking it reproduces its records;
+//! - [`ids`]: event ids, sequence numbers, execution ids, deterministic id derivation.
+//!
+//! Not here: clocks, randomness, threads, async, files, sockets. Time and ids are
+//! arguments; user code (preconditions) is reached through a trait.
+
+pub mod compiled;
+pub mod ids;
+pub mod load;
+pub mod record;
+pub mod replay;
+pub mod run;
+pub mod spec;
+
+pub use compiled::{CompiledSpec, EventKind, TypeId};
+pub use ids::{EventId, ExecutionId, ParamIdx, Seq, StepIdx};
+pub use load::{SpecError, SpecSyntax, parse_spec};
+pub use record::{Origin, Record, SkipReason, Termination};
+pub use run::{
+    Appended, Bound, DeclaredConditions, NewEvent, NewEventType, Outcome, PreconditionCall,
+    PreconditionEvaluator, Run, RunStatus,
+};
+pub use spec::WorkflowSpec;
+
+/// Parses and compiles spec text in one call.
+pub fn compile_spec_text(text: &str, syntax: SpecSyntax) -> Result<CompiledSpec, SpecError> {
+    CompiledSpec::compile(&parse_spec(text, syntax)?)
+}

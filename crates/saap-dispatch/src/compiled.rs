@@ -1,0 +1,623 @@
+//! The compiled spec: a [`WorkflowSpec`] with every name resolved to an index, the event
+//! hierarchy built, and the candidacy index (event type → the step parameters it can bind)
+//! precomputed, so that a dispatch decision does no string work.
+//!
+//! Compilation reports references that cannot be resolved (with a JSON path and a
+//! suggestion). Design *smells* (unreachable steps, traps, …) are not errors here; they are
+//! findings of [`crate::check`].
+
+use crate::ids::{ParamIdx, StepIdx};
+use crate::load::SpecError;
+use crate::spec::{Condition, ParamKind, WorkflowSpec};
+use saap_protocol::hierarchy::{Classification, Hierarchy};
+use std::collections::HashMap;
+
+/// Bounds on spec sizes (anything larger is refused as invalid input).
+pub const MAX_STEPS: usize = 10_000;
+pub const MAX_EVENT_TYPES: usize = 10_000;
+pub const MAX_PARAMS_PER_STEP: usize = 64;
+pub const MAX_TYPES_PER_PARAM: usize = 64;
+pub const MAX_FIXED_LIST_SIZE: u32 = 1_000_000;
+pub const MAX_CONDITION_DEPTH: usize = 32;
+
+/// Index of an event type in [`CompiledSpec::types`].
+pub type TypeId = u32;
+
+/// Classification flags of an event type (DESIGN §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct EventKind(u8);
+
+impl EventKind {
+    pub const CONTROL: u8 = 1;
+    pub const DISPLAY: u8 = 2;
+    pub const START: u8 = 4;
+    pub const STOP: u8 = 8;
+    pub const EXCEPTION: u8 = 16;
+
+    pub fn from_classification(c: Classification) -> EventKind {
+        let mut k = 0;
+        if c.control {
+            k |= Self::CONTROL;
+        }
+        if c.display {
+            k |= Self::DISPLAY;
+        }
+        if c.start {
+            k |= Self::START;
+        }
+        if c.stop {
+            k |= Self::STOP;
+        }
+        if c.exception {
+            k |= Self::EXCEPTION;
+        }
+        EventKind(k)
+    }
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+    pub fn is_control(self) -> bool {
+        self.0 & Self::CONTROL != 0
+    }
+    pub fn is_display(self) -> bool {
+        self.0 & Self::DISPLAY != 0
+    }
+    pub fn is_start(self) -> bool {
+        self.0 & Self::START != 0
+    }
+    pub fn is_stop(self) -> bool {
+        self.0 & Self::STOP != 0
+    }
+    pub fn is_exception(self) -> bool {
+        self.0 & Self::EXCEPTION != 0
+    }
+    /// Stop or exception: ends the run when appended as a control event.
+    pub fn is_terminal(self) -> bool {
+        self.0 & (Self::STOP | Self::EXCEPTION) != 0
+    }
+    /// A short label: `control`, `display`, `control+display`, or `none`.
+    pub fn label(self) -> &'static str {
+        match (self.is_control(), self.is_display()) {
+            (true, true) => "control+display",
+            (true, false) => "control",
+            (false, true) => "display",
+            (false, false) => "none",
+        }
+    }
+}
+
+/// An event type known to the workflow.
+#[derive(Debug, Clone)]
+pub struct TypeInfo {
+    pub name: String,
+    pub kind: EventKind,
+    /// Declared by the spec (true) or built into the protocol (false).
+    pub declared: bool,
+}
+
+/// A compiled event parameter.
+#[derive(Debug, Clone)]
+pub struct CompiledParam {
+    pub name: String,
+    pub kind: ParamKind,
+    pub types: Vec<TypeId>,
+    /// N for fixed lists, else 0.
+    pub size: u32,
+}
+
+/// A compiled declarative precondition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompiledCondition {
+    Always(bool),
+    Present(ParamIdx),
+    Absent(ParamIdx),
+    CountAtLeast(ParamIdx, u32),
+    All(Vec<CompiledCondition>),
+    Any(Vec<CompiledCondition>),
+    Not(Box<CompiledCondition>),
+}
+
+/// A compiled precondition.
+#[derive(Debug, Clone)]
+pub struct CompiledPrecondition {
+    pub name: String,
+    /// Types the precondition reads (for checks).
+    pub reads: Vec<TypeId>,
+    pub when: Option<CompiledCondition>,
+}
+
+/// A compiled step.
+#[derive(Debug, Clone)]
+pub struct CompiledStep {
+    pub name: String,
+    pub params: Vec<CompiledParam>,
+    pub outputs: Vec<TypeId>,
+    pub returns_together: Vec<Vec<TypeId>>,
+    pub max_executions_per_run: Option<u32>,
+    pub stop_on_error: bool,
+    pub precondition: Option<CompiledPrecondition>,
+    /// Two parameters share an event type: input sets must then be compared as multisets of
+    /// event ids rather than per parameter.
+    pub overlapping_params: bool,
+}
+
+/// A spec ready for dispatch.
+#[derive(Debug, Clone)]
+pub struct CompiledSpec {
+    pub name: String,
+    pub types: Vec<TypeInfo>,
+    pub steps: Vec<CompiledStep>,
+    pub hierarchy: Hierarchy,
+    type_index: HashMap<String, TypeId>,
+    /// For each type: the (step, param) pairs whose types include it, sorted by step.
+    by_type: Vec<Vec<(StepIdx, ParamIdx)>>,
+    exception_type: TypeId,
+    /// The source spec, kept for reports and re-export.
+    pub source: WorkflowSpec,
+}
+
+impl CompiledSpec {
+    /// Resolves and indexes a spec. Errors name the JSON path of the offending value.
+    pub fn compile(spec: &WorkflowSpec) -> Result<CompiledSpec, SpecError> {
+        if spec.steps.len() > MAX_STEPS {
+            return Err(SpecError::invalid(
+                "steps",
+                format!(
+                    "{} steps; at most {MAX_STEPS} are supported",
+                    spec.steps.len()
+                ),
+            ));
+        }
+        if spec.events.len() > MAX_EVENT_TYPES {
+            return Err(SpecError::invalid(
+                "events",
+                format!(
+                    "{} event types; at most {MAX_EVENT_TYPES} are supported",
+                    spec.events.len()
+                ),
+            ));
+        }
+        check_name("name", &spec.name)?;
+        let hierarchy = build_hierarchy(spec)?;
+        let mut types = Vec::new();
+        let mut type_index = HashMap::new();
+        let mut names: Vec<&str> = hierarchy.names().collect();
+        names.sort_unstable();
+        let declared: std::collections::HashSet<&str> =
+            spec.events.iter().map(|e| e.name.as_str()).collect();
+        for name in names {
+            let class = hierarchy.classify(name).unwrap_or_default();
+            type_index.insert(name.to_string(), types.len() as TypeId);
+            types.push(TypeInfo {
+                name: name.to_string(),
+                kind: EventKind::from_classification(class),
+                declared: declared.contains(name),
+            });
+        }
+        let lookup = |path: &str, name: &str| -> Result<TypeId, SpecError> {
+            type_index.get(name).copied().ok_or_else(|| {
+                SpecError::invalid(path, unknown_type_message(name, type_index.keys()))
+            })
+        };
+
+        let mut steps = Vec::with_capacity(spec.steps.len());
+        for (si, s) in spec.steps.iter().enumerate() {
+            let sp = format!("steps[{si}]");
+            check_name(&format!("{sp}.name"), &s.name)?;
+            if s.params.len() > MAX_PARAMS_PER_STEP {
+                return Err(SpecError::invalid(
+                    format!("{sp}.params"),
+                    format!("at most {MAX_PARAMS_PER_STEP} parameters per step"),
+                ));
+            }
+            let mut params = Vec::with_capacity(s.params.len());
+            for (pi, p) in s.params.iter().enumerate() {
+                let pp = format!("{sp}.params[{pi}]");
+                check_name(&format!("{pp}.name"), &p.name)?;
+                if s.params[..pi].iter().any(|q| q.name == p.name) {
+                    return Err(SpecError::invalid(
+                        format!("{pp}.name"),
+                        format!(
+                            "parameter `{}` is declared twice in step `{}`; give each parameter its own name",
+                            p.name, s.name
+                        ),
+                    ));
+                }
+                if p.types.is_empty() {
+                    return Err(SpecError::invalid(
+                        format!("{pp}.types"),
+                        "a parameter needs at least one event type",
+                    ));
+                }
+                if p.types.len() > MAX_TYPES_PER_PARAM {
+                    return Err(SpecError::invalid(
+                        format!("{pp}.types"),
+                        format!("at most {MAX_TYPES_PER_PARAM} types per parameter"),
+                    ));
+                }
+                let mut tys = Vec::with_capacity(p.types.len());
+                for (ti, t) in p.types.iter().enumerate() {
+                    let id = lookup(&format!("{pp}.types[{ti}]"), t)?;
+                    if !tys.contains(&id) {
+                        tys.push(id);
+                    }
+                }
+                let size = match (p.kind, p.size) {
+                    (ParamKind::FixedList, Some(n)) if (1..=MAX_FIXED_LIST_SIZE).contains(&n) => n,
+                    (ParamKind::FixedList, Some(n)) => {
+                        return Err(SpecError::invalid(
+                            format!("{pp}.size"),
+                            format!(
+                                "fixed list size {n} is out of range 1..={MAX_FIXED_LIST_SIZE}"
+                            ),
+                        ));
+                    }
+                    (ParamKind::FixedList, None) => {
+                        return Err(SpecError::invalid(
+                            format!("{pp}.size"),
+                            "a fixed_list parameter needs `size: N`",
+                        ));
+                    }
+                    (_, Some(_)) => {
+                        return Err(SpecError::invalid(
+                            format!("{pp}.size"),
+                            format!(
+                                "`size` is only for fixed_list parameters; this one is {}",
+                                p.kind.as_str()
+                            ),
+                        ));
+                    }
+                    (_, None) => 0,
+                };
+                params.push(CompiledParam {
+                    name: p.name.clone(),
+                    kind: p.kind,
+                    types: tys,
+                    size,
+                });
+            }
+            let outputs = s
+                .outputs
+                .iter()
+                .enumerate()
+                .map(|(i, o)| lookup(&format!("{sp}.outputs[{i}]"), o))
+                .collect::<Result<Vec<_>, _>>()?;
+            let returns_together = s
+                .returns_together
+                .iter()
+                .enumerate()
+                .map(|(gi, g)| {
+                    g.iter()
+                        .enumerate()
+                        .map(|(i, o)| lookup(&format!("{sp}.returns_together[{gi}][{i}]"), o))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if s.max_executions_per_run == Some(0) {
+                return Err(SpecError::invalid(
+                    format!("{sp}.max_executions_per_run"),
+                    "0 would mean the step never runs; remove the step or use at least 1",
+                ));
+            }
+            let precondition = match &s.precondition {
+                None => None,
+                Some(pc) => {
+                    let pcp = format!("{sp}.precondition");
+                    check_name(&format!("{pcp}.name"), &pc.name)?;
+                    let reads = pc
+                        .reads
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| lookup(&format!("{pcp}.reads[{i}]"), t))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let when = match &pc.when {
+                        None => None,
+                        Some(c) => Some(compile_condition(c, &params, &format!("{pcp}.when"), 0)?),
+                    };
+                    Some(CompiledPrecondition {
+                        name: pc.name.clone(),
+                        reads,
+                        when,
+                    })
+                }
+            };
+            let overlapping_params = params.iter().enumerate().any(|(i, p)| {
+                params[i + 1..]
+                    .iter()
+                    .any(|q| q.types.iter().any(|t| p.types.contains(t)))
+            });
+            steps.push(CompiledStep {
+                name: s.name.clone(),
+                params,
+                outputs,
+                returns_together,
+                max_executions_per_run: s.max_executions_per_run,
+                stop_on_error: s.stop_on_error,
+                precondition,
+                overlapping_params,
+            });
+        }
+
+        let mut by_type = vec![Vec::new(); types.len()];
+        for (si, s) in steps.iter().enumerate() {
+            for (pi, p) in s.params.iter().enumerate() {
+                for t in &p.types {
+                    by_type[*t as usize].push((si as StepIdx, pi as ParamIdx));
+                }
+            }
+        }
+        let exception_type = *type_index.get("ExceptionEvent").ok_or_else(|| {
+            SpecError::invalid("events", "the protocol's ExceptionEvent type is missing")
+        })?;
+
+        if let Some(sim) = &spec.simulation {
+            for (i, a) in sim.arrivals.iter().enumerate() {
+                lookup(&format!("simulation.arrivals[{i}].event"), &a.event)?;
+            }
+            for (step, b) in &sim.behaviour {
+                let bp = format!("simulation.behaviour.{step}");
+                if !spec.steps.iter().any(|s| &s.name == step) {
+                    return Err(SpecError::invalid(bp, format!("no step is named `{step}`")));
+                }
+                for (i, e) in b.emit.iter().flatten().enumerate() {
+                    lookup(&format!("{bp}.emit[{i}]"), e)?;
+                }
+                for (n, x) in &b.executions {
+                    if *n == 0 {
+                        return Err(SpecError::invalid(
+                            format!("{bp}.executions.0"),
+                            "executions are numbered from 1",
+                        ));
+                    }
+                    if let crate::spec::ExecutionBehaviour::Emit(list) = x {
+                        for (i, e) in list.iter().enumerate() {
+                            lookup(&format!("{bp}.executions.{n}.emit[{i}]"), e)?;
+                        }
+                    }
+                }
+            }
+        }
+
+        Ok(CompiledSpec {
+            name: spec.name.clone(),
+            types,
+            steps,
+            hierarchy,
+            type_index,
+            by_type,
+            exception_type,
+            source: spec.clone(),
+        })
+    }
+
+    /// The type id for a name, if the workflow knows it.
+    pub fn type_id(&self, name: &str) -> Option<TypeId> {
+        self.type_index.get(name).copied()
+    }
+
+    /// The type's info. Panics only on an id that did not come from this spec.
+    pub fn type_info(&self, id: TypeId) -> &TypeInfo {
+        &self.types[id as usize]
+    }
+
+    /// The (step, param) pairs that a type can bind, in step order.
+    pub fn consumers(&self, id: TypeId) -> &[(StepIdx, ParamIdx)] {
+        &self.by_type[id as usize]
+    }
+
+    /// The step index for a name (the first, if names repeat).
+    pub fn step_index(&self, name: &str) -> Option<StepIdx> {
+        self.steps
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| i as StepIdx)
+    }
+
+    /// The built-in `ExceptionEvent` type.
+    pub fn exception_type(&self) -> TypeId {
+        self.exception_type
+    }
+
+    /// A stable fingerprint of what decides dispatch (types, steps, params, options), used
+    /// to refuse replaying a log against a changed workflow.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = crate::ids::FastHasher::default();
+        for t in &self.types {
+            t.name.hash(&mut h);
+            t.kind.bits().hash(&mut h);
+        }
+        for s in &self.steps {
+            s.name.hash(&mut h);
+            for p in &s.params {
+                p.name.hash(&mut h);
+                p.kind.hash(&mut h);
+                p.types.hash(&mut h);
+                p.size.hash(&mut h);
+            }
+            s.max_executions_per_run.hash(&mut h);
+            s.stop_on_error.hash(&mut h);
+            s.precondition.as_ref().map(|p| p.name.clone()).hash(&mut h);
+        }
+        h.finish()
+    }
+}
+
+fn build_hierarchy(spec: &WorkflowSpec) -> Result<Hierarchy, SpecError> {
+    let mut h = Hierarchy::builtin();
+    // Declarations may come in any order: register in rounds until no progress.
+    let mut pending: Vec<usize> = (0..spec.events.len()).collect();
+    for (i, e) in spec.events.iter().enumerate() {
+        check_name(&format!("events[{i}].name"), &e.name)?;
+        if h.contains(&e.name) {
+            return Err(SpecError::invalid(
+                format!("events[{i}].name"),
+                format!(
+                    "event type `{}` is already defined (built in, or declared twice); rename it",
+                    e.name
+                ),
+            ));
+        }
+        if spec.events[..i].iter().any(|d| d.name == e.name) {
+            return Err(SpecError::invalid(
+                format!("events[{i}].name"),
+                format!("event type `{}` is declared twice", e.name),
+            ));
+        }
+    }
+    while !pending.is_empty() {
+        let before = pending.len();
+        pending.retain(|&i| {
+            let e = &spec.events[i];
+            let parents: Vec<&str> = if e.parents.is_empty() {
+                vec!["ControlEvent"]
+            } else {
+                e.parents.iter().map(String::as_str).collect()
+            };
+            if parents.iter().all(|p| h.contains(p)) {
+                // Errors here are reported in the final pass below.
+                h.register(&e.name, &parents).is_err()
+            } else {
+                true
+            }
+        });
+        if pending.len() == before {
+            break;
+        }
+    }
+    if let Some(&i) = pending.first() {
+        let e = &spec.events[i];
+        for (pi, p) in e.parents.iter().enumerate() {
+            if !h.contains(p) {
+                let declared = spec.events.iter().any(|d| &d.name == p);
+                let message = if declared {
+                    format!(
+                        "parent `{p}` of `{}` is part of an inheritance cycle",
+                        e.name
+                    )
+                } else {
+                    unknown_type_message(p, h.names())
+                };
+                return Err(SpecError::invalid(
+                    format!("events[{i}].parents[{pi}]"),
+                    message,
+                ));
+            }
+        }
+        let parents: Vec<&str> = e.parents.iter().map(String::as_str).collect();
+        if let Err(err) = h.register(&e.name, &parents) {
+            return Err(SpecError::invalid(format!("events[{i}]"), err.to_string()));
+        }
+    }
+    Ok(h)
+}
+
+fn compile_condition(
+    c: &Condition,
+    params: &[CompiledParam],
+    path: &str,
+    depth: usize,
+) -> Result<CompiledCondition, SpecError> {
+    if depth > MAX_CONDITION_DEPTH {
+        return Err(SpecError::invalid(
+            path,
+            format!("condition nested deeper than {MAX_CONDITION_DEPTH}"),
+        ));
+    }
+    let param = |name: &str| -> Result<ParamIdx, SpecError> {
+        params
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as ParamIdx)
+            .ok_or_else(|| {
+                let known: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+                SpecError::invalid(
+                    path,
+                    format!(
+                        "the condition reads parameter `{name}`, which the step does not have (it has: {})",
+                        if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                    ),
+                )
+            })
+    };
+    Ok(match c {
+        Condition::Always(b) => CompiledCondition::Always(*b),
+        Condition::Present(p) => CompiledCondition::Present(param(p)?),
+        Condition::Absent(p) => CompiledCondition::Absent(param(p)?),
+        Condition::CountAtLeast { param: p, n } => CompiledCondition::CountAtLeast(param(p)?, *n),
+        Condition::All(cs) => CompiledCondition::All(
+            cs.iter()
+                .enumerate()
+                .map(|(i, c)| compile_condition(c, params, &format!("{path}.all[{i}]"), depth + 1))
+                .collect::<Result<_, _>>()?,
+        ),
+        Condition::Any(cs) => CompiledCondition::Any(
+            cs.iter()
+                .enumerate()
+                .map(|(i, c)| compile_condition(c, params, &format!("{path}.any[{i}]"), depth + 1))
+                .collect::<Result<_, _>>()?,
+        ),
+        Condition::Not(c) => CompiledCondition::Not(Box::new(compile_condition(
+            c,
+            params,
+            &format!("{path}.not"),
+            depth + 1,
+        )?)),
+    })
+}
+
+fn check_name(path: &str, name: &str) -> Result<(), SpecError> {
+    if name.is_empty() || name.len() > 256 {
+        return Err(SpecError::invalid(
+            path,
+            "names must be 1 to 256 characters long",
+        ));
+    }
+    if name
+        .chars()
+        .any(|c| c.is_whitespace() || c == '.' || c == '*' || c == '>' || c.is_control())
+    {
+        return Err(SpecError::invalid(
+            path,
+            format!(
+                "`{name}` contains whitespace, `.`, `*` or `>`, which cannot appear in NATS subjects"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn unknown_type_message<'a>(
+    name: &str,
+    known: impl Iterator<Item = impl AsRef<str> + 'a>,
+) -> String {
+    let mut best: Option<(usize, String)> = None;
+    for k in known {
+        let k = k.as_ref();
+        let d = edit_distance(name, k);
+        if d <= 2.max(name.len() / 4) && best.as_ref().is_none_or(|(bd, _)| d < *bd) {
+            best = Some((d, k.to_string()));
+        }
+    }
+    match best {
+        Some((_, s)) => format!(
+            "unknown event type `{name}`; did you mean `{s}`? Declare it under `events:` if it is new"
+        ),
+        None => format!("unknown event type `{name}`; declare it under `events:`"),
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

@@ -1,0 +1,193 @@
+//! Identifiers used by the core: event ids (the protocol's 12-byte, 24-hex ids), arrival
+//! sequence numbers, execution ids, and the deterministic derivation of output ids.
+//!
+//! Pure functions only: nothing here reads a clock or a random source.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The arrival sequence number of an event within its run's log (0-based).
+pub type Seq = u32;
+/// Index of a step in its compiled spec (declaration order).
+pub type StepIdx = u32;
+/// Index of a parameter within its step.
+pub type ParamIdx = u32;
+
+/// An execution of a step within one run, numbered from 0 in start order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ExecutionId(pub u32);
+
+impl fmt::Display for ExecutionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "x{}", self.0)
+    }
+}
+
+/// A protocol event id: 12 bytes, written as 24 lowercase hex characters.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventId(pub [u8; 12]);
+
+/// Why a string is not an event id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not an event id: expected 24 lowercase hex characters")]
+pub struct EventIdError {
+    pub text: String,
+}
+
+impl EventId {
+    /// Parses the 24-hex wire form.
+    pub fn parse(text: &str) -> Result<EventId, EventIdError> {
+        let bytes = text.as_bytes();
+        let err = || EventIdError {
+            text: text.chars().take(64).collect(),
+        };
+        if bytes.len() != 24 {
+            return Err(err());
+        }
+        let mut out = [0u8; 12];
+        for (i, chunk) in bytes.chunks_exact(2).enumerate() {
+            let hi = hex_val(chunk[0]).ok_or_else(err)?;
+            let lo = hex_val(chunk[1]).ok_or_else(err)?;
+            out[i] = (hi << 4) | lo;
+        }
+        Ok(EventId(out))
+    }
+
+    /// A deterministic id for the `index`-th event produced by execution `exec` of the run
+    /// keyed by `run_key`. Re-running the same execution yields the same ids, so duplicates
+    /// are dropped by the log's id dedup (DESIGN §4.9).
+    pub fn derived(run_key: u64, exec: ExecutionId, index: u32) -> EventId {
+        let a = mix64(run_key ^ 0x5341_4150_0000_0001);
+        let b = mix64(a ^ ((exec.0 as u64) << 32 | index as u64));
+        let c = mix64(b ^ a.rotate_left(17));
+        let mut out = [0u8; 12];
+        out[..8].copy_from_slice(&b.to_be_bytes());
+        out[8..].copy_from_slice(&c.to_be_bytes()[..4]);
+        EventId(out)
+    }
+
+    /// An id made from a counter, for simulations and tests (`000…0001`, …).
+    pub fn from_counter(n: u64) -> EventId {
+        let mut out = [0u8; 12];
+        out[4..].copy_from_slice(&n.to_be_bytes());
+        EventId(out)
+    }
+}
+
+/// A stable 64-bit key for a run id string, used to derive output ids.
+pub fn run_key(run_id: &str) -> u64 {
+    // FNV-1a, then a finaliser: stable across platforms and releases.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in run_id.as_bytes() {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    mix64(h)
+}
+
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EventId({self})")
+    }
+}
+
+impl Serialize for EventId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        EventId::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A small, fast, deterministic hasher for the core's integer-keyed maps (the std SipHash
+/// costs more than the rest of a dispatch decision).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        mix64(self.0)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+pub(crate) type FastMap<K, V> =
+    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_id_round_trips_through_hex() {
+        let id = EventId::parse("65f0a1b2c3d4e5f601234567").expect("valid");
+        assert_eq!(id.to_string(), "65f0a1b2c3d4e5f601234567");
+    }
+
+    #[test]
+    fn event_id_rejects_uppercase_short_and_non_hex() {
+        for bad in [
+            "65F0A1B2C3D4E5F601234567",
+            "abc",
+            "zz0a1b2c3d4e5f6012345678",
+            "",
+        ] {
+            assert!(EventId::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn derived_ids_are_deterministic_and_distinct() {
+        let k = run_key("run-1");
+        let a = EventId::derived(k, ExecutionId(3), 0);
+        assert_eq!(a, EventId::derived(k, ExecutionId(3), 0));
+        assert_ne!(a, EventId::derived(k, ExecutionId(3), 1));
+        assert_ne!(a, EventId::derived(k, ExecutionId(4), 0));
+        assert_ne!(a, EventId::derived(run_key("run-2"), ExecutionId(3), 0));
+    }
+}

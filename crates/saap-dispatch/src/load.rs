@@ -1,0 +1,156 @@
+//! Reading spec files: JSON or YAML text into a [`WorkflowSpec`], with errors that carry a
+//! location (line:column for syntax, a JSON path for meaning) and bounds on every size.
+//!
+//! Takes text, never a path: reading files is the caller's job (the core does no I/O).
+
+use crate::spec::{SPEC_FORMAT_VERSION, WorkflowSpec};
+
+/// Largest spec text accepted (bytes).
+pub const MAX_SPEC_BYTES: usize = 8 * 1024 * 1024;
+
+/// The syntax a spec is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecSyntax {
+    Json,
+    Yaml,
+}
+
+impl SpecSyntax {
+    /// Guesses the syntax from a file name (`.json` → JSON, `.yaml`/`.yml` → YAML), else
+    /// from the first non-blank character of the text.
+    pub fn detect(file_name: Option<&str>, text: &str) -> SpecSyntax {
+        if let Some(name) = file_name {
+            let lower = name.to_ascii_lowercase();
+            if lower.ends_with(".json") {
+                return SpecSyntax::Json;
+            }
+            if lower.ends_with(".yaml") || lower.ends_with(".yml") {
+                return SpecSyntax::Yaml;
+            }
+        }
+        match text.trim_start().chars().next() {
+            Some('{') => SpecSyntax::Json,
+            _ => SpecSyntax::Yaml,
+        }
+    }
+}
+
+/// Everything that can be wrong with a spec. Each variant says where and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error(
+        "spec is {bytes} bytes; the limit is {max} bytes. Split the workflow or remove unused parts"
+    )]
+    TooLarge { bytes: usize, max: usize },
+    #[error("{line}:{column}: {message}")]
+    Syntax {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl SpecError {
+    pub(crate) fn invalid(path: impl Into<String>, message: impl Into<String>) -> SpecError {
+        SpecError::Invalid {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A stable code for the error family.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SpecError::TooLarge { .. } => "SAAP-S001",
+            SpecError::Syntax { .. } => "SAAP-S002",
+            SpecError::Invalid { .. } => "SAAP-S003",
+        }
+    }
+}
+
+/// Parses spec text. Structural problems (wrong field, wrong type, unknown key) are reported
+/// with their line and column; meaning (unknown event types, …) is checked by
+/// [`crate::compiled::CompiledSpec::compile`].
+pub fn parse_spec(text: &str, syntax: SpecSyntax) -> Result<WorkflowSpec, SpecError> {
+    if text.len() > MAX_SPEC_BYTES {
+        return Err(SpecError::TooLarge {
+            bytes: text.len(),
+            max: MAX_SPEC_BYTES,
+        });
+    }
+    let spec: WorkflowSpec = match syntax {
+        SpecSyntax::Json => serde_json::from_str(text).map_err(|e| SpecError::Syntax {
+            line: e.line(),
+            column: e.column(),
+            message: clean_serde_message(&e.to_string()),
+        })?,
+        SpecSyntax::Yaml => serde_yaml_ng::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((0, 0));
+            SpecError::Syntax {
+                line,
+                column,
+                message: clean_serde_message(&e.to_string()),
+            }
+        })?,
+    };
+    if spec.format != SPEC_FORMAT_VERSION {
+        return Err(SpecError::invalid(
+            "saap_spec",
+            format!(
+                "format version {} is not supported; this saap reads version {SPEC_FORMAT_VERSION}",
+                spec.format
+            ),
+        ));
+    }
+    Ok(spec)
+}
+
+/// serde appends " at line L column C" itself; we print the location first instead.
+fn clean_serde_message(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_syntax_error_has_line_and_column() {
+        let err = parse_spec("{\n  \"name\": \"a\",\n  \"steps\": [ }", SpecSyntax::Json)
+            .expect_err("broken");
+        match err {
+            SpecError::Syntax { line, .. } => assert_eq!(line, 3),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let err = parse_spec("name: a\nsteps: []\nstepz: []\n", SpecSyntax::Yaml).expect_err("bad");
+        assert!(err.to_string().contains("stepz"), "{err}");
+    }
+
+    #[test]
+    fn oversized_spec_is_refused_before_parsing() {
+        let big = " ".repeat(MAX_SPEC_BYTES + 1);
+        assert!(matches!(
+            parse_spec(&big, SpecSyntax::Json),
+            Err(SpecError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn syntax_is_detected_from_name_then_content() {
+        assert_eq!(SpecSyntax::detect(Some("a.yml"), "{"), SpecSyntax::Yaml);
+        assert_eq!(SpecSyntax::detect(None, "  {\"a\":1}"), SpecSyntax::Json);
+        assert_eq!(SpecSyntax::detect(None, "name: x"), SpecSyntax::Yaml);
+    }
+}

@@ -1,0 +1,788 @@
+//! The run state machine: one run's log and the dispatch decisions over it (DESIGN §4).
+//!
+//! Input comes in through [`Run::append`] (an event arrives), [`Run::complete`] (an
+//! execution finished) and [`Run::retry`] (an execution is run again after a crash); output
+//! leaves as [`Record`]s and as started executions taken with [`Run::take_started`]. No
+//! clock, no randomness, no I/O, no async: the same inputs always give the same records,
+//! which is what lets engines, the simulator, the explorer and `explain` share it.
+//!
+//! Preconditions are user code, so they are asked of a [`PreconditionEvaluator`] passed in
+//! by the caller, and their results are recorded.
+
+use crate::compiled::{CompiledCondition, CompiledSpec, EventKind, TypeId};
+use crate::ids::{EventId, ExecutionId, FastMap, ParamIdx, Seq, StepIdx};
+use crate::record::{Origin, Record, SkipReason, Termination};
+use crate::spec::ParamKind;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// The most events one run's log may hold.
+pub const MAX_LOG_EVENTS: usize = 50_000_000;
+/// The longest error message kept for a failed execution (longer ones are cut).
+pub const MAX_ERROR_MESSAGE: usize = 16 * 1024;
+
+/// The type of an incoming event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum NewEventType {
+    /// A type the workflow knows.
+    Known(TypeId),
+    /// A type the workflow does not know (e.g. from another agent); it never causes
+    /// candidacy, but its classification still decides termination.
+    Foreign { name: String, kind: EventKind },
+}
+
+/// An event offered to the run.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NewEvent {
+    pub id: EventId,
+    pub ty: NewEventType,
+}
+
+impl NewEvent {
+    pub fn known(id: EventId, ty: TypeId) -> NewEvent {
+        NewEvent {
+            id,
+            ty: NewEventType::Known(ty),
+        }
+    }
+}
+
+/// The type of a logged event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventTy {
+    Known(TypeId),
+    /// Index into [`Run::foreign_names`].
+    Foreign(u32),
+}
+
+/// An event in the run's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggedEvent {
+    pub id: EventId,
+    pub ty: EventTy,
+    pub kind: EventKind,
+    pub origin: Origin,
+}
+
+/// What an execution's parameter is bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bound {
+    /// An optional parameter with no matching event, or an empty list.
+    Nothing,
+    /// One event (required or optional parameter).
+    One(Seq),
+    /// The first `n` matching events in arrival order (list or fixed list).
+    First(u32),
+}
+
+/// The state of an execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecState {
+    Running,
+    Completed,
+    Failed,
+}
+
+/// One execution of a step.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub step: StepIdx,
+    pub trigger: Seq,
+    pub state: ExecState,
+    /// 1 for the first attempt; incremented by [`Run::retry`].
+    pub attempt: u32,
+    pub error: Option<Box<str>>,
+    bind_start: u32,
+}
+
+/// The run's lifecycle (DESIGN §4.10, §4.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// No start event yet: control events are refused as orphans.
+    NotStarted,
+    Live,
+    /// Ended by the event at `by`.
+    Terminated {
+        by: Seq,
+    },
+}
+
+/// What happened to an appended event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    /// Appended and dispatched; `started` executions began.
+    Dispatched { seq: Seq, started: u32 },
+    /// A stop or exception event: the run is now terminated.
+    Terminated { seq: Seq },
+    /// A display-only event: logged, never dispatched.
+    DisplayOnly { seq: Seq },
+    /// The run had already ended: kept as evidence only.
+    AfterStop { seq: Seq },
+    /// The id was already in the log: dropped.
+    Duplicate { first_seq: Seq },
+}
+
+/// The result of an execution.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The step returned these events (in return order; possibly none).
+    Returned(Vec<NewEvent>),
+    /// The step failed (error or panic) with this message.
+    Failed(String),
+}
+
+/// Errors of [`Run::append`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AppendError {
+    #[error(
+        "run has not begun: a control event of type `{name}` arrived before any start event (kept as orphan evidence at seq {seq}); publish a start event first"
+    )]
+    RunNotStarted { seq: Seq, name: String },
+    #[error("event type id {0} does not belong to this workflow")]
+    UnknownType(TypeId),
+    #[error("the run's log is full ({MAX_LOG_EVENTS} events); end the run or split the work")]
+    LogFull,
+}
+
+/// Errors of [`Run::complete`] and [`Run::retry`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompleteError {
+    #[error("execution {0} does not exist in this run")]
+    UnknownExecution(ExecutionId),
+    #[error("execution {0} already finished; a completion was delivered twice")]
+    AlreadyFinished(ExecutionId),
+    #[error(
+        "stale completion for execution {execution}: attempt {given} finished, but attempt {current} is the live one"
+    )]
+    StaleAttempt {
+        execution: ExecutionId,
+        given: u32,
+        current: u32,
+    },
+    #[error(transparent)]
+    Append(#[from] AppendError),
+}
+
+/// A precondition call: the step, its trigger and the bindings it would run with.
+pub struct PreconditionCall<'a> {
+    pub run: &'a Run,
+    pub step: StepIdx,
+    pub trigger: Seq,
+    pub bindings: &'a [Bound],
+}
+
+impl PreconditionCall<'_> {
+    /// The events bound to a parameter, in arrival order.
+    pub fn bound(&self, param: ParamIdx) -> &[Seq] {
+        self.run
+            .bound_seqs(self.step, param, self.bindings[param as usize])
+    }
+}
+
+/// Answers precondition calls. Engines implement it with the user's functions; the
+/// simulator uses [`DeclaredConditions`]; replay uses recorded results.
+pub trait PreconditionEvaluator {
+    fn evaluate(&mut self, call: &PreconditionCall<'_>) -> bool;
+}
+
+/// Evaluates the declarative `when` conditions of a spec; a precondition without one is
+/// treated as true.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DeclaredConditions;
+
+impl PreconditionEvaluator for DeclaredConditions {
+    fn evaluate(&mut self, call: &PreconditionCall<'_>) -> bool {
+        let step = &call.run.spec.steps[call.step as usize];
+        match step.precondition.as_ref().and_then(|p| p.when.as_ref()) {
+            None => true,
+            Some(c) => eval_condition(c, call),
+        }
+    }
+}
+
+fn eval_condition(c: &CompiledCondition, call: &PreconditionCall<'_>) -> bool {
+    match c {
+        CompiledCondition::Always(b) => *b,
+        CompiledCondition::Present(p) => !call.bound(*p).is_empty(),
+        CompiledCondition::Absent(p) => call.bound(*p).is_empty(),
+        CompiledCondition::CountAtLeast(p, n) => call.bound(*p).len() as u64 >= *n as u64,
+        CompiledCondition::All(cs) => cs.iter().all(|c| eval_condition(c, call)),
+        CompiledCondition::Any(cs) => cs.iter().any(|c| eval_condition(c, call)),
+        CompiledCondition::Not(c) => !eval_condition(c, call),
+    }
+}
+
+/// One run of a workflow.
+#[derive(Debug, Clone)]
+pub struct Run {
+    spec: Arc<CompiledSpec>,
+    run_key: u64,
+    status: RunStatus,
+    log: Vec<LoggedEvent>,
+    by_id: FastMap<EventId, Seq>,
+    foreign_names: Vec<Box<str>>,
+    /// Per (step, param), flattened with `param_offset`: matching dispatched events.
+    matches: Vec<Vec<Seq>>,
+    param_offset: Arc<[u32]>,
+    exec_counts: Vec<u32>,
+    input_sets: FastMap<(StepIdx, u64), ExecutionId>,
+    input_set_collisions: Vec<(StepIdx, u64, ExecutionId)>,
+    executions: Vec<Execution>,
+    bindings: Vec<Bound>,
+    records: Vec<Record>,
+    started: Vec<ExecutionId>,
+    scratch: Vec<Bound>,
+    candidates: Vec<StepIdx>,
+}
+
+impl Run {
+    /// A new, not yet started run. `run_key` (see [`crate::ids::run_key`]) seeds the
+    /// deterministic ids of events the core creates (ExceptionEvents of failed steps).
+    pub fn new(spec: Arc<CompiledSpec>, run_key: u64) -> Run {
+        let mut offsets = Vec::with_capacity(spec.steps.len() + 1);
+        let mut total = 0u32;
+        for s in &spec.steps {
+            offsets.push(total);
+            total += s.params.len() as u32;
+        }
+        offsets.push(total);
+        Run::with_offsets(spec, run_key, offsets.into())
+    }
+
+    fn with_offsets(spec: Arc<CompiledSpec>, run_key: u64, param_offset: Arc<[u32]>) -> Run {
+        let total = param_offset.last().copied().unwrap_or(0) as usize;
+        let steps = spec.steps.len();
+        Run {
+            spec,
+            run_key,
+            status: RunStatus::NotStarted,
+            log: Vec::new(),
+            by_id: FastMap::default(),
+            foreign_names: Vec::new(),
+            matches: vec![Vec::new(); total],
+            param_offset,
+            exec_counts: vec![0; steps],
+            input_sets: FastMap::default(),
+            input_set_collisions: Vec::new(),
+            executions: Vec::new(),
+            bindings: Vec::new(),
+            records: Vec::new(),
+            started: Vec::new(),
+            scratch: Vec::new(),
+            candidates: Vec::new(),
+        }
+    }
+
+    /// A fresh run of the same workflow sharing this run's precomputed tables.
+    pub fn sibling(&self, run_key: u64) -> Run {
+        Run::with_offsets(self.spec.clone(), run_key, self.param_offset.clone())
+    }
+
+    pub fn spec(&self) -> &CompiledSpec {
+        &self.spec
+    }
+    pub fn spec_arc(&self) -> &Arc<CompiledSpec> {
+        &self.spec
+    }
+    pub fn run_key(&self) -> u64 {
+        self.run_key
+    }
+    pub fn status(&self) -> RunStatus {
+        self.status
+    }
+    pub fn is_terminated(&self) -> bool {
+        matches!(self.status, RunStatus::Terminated { .. })
+    }
+    pub fn log(&self) -> &[LoggedEvent] {
+        &self.log
+    }
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+    pub fn executions(&self) -> &[Execution] {
+        &self.executions
+    }
+    pub fn execution(&self, id: ExecutionId) -> Option<&Execution> {
+        self.executions.get(id.0 as usize)
+    }
+    /// The bindings of an execution, one per parameter of its step.
+    pub fn bindings(&self, id: ExecutionId) -> &[Bound] {
+        match self.executions.get(id.0 as usize) {
+            Some(x) => {
+                let n = self.spec.steps[x.step as usize].params.len();
+                &self.bindings[x.bind_start as usize..x.bind_start as usize + n]
+            }
+            None => &[],
+        }
+    }
+    /// The sequence numbers a binding stands for, in arrival order.
+    pub fn bound_seqs(&self, step: StepIdx, param: ParamIdx, bound: Bound) -> &[Seq] {
+        match bound {
+            Bound::Nothing => &[],
+            Bound::One(seq) => {
+                let m = &self.matches[self.param_slot(step, param)];
+                match m.binary_search(&seq) {
+                    Ok(i) => &m[i..=i],
+                    Err(_) => &[],
+                }
+            }
+            Bound::First(n) => &self.matches[self.param_slot(step, param)][..n as usize],
+        }
+    }
+    /// Name of a logged event's type.
+    pub fn type_name(&self, ty: EventTy) -> &str {
+        match ty {
+            EventTy::Known(t) => &self.spec.types[t as usize].name,
+            EventTy::Foreign(i) => &self.foreign_names[i as usize],
+        }
+    }
+    /// The seq of an event id, if it is in the log.
+    pub fn seq_of(&self, id: &EventId) -> Option<Seq> {
+        self.by_id.get(id).copied()
+    }
+    /// How many executions of a step have started.
+    pub fn execution_count(&self, step: StepIdx) -> usize {
+        self.executions.iter().filter(|x| x.step == step).count()
+    }
+    /// Executions that started and have not finished (to run again after a restart).
+    pub fn running(&self) -> impl Iterator<Item = ExecutionId> + '_ {
+        self.executions
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.state == ExecState::Running)
+            .map(|(i, _)| ExecutionId(i as u32))
+    }
+
+    /// Takes the executions started since the last call, in start order.
+    pub fn take_started(&mut self) -> Vec<ExecutionId> {
+        std::mem::take(&mut self.started)
+    }
+    /// Like [`Run::take_started`], into a caller's buffer (no allocation).
+    pub fn drain_started_into(&mut self, out: &mut Vec<ExecutionId>) {
+        out.append(&mut self.started);
+    }
+
+    fn param_slot(&self, step: StepIdx, param: ParamIdx) -> usize {
+        (self.param_offset[step as usize] + param) as usize
+    }
+
+    /// An event arrives from outside the workflow.
+    pub fn append(
+        &mut self,
+        event: NewEvent,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> Result<Appended, AppendError> {
+        self.append_from(event, Origin::Outside, pre)
+    }
+
+    fn append_from(
+        &mut self,
+        event: NewEvent,
+        origin: Origin,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> Result<Appended, AppendError> {
+        if let Some(&first_seq) = self.by_id.get(&event.id) {
+            self.records
+                .push(Record::DuplicateEvent { first_seq, origin });
+            return Ok(Appended::Duplicate { first_seq });
+        }
+        if self.log.len() >= MAX_LOG_EVENTS {
+            return Err(AppendError::LogFull);
+        }
+        let (ty, kind) = match event.ty {
+            NewEventType::Known(t) => {
+                let info = self
+                    .spec
+                    .types
+                    .get(t as usize)
+                    .ok_or(AppendError::UnknownType(t))?;
+                (EventTy::Known(t), info.kind)
+            }
+            NewEventType::Foreign { name, kind } => {
+                let i = match self.foreign_names.iter().position(|n| **n == *name) {
+                    Some(i) => i,
+                    None => {
+                        self.foreign_names.push(name.into_boxed_str());
+                        self.foreign_names.len() - 1
+                    }
+                };
+                (EventTy::Foreign(i as u32), kind)
+            }
+        };
+        let seq = self.log.len() as Seq;
+        self.log.push(LoggedEvent {
+            id: event.id,
+            ty,
+            kind,
+            origin,
+        });
+        self.by_id.insert(event.id, seq);
+
+        match self.status {
+            RunStatus::Terminated { .. } => {
+                self.records.push(Record::EventAfterStop { seq, origin });
+                return Ok(Appended::AfterStop { seq });
+            }
+            RunStatus::NotStarted => {
+                if kind.is_control() && kind.is_start() {
+                    self.status = RunStatus::Live;
+                    self.records.push(Record::RunStarted { seq });
+                } else if kind.is_control() {
+                    self.records.push(Record::OrphanEvent { seq });
+                    return Err(AppendError::RunNotStarted {
+                        seq,
+                        name: self.type_name(ty).to_string(),
+                    });
+                }
+            }
+            RunStatus::Live => {}
+        }
+        self.records.push(Record::EventAppended { seq, origin });
+
+        if !kind.is_control() {
+            return Ok(Appended::DisplayOnly { seq });
+        }
+        if kind.is_terminal() {
+            self.terminate(seq, kind);
+            return Ok(Appended::Terminated { seq });
+        }
+        let EventTy::Known(t) = ty else {
+            return Ok(Appended::Dispatched { seq, started: 0 });
+        };
+        let started = self.dispatch(seq, t, pre);
+        Ok(Appended::Dispatched { seq, started })
+    }
+
+    fn terminate(&mut self, seq: Seq, kind: EventKind) {
+        self.status = RunStatus::Terminated { by: seq };
+        let by = if kind.is_exception() {
+            Termination::Exception
+        } else {
+            Termination::Stop
+        };
+        self.records.push(Record::RunTerminated { seq, by });
+        // Step bookkeeping ends with the run; the log, the executions and the match lists
+        // (which let bindings be expanded for reports) are kept as evidence.
+        self.input_sets = FastMap::default();
+        self.input_set_collisions = Vec::new();
+        self.exec_counts.iter_mut().for_each(|c| *c = 0);
+    }
+
+    /// Candidacy, readiness, binding and start for one trigger (DESIGN §4.1–§4.5).
+    fn dispatch(&mut self, seq: Seq, t: TypeId, pre: &mut dyn PreconditionEvaluator) -> u32 {
+        let spec = self.spec.clone();
+        let mut candidates = std::mem::take(&mut self.candidates);
+        candidates.clear();
+        for &(step, param) in spec.consumers(t) {
+            let slot = self.param_slot(step, param);
+            let p = &spec.steps[step as usize].params[param as usize];
+            let m = &mut self.matches[slot];
+            m.push(seq);
+            if p.kind == ParamKind::FixedList && m.len() > p.size as usize {
+                self.records.push(Record::FixedListOverflow {
+                    trigger: seq,
+                    step,
+                    param,
+                });
+            }
+            if candidates.last() != Some(&step) {
+                candidates.push(step);
+            }
+        }
+        let mut started = 0;
+        for &step in &candidates {
+            self.records.push(Record::Candidate { trigger: seq, step });
+            if self.evaluate(step, seq, pre) {
+                started += 1;
+            }
+        }
+        self.candidates = candidates;
+        started
+    }
+
+    /// Readiness in the order of DESIGN §4.3; starts the execution when ready.
+    fn evaluate(
+        &mut self,
+        step: StepIdx,
+        trigger: Seq,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> bool {
+        let spec = self.spec.clone();
+        let s = &spec.steps[step as usize];
+        let skip = |run: &mut Run, reason| {
+            run.records.push(Record::Skipped {
+                trigger,
+                step,
+                reason,
+            });
+            false
+        };
+        if self.is_terminated() {
+            return skip(self, SkipReason::RunTerminated);
+        }
+        let base = self.param_offset[step as usize] as usize;
+        for (pi, p) in s.params.iter().enumerate() {
+            let have = self.matches[base + pi].len();
+            match p.kind {
+                ParamKind::Required if have == 0 => {
+                    return skip(
+                        self,
+                        SkipReason::RequiredMissing {
+                            param: pi as ParamIdx,
+                        },
+                    );
+                }
+                ParamKind::FixedList if have < p.size as usize => {
+                    return skip(
+                        self,
+                        SkipReason::FixedListShort {
+                            param: pi as ParamIdx,
+                            have: have as u32,
+                            need: p.size,
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+        if let Some(max) = s.max_executions_per_run
+            && self.exec_counts[step as usize] >= max
+        {
+            return skip(self, SkipReason::BudgetExhausted { max });
+        }
+        // Binding (§4.4): evaluation happens at append time, so the view is the whole log
+        // and "the trigger if it matches, else the latest" is the last match.
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        for (pi, p) in s.params.iter().enumerate() {
+            let m = &self.matches[base + pi];
+            scratch.push(match p.kind {
+                ParamKind::Required | ParamKind::Optional => match m.last() {
+                    Some(&last) => Bound::One(last),
+                    None => Bound::Nothing,
+                },
+                ParamKind::List if m.is_empty() => Bound::Nothing,
+                ParamKind::List => Bound::First(m.len() as u32),
+                ParamKind::FixedList => Bound::First(p.size),
+            });
+        }
+        let key = self.input_set_hash(step, &scratch);
+        if let Some(by) = self.find_input_set(step, key, &scratch) {
+            self.scratch = scratch;
+            return skip(self, SkipReason::InputSetAlreadyRan { by });
+        }
+        if s.precondition.is_some() {
+            let result = pre.evaluate(&PreconditionCall {
+                run: self,
+                step,
+                trigger,
+                bindings: &scratch,
+            });
+            self.records.push(Record::PreconditionEvaluated {
+                trigger,
+                step,
+                result,
+            });
+            if !result {
+                self.scratch = scratch;
+                return skip(self, SkipReason::PreconditionFalse);
+            }
+        }
+        // Start: count, input set and start record form one decision.
+        let execution = ExecutionId(self.executions.len() as u32);
+        let bind_start = self.bindings.len() as u32;
+        self.bindings.extend_from_slice(&scratch);
+        self.scratch = scratch;
+        self.executions.push(Execution {
+            step,
+            trigger,
+            state: ExecState::Running,
+            attempt: 1,
+            error: None,
+            bind_start,
+        });
+        self.exec_counts[step as usize] += 1;
+        match self.input_sets.entry((step, key)) {
+            // Same hash, different set (find_input_set compared them): keep both.
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.input_set_collisions.push((step, key, execution));
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(execution);
+            }
+        }
+        self.records.push(Record::ExecutionStarted {
+            execution,
+            step,
+            trigger,
+        });
+        self.started.push(execution);
+        true
+    }
+
+    fn input_set_hash(&self, step: StepIdx, bound: &[Bound]) -> u64 {
+        let mut h = crate::ids::FastHasher::default();
+        if self.spec.steps[step as usize].overlapping_params {
+            let mut all = self.expand_sorted(step, bound);
+            all.sort_unstable();
+            all.hash(&mut h);
+        } else {
+            bound.hash(&mut h);
+        }
+        h.finish()
+    }
+
+    fn expand_sorted(&self, step: StepIdx, bound: &[Bound]) -> Vec<Seq> {
+        let mut all = Vec::new();
+        for (pi, b) in bound.iter().enumerate() {
+            all.extend_from_slice(self.bound_seqs(step, pi as ParamIdx, *b));
+        }
+        all.sort_unstable();
+        all
+    }
+
+    fn same_input_set(&self, step: StepIdx, a: &[Bound], b: &[Bound]) -> bool {
+        if self.spec.steps[step as usize].overlapping_params {
+            self.expand_sorted(step, a) == self.expand_sorted(step, b)
+        } else {
+            a == b
+        }
+    }
+
+    fn find_input_set(&self, step: StepIdx, key: u64, bound: &[Bound]) -> Option<ExecutionId> {
+        let hit = *self.input_sets.get(&(step, key))?;
+        if self.same_input_set(step, self.bindings(hit), bound) {
+            return Some(hit);
+        }
+        self.input_set_collisions
+            .iter()
+            .filter(|(s, k, _)| *s == step && *k == key)
+            .map(|(_, _, x)| *x)
+            .find(|x| self.same_input_set(step, self.bindings(*x), bound))
+    }
+
+    /// An execution finished. Its outputs are appended in return order, each dispatched as
+    /// it is appended, together with the completion record (DESIGN §4.6, §4.8).
+    pub fn complete(
+        &mut self,
+        execution: ExecutionId,
+        attempt: u32,
+        outcome: Outcome,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> Result<(), CompleteError> {
+        let x = self.live_execution(execution, attempt)?;
+        let step = x.step;
+        match outcome {
+            Outcome::Returned(outputs) => {
+                self.executions[execution.0 as usize].state = ExecState::Completed;
+                self.records.push(Record::ExecutionCompleted {
+                    execution,
+                    attempt,
+                    outputs: outputs.len() as u32,
+                });
+                for ev in outputs {
+                    match self.append_from(ev, Origin::Execution(execution), pre) {
+                        Ok(_) => {}
+                        // Outputs of a live execution always belong to a started run.
+                        Err(AppendError::RunNotStarted { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            Outcome::Failed(mut message) => {
+                if message.len() > MAX_ERROR_MESSAGE {
+                    let mut cut = MAX_ERROR_MESSAGE;
+                    while !message.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    message.truncate(cut);
+                }
+                let stop_on_error = self.spec.steps[step as usize].stop_on_error;
+                let x = &mut self.executions[execution.0 as usize];
+                x.state = ExecState::Failed;
+                x.error = Some(message.into_boxed_str());
+                self.records.push(Record::ExecutionFailed {
+                    execution,
+                    attempt,
+                    stop_on_error,
+                });
+                if stop_on_error {
+                    let id = EventId::derived(self.run_key, execution, u32::MAX);
+                    let ty = self.spec.exception_type();
+                    self.append_from(NewEvent::known(id, ty), Origin::Execution(execution), pre)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a started-but-unfinished execution again (after a crash or a lost worker).
+    /// Returns the new attempt number; completions of older attempts are then refused.
+    pub fn retry(&mut self, execution: ExecutionId) -> Result<u32, CompleteError> {
+        let x = self
+            .executions
+            .get_mut(execution.0 as usize)
+            .ok_or(CompleteError::UnknownExecution(execution))?;
+        if x.state != ExecState::Running {
+            return Err(CompleteError::AlreadyFinished(execution));
+        }
+        x.attempt += 1;
+        let attempt = x.attempt;
+        self.records
+            .push(Record::ExecutionRetried { execution, attempt });
+        Ok(attempt)
+    }
+
+    fn live_execution(
+        &self,
+        execution: ExecutionId,
+        attempt: u32,
+    ) -> Result<&Execution, CompleteError> {
+        let x = self
+            .executions
+            .get(execution.0 as usize)
+            .ok_or(CompleteError::UnknownExecution(execution))?;
+        if x.state != ExecState::Running {
+            return Err(CompleteError::AlreadyFinished(execution));
+        }
+        if x.attempt != attempt {
+            return Err(CompleteError::StaleAttempt {
+                execution,
+                given: attempt,
+                current: x.attempt,
+            });
+        }
+        Ok(x)
+    }
+
+    /// The ids of the events bound to each parameter of an execution.
+    pub fn bound_event_ids(&self, execution: ExecutionId) -> Vec<Vec<EventId>> {
+        let Some(x) = self.execution(execution) else {
+            return Vec::new();
+        };
+        self.bindings(execution)
+            .iter()
+            .enumerate()
+            .map(|(pi, b)| {
+                self.bound_seqs(x.step, pi as ParamIdx, *b)
+                    .iter()
+                    .map(|s| self.log[*s as usize].id)
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Approximate heap bytes held by this run's bookkeeping (not counting the log and
+    /// records, which grow with the events).
+    pub fn state_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.matches.capacity() * size_of::<Vec<Seq>>()
+            + self.matches.iter().map(|m| m.capacity() * 4).sum::<usize>()
+            + self.exec_counts.capacity() * 4
+            + self.input_sets.capacity()
+                * (size_of::<(StepIdx, u64)>() + size_of::<ExecutionId>() + 1)
+            + self.executions.capacity() * size_of::<Execution>()
+            + self.bindings.capacity() * size_of::<Bound>()
+            + self.by_id.capacity() * (size_of::<EventId>() + size_of::<Seq>() + 1)
+    }
+}
