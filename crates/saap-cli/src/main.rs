@@ -1,1 +1,62 @@
-fn main() {}
+//! `saap`: the command-line face of the dispatch core and (later) the runtime.
+//!
+//! Data goes to stdout, diagnostics to stderr. Exit codes: 0 success, 1 the command found
+//! problems (check errors, an explored bad state with `--fail-on`), 2 invalid input or
+//! usage, 3 an internal or I/O failure.
+
+mod cmd;
+mod input;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// saap — dispatchable AI-agent workflows, and the tools to see why they behave as they do.
+#[derive(Parser)]
+#[command(name = "saap", version, about, long_about = None)]
+#[command(after_help = "Examples:
+  saap demo                                   run the guided demo
+  saap check examples/specs/optional-trap.yaml
+  saap simulate examples/specs/race-condition.yaml --json
+  saap explore examples/specs/list-reruns.yaml
+
+Exit codes: 0 ok, 1 problems found, 2 invalid input or usage, 3 internal or I/O failure.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a workflow spec for constraint violations before anything runs.
+    Check(cmd::check::CheckArgs),
+    /// Run a spec's dispatch over one arrival order and print the timeline.
+    Simulate(cmd::simulate::SimulateArgs),
+    /// Explore every interleaving of a spec's arrivals and completions.
+    Explore(cmd::explore::ExploreArgs),
+    /// Run the guided demo (no setup needed).
+    Demo(cmd::demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Check(a) => cmd::check::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
+        Command::Explore(a) => cmd::explore::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(input::exit_code_for(&e))
+        }
+    }
+}
