@@ -8,14 +8,24 @@
 //! ## Layout
 //!
 //! * [`hierarchy`] — the registry of event type names and their parents: the built-in classes,
-//!   the wire list `_parent_event_names`, subtyping, and the [`Classification`]
-//!   (control / display / start / stop / exception).
+//!   the wire list `_parent_event_names`, subtyping, foreign-name resolution, and the
+//!   [`Classification`] (control / display / start / stop / exception).
+//! * [`event_id`] — the 12-byte [`EventId`] (24 lowercase hex), ObjectId-style construction from
+//!   caller-supplied time/counter/random bytes, and [`derive_event_id`] for deterministic ids of
+//!   re-published step outputs.
+//! * [`event`] — the [`EventEnvelope`] and its JSON codec: bounded, typed-error decoding
+//!   ([`DecodeError`], [`DecodeLimits`]), unknown fields kept in order, nested events, encoding.
 //!
 //! ## What this crate must not do
 //!
-//! No async, no I/O, no clock, no randomness: ids and timestamps are arguments. Everything that
-//! touches a broker, a disk or the time lives in the runtime crates above it.
+//! No async, no I/O, no clock, no randomness: ids and timestamps are arguments. Nothing here
+//! panics on untrusted input. Everything that touches a broker, a disk or the time lives in the
+//! runtime crates above it.
 
+pub mod event;
+pub mod event_id;
 pub mod hierarchy;
 
+pub use event::{DecodeError, DecodeLimits, EventEnvelope, LocaleString, NestedEvent};
+pub use event_id::{EventId, EventIdError, derive_event_id, new_event_id};
 pub use hierarchy::{Classification, Hierarchy, HierarchyError};

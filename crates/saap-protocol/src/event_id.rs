@@ -1,0 +1,311 @@
+//! Event ids: 12 bytes shown as 24 lowercase hex characters (the layout of a MongoDB ObjectId,
+//! which is what the Python implementation uses).
+//!
+//! This module only formats, parses and derives ids. It never reads a clock or a random source:
+//! the caller passes the random bytes, the timestamp or the counter. Three ways to get an id:
+//!
+//! * [`new_event_id`] from 12 random bytes the caller drew;
+//! * [`EventId::object_id`] from seconds, a per-process value and a counter (ObjectId layout);
+//! * [`derive_event_id`] deterministically from the event that caused a step execution, so that a
+//!   step re-run after a crash re-publishes its outputs under the same ids (and JetStream's
+//!   `Nats-Msg-Id` dedup and the log's `event_id` dedup drop the duplicates).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Number of bytes in an event id.
+pub const EVENT_ID_BYTES: usize = 12;
+/// Number of hex characters in the text form of an event id.
+pub const EVENT_ID_HEX_LEN: usize = 2 * EVENT_ID_BYTES;
+
+/// A 12-byte event id; its text form is 24 lowercase hex characters.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct EventId([u8; EVENT_ID_BYTES]);
+
+/// Why a string is not an event id.
+#[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventIdError {
+    /// Wrong length (in bytes of the string).
+    #[error("an event id has exactly 24 characters, this one has {0}")]
+    Length(usize),
+    /// A character that is not `0-9` or `a-f`.
+    #[error("an event id is lowercase hex (0-9, a-f); found {found:?} at position {position}")]
+    NotLowercaseHex {
+        /// The offending character.
+        found: char,
+        /// Its byte position.
+        position: usize,
+    },
+}
+
+impl EventId {
+    /// The id with these bytes.
+    pub const fn from_bytes(bytes: [u8; EVENT_ID_BYTES]) -> EventId {
+        EventId(bytes)
+    }
+
+    /// The raw bytes.
+    pub const fn as_bytes(&self) -> &[u8; EVENT_ID_BYTES] {
+        &self.0
+    }
+
+    /// An id in the MongoDB ObjectId layout: 4 bytes of big-endian Unix seconds, 5 bytes unique
+    /// to the process (drawn once by the caller), 3 bytes of big-endian counter (only the low
+    /// 24 bits of `counter` are used; it wraps).
+    pub fn object_id(unix_seconds: u32, process_unique: [u8; 5], counter: u32) -> EventId {
+        let mut b = [0u8; EVENT_ID_BYTES];
+        b[..4].copy_from_slice(&unix_seconds.to_be_bytes());
+        b[4..9].copy_from_slice(&process_unique);
+        b[9..].copy_from_slice(&counter.to_be_bytes()[1..]);
+        EventId(b)
+    }
+
+    /// The Unix seconds of an ObjectId-layout id (the first 4 bytes). Meaningless for ids
+    /// made by [`new_event_id`] or [`derive_event_id`].
+    pub fn object_id_seconds(&self) -> u32 {
+        u32::from_be_bytes([self.0[0], self.0[1], self.0[2], self.0[3]])
+    }
+
+    /// Parses the 24-lowercase-hex text form. Uppercase is refused so that an id has exactly one
+    /// text form (ids are compared and deduplicated as text by other implementations).
+    pub fn parse(s: &str) -> Result<EventId, EventIdError> {
+        let bytes = s.as_bytes();
+        if bytes.len() != EVENT_ID_HEX_LEN {
+            return Err(EventIdError::Length(bytes.len()));
+        }
+        let mut out = [0u8; EVENT_ID_BYTES];
+        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+            let hi = hex_value(pair[0]).ok_or_else(|| bad_char(s, 2 * i))?;
+            let lo = hex_value(pair[1]).ok_or_else(|| bad_char(s, 2 * i + 1))?;
+            out[i] = (hi << 4) | lo;
+        }
+        Ok(EventId(out))
+    }
+}
+
+fn bad_char(s: &str, position: usize) -> EventIdError {
+    // `position` may fall inside a multi-byte character; report the character that covers it.
+    let found = s
+        .char_indices()
+        .take_while(|(i, _)| *i <= position)
+        .last()
+        .map_or('?', |(_, c)| c);
+    EventIdError::NotLowercaseHex { found, position }
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EventId({self})")
+    }
+}
+
+impl FromStr for EventId {
+    type Err = EventIdError;
+    fn from_str(s: &str) -> Result<EventId, EventIdError> {
+        EventId::parse(s)
+    }
+}
+
+impl Serialize for EventId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<EventId, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        EventId::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A fresh event id from 12 random bytes the caller drew (e.g. from `getrandom`).
+pub fn new_event_id(random_bytes: [u8; EVENT_ID_BYTES]) -> EventId {
+    EventId::from_bytes(random_bytes)
+}
+
+/// The deterministic id of output number `output_index` of execution number `execution_index`
+/// of step `step_name`, triggered by the event `parent_id`.
+///
+/// The same inputs always give the same id, in every process and version of this crate (the
+/// function is pinned by a test); different inputs give different ids except with probability
+/// about 2^-96 per pair. The hash is FNV-1a (128 bit) over a domain tag and the length-prefixed
+/// inputs, truncated to 12 bytes. It is **not** cryptographic: it guards against accidental
+/// collisions, not against someone crafting step names to collide on purpose.
+pub fn derive_event_id(
+    parent_id: &EventId,
+    step_name: &str,
+    execution_index: u64,
+    output_index: u64,
+) -> EventId {
+    let mut h = Fnv1a128::new();
+    h.write(b"saap.derive_event_id.v1");
+    h.write(parent_id.as_bytes());
+    h.write(&(step_name.len() as u64).to_be_bytes());
+    h.write(step_name.as_bytes());
+    h.write(&execution_index.to_be_bytes());
+    h.write(&output_index.to_be_bytes());
+    let digest = h.finish().to_be_bytes();
+    let mut out = [0u8; EVENT_ID_BYTES];
+    out.copy_from_slice(&digest[..EVENT_ID_BYTES]);
+    EventId(out)
+}
+
+/// FNV-1a, 128-bit variant (offset basis and prime from the FNV specification).
+struct Fnv1a128(u128);
+
+impl Fnv1a128 {
+    const OFFSET_BASIS: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+
+    fn new() -> Self {
+        Fnv1a128(Self::OFFSET_BASIS)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u128::from(*b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    fn finish(&self) -> u128 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_id_text_form_is_24_lowercase_hex_and_round_trips() {
+        let id = EventId::from_bytes([0xab, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0x0a, 0xff]);
+        let s = id.to_string();
+        assert_eq!(s, "ab0102030405060708090aff");
+        assert_eq!(EventId::parse(&s).unwrap(), id);
+        assert_eq!(s.parse::<EventId>().unwrap(), id);
+        assert_eq!(format!("{id:?}"), "EventId(ab0102030405060708090aff)");
+    }
+
+    #[test]
+    fn event_id_rejects_wrong_length_uppercase_and_non_hex() {
+        assert_eq!(EventId::parse(""), Err(EventIdError::Length(0)));
+        assert_eq!(
+            EventId::parse("ab0102030405060708090af"),
+            Err(EventIdError::Length(23))
+        );
+        assert_eq!(
+            EventId::parse("AB0102030405060708090aff"),
+            Err(EventIdError::NotLowercaseHex {
+                found: 'A',
+                position: 0
+            })
+        );
+        assert_eq!(
+            EventId::parse("ab010203040506070809zaff"),
+            Err(EventIdError::NotLowercaseHex {
+                found: 'z',
+                position: 20
+            })
+        );
+        // 24 bytes but multi-byte characters: rejected without panicking.
+        assert!(matches!(
+            EventId::parse(&"\u{e9}".repeat(12)),
+            Err(EventIdError::NotLowercaseHex { position: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn event_id_serde_is_the_text_form() {
+        let id = EventId::from_bytes([7; 12]);
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, "\"070707070707070707070707\"");
+        let back: EventId = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, id);
+        assert!(serde_json::from_str::<EventId>("\"xyz\"").is_err());
+    }
+
+    #[test]
+    fn object_id_layout_is_seconds_process_counter_big_endian() {
+        let id = EventId::object_id(0x6553_f100, [1, 2, 3, 4, 5], 0x01_abcdef);
+        assert_eq!(id.to_string(), "6553f1000102030405abcdef");
+        assert_eq!(id.object_id_seconds(), 0x6553_f100);
+    }
+
+    #[test]
+    fn new_event_id_uses_the_given_bytes() {
+        assert_eq!(new_event_id([0; 12]).to_string(), "0".repeat(24));
+    }
+
+    #[test]
+    fn fnv1a128_matches_the_specification_offset_basis() {
+        let h = Fnv1a128::new();
+        assert_eq!(h.finish(), 0x6c62272e07bb014262b821756295c58d);
+        // One step by hand: (basis ^ 'a') * prime, mod 2^128.
+        let mut h = Fnv1a128::new();
+        h.write(b"a");
+        let expected = (Fnv1a128::OFFSET_BASIS ^ 0x61).wrapping_mul(Fnv1a128::PRIME);
+        assert_eq!(h.finish(), expected);
+    }
+
+    #[test]
+    fn derive_event_id_is_deterministic_and_distinguishes_every_input() {
+        let p = EventId::from_bytes([1; 12]);
+        let q = EventId::from_bytes([2; 12]);
+        let base = derive_event_id(&p, "answer", 0, 0);
+        assert_eq!(base, derive_event_id(&p, "answer", 0, 0));
+        let others = [
+            derive_event_id(&q, "answer", 0, 0),
+            derive_event_id(&p, "answer2", 0, 0),
+            derive_event_id(&p, "answer", 1, 0),
+            derive_event_id(&p, "answer", 0, 1),
+            // Length prefix: moving bytes between the name and the indices changes the id.
+            derive_event_id(&p, "", 0, 0),
+        ];
+        for o in others {
+            assert_ne!(o, base);
+        }
+    }
+
+    #[test]
+    fn derive_event_id_is_stable_across_versions() {
+        // Regression pin: changing the derivation would make re-published outputs of runs
+        // recorded by an older version get new ids, defeating deduplication.
+        let id = derive_event_id(&EventId::from_bytes([0; 12]), "step", 1, 2);
+        let again = {
+            let mut h = Fnv1a128::new();
+            h.write(b"saap.derive_event_id.v1");
+            h.write(&[0; 12]);
+            h.write(&4u64.to_be_bytes());
+            h.write(b"step");
+            h.write(&1u64.to_be_bytes());
+            h.write(&2u64.to_be_bytes());
+            h.finish().to_be_bytes()
+        };
+        assert_eq!(id.as_bytes()[..], again[..12]);
+        assert_eq!(id.to_string(), PINNED_DERIVED_ID);
+    }
+
+    const PINNED_DERIVED_ID: &str = "08e5be7ef275d0d4f3ba0b64";
+}
