@@ -15,6 +15,9 @@
 //!   re-published step outputs.
 //! * [`event`] — the [`EventEnvelope`] and its JSON codec: bounded, typed-error decoding
 //!   ([`DecodeError`], [`DecodeLimits`]), unknown fields kept in order, nested events, encoding.
+//! * [`subject`] — NATS subjects (agent events, config RPC, discovery): build, parse, validate
+//!   tokens, wildcard filters per scope; stream and consumer names and configurations; the
+//!   `Nats-Msg-Id` header value.
 //!
 //! ## What this crate must not do
 //!
@@ -25,7 +28,12 @@
 pub mod event;
 pub mod event_id;
 pub mod hierarchy;
+pub mod subject;
 
 pub use event::{DecodeError, DecodeLimits, EventEnvelope, LocaleString, NestedEvent};
 pub use event_id::{EventId, EventIdError, derive_event_id, new_event_id};
 pub use hierarchy::{Classification, Hierarchy, HierarchyError};
+pub use subject::{
+    AgentEventFilter, AgentEventSubject, ConfigRpcSubject, DiscoverySubject, EventKind, RunAddress,
+    StreamConfig, SubjectError,
+};
