@@ -211,7 +211,8 @@ fn display_only_event_is_not_control() {
 fn malformed_fixtures_give_the_expected_typed_error() {
     let h = Hierarchy::builtin();
     let lim = DecodeLimits::default();
-    let cases: &[(&str, fn(&DecodeError) -> bool)] = &[
+    type Expect = fn(&DecodeError) -> bool;
+    let cases: &[(&str, Expect)] = &[
         ("truncated.json", |e| {
             matches!(e, DecodeError::NotJson { .. })
         }),
