@@ -12,6 +12,8 @@
 //!   executions out;
 //! - [`record`]: the decision records (DESIGN §4.11);
 //! - [`replay`]: rebuilding a run from its inputs and checking it reproduces its records;
+//! - [`sim`]: driving a run from a spec's simulation section under a completion policy;
+//! - [`render`]: records and executions as text and JSON, with names;
 //! - [`ids`]: event ids, sequence numbers, execution ids, deterministic id derivation.
 //!
 //! Not here: clocks, randomness, threads, async, files, sockets. Time and ids are
@@ -21,8 +23,10 @@ pub mod compiled;
 pub mod ids;
 pub mod load;
 pub mod record;
+pub mod render;
 pub mod replay;
 pub mod run;
+pub mod sim;
 pub mod spec;
 
 pub use compiled::{CompiledSpec, EventKind, TypeId};

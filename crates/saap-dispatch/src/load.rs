@@ -154,3 +154,39 @@ mod tests {
         assert_eq!(SpecSyntax::detect(None, "name: x"), SpecSyntax::Yaml);
     }
 }
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+    use crate::spec::{Condition, ExecutionBehaviour};
+
+    #[test]
+    fn conditions_and_behaviours_read_as_one_key_maps_in_json_and_yaml() {
+        let json = r#"{"name":"a","steps":[{"name":"s","params":[{"name":"b","kind":"optional","types":["A"]}],
+            "precondition":{"name":"p","when":{"all":[{"present":"b"},{"not":{"always":false}}]}}}],
+            "simulation":{"arrivals":[],"behaviour":{"s":{"executions":{"2":{"fail":"boom"}}}}}}"#;
+        let yaml = "name: a\nsteps:\n  - name: s\n    params: [{name: b, kind: optional, types: [A]}]\n    precondition:\n      name: p\n      when: {all: [{present: b}, {not: {always: false}}]}\nsimulation:\n  arrivals: []\n  behaviour:\n    s:\n      executions:\n        2: {fail: boom}\n";
+        let a = parse_spec(json, SpecSyntax::Json).expect("json");
+        let b = parse_spec(yaml, SpecSyntax::Yaml).expect("yaml");
+        assert_eq!(a, b);
+        let when = a.steps[0]
+            .precondition
+            .as_ref()
+            .and_then(|p| p.when.clone());
+        assert_eq!(
+            when,
+            Some(Condition::All(vec![
+                Condition::Present("b".into()),
+                Condition::Not(Box::new(Condition::Always(false)))
+            ]))
+        );
+        let sim = a.simulation.expect("simulation");
+        assert_eq!(
+            sim.behaviour["s"].executions[&2],
+            ExecutionBehaviour::Fail("boom".into())
+        );
+        // And it writes back in the same shape.
+        let text = serde_json::to_string(&b).expect("serialize");
+        assert_eq!(parse_spec(&text, SpecSyntax::Json).expect("round trip"), b);
+    }
+}

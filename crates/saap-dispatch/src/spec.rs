@@ -133,11 +133,16 @@ pub struct PreconditionSpec {
     pub reads: Vec<String>,
     /// The condition evaluated by the simulator. Absent means "unknown to the simulator":
     /// treated as true.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "serde_yaml_ng::with::singleton_map_recursive"
+    )]
     pub when: Option<Condition>,
 }
 
-/// A declarative precondition over the step's bound parameters.
+/// A declarative precondition over the step's bound parameters. Written as a one-key map
+/// (`{present: b}`, `{all: [...]}`) in both JSON and YAML.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Condition {
@@ -189,7 +194,11 @@ pub struct BehaviourSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail: Option<String>,
     /// Overrides by execution number of this step (1-based).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        with = "serde_yaml_ng::with::singleton_map_recursive"
+    )]
     pub executions: BTreeMap<u32, ExecutionBehaviour>,
 }
 

@@ -1,0 +1,358 @@
+//! Rendering a run for people and machines: decision records with step, parameter and event
+//! names instead of indexes, as text lines or JSON values. Used by `simulate`, `explore`,
+//! `explain` and the runtime's `show`.
+//!
+//! Formatting only: no decisions are made here.
+
+use crate::compiled::CompiledSpec;
+use crate::ids::{ExecutionId, Seq, StepIdx};
+use crate::record::{Origin, Record, SkipReason, Termination};
+use crate::run::{ExecState, Run};
+use crate::sim::Arrival;
+use serde_json::{Value, json};
+
+/// A display label per logged event: the arrival's label when the spec gave one, else
+/// `Type#seq`.
+#[derive(Debug, Clone)]
+pub struct EventLabels(Vec<String>);
+
+impl EventLabels {
+    pub fn for_run(run: &Run, arrivals: &[Arrival]) -> EventLabels {
+        let labels = run
+            .log()
+            .iter()
+            .enumerate()
+            .map(|(seq, ev)| {
+                arrivals
+                    .iter()
+                    .find(|a| a.labelled && a.event.id == ev.id)
+                    .map(|a| a.label.clone())
+                    .unwrap_or_else(|| format!("{}#{seq}", run.type_name(ev.ty)))
+            })
+            .collect();
+        EventLabels(labels)
+    }
+    pub fn get(&self, seq: Seq) -> &str {
+        self.0.get(seq as usize).map(String::as_str).unwrap_or("?")
+    }
+}
+
+fn step_name(spec: &CompiledSpec, step: StepIdx) -> &str {
+    &spec.steps[step as usize].name
+}
+
+fn param_name(spec: &CompiledSpec, step: StepIdx, param: u32) -> &str {
+    &spec.steps[step as usize].params[param as usize].name
+}
+
+/// The human sentence for a skip reason.
+pub fn skip_text(spec: &CompiledSpec, step: StepIdx, reason: &SkipReason) -> String {
+    match reason {
+        SkipReason::RunTerminated => "the run has ended".to_string(),
+        SkipReason::RequiredMissing { param } => format!(
+            "required parameter `{}` has no event yet",
+            param_name(spec, step, *param)
+        ),
+        SkipReason::FixedListShort { param, have, need } => format!(
+            "fixed list `{}` has {have} of {need} events",
+            param_name(spec, step, *param)
+        ),
+        SkipReason::BudgetExhausted { max } => {
+            format!("max_executions_per_run = {max} already used")
+        }
+        SkipReason::InputSetAlreadyRan { by } => {
+            format!("the same input set already ran in {by}")
+        }
+        SkipReason::PreconditionFalse => "precondition returned false".to_string(),
+    }
+}
+
+fn origin_text(run: &Run, origin: Origin) -> String {
+    match origin {
+        Origin::Outside => "from outside".to_string(),
+        Origin::Execution(x) => match run.execution(x) {
+            Some(e) => format!("from {} {x}", step_name(run.spec(), e.step)),
+            None => format!("from {x}"),
+        },
+    }
+}
+
+/// Bindings of an execution as `param=[labels]` text.
+pub fn bindings_text(run: &Run, labels: &EventLabels, x: ExecutionId) -> String {
+    let Some(e) = run.execution(x) else {
+        return String::new();
+    };
+    let step = &run.spec().steps[e.step as usize];
+    run.bindings(x)
+        .iter()
+        .enumerate()
+        .map(|(pi, b)| {
+            let seqs = run.bound_seqs(e.step, pi as u32, *b);
+            let names: Vec<&str> = seqs.iter().map(|s| labels.get(*s)).collect();
+            let value = match step.params[pi].kind {
+                crate::spec::ParamKind::Required | crate::spec::ParamKind::Optional => {
+                    names.first().copied().unwrap_or("none").to_string()
+                }
+                _ => format!("[{}]", names.join(", ")),
+            };
+            format!("{}={value}", step.params[pi].name)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One record as an indented text line (None for records that the timeline shows
+/// elsewhere, such as `Candidate`, which is implied by what follows it).
+pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String> {
+    let spec = run.spec();
+    let ev = |seq: Seq| {
+        let e = &run.log()[seq as usize];
+        format!("[{seq}] {} ({})", labels.get(seq), run.type_name(e.ty))
+    };
+    Some(match r {
+        Record::RunStarted { .. } => "run started".to_string(),
+        Record::EventAppended { seq, origin } => {
+            format!("{} {}", ev(*seq), origin_text(run, *origin))
+        }
+        Record::DuplicateEvent { first_seq, origin } => format!(
+            "duplicate of {} {} dropped",
+            ev(*first_seq),
+            origin_text(run, *origin)
+        ),
+        Record::OrphanEvent { seq } => format!(
+            "{} refused: the run has not begun (orphan evidence)",
+            ev(*seq)
+        ),
+        Record::Candidate { .. } => return None,
+        Record::Skipped { step, reason, .. } => format!(
+            "    {}: skipped — {}",
+            step_name(spec, *step),
+            skip_text(spec, *step, reason)
+        ),
+        Record::PreconditionEvaluated { step, result, .. } => format!(
+            "    {}: precondition `{}` → {result}",
+            step_name(spec, *step),
+            spec.steps[*step as usize]
+                .precondition
+                .as_ref()
+                .map(|p| p.name.as_str())
+                .unwrap_or("?")
+        ),
+        Record::FixedListOverflow { step, param, .. } => format!(
+            "    {}: fixed list `{}` is already full; this event binds nothing new",
+            step_name(spec, *step),
+            param_name(spec, *step, *param)
+        ),
+        Record::ExecutionStarted {
+            execution, step, ..
+        } => format!(
+            "    {}: started {execution} with {}",
+            step_name(spec, *step),
+            bindings_text(run, labels, *execution)
+        ),
+        Record::ExecutionRetried { execution, attempt } => {
+            format!("{execution} runs again (attempt {attempt})")
+        }
+        Record::ExecutionCompleted {
+            execution, outputs, ..
+        } => format!(
+            "{} {execution} completed, returning {outputs} event(s)",
+            exec_step(run, *execution)
+        ),
+        Record::ExecutionFailed {
+            execution,
+            stop_on_error,
+            ..
+        } => format!(
+            "{} {execution} failed: {}{}",
+            exec_step(run, *execution),
+            run.execution(*execution)
+                .and_then(|x| x.error.as_deref())
+                .unwrap_or(""),
+            if *stop_on_error {
+                " (stop_on_error: the run gets an ExceptionEvent)"
+            } else {
+                " (stop_on_error = false: the run continues)"
+            }
+        ),
+        Record::RunTerminated { seq, by } => format!(
+            "run terminated by {} ({})",
+            ev(*seq),
+            match by {
+                Termination::Stop => "stop",
+                Termination::Exception => "exception",
+            }
+        ),
+        Record::EventAfterStop { seq, origin } => format!(
+            "{} {} arrived AFTER STOP: kept as evidence, not dispatched",
+            ev(*seq),
+            origin_text(run, *origin)
+        ),
+    })
+}
+
+fn exec_step(run: &Run, x: ExecutionId) -> String {
+    run.execution(x)
+        .map(|e| step_name(run.spec(), e.step).to_string())
+        .unwrap_or_default()
+}
+
+/// One record as JSON, with names and event ids.
+pub fn record_json(run: &Run, labels: &EventLabels, r: &Record) -> Value {
+    let spec = run.spec();
+    let ev = |seq: Seq| {
+        let e = &run.log()[seq as usize];
+        json!({
+            "seq": seq,
+            "label": labels.get(seq),
+            "type": run.type_name(e.ty),
+            "event_id": e.id.to_string(),
+        })
+    };
+    let origin = |o: Origin| match o {
+        Origin::Outside => json!("outside"),
+        Origin::Execution(x) => json!({ "execution": x.to_string(), "step": exec_step(run, x) }),
+    };
+    match r {
+        Record::RunStarted { seq } => json!({"record": "run_started", "event": ev(*seq)}),
+        Record::EventAppended { seq, origin: o } => {
+            let e = &run.log()[*seq as usize];
+            json!({"record": "event_appended", "event": ev(*seq), "kind": e.kind.label(), "origin": origin(*o)})
+        }
+        Record::DuplicateEvent {
+            first_seq,
+            origin: o,
+        } => {
+            json!({"record": "duplicate_event", "first": ev(*first_seq), "origin": origin(*o)})
+        }
+        Record::OrphanEvent { seq } => json!({"record": "orphan_event", "event": ev(*seq)}),
+        Record::Candidate { trigger, step } => {
+            json!({"record": "candidate", "trigger": trigger, "step": step_name(spec, *step)})
+        }
+        Record::Skipped {
+            trigger,
+            step,
+            reason,
+        } => {
+            let mut v = json!({
+                "record": "skipped",
+                "trigger": trigger,
+                "step": step_name(spec, *step),
+                "reason": serde_json::to_value(reason).unwrap_or(Value::Null),
+                "why": skip_text(spec, *step, reason),
+            });
+            if let SkipReason::RequiredMissing { param }
+            | SkipReason::FixedListShort { param, .. } = reason
+            {
+                v["param"] = json!(param_name(spec, *step, *param));
+            }
+            v
+        }
+        Record::PreconditionEvaluated {
+            trigger,
+            step,
+            result,
+        } => {
+            json!({"record": "precondition_evaluated", "trigger": trigger, "step": step_name(spec, *step), "result": result})
+        }
+        Record::FixedListOverflow {
+            trigger,
+            step,
+            param,
+        } => {
+            json!({"record": "fixed_list_overflow", "trigger": trigger, "step": step_name(spec, *step), "param": param_name(spec, *step, *param)})
+        }
+        Record::ExecutionStarted {
+            execution,
+            step,
+            trigger,
+        } => {
+            json!({"record": "execution_started", "execution": execution.to_string(), "step": step_name(spec, *step), "trigger": trigger, "bindings": bindings_json(run, labels, *execution)})
+        }
+        Record::ExecutionRetried { execution, attempt } => {
+            json!({"record": "execution_retried", "execution": execution.to_string(), "attempt": attempt})
+        }
+        Record::ExecutionCompleted {
+            execution,
+            attempt,
+            outputs,
+        } => {
+            json!({"record": "execution_completed", "execution": execution.to_string(), "attempt": attempt, "outputs": outputs})
+        }
+        Record::ExecutionFailed {
+            execution,
+            attempt,
+            stop_on_error,
+        } => {
+            json!({"record": "execution_failed", "execution": execution.to_string(), "attempt": attempt, "stop_on_error": stop_on_error,
+            "error": run.execution(*execution).and_then(|x| x.error.as_deref())})
+        }
+        Record::RunTerminated { seq, by } => {
+            json!({"record": "run_terminated", "event": ev(*seq), "by": by})
+        }
+        Record::EventAfterStop { seq, origin: o } => {
+            json!({"record": "event_after_stop", "event": ev(*seq), "origin": origin(*o)})
+        }
+    }
+}
+
+/// The bindings of an execution as `{param: [labels]}`.
+pub fn bindings_json(run: &Run, labels: &EventLabels, x: ExecutionId) -> Value {
+    let Some(e) = run.execution(x) else {
+        return Value::Null;
+    };
+    let step = &run.spec().steps[e.step as usize];
+    let mut map = serde_json::Map::new();
+    for (pi, b) in run.bindings(x).iter().enumerate() {
+        let seqs = run.bound_seqs(e.step, pi as u32, *b);
+        map.insert(
+            step.params[pi].name.clone(),
+            Value::Array(seqs.iter().map(|s| json!(labels.get(*s))).collect()),
+        );
+    }
+    Value::Object(map)
+}
+
+/// Every execution as JSON: step, trigger, state, bindings, outputs.
+pub fn executions_json(run: &Run, labels: &EventLabels) -> Value {
+    Value::Array(
+        run.executions()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let x = ExecutionId(i as u32);
+                let outputs: Vec<&str> = run
+                    .log()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, ev)| ev.origin == Origin::Execution(x))
+                    .map(|(s, _)| labels.get(s as Seq))
+                    .collect();
+                json!({
+                    "execution": x.to_string(),
+                    "step": step_name(run.spec(), e.step),
+                    "trigger": labels.get(e.trigger),
+                    "attempt": e.attempt,
+                    "state": match e.state { ExecState::Running => "running", ExecState::Completed => "completed", ExecState::Failed => "failed" },
+                    "error": e.error.as_deref(),
+                    "bindings": bindings_json(run, labels, x),
+                    "outputs": outputs,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Executions started per step, in step order.
+pub fn executions_per_step(run: &Run) -> Vec<(String, usize)> {
+    let mut counts = vec![0usize; run.spec().steps.len()];
+    for e in run.executions() {
+        counts[e.step as usize] += 1;
+    }
+    run.spec()
+        .steps
+        .iter()
+        .zip(counts)
+        .map(|(s, c)| (s.name.clone(), c))
+        .collect()
+}
