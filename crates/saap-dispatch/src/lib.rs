@@ -19,6 +19,7 @@
 //! Not here: clocks, randomness, threads, async, files, sockets. Time and ids are
 //! arguments; user code (preconditions) is reached through a trait.
 
+pub mod check;
 pub mod compiled;
 pub mod ids;
 pub mod load;

@@ -1,0 +1,2017 @@
+//! Static checks of a compiled spec (`saap check`, DESIGN §5).
+//!
+//! [`check`] looks at a [`CompiledSpec`] without running it and reports [`Finding`]s: each
+//! names a stable code, a severity, the step and parameter, what is wrong, which runtime rule
+//! makes it break (R1–R6 of the debugging guide, DESIGN §4), and what to write instead. The
+//! result is deterministic: the same spec always gives the same findings in the same order
+//! (errors first, then by code, step declaration order, parameter order).
+//!
+//! The analysis is over *types*, not runs, and deliberately conservative where it claims a
+//! step cannot run: a step "can run" when, starting from the types that arrive from outside
+//! (subtypes of `StartEvent` and of the human/agent/bot-in-the-loop response types), some
+//! chain of steps whose blocking inputs are all available produces one of its parameter types
+//! and all of its required and fixed-list parameters. Only a declarative precondition that is
+//! provably never true (see [`condition_constant`]) is taken into account; user preconditions
+//! are assumed to hold sometimes.
+//!
+//! The codes, their meaning and a minimal example of each are in `docs/checks.md`; the table
+//! [`RULES`] is the machine-readable list.
+
+use crate::compiled::{CompiledCondition, CompiledSpec, CompiledStep, TypeId};
+use crate::spec::ParamKind;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How bad a finding is. Errors make `saap check` exit 1; warnings only with
+/// `--deny warnings`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// One problem found in a spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Stable code, e.g. `SAAP010`.
+    pub code: &'static str,
+    pub severity: Severity,
+    /// Short slug of the rule, e.g. `optional-trap`.
+    pub rule: &'static str,
+    /// The step concerned, if any.
+    pub step: Option<String>,
+    /// The parameter concerned, if any.
+    pub param: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// Which runtime rule makes it break (R1–R6, DESIGN §4.x).
+    pub why: String,
+    /// What to write instead.
+    pub fix: String,
+}
+
+/// A check's identity: code, severity, slug and a one-line title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rule {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub rule: &'static str,
+    pub title: &'static str,
+}
+
+const fn rule(
+    code: &'static str,
+    severity: Severity,
+    slug: &'static str,
+    title: &'static str,
+) -> Rule {
+    Rule {
+        code,
+        severity,
+        rule: slug,
+        title,
+    }
+}
+
+pub const UNREACHABLE_STEP: Rule = rule(
+    "SAAP001",
+    Severity::Error,
+    "unreachable-step",
+    "no path from an outside arrival to the step",
+);
+pub const MISSING_PRODUCER: Rule = rule(
+    "SAAP002",
+    Severity::Error,
+    "missing-producer",
+    "required input that nothing produces and that does not arrive from outside",
+);
+pub const TERMINAL_INPUT: Rule = rule(
+    "SAAP003",
+    Severity::Error,
+    "terminal-input",
+    "step takes a stop or exception event",
+);
+pub const UNBOUNDED_CYCLE: Rule = rule(
+    "SAAP004",
+    Severity::Error,
+    "unbounded-cycle",
+    "cycle of steps without a precondition or execution limit",
+);
+pub const NO_START_CONSUMER: Rule = rule(
+    "SAAP005",
+    Severity::Error,
+    "no-start-consumer",
+    "no step consumes a start event",
+);
+pub const DUPLICATE_STEP: Rule = rule(
+    "SAAP006",
+    Severity::Error,
+    "duplicate-step-name",
+    "two steps share a name",
+);
+pub const PRECONDITION_FOREIGN_READ: Rule = rule(
+    "SAAP007",
+    Severity::Error,
+    "precondition-reads-foreign-type",
+    "precondition reads an event type its step does not take",
+);
+pub const DANGLING_STOP: Rule = rule(
+    "SAAP008",
+    Severity::Error,
+    "dangling-stop",
+    "stop event returned together with other control events",
+);
+pub const FIXED_LIST_OVERCOUNT: Rule = rule(
+    "SAAP009",
+    Severity::Error,
+    "fixed-list-count-mismatch",
+    "fixed list larger than its producers can ever emit",
+);
+pub const OPTIONAL_TRAP: Rule = rule(
+    "SAAP010",
+    Severity::Warning,
+    "optional-trap",
+    "optional parameter without precondition or execution limit",
+);
+pub const LIST_RERUNS: Rule = rule(
+    "SAAP011",
+    Severity::Warning,
+    "list-reruns",
+    "list parameter without precondition (re-runs per arrival)",
+);
+pub const SAME_TYPE_TWO_PARAMS: Rule = rule(
+    "SAAP012",
+    Severity::Warning,
+    "same-type-two-params",
+    "one event type in two parameters of a step",
+);
+pub const DOUBLE_DIP: Rule = rule(
+    "SAAP013",
+    Severity::Warning,
+    "double-dip",
+    "one event type used for several stages",
+);
+pub const PARENT_TYPED_PARAM: Rule = rule(
+    "SAAP014",
+    Severity::Warning,
+    "parent-typed-param",
+    "parameter typed with a parent whose subtypes are produced",
+);
+pub const NO_PATH_TO_STOP: Rule = rule(
+    "SAAP015",
+    Severity::Warning,
+    "no-path-to-stop",
+    "no path from the step to a stop event",
+);
+pub const DISPLAY_ONLY_INPUT: Rule = rule(
+    "SAAP016",
+    Severity::Warning,
+    "display-only-input",
+    "parameter typed with an event that is never dispatched",
+);
+pub const PRECONDITION_NEVER_TRUE: Rule = rule(
+    "SAAP017",
+    Severity::Warning,
+    "precondition-never-true",
+    "declarative precondition that can never be true",
+);
+
+/// Every check, in code order.
+pub const RULES: &[Rule] = &[
+    UNREACHABLE_STEP,
+    MISSING_PRODUCER,
+    TERMINAL_INPUT,
+    UNBOUNDED_CYCLE,
+    NO_START_CONSUMER,
+    DUPLICATE_STEP,
+    PRECONDITION_FOREIGN_READ,
+    DANGLING_STOP,
+    FIXED_LIST_OVERCOUNT,
+    OPTIONAL_TRAP,
+    LIST_RERUNS,
+    SAME_TYPE_TWO_PARAMS,
+    DOUBLE_DIP,
+    PARENT_TYPED_PARAM,
+    NO_PATH_TO_STOP,
+    DISPLAY_ONLY_INPUT,
+    PRECONDITION_NEVER_TRUE,
+];
+
+/// The built-in types whose subtypes arrive from outside the workflow (DESIGN §5).
+pub const OUTSIDE_ROOTS: &[&str] = &[
+    "StartEvent",
+    "HumanInTheLoopResponseEvent",
+    "AgentInTheLoopResponseEvent",
+    "AgentInTheLoopExceptionEvent",
+    "BotInTheLoopResponseEvent",
+];
+
+/// The built-in request types whose answers arrive from outside as the response types of
+/// [`OUTSIDE_ROOTS`].
+pub const REQUEST_ROOTS: &[&str] = &[
+    "HumanInTheLoopRequestEvent",
+    "AgentInTheLoopRequestEvent",
+    "BotInTheLoopRequestEvent",
+];
+
+/// Counts of findings by severity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub errors: usize,
+    pub warnings: usize,
+}
+
+/// Counts findings by severity.
+pub fn summarize(findings: &[Finding]) -> Summary {
+    let mut s = Summary::default();
+    for f in findings {
+        match f.severity {
+            Severity::Error => s.errors += 1,
+            Severity::Warning => s.warnings += 1,
+        }
+    }
+    s
+}
+
+/// Runs every check of DESIGN §5 on a compiled spec.
+pub fn check(spec: &CompiledSpec) -> Vec<Finding> {
+    let mut cx = Analysis::new(spec);
+    let mut out = Out::default();
+    cx.duplicate_steps(&mut out);
+    cx.no_start_consumer(&mut out);
+    cx.terminal_inputs(&mut out);
+    cx.missing_producers(&mut out);
+    cx.never_true_preconditions(&mut out);
+    cx.unreachable_steps(&mut out);
+    cx.unbounded_cycles(&mut out);
+    cx.foreign_precondition_reads(&mut out);
+    cx.dangling_stops(&mut out);
+    cx.fixed_list_overcounts(&mut out);
+    cx.optional_traps(&mut out);
+    cx.list_reruns(&mut out);
+    cx.same_type_two_params(&mut out);
+    cx.double_dips(&mut out);
+    cx.parent_typed_params(&mut out);
+    cx.no_path_to_stop(&mut out);
+    cx.display_only_inputs(&mut out);
+    out.finish()
+}
+
+/// The constant value of a declarative condition given only the parameter kinds, if it has
+/// one. A required parameter always binds exactly one event, an optional one 0 or 1, a fixed
+/// list exactly N (it is only evaluated once ready), a list any number.
+pub fn condition_constant(step: &CompiledStep, c: &CompiledCondition) -> Option<bool> {
+    // (lowest, highest) number of events the parameter is bound to when evaluated.
+    let range = |p: u32| -> (u64, Option<u64>) {
+        match step.params.get(p as usize) {
+            Some(param) => match param.kind {
+                ParamKind::Required => (1, Some(1)),
+                ParamKind::Optional => (0, Some(1)),
+                ParamKind::List => (0, None),
+                ParamKind::FixedList => (u64::from(param.size), Some(u64::from(param.size))),
+            },
+            None => (0, None),
+        }
+    };
+    let at_least = |p: u32, n: u64| -> Option<bool> {
+        let (lo, hi) = range(p);
+        if lo >= n {
+            Some(true)
+        } else if hi.is_some_and(|h| h < n) {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    match c {
+        CompiledCondition::Always(b) => Some(*b),
+        CompiledCondition::Present(p) => at_least(*p, 1),
+        CompiledCondition::Absent(p) => at_least(*p, 1).map(|v| !v),
+        CompiledCondition::CountAtLeast(p, n) => at_least(*p, u64::from(*n)),
+        CompiledCondition::Not(c) => condition_constant(step, c).map(|v| !v),
+        CompiledCondition::All(cs) => {
+            let mut all_true = true;
+            for c in cs {
+                match condition_constant(step, c) {
+                    Some(false) => return Some(false),
+                    Some(true) => {}
+                    None => all_true = false,
+                }
+            }
+            all_true.then_some(true)
+        }
+        CompiledCondition::Any(cs) => {
+            let mut all_false = true;
+            for c in cs {
+                match condition_constant(step, c) {
+                    Some(true) => return Some(true),
+                    Some(false) => {}
+                    None => all_false = false,
+                }
+            }
+            all_false.then_some(false)
+        }
+    }
+}
+
+/// Sort key of a finding: severity, code, step index + 1 (0 = none), param index + 1, message.
+type SortKey = (Severity, &'static str, usize, usize, String);
+
+/// Collected findings with their sort keys.
+#[derive(Default)]
+struct Out {
+    items: Vec<(SortKey, Finding)>,
+}
+
+impl Out {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        rule: &Rule,
+        cx: &Analysis<'_>,
+        step: Option<usize>,
+        param: Option<usize>,
+        message: String,
+        why: &str,
+        fix: String,
+    ) {
+        let step_name = step.map(|s| cx.spec.steps[s].name.clone());
+        let param_name = step
+            .zip(param)
+            .map(|(s, p)| cx.spec.steps[s].params[p].name.clone());
+        let key = (
+            rule.severity,
+            rule.code,
+            step.map_or(0, |s| s + 1),
+            param.map_or(0, |p| p + 1),
+            message.clone(),
+        );
+        self.items.push((
+            key,
+            Finding {
+                code: rule.code,
+                severity: rule.severity,
+                rule: rule.rule,
+                step: step_name,
+                param: param_name,
+                message,
+                why: why.to_string(),
+                fix,
+            },
+        ));
+    }
+
+    fn finish(mut self) -> Vec<Finding> {
+        self.items.sort_by(|a, b| a.0.cmp(&b.0));
+        self.items.dedup_by(|a, b| a.0 == b.0);
+        self.items.into_iter().map(|(_, f)| f).collect()
+    }
+}
+
+/// Facts derived once from the spec and shared by the checks.
+struct Analysis<'a> {
+    spec: &'a CompiledSpec,
+    /// Per step: what one execution may return (outputs ∪ returns_together), deduplicated.
+    outs: Vec<Vec<TypeId>>,
+    /// Per type: the steps that may return it, in step order.
+    producers: Vec<Vec<usize>>,
+    /// Per type: it arrives from outside (a control subtype of an [`OUTSIDE_ROOTS`] type).
+    outside: Vec<bool>,
+    /// Per step: its declarative precondition is provably never true.
+    never_true: Vec<bool>,
+    /// Per step: it can run in some run (see the module docs).
+    runs: Vec<bool>,
+    /// Per type: some event of it can be dispatched in some run.
+    available: Vec<bool>,
+    /// Per (step, param): the SAAP002 check fired.
+    missing: BTreeSet<(usize, usize)>,
+}
+
+impl<'a> Analysis<'a> {
+    fn new(spec: &'a CompiledSpec) -> Analysis<'a> {
+        let nt = spec.types.len();
+        let outs: Vec<Vec<TypeId>> = spec
+            .steps
+            .iter()
+            .map(|s| {
+                let mut v: Vec<TypeId> = Vec::new();
+                for t in s.outputs.iter().chain(s.returns_together.iter().flatten()) {
+                    if !v.contains(t) {
+                        v.push(*t);
+                    }
+                }
+                v
+            })
+            .collect();
+        let mut producers = vec![Vec::new(); nt];
+        for (si, o) in outs.iter().enumerate() {
+            for t in o {
+                producers[*t as usize].push(si);
+            }
+        }
+        let outside = spec
+            .types
+            .iter()
+            .map(|t| {
+                t.kind.is_control()
+                    && OUTSIDE_ROOTS
+                        .iter()
+                        .any(|r| spec.hierarchy.is_subtype_of(&t.name, r))
+            })
+            .collect();
+        let never_true = spec
+            .steps
+            .iter()
+            .map(|s| {
+                s.precondition
+                    .as_ref()
+                    .and_then(|p| p.when.as_ref())
+                    .and_then(|c| condition_constant(s, c))
+                    == Some(false)
+            })
+            .collect();
+        let mut cx = Analysis {
+            spec,
+            outs,
+            producers,
+            outside,
+            never_true,
+            runs: vec![false; spec.steps.len()],
+            available: vec![false; nt],
+            missing: BTreeSet::new(),
+        };
+        cx.compute_reachability();
+        cx
+    }
+
+    /// A type whose events are dispatched when appended: control, and not terminal (a stop
+    /// or exception event ends the run, so nothing is evaluated for it).
+    fn dispatchable(&self, t: TypeId) -> bool {
+        let k = self.spec.type_info(t).kind;
+        k.is_control() && !k.is_terminal()
+    }
+
+    fn name(&self, t: TypeId) -> &str {
+        &self.spec.type_info(t).name
+    }
+
+    fn names(&self, ts: &[TypeId]) -> String {
+        ts.iter()
+            .map(|t| format!("`{}`", self.name(*t)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn step_names(&self, ss: &[usize]) -> String {
+        ss.iter()
+            .map(|s| format!("`{}`", self.spec.steps[*s].name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn blocking(kind: ParamKind) -> bool {
+        matches!(kind, ParamKind::Required | ParamKind::FixedList)
+    }
+
+    /// Least fixpoint: the types that can be dispatched and the steps that can run.
+    fn compute_reachability(&mut self) {
+        for t in 0..self.spec.types.len() {
+            self.available[t] = self.outside[t] && self.dispatchable(t as TypeId);
+        }
+        loop {
+            let mut changed = false;
+            for (si, s) in self.spec.steps.iter().enumerate() {
+                if self.runs[si] || self.never_true[si] {
+                    continue;
+                }
+                let has = |ts: &[TypeId]| ts.iter().any(|t| self.available[*t as usize]);
+                let triggered = s.params.iter().any(|p| has(&p.types));
+                let satisfied = s
+                    .params
+                    .iter()
+                    .filter(|p| Self::blocking(p.kind))
+                    .all(|p| has(&p.types));
+                if triggered && satisfied {
+                    self.runs[si] = true;
+                    changed = true;
+                    for &t in &self.outs[si] {
+                        if self.dispatchable(t) {
+                            self.available[t as usize] = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+    }
+
+    // ---- errors ----------------------------------------------------------------------
+
+    fn duplicate_steps(&self, out: &mut Out) {
+        let mut first: BTreeMap<&str, usize> = BTreeMap::new();
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            match first.get(s.name.as_str()) {
+                None => {
+                    first.insert(&s.name, si);
+                }
+                Some(&f) => out.push(
+                    &DUPLICATE_STEP,
+                    self,
+                    Some(si),
+                    None,
+                    format!(
+                        "steps[{si}] is named `{}` like steps[{f}]",
+                        s.name
+                    ),
+                    "execution counts (max_executions_per_run) and input-set idempotency are kept per step name (DESIGN §4.3, §4.5): two steps with one name share them and suppress each other's executions",
+                    format!("rename one of the two steps (e.g. `{}_2`)", s.name),
+                ),
+            }
+        }
+    }
+
+    fn no_start_consumer(&self, out: &mut Out) {
+        let any = self.spec.steps.iter().any(|s| {
+            s.params.iter().any(|p| {
+                p.types
+                    .iter()
+                    .any(|t| self.spec.type_info(*t).kind.is_start())
+            })
+        });
+        if !any {
+            out.push(
+                &NO_START_CONSUMER,
+                self,
+                None,
+                None,
+                format!(
+                    "no step of `{}` takes a start event (StartEvent or a subtype such as UserMessageEvent)",
+                    self.spec.name
+                ),
+                "a run begins with its first start event (DESIGN §4.10) and only steps whose parameter types include that exact name become candidates (§4.1): with no start consumer nothing ever runs",
+                "give the first step a parameter typed with the start event your callers send, e.g. `types: [UserMessageEvent]`".to_string(),
+            );
+        }
+    }
+
+    fn terminal_inputs(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            for (pi, p) in s.params.iter().enumerate() {
+                let terminal: Vec<TypeId> = p
+                    .types
+                    .iter()
+                    .copied()
+                    .filter(|t| self.spec.type_info(*t).kind.is_terminal())
+                    .collect();
+                if terminal.is_empty() {
+                    continue;
+                }
+                out.push(
+                    &TERMINAL_INPUT,
+                    self,
+                    Some(si),
+                    Some(pi),
+                    format!(
+                        "the parameter takes {}, which ends the run",
+                        self.names(&terminal)
+                    ),
+                    "R4 / DESIGN §4.7: when a stop or exception event is appended the run is terminated and no step is evaluated afterwards, so this parameter never binds anything",
+                    "consume a dedicated control event emitted before the stop (e.g. `AnswerReady`), and return the stop event from the step that finishes the work".to_string(),
+                );
+            }
+        }
+    }
+
+    fn missing_producers(&mut self, out: &mut Out) {
+        let mut missing = BTreeSet::new();
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            for (pi, p) in s.params.iter().enumerate() {
+                if !Self::blocking(p.kind) {
+                    continue;
+                }
+                let candidates: Vec<TypeId> = p
+                    .types
+                    .iter()
+                    .copied()
+                    .filter(|t| !self.spec.type_info(*t).kind.is_terminal())
+                    .collect();
+                if candidates.is_empty() {
+                    continue; // SAAP003 explains it
+                }
+                let delivered = candidates.iter().any(|t| {
+                    self.dispatchable(*t)
+                        && (self.outside[*t as usize] || !self.producers[*t as usize].is_empty())
+                });
+                if delivered {
+                    continue;
+                }
+                missing.insert((si, pi));
+                let not_control: Vec<TypeId> = candidates
+                    .iter()
+                    .copied()
+                    .filter(|t| !self.spec.type_info(*t).kind.is_control())
+                    .collect();
+                let detail = if not_control.is_empty() {
+                    "no step returns it and it does not arrive from outside".to_string()
+                } else {
+                    format!(
+                        "no step returns a control event of it and it does not arrive from outside ({} {} display-only: never dispatched)",
+                        self.names(&not_control),
+                        if not_control.len() == 1 { "is" } else { "are" }
+                    )
+                };
+                let what = if p.kind == ParamKind::FixedList {
+                    format!("{} events of", p.size)
+                } else {
+                    "an event of".to_string()
+                };
+                out.push(
+                    &MISSING_PRODUCER,
+                    self,
+                    Some(si),
+                    Some(pi),
+                    format!(
+                        "`{}` waits for {what} {}, but {detail}; the step can never run",
+                        s.name,
+                        self.names(&candidates)
+                    ),
+                    "R1 / DESIGN §4.3: a step is ready only when every required parameter has a matching event and every fixed list has N; with no producer the run stalls here",
+                    format!(
+                        "add the producing step (a step with `outputs: [{}]`), declare the event as arriving from outside by deriving it from StartEvent or a *InTheLoopResponseEvent, or make the parameter `optional` if the step can do without it",
+                        self.name(candidates[0])
+                    ),
+                );
+            }
+        }
+        self.missing = missing;
+    }
+
+    fn never_true_preconditions(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            if !self.never_true[si] {
+                continue;
+            }
+            let name = s.precondition.as_ref().map_or("", |p| p.name.as_str());
+            out.push(
+                &PRECONDITION_NEVER_TRUE,
+                self,
+                Some(si),
+                None,
+                format!(
+                    "precondition `{name}` can never be true given the step's parameter kinds; the step never runs"
+                ),
+                "R5 / DESIGN §4.3: the precondition is the last readiness check and is re-evaluated only when an input of the step arrives; if it is always false the step is skipped every time and everything downstream stalls",
+                "make the condition satisfiable: a required parameter binds exactly one event and an optional one at most one, so use `present:`/`count_at_least:` on a list or fixed list, or remove the precondition".to_string(),
+            );
+        }
+    }
+
+    fn unreachable_steps(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            if self.runs[si] || self.never_true[si] {
+                continue;
+            }
+            let explained_missing = (0..s.params.len()).any(|pi| self.missing.contains(&(si, pi)));
+            let blocked_by_terminal = s.params.iter().any(|p| {
+                Self::blocking(p.kind)
+                    && p.types
+                        .iter()
+                        .all(|t| self.spec.type_info(*t).kind.is_terminal())
+            });
+            if explained_missing || blocked_by_terminal {
+                continue;
+            }
+            let has = |ts: &[TypeId]| ts.iter().any(|t| self.available[*t as usize]);
+            let (param, message) = if s.params.is_empty() {
+                (
+                    None,
+                    format!(
+                        "`{}` has no event parameters, so no event ever makes it a candidate",
+                        s.name
+                    ),
+                )
+            } else if let Some((pi, p)) = s
+                .params
+                .iter()
+                .enumerate()
+                .find(|(_, p)| Self::blocking(p.kind) && !has(&p.types))
+            {
+                let mut prods: Vec<usize> = p
+                    .types
+                    .iter()
+                    .flat_map(|t| self.producers[*t as usize].iter().copied())
+                    .collect();
+                prods.sort_unstable();
+                prods.dedup();
+                (
+                    Some(pi),
+                    format!(
+                        "no path from a start event reaches `{}`: parameter `{}` waits for {}, whose producers ({}) never run themselves",
+                        s.name,
+                        p.name,
+                        self.names(&p.types),
+                        self.step_names(&prods)
+                    ),
+                )
+            } else {
+                let all: Vec<TypeId> = s
+                    .params
+                    .iter()
+                    .flat_map(|p| p.types.iter().copied())
+                    .collect();
+                (
+                    None,
+                    format!(
+                        "no path from a start event reaches `{}`: none of its parameter types ({}) is ever dispatched",
+                        s.name,
+                        self.names(&all)
+                    ),
+                )
+            };
+            out.push(
+                &UNREACHABLE_STEP,
+                self,
+                Some(si),
+                param,
+                message,
+                "DESIGN §4.1, R1: a step becomes a candidate only when an event of one of its parameter types is appended and runs only with all required inputs present; no chain of steps starting from an outside arrival (start events, in-the-loop responses) produces them",
+                "connect the step: have a reachable step return one of its parameter types, or give it a parameter typed with the start event; otherwise delete it".to_string(),
+            );
+        }
+    }
+
+    fn unbounded_cycles(&self, out: &mut Out) {
+        let n = self.spec.steps.len();
+        // step -> (consumer step, via type); fixed lists are excluded: they bind the first N
+        // events and later arrivals bind nothing new (§4.4), so they cannot sustain a loop.
+        let mut edges: Vec<Vec<(usize, TypeId)>> = vec![Vec::new(); n];
+        for (si, o) in self.outs.iter().enumerate() {
+            for &t in o {
+                if !self.dispatchable(t) {
+                    continue;
+                }
+                for &(c, p) in self.spec.consumers(t) {
+                    let param = &self.spec.steps[c as usize].params[p as usize];
+                    if param.kind != ParamKind::FixedList {
+                        edges[si].push((c as usize, t));
+                    }
+                }
+            }
+            edges[si].sort_unstable();
+            edges[si].dedup();
+        }
+        for comp in strongly_connected(&edges) {
+            let cyclic = comp.len() > 1 || edges[comp[0]].iter().any(|(c, _)| *c == comp[0]);
+            if !cyclic {
+                continue;
+            }
+            let bounded = comp.iter().any(|&s| {
+                let st = &self.spec.steps[s];
+                st.max_executions_per_run.is_some() || st.precondition.is_some()
+            });
+            if bounded {
+                continue;
+            }
+            let mut via: Vec<TypeId> = comp
+                .iter()
+                .flat_map(|&s| {
+                    edges[s]
+                        .iter()
+                        .filter(|(c, _)| comp.contains(c))
+                        .map(|(_, t)| *t)
+                })
+                .collect();
+            via.sort_unstable();
+            via.dedup();
+            let what = if comp.len() == 1 {
+                format!("`{}` triggers itself", self.spec.steps[comp[0]].name)
+            } else {
+                format!("steps {} trigger each other", self.step_names(&comp))
+            };
+            out.push(
+                &UNBOUNDED_CYCLE,
+                self,
+                Some(comp[0]),
+                None,
+                format!(
+                    "{what} through {}, and none of them has a precondition or max_executions_per_run",
+                    self.names(&via)
+                ),
+                "R2 / DESIGN §4.3, §4.5: every returned event is new (a fresh id), so it forms a new input set and re-triggers its consumers; without a bound the loop runs forever",
+                format!(
+                    "bound the loop: set `max_executions_per_run` on `{}` or give it a precondition that ends the loop (e.g. an iteration count)",
+                    self.spec.steps[comp[0]].name
+                ),
+            );
+        }
+    }
+
+    fn foreign_precondition_reads(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            let Some(pc) = &s.precondition else { continue };
+            let taken: BTreeSet<TypeId> = s
+                .params
+                .iter()
+                .flat_map(|p| p.types.iter().copied())
+                .collect();
+            let mut foreign: Vec<TypeId> = pc
+                .reads
+                .iter()
+                .copied()
+                .filter(|t| !taken.contains(t))
+                .collect();
+            foreign.dedup();
+            if foreign.is_empty() {
+                continue;
+            }
+            out.push(
+                &PRECONDITION_FOREIGN_READ,
+                self,
+                Some(si),
+                None,
+                format!(
+                    "precondition `{}` reads {}, which `{}` does not take",
+                    pc.name,
+                    self.names(&foreign),
+                    s.name
+                ),
+                "DESIGN §3, R5: a precondition sees only the step's own bound inputs; an event type read only by a precondition never causes candidacy (§4.1), so the precondition cannot see it and the step may never become ready",
+                format!(
+                    "add a parameter to `{}` for {} (optional if the step can run without it), or stop reading it in the precondition",
+                    s.name,
+                    self.names(&foreign)
+                ),
+            );
+        }
+    }
+
+    fn dangling_stops(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            let mut groups: Vec<(Vec<TypeId>, &'static str)> = s
+                .returns_together
+                .iter()
+                .map(|g| (g.clone(), "returns_together"))
+                .collect();
+            if let Some(b) = self
+                .spec
+                .source
+                .simulation
+                .as_ref()
+                .and_then(|sim| sim.behaviour.get(&s.name))
+                .filter(|_| self.spec.step_index(&s.name) == Some(si as u32))
+            {
+                let resolve = |names: &[String]| -> Vec<TypeId> {
+                    names.iter().filter_map(|n| self.spec.type_id(n)).collect()
+                };
+                if let Some(e) = &b.emit {
+                    groups.push((resolve(e), "simulation.behaviour.emit"));
+                }
+                for x in b.executions.values() {
+                    if let crate::spec::ExecutionBehaviour::Emit(e) = x {
+                        groups.push((resolve(e), "simulation.behaviour.executions"));
+                    }
+                }
+            }
+            let mut seen: BTreeSet<Vec<TypeId>> = BTreeSet::new();
+            for (g, origin) in groups {
+                let terminal: Vec<TypeId> = g
+                    .iter()
+                    .copied()
+                    .filter(|t| self.spec.type_info(*t).kind.is_terminal())
+                    .collect();
+                let control = g
+                    .iter()
+                    .filter(|t| self.spec.type_info(**t).kind.is_control())
+                    .count();
+                if terminal.is_empty() || control < 2 {
+                    continue;
+                }
+                let mut key = g.clone();
+                key.sort_unstable();
+                if !seen.insert(key) {
+                    continue;
+                }
+                out.push(
+                    &DANGLING_STOP,
+                    self,
+                    Some(si),
+                    None,
+                    format!(
+                        "`{}` returns [{}] in one result ({origin}): the stop event {} comes with other control events",
+                        s.name,
+                        self.names(&g),
+                        self.names(&terminal)
+                    ),
+                    "R4 / DESIGN §4.7: the stop event terminates the run; control events returned with it are either dispatched to steps whose results arrive after the stop, or appended after it and kept only as after-stop evidence",
+                    "return the stop event alone: emit the other events from an earlier step (and let the stop-returning step consume them), or make them display events".to_string(),
+                );
+            }
+        }
+    }
+
+    fn fixed_list_overcounts(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            for (pi, p) in s.params.iter().enumerate() {
+                if p.kind != ParamKind::FixedList || self.missing.contains(&(si, pi)) {
+                    continue;
+                }
+                let mut capacity: u64 = 0;
+                let mut known = true;
+                let mut parts: Vec<String> = Vec::new();
+                for &t in &p.types {
+                    if !self.dispatchable(t) {
+                        continue;
+                    }
+                    if self.outside[t as usize] {
+                        known = false;
+                        break;
+                    }
+                    for &prod in &self.producers[t as usize] {
+                        let ps = &self.spec.steps[prod];
+                        let Some(max) = ps.max_executions_per_run else {
+                            known = false;
+                            break;
+                        };
+                        let mult = self.multiplicity(prod, t);
+                        capacity += u64::from(max) * mult;
+                        parts.push(format!(
+                            "`{}` ({max} execution{} × {mult} `{}`)",
+                            ps.name,
+                            if max == 1 { "" } else { "s" },
+                            self.name(t)
+                        ));
+                    }
+                    if !known {
+                        break;
+                    }
+                }
+                if !known || capacity == 0 || u64::from(p.size) <= capacity {
+                    continue;
+                }
+                out.push(
+                    &FIXED_LIST_OVERCOUNT,
+                    self,
+                    Some(si),
+                    Some(pi),
+                    format!(
+                        "the fixed list waits for {} events, but its producers can emit at most {capacity} in a run: {}",
+                        p.size,
+                        parts.join(", ")
+                    ),
+                    "R1 / DESIGN §4.3: a fixed list is ready only with N matching events; the producers' max_executions_per_run caps how many can ever exist, so the step never runs",
+                    format!(
+                        "set `size: {capacity}` to match the producers, or add the missing producers"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The most events of type `t` one execution of `step` returns: 1 for a listed output,
+    /// or the number of times a `returns_together` group (or `outputs`) lists it.
+    fn multiplicity(&self, step: usize, t: TypeId) -> u64 {
+        let s = &self.spec.steps[step];
+        let in_outputs = s.outputs.iter().filter(|o| **o == t).count();
+        let in_groups = s
+            .returns_together
+            .iter()
+            .map(|g| g.iter().filter(|o| **o == t).count())
+            .max()
+            .unwrap_or(0);
+        in_outputs.max(in_groups).max(1) as u64
+    }
+
+    // ---- warnings --------------------------------------------------------------------
+
+    fn optional_traps(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            if s.precondition.is_some() || s.max_executions_per_run.is_some() {
+                continue;
+            }
+            let required: Vec<&str> = s
+                .params
+                .iter()
+                .filter(|p| p.kind != ParamKind::Optional)
+                .map(|p| p.name.as_str())
+                .collect();
+            for (pi, p) in s.params.iter().enumerate() {
+                if p.kind != ParamKind::Optional {
+                    continue;
+                }
+                let first = if required.is_empty() {
+                    "its other inputs".to_string()
+                } else {
+                    required
+                        .iter()
+                        .map(|r| format!("`{r}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                out.push(
+                    &OPTIONAL_TRAP,
+                    self,
+                    Some(si),
+                    Some(pi),
+                    format!(
+                        "`{}` runs as soon as {first} arrive(s), with `{}` = none, and runs again when {} arrives",
+                        s.name,
+                        p.name,
+                        self.names(&p.types)
+                    ),
+                    "R1 + R2 / DESIGN §4.3, §4.4: optional parameters never block, so the step fires on minimum viable input; a later event for the optional parameter forms a new input set and re-runs the step",
+                    format!(
+                        "add a precondition that waits for it (`precondition: {{name: wait_for_{0}, reads: [{1}], when: {{present: {0}}}}}`), set `max_executions_per_run: 1` if one run is enough, or make `{0}` required if it always arrives",
+                        p.name,
+                        p.types.first().map_or("", |t| self.name(*t))
+                    ),
+                );
+            }
+        }
+    }
+
+    fn list_reruns(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            if s.precondition.is_some() {
+                continue;
+            }
+            for (pi, p) in s.params.iter().enumerate() {
+                if p.kind != ParamKind::List {
+                    continue;
+                }
+                out.push(
+                    &LIST_RERUNS,
+                    self,
+                    Some(si),
+                    Some(pi),
+                    format!(
+                        "`{}` runs again on every arrival of {}, each time with the list so far",
+                        s.name,
+                        self.names(&p.types)
+                    ),
+                    "R3 + R2 / DESIGN §4.3, §4.4: a list never blocks and binds all matching events at trigger time; each new event changes the input set and re-runs the step",
+                    format!(
+                        "if the count is known, make it `kind: fixed_list` with `size: N`; otherwise add a precondition such as `when: {{count_at_least: {{param: {}, n: N}}}}`",
+                        p.name
+                    ),
+                );
+            }
+        }
+    }
+
+    fn same_type_two_params(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            for (j, q) in s.params.iter().enumerate() {
+                for p in &s.params[..j] {
+                    let shared: Vec<TypeId> = q
+                        .types
+                        .iter()
+                        .copied()
+                        .filter(|t| p.types.contains(t))
+                        .collect();
+                    if shared.is_empty() {
+                        continue;
+                    }
+                    out.push(
+                        &SAME_TYPE_TWO_PARAMS,
+                        self,
+                        Some(si),
+                        Some(j),
+                        format!(
+                            "parameters `{}` and `{}` both take {}",
+                            p.name,
+                            q.name,
+                            self.names(&shared)
+                        ),
+                        "DESIGN §4.4: each single parameter binds the trigger or the latest matching event, so both parameters can bind the same event; which one gets which is decided by arrival, not by meaning",
+                        "take the events once: one `list` or `fixed_list` parameter (`size: 2`), or give each stage its own event type".to_string(),
+                    );
+                }
+            }
+        }
+    }
+
+    fn double_dips(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            for (pi, p) in s.params.iter().enumerate() {
+                let own: Vec<TypeId> = p
+                    .types
+                    .iter()
+                    .copied()
+                    .filter(|t| self.dispatchable(*t) && self.outs[si].contains(t))
+                    .collect();
+                if !own.is_empty() {
+                    out.push(
+                        &DOUBLE_DIP,
+                        self,
+                        Some(si),
+                        Some(pi),
+                        format!(
+                            "`{}` takes {} and also returns it: its own output re-triggers it and competes with the upstream event",
+                            s.name,
+                            self.names(&own)
+                        ),
+                        "R2 / DESIGN §4.1, §4.4: the returned event is a new event of a type the step takes, so it makes the step (and every other consumer) a candidate again and becomes the latest binding",
+                        "give each logical stage its own event type (e.g. `Stage1Result`, `Stage2Result`)".to_string(),
+                    );
+                }
+                if !matches!(p.kind, ParamKind::Required | ParamKind::Optional) {
+                    continue;
+                }
+                let mut shared: Vec<TypeId> = Vec::new();
+                let mut sources: Vec<String> = Vec::new();
+                for &t in &p.types {
+                    if !self.dispatchable(t) {
+                        continue;
+                    }
+                    let prods = &self.producers[t as usize];
+                    let count = prods.len() + usize::from(self.outside[t as usize]);
+                    if count < 2 {
+                        continue;
+                    }
+                    shared.push(t);
+                    let mut src = self.step_names(prods);
+                    if self.outside[t as usize] {
+                        if !src.is_empty() {
+                            src.push_str(", ");
+                        }
+                        src.push_str("outside arrivals");
+                    }
+                    sources.push(format!("`{}` by {src}", self.name(t)));
+                }
+                if shared.is_empty() {
+                    continue;
+                }
+                out.push(
+                    &DOUBLE_DIP,
+                    self,
+                    Some(si),
+                    Some(pi),
+                    format!(
+                        "{} produced by several stages ({}); `{}` runs once per event and binds whichever arrived last",
+                        self.names(&shared),
+                        sources.join("; "),
+                        s.name
+                    ),
+                    "R2 / DESIGN §4.1, §4.4: every event of the type makes the step a candidate and a single parameter binds the trigger or the latest event, so the step fires for each stage and cannot tell them apart",
+                    "give each stage its own event type; if the events are parts to join, take them with a `fixed_list` (or a `list` with a precondition)".to_string(),
+                );
+            }
+        }
+    }
+
+    fn parent_typed_params(&self, out: &mut Out) {
+        let mut emitted: BTreeSet<TypeId> = self.outs.iter().flatten().copied().collect();
+        if let Some(sim) = &self.spec.source.simulation {
+            emitted.extend(
+                sim.arrivals
+                    .iter()
+                    .filter_map(|a| self.spec.type_id(&a.event)),
+            );
+        }
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            for (pi, p) in s.params.iter().enumerate() {
+                for &parent in &p.types {
+                    if self.spec.type_info(parent).kind.is_terminal() {
+                        continue;
+                    }
+                    let pname = self.name(parent);
+                    let subs: Vec<TypeId> = emitted
+                        .iter()
+                        .copied()
+                        .filter(|&t| {
+                            t != parent
+                                && self.dispatchable(t)
+                                && !p.types.contains(&t)
+                                && self.spec.hierarchy.is_subtype_of(self.name(t), pname)
+                        })
+                        .collect();
+                    if subs.is_empty() {
+                        continue;
+                    }
+                    out.push(
+                        &PARENT_TYPED_PARAM,
+                        self,
+                        Some(si),
+                        Some(pi),
+                        format!(
+                            "the parameter takes `{pname}`, but what is produced or arrives is its subtype {}, which will not match",
+                            self.names(&subs)
+                        ),
+                        "DESIGN §4.1: candidacy and binding match the exact event name; a subtype does not match a parameter typed with its parent",
+                        format!(
+                            "list every concrete type the parameter accepts: `types: [{}]`",
+                            p.types
+                                .iter()
+                                .chain(subs.iter())
+                                .map(|t| self.name(*t))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    fn no_path_to_stop(&self, out: &mut Out) {
+        let n = self.spec.steps.len();
+        let mut ends = vec![false; n];
+        loop {
+            let mut changed = false;
+            for si in 0..n {
+                if ends[si] || !self.runs[si] {
+                    continue;
+                }
+                let reaches = self.outs[si].iter().any(|&t| {
+                    let k = self.spec.type_info(t).kind;
+                    if k.is_control() && k.is_terminal() {
+                        return true;
+                    }
+                    self.dispatchable(t)
+                        && self
+                            .spec
+                            .consumers(t)
+                            .iter()
+                            .any(|&(c, _)| ends[c as usize])
+                });
+                // A request to a human, agent or bot is answered from outside: it leads on
+                // to the steps that take the responses.
+                let asks = self.outs[si].iter().any(|&t| {
+                    REQUEST_ROOTS
+                        .iter()
+                        .any(|r| self.spec.hierarchy.is_subtype_of(self.name(t), r))
+                });
+                let answered = asks
+                    && self.spec.steps.iter().enumerate().any(|(ci, c)| {
+                        ends[ci]
+                            && c.params.iter().flat_map(|p| p.types.iter()).any(|&t| {
+                                self.outside[t as usize] && !self.spec.type_info(t).kind.is_start()
+                            })
+                    });
+                if reaches || answered {
+                    ends[si] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            if !self.runs[si] || ends[si] {
+                continue;
+            }
+            let message = if self.outs[si].is_empty() {
+                format!(
+                    "`{}` returns no events, so no stop event can follow from it",
+                    s.name
+                )
+            } else {
+                format!(
+                    "nothing `{}` returns ({}) leads to a stop event",
+                    s.name,
+                    self.names(&self.outs[si])
+                )
+            };
+            out.push(
+                &NO_PATH_TO_STOP,
+                self,
+                Some(si),
+                None,
+                message,
+                "DESIGN §4.7 (termination): a run ends only when a stop or exception event is appended; a branch that never leads to one leaves the run open, holding its RunContext and bookkeeping until something else stops it",
+                "make the branch end: have this step (or a step downstream of it) return a stop event, or feed its result into a step that does".to_string(),
+            );
+        }
+    }
+
+    fn display_only_inputs(&self, out: &mut Out) {
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            for (pi, p) in s.params.iter().enumerate() {
+                if self.missing.contains(&(si, pi)) {
+                    continue;
+                }
+                let never: Vec<TypeId> = p
+                    .types
+                    .iter()
+                    .copied()
+                    .filter(|t| !self.spec.type_info(*t).kind.is_control())
+                    .collect();
+                if never.is_empty() {
+                    continue;
+                }
+                out.push(
+                    &DISPLAY_ONLY_INPUT,
+                    self,
+                    Some(si),
+                    Some(pi),
+                    format!(
+                        "{} {} not a control event: it never triggers `{}` and never binds",
+                        self.names(&never),
+                        if never.len() == 1 { "is" } else { "are" },
+                        s.name
+                    ),
+                    "DESIGN §4.1: display-only events are published for the UI and never cause candidacy or enter the run's view",
+                    "declare the event with `parents: [ControlAndDisplayEvent]` if it should both show and drive steps, or remove it from the parameter".to_string(),
+                );
+            }
+        }
+    }
+}
+
+/// Strongly connected components of a graph given as adjacency lists, each component's
+/// members sorted, components ordered by their smallest member. Iterative Tarjan.
+fn strongly_connected(edges: &[Vec<(usize, TypeId)>]) -> Vec<Vec<usize>> {
+    let n = edges.len();
+    const UNSEEN: usize = usize::MAX;
+    let mut index = vec![UNSEEN; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut comps: Vec<Vec<usize>> = Vec::new();
+    let mut next = 0usize;
+    for root in 0..n {
+        if index[root] != UNSEEN {
+            continue;
+        }
+        // (node, next edge position)
+        let mut call: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut ei)) = call.last_mut() {
+            if let Some(&(w, _)) = edges[v].get(*ei) {
+                *ei += 1;
+                if index[w] == UNSEEN {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    call.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                call.pop();
+                if let Some(&(parent, _)) = call.last() {
+                    low[parent] = low[parent].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut comp = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        comp.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    comp.sort_unstable();
+                    comps.push(comp);
+                }
+            }
+        }
+    }
+    comps.sort_by_key(|c| c[0]);
+    comps
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::load::SpecSyntax;
+
+    fn spec(yaml: &str) -> CompiledSpec {
+        crate::compile_spec_text(yaml, SpecSyntax::Yaml).unwrap()
+    }
+
+    fn codes(yaml: &str) -> Vec<(&'static str, Option<String>, Option<String>)> {
+        check(&spec(yaml))
+            .into_iter()
+            .map(|f| (f.code, f.step, f.param))
+            .collect()
+    }
+
+    fn has(yaml: &str, rule: &Rule, step: &str, param: Option<&str>) -> bool {
+        check(&spec(yaml)).iter().any(|f| {
+            f.code == rule.code && f.step.as_deref() == Some(step) && f.param.as_deref() == param
+        })
+    }
+
+    fn count(yaml: &str, rule: &Rule) -> usize {
+        check(&spec(yaml))
+            .iter()
+            .filter(|f| f.code == rule.code)
+            .count()
+    }
+
+    /// start → a → stop, nothing else: the base every test varies.
+    const CLEAN: &str = "
+name: clean
+events: [{name: A}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A]}
+  - {name: last, params: [{name: a, kind: required, types: [A]}], outputs: [StopEvent]}
+";
+
+    #[test]
+    fn clean_spec_has_no_findings() {
+        assert_eq!(codes(CLEAN), vec![]);
+    }
+
+    #[test]
+    fn rules_table_is_complete_and_ordered() {
+        let mut seen = BTreeSet::new();
+        for (i, r) in RULES.iter().enumerate() {
+            assert_eq!(r.code, format!("SAAP{:03}", i + 1));
+            assert!(seen.insert(r.rule), "duplicate slug {}", r.rule);
+        }
+    }
+
+    #[test]
+    fn findings_are_sorted_errors_first_and_deterministic() {
+        let y = "
+name: w
+events: [{name: A}, {name: B}, {name: Z}]
+steps:
+  - {name: s, params: [{name: q, kind: required, types: [UserMessageEvent]}, {name: b, kind: optional, types: [B]}], outputs: [A]}
+  - {name: t, params: [{name: z, kind: required, types: [Z]}], outputs: [StopEvent]}
+  - {name: u, params: [{name: a, kind: required, types: [A]}], outputs: [B, StopEvent]}
+";
+        let a = check(&spec(y));
+        let b = check(&spec(y));
+        assert_eq!(a, b);
+        let sev: Vec<Severity> = a.iter().map(|f| f.severity).collect();
+        let mut sorted = sev.clone();
+        sorted.sort();
+        assert_eq!(sev, sorted);
+        assert_eq!(a[0].code, "SAAP002");
+    }
+
+    // SAAP001
+    #[test]
+    fn unreachable_step_is_an_error() {
+        // `orphan` waits for B, produced only by `loop_b`, which waits for C, produced only
+        // by `orphan`: both have producers, neither is reachable from the start.
+        let y = "
+name: w
+events: [{name: A}, {name: B}, {name: C}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [StopEvent]}
+  - {name: orphan, params: [{name: b, kind: required, types: [B]}], outputs: [C], max_executions_per_run: 1}
+  - {name: loop_b, params: [{name: c, kind: required, types: [C]}], outputs: [B]}
+";
+        assert!(has(y, &UNREACHABLE_STEP, "orphan", Some("b")));
+        assert!(has(y, &UNREACHABLE_STEP, "loop_b", Some("c")));
+        assert_eq!(count(y, &MISSING_PRODUCER), 0);
+    }
+
+    #[test]
+    fn step_without_event_params_is_unreachable() {
+        let y = format!("{CLEAN}  - {{name: idle, outputs: [A]}}\n");
+        assert!(has(&y, &UNREACHABLE_STEP, "idle", None));
+    }
+
+    #[test]
+    fn reachable_steps_are_not_unreachable() {
+        assert_eq!(count(CLEAN, &UNREACHABLE_STEP), 0);
+    }
+
+    #[test]
+    fn in_the_loop_responses_arrive_from_outside() {
+        let y = "
+name: w
+steps:
+  - {name: ask, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [HumanInTheLoopInputRequestEvent]}
+  - {name: answer, params: [{name: r, kind: required, types: [HumanInTheLoopInputResponseEvent]}], outputs: [StopEvent]}
+";
+        assert_eq!(codes(y), vec![]);
+    }
+
+    // SAAP002
+    #[test]
+    fn missing_producer_is_an_error() {
+        let y = "
+name: w
+events: [{name: Hints}]
+steps:
+  - {name: answer, params: [{name: q, kind: required, types: [UserMessageEvent]}, {name: h, kind: required, types: [Hints]}], outputs: [StopEvent]}
+";
+        assert!(has(y, &MISSING_PRODUCER, "answer", Some("h")));
+        // Not also reported as unreachable: SAAP002 explains it.
+        assert_eq!(count(y, &UNREACHABLE_STEP), 0);
+    }
+
+    #[test]
+    fn missing_producer_applies_to_fixed_lists_not_to_optionals_or_lists() {
+        let y = "
+name: w
+events: [{name: P}]
+steps:
+  - name: s
+    params:
+      - {name: q, kind: required, types: [UserMessageEvent]}
+      - {name: o, kind: optional, types: [P]}
+      - {name: l, kind: list, types: [P]}
+      - {name: f, kind: fixed_list, types: [P], size: 2}
+    outputs: [StopEvent]
+    max_executions_per_run: 1
+    precondition: {name: p}
+";
+        let c = codes(y);
+        let missing: Vec<_> = c.iter().filter(|x| x.0 == "SAAP002").collect();
+        assert_eq!(missing.len(), 1, "{c:?}");
+        assert_eq!(missing[0].2.as_deref(), Some("f"));
+    }
+
+    #[test]
+    fn produced_required_input_is_not_missing() {
+        assert_eq!(count(CLEAN, &MISSING_PRODUCER), 0);
+    }
+
+    #[test]
+    fn display_only_producer_does_not_count() {
+        let y = "
+name: w
+events: [{name: Shown, parents: [DisplayEvent]}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Shown, StopEvent]}
+  - {name: never, params: [{name: s, kind: required, types: [Shown]}], outputs: [StopEvent]}
+";
+        assert!(has(y, &MISSING_PRODUCER, "never", Some("s")));
+        assert_eq!(count(y, &DISPLAY_ONLY_INPUT), 0);
+    }
+
+    // SAAP003
+    #[test]
+    fn step_taking_a_stop_event_is_an_error() {
+        let y = format!(
+            "{CLEAN}  - {{name: after, params: [{{name: s, kind: required, types: [StopEvent]}}], outputs: [A]}}\n"
+        );
+        assert!(has(&y, &TERMINAL_INPUT, "after", Some("s")));
+        assert_eq!(count(&y, &UNREACHABLE_STEP), 0);
+    }
+
+    #[test]
+    fn step_taking_an_exception_event_is_an_error() {
+        let y = format!(
+            "{CLEAN}  - {{name: on_error, params: [{{name: e, kind: optional, types: [ExceptionEvent]}}, {{name: q, kind: required, types: [UserMessageEvent]}}], outputs: [StopEvent], max_executions_per_run: 1}}\n"
+        );
+        assert!(has(&y, &TERMINAL_INPUT, "on_error", Some("e")));
+    }
+
+    #[test]
+    fn no_terminal_inputs_in_clean_spec() {
+        assert_eq!(count(CLEAN, &TERMINAL_INPUT), 0);
+    }
+
+    // SAAP004
+    #[test]
+    fn unbounded_cycle_is_an_error() {
+        let y = "
+name: w
+events: [{name: Ping}, {name: Pong}]
+steps:
+  - {name: start, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Ping]}
+  - {name: ping, params: [{name: p, kind: required, types: [Ping]}], outputs: [Pong]}
+  - {name: pong, params: [{name: p, kind: required, types: [Pong]}], outputs: [Ping, StopEvent]}
+";
+        assert!(has(y, &UNBOUNDED_CYCLE, "ping", None));
+        assert_eq!(count(y, &UNBOUNDED_CYCLE), 1);
+    }
+
+    #[test]
+    fn cycle_with_a_bound_is_clean() {
+        let y = "
+name: w
+events: [{name: Ping}, {name: Pong}]
+steps:
+  - {name: start, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Ping]}
+  - {name: ping, params: [{name: p, kind: required, types: [Ping]}], outputs: [Pong], max_executions_per_run: 5}
+  - {name: pong, params: [{name: p, kind: required, types: [Pong]}], outputs: [Ping, StopEvent]}
+";
+        assert_eq!(count(y, &UNBOUNDED_CYCLE), 0);
+    }
+
+    #[test]
+    fn self_loop_is_a_cycle_but_not_through_a_fixed_list() {
+        let y = "
+name: w
+events: [{name: A}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A]}
+  - {name: again, params: [{name: a, kind: required, types: [A]}], outputs: [A, StopEvent]}
+";
+        assert!(has(y, &UNBOUNDED_CYCLE, "again", None));
+        let fixed = y.replace(
+            "kind: required, types: [A]",
+            "kind: fixed_list, size: 2, types: [A]",
+        );
+        assert_eq!(count(&fixed, &UNBOUNDED_CYCLE), 0);
+    }
+
+    // SAAP005
+    #[test]
+    fn no_start_consumer_is_an_error() {
+        let y = "
+name: w
+events: [{name: A}]
+steps:
+  - {name: only, params: [{name: a, kind: required, types: [A]}], outputs: [StopEvent]}
+";
+        let f = check(&spec(y));
+        assert!(f.iter().any(|f| f.code == "SAAP005" && f.step.is_none()));
+    }
+
+    #[test]
+    fn start_consumer_present_is_clean() {
+        assert_eq!(count(CLEAN, &NO_START_CONSUMER), 0);
+    }
+
+    // SAAP006
+    #[test]
+    fn duplicate_step_names_are_an_error() {
+        let y = format!(
+            "{CLEAN}  - {{name: last, params: [{{name: a, kind: required, types: [A]}}], outputs: [StopEvent]}}\n"
+        );
+        let f: Vec<Finding> = check(&spec(&y))
+            .into_iter()
+            .filter(|f| f.code == "SAAP006")
+            .collect();
+        assert_eq!(f.len(), 1);
+        assert!(f[0].message.contains("steps[2]"), "{}", f[0].message);
+    }
+
+    #[test]
+    fn distinct_step_names_are_clean() {
+        assert_eq!(count(CLEAN, &DUPLICATE_STEP), 0);
+    }
+
+    // SAAP007
+    #[test]
+    fn precondition_reading_a_foreign_type_is_an_error() {
+        let y = "
+name: w
+events: [{name: A}, {name: B}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A, B]}
+  - name: last
+    params: [{name: a, kind: required, types: [A]}]
+    outputs: [StopEvent]
+    precondition: {name: b_seen, reads: [B]}
+";
+        assert!(has(y, &PRECONDITION_FOREIGN_READ, "last", None));
+        let ok = y.replace("reads: [B]", "reads: [A]");
+        assert_eq!(count(&ok, &PRECONDITION_FOREIGN_READ), 0);
+    }
+
+    // SAAP008
+    #[test]
+    fn dangling_stop_is_an_error() {
+        let y = "
+name: w
+events: [{name: Note}, {name: Shown, parents: [DisplayEvent]}]
+steps:
+  - name: first
+    params: [{name: q, kind: required, types: [UserMessageEvent]}]
+    outputs: [Note, StopEvent]
+    returns_together: [[Note, StopEvent]]
+  - {name: log, params: [{name: n, kind: required, types: [Note]}], outputs: [StopEvent]}
+";
+        assert!(has(y, &DANGLING_STOP, "first", None));
+    }
+
+    #[test]
+    fn stop_returned_alone_or_with_display_events_is_clean() {
+        let y = "
+name: w
+events: [{name: Shown, parents: [DisplayEvent]}]
+steps:
+  - name: first
+    params: [{name: q, kind: required, types: [UserMessageEvent]}]
+    outputs: [Shown, StopEvent]
+    returns_together: [[Shown, StopEvent]]
+";
+        assert_eq!(count(y, &DANGLING_STOP), 0);
+        // `outputs` lists alternatives, not one result: no finding either.
+        assert_eq!(count(CLEAN, &DANGLING_STOP), 0);
+    }
+
+    #[test]
+    fn dangling_stop_in_simulation_behaviour_is_an_error() {
+        let y = format!(
+            "{CLEAN}simulation:\n  arrivals: [{{event: UserMessageEvent}}]\n  behaviour:\n    last: {{emit: [A, StopEvent]}}\n"
+        );
+        assert!(has(&y, &DANGLING_STOP, "last", None));
+    }
+
+    // SAAP009
+    #[test]
+    fn fixed_list_count_mismatch_is_an_error() {
+        let y = "
+name: w
+events: [{name: Part}]
+steps:
+  - {name: a, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Part], max_executions_per_run: 1}
+  - {name: b, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Part], max_executions_per_run: 1}
+  - {name: join, params: [{name: parts, kind: fixed_list, size: 3, types: [Part]}], outputs: [StopEvent]}
+";
+        assert!(has(y, &FIXED_LIST_OVERCOUNT, "join", Some("parts")));
+        let ok = y.replace("size: 3", "size: 2");
+        assert_eq!(count(&ok, &FIXED_LIST_OVERCOUNT), 0);
+    }
+
+    #[test]
+    fn fixed_list_count_unknown_without_execution_limits_is_clean() {
+        let y = "
+name: w
+events: [{name: Part}]
+steps:
+  - {name: a, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Part]}
+  - {name: join, params: [{name: parts, kind: fixed_list, size: 3, types: [Part]}], outputs: [StopEvent]}
+";
+        assert_eq!(count(y, &FIXED_LIST_OVERCOUNT), 0);
+    }
+
+    #[test]
+    fn fixed_list_capacity_counts_returns_together_multiplicity() {
+        let y = "
+name: w
+events: [{name: Part}]
+steps:
+  - {name: a, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Part], returns_together: [[Part, Part, Part]], max_executions_per_run: 1}
+  - {name: join, params: [{name: parts, kind: fixed_list, size: 3, types: [Part]}], outputs: [StopEvent]}
+";
+        assert_eq!(count(y, &FIXED_LIST_OVERCOUNT), 0);
+        assert_eq!(
+            count(&y.replace("size: 3", "size: 4"), &FIXED_LIST_OVERCOUNT),
+            1
+        );
+    }
+
+    // SAAP010
+    #[test]
+    fn optional_trap_is_a_warning() {
+        let y = "
+name: w
+events: [{name: A}, {name: B}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A, B]}
+  - {name: last, params: [{name: a, kind: required, types: [A]}, {name: b, kind: optional, types: [B]}], outputs: [StopEvent]}
+";
+        let f = check(&spec(y));
+        let trap = f.iter().find(|f| f.code == "SAAP010").unwrap();
+        assert_eq!(trap.severity, Severity::Warning);
+        assert_eq!(trap.step.as_deref(), Some("last"));
+        assert_eq!(trap.param.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn optional_trap_with_precondition_is_clean() {
+        let y = "
+name: w
+events: [{name: A}, {name: B}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A, B]}
+  - name: last
+    params: [{name: a, kind: required, types: [A]}, {name: b, kind: optional, types: [B]}]
+    outputs: [StopEvent]
+    precondition: {name: wait_b, reads: [B], when: {present: b}}
+";
+        assert_eq!(codes(y), vec![]);
+        let limited = y.replace(
+            "precondition: {name: wait_b, reads: [B], when: {present: b}}",
+            "max_executions_per_run: 1",
+        );
+        assert_eq!(count(&limited, &OPTIONAL_TRAP), 0);
+    }
+
+    // SAAP011
+    #[test]
+    fn list_reruns_is_a_warning() {
+        let y = "
+name: w
+events: [{name: R}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [R]}
+  - {name: last, params: [{name: rs, kind: list, types: [R]}], outputs: [StopEvent]}
+";
+        assert!(has(y, &LIST_RERUNS, "last", Some("rs")));
+    }
+
+    #[test]
+    fn list_reruns_with_precondition_is_clean() {
+        let y = "
+name: w
+events: [{name: R}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [R]}
+  - name: last
+    params: [{name: rs, kind: list, types: [R]}]
+    outputs: [StopEvent]
+    precondition: {name: enough, reads: [R], when: {count_at_least: {param: rs, n: 3}}}
+";
+        assert_eq!(count(y, &LIST_RERUNS), 0);
+    }
+
+    // SAAP012
+    #[test]
+    fn same_type_two_params_is_a_warning() {
+        let y = "
+name: w
+events: [{name: A}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A]}
+  - {name: last, params: [{name: x, kind: required, types: [A]}, {name: y, kind: required, types: [A]}], outputs: [StopEvent]}
+";
+        assert!(has(y, &SAME_TYPE_TWO_PARAMS, "last", Some("y")));
+        assert_eq!(count(CLEAN, &SAME_TYPE_TWO_PARAMS), 0);
+    }
+
+    // SAAP013
+    #[test]
+    fn double_dip_by_several_stages_is_a_warning() {
+        let y = "
+name: w
+events: [{name: Result}]
+steps:
+  - {name: stage_1, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Result]}
+  - {name: stage_2, params: [{name: r, kind: required, types: [Result]}], outputs: [Result], max_executions_per_run: 1}
+  - {name: final, params: [{name: r, kind: required, types: [Result]}], outputs: [StopEvent]}
+";
+        assert!(has(y, &DOUBLE_DIP, "final", Some("r")));
+        assert!(has(y, &DOUBLE_DIP, "stage_2", Some("r")));
+    }
+
+    #[test]
+    fn fan_in_by_fixed_list_is_not_a_double_dip() {
+        let y = "
+name: w
+events: [{name: Part}]
+steps:
+  - {name: a, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Part], max_executions_per_run: 1}
+  - {name: b, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Part], max_executions_per_run: 1}
+  - {name: join, params: [{name: parts, kind: fixed_list, size: 2, types: [Part]}], outputs: [StopEvent]}
+";
+        assert_eq!(codes(y), vec![]);
+    }
+
+    // SAAP014
+    #[test]
+    fn parent_typed_param_is_a_warning() {
+        let y = "
+name: w
+events: [{name: Result}, {name: GoodResult, parents: [Result]}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [GoodResult]}
+  - {name: last, params: [{name: r, kind: optional, types: [Result]}, {name: q, kind: required, types: [UserMessageEvent]}], outputs: [StopEvent], max_executions_per_run: 1}
+";
+        assert!(has(y, &PARENT_TYPED_PARAM, "last", Some("r")));
+        let ok = y.replace("types: [Result]}", "types: [Result, GoodResult]}");
+        assert_eq!(count(&ok, &PARENT_TYPED_PARAM), 0);
+    }
+
+    #[test]
+    fn start_event_param_with_user_message_arrival_is_parent_typed() {
+        let y = "
+name: w
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [StartEvent]}], outputs: [StopEvent]}
+simulation:
+  arrivals: [{event: UserMessageEvent}]
+";
+        assert!(has(y, &PARENT_TYPED_PARAM, "first", Some("q")));
+    }
+
+    // SAAP015
+    #[test]
+    fn no_path_to_stop_is_a_warning() {
+        let y = "
+name: w
+events: [{name: A}, {name: Log}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A, Log]}
+  - {name: last, params: [{name: a, kind: required, types: [A]}], outputs: [StopEvent]}
+  - {name: audit, params: [{name: l, kind: required, types: [Log]}]}
+";
+        assert!(has(y, &NO_PATH_TO_STOP, "audit", None));
+        assert!(!has(y, &NO_PATH_TO_STOP, "first", None));
+        assert_eq!(count(CLEAN, &NO_PATH_TO_STOP), 0);
+    }
+
+    // SAAP016
+    #[test]
+    fn display_only_input_is_a_warning() {
+        let y = "
+name: w
+events: [{name: Shown, parents: [DisplayEvent]}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}, {name: s, kind: optional, types: [Shown]}], outputs: [StopEvent], max_executions_per_run: 1}
+";
+        assert!(has(y, &DISPLAY_ONLY_INPUT, "first", Some("s")));
+        let both = y.replace(
+            "parents: [DisplayEvent]",
+            "parents: [ControlAndDisplayEvent]",
+        );
+        assert_eq!(count(&both, &DISPLAY_ONLY_INPUT), 0);
+    }
+
+    // SAAP017
+    #[test]
+    fn precondition_never_true_is_a_warning() {
+        let y = "
+name: w
+events: [{name: A}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A]}
+  - name: last
+    params: [{name: a, kind: required, types: [A]}]
+    outputs: [StopEvent]
+    precondition: {name: two_answers, reads: [A], when: {count_at_least: {param: a, n: 2}}}
+";
+        assert!(has(y, &PRECONDITION_NEVER_TRUE, "last", None));
+        assert_eq!(count(y, &UNREACHABLE_STEP), 0);
+        let always = y.replace("{count_at_least: {param: a, n: 2}}", "{always: false}");
+        assert!(has(&always, &PRECONDITION_NEVER_TRUE, "last", None));
+    }
+
+    #[test]
+    fn satisfiable_precondition_is_clean() {
+        let y = "
+name: w
+events: [{name: A}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A]}
+  - name: last
+    params: [{name: a, kind: list, types: [A]}]
+    outputs: [StopEvent]
+    precondition: {name: two, reads: [A], when: {count_at_least: {param: a, n: 2}}}
+";
+        assert_eq!(count(y, &PRECONDITION_NEVER_TRUE), 0);
+    }
+
+    #[test]
+    fn condition_constants_follow_param_kinds() {
+        let s = spec(
+            "
+name: w
+steps:
+  - name: s
+    params:
+      - {name: r, kind: required, types: [UserMessageEvent]}
+      - {name: o, kind: optional, types: [UserMessageEvent]}
+      - {name: l, kind: list, types: [UserMessageEvent]}
+      - {name: f, kind: fixed_list, size: 3, types: [UserMessageEvent]}
+",
+        );
+        let st = &s.steps[0];
+        use CompiledCondition as C;
+        assert_eq!(condition_constant(st, &C::Present(0)), Some(true));
+        assert_eq!(condition_constant(st, &C::Absent(0)), Some(false));
+        assert_eq!(condition_constant(st, &C::Present(1)), None);
+        assert_eq!(condition_constant(st, &C::CountAtLeast(1, 2)), Some(false));
+        assert_eq!(condition_constant(st, &C::CountAtLeast(2, 100)), None);
+        assert_eq!(condition_constant(st, &C::CountAtLeast(3, 3)), Some(true));
+        assert_eq!(condition_constant(st, &C::CountAtLeast(3, 4)), Some(false));
+        assert_eq!(condition_constant(st, &C::Any(vec![])), Some(false));
+        assert_eq!(condition_constant(st, &C::All(vec![])), Some(true));
+        assert_eq!(
+            condition_constant(
+                st,
+                &C::Not(Box::new(C::Any(vec![C::Present(1), C::Present(0)])))
+            ),
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn every_finding_has_why_and_fix() {
+        let y = "
+name: w
+events: [{name: A}, {name: B}]
+steps:
+  - {name: s, params: [{name: a, kind: required, types: [A]}, {name: b, kind: optional, types: [B]}, {name: l, kind: list, types: [StopEvent]}], outputs: [A]}
+  - {name: s, params: [], outputs: []}
+";
+        let f = check(&spec(y));
+        assert!(f.len() >= 5, "{f:?}");
+        for x in &f {
+            assert!(!x.why.is_empty() && !x.fix.is_empty() && !x.message.is_empty());
+        }
+    }
+}
