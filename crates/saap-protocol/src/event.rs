@@ -402,13 +402,18 @@ impl EventEnvelope {
         if let Some(d) = &self.display_description {
             m.insert(KEY_DISPLAY_DESCRIPTION.into(), d.to_json());
         }
+        // On a non-display event `display_name`/`display_description` are ordinary fields (the
+        // decoder leaves them there); on a display event they belong to the envelope. Any other
+        // envelope key in `fields` can only have been put there by hand: the envelope wins.
+        let display = self.classification().display;
         for (k, v) in &self.fields {
-            if is_envelope_key(k) {
-                // Only reachable if a caller put an envelope key into `fields` by hand; the
-                // envelope's own value wins.
-                continue;
+            let owned_by_envelope = match k.as_str() {
+                KEY_DISPLAY_NAME | KEY_DISPLAY_DESCRIPTION => display,
+                other => is_envelope_key(other),
+            };
+            if !owned_by_envelope {
+                m.insert(k.clone(), v.clone());
             }
-            m.insert(k.clone(), v.clone());
         }
         Value::Object(m)
     }
@@ -1079,6 +1084,11 @@ mod tests {
         .unwrap();
         assert_eq!(e.fields["display_name"], json!(5));
         assert_eq!(e.display_name, None);
+        assert_eq!(
+            e.to_json()["display_name"],
+            json!(5),
+            "re-emitted as a field"
+        );
     }
 
     #[test]
