@@ -429,6 +429,13 @@ impl EventEnvelope {
     }
 }
 
+/// Serialises as the wire JSON object ([`EventEnvelope::to_json`]).
+impl Serialize for EventEnvelope {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
+    }
+}
+
 fn is_envelope_key(k: &str) -> bool {
     matches!(
         k,

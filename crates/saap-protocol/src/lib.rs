@@ -19,6 +19,34 @@
 //!   tokens, wildcard filters per scope; stream and consumer names and configurations; the
 //!   `Nats-Msg-Id` header value.
 //!
+//! ## Example
+//!
+//! ```
+//! use saap_protocol::{DecodeLimits, EventEnvelope, Hierarchy, RunAddress, derive_event_id};
+//! use saap_protocol::subject::publish_subjects;
+//!
+//! let mut types = Hierarchy::builtin();
+//! types.register("Answered", &["StopEvent"]).expect("a new name with a known parent");
+//!
+//! let wire = br#"{"event_id": "65a0c0ffee0000000000abcd", "created_at": 1700000000000000000,
+//!   "_event_name": "Answered", "_parent_event_names": ["Answered", "StopEvent"], "text": "42"}"#;
+//! let event = EventEnvelope::decode(wire, &types, &DecodeLimits::default())?;
+//! assert!(event.classification().stop);
+//! assert_eq!(event.parent_event_names[..2], ["Answered", "StopEvent"]);
+//!
+//! // A step's first output, re-published after a crash, gets the same id again.
+//! let out_id = derive_event_id(&event.event_id, "answer", 0, 0);
+//! assert_eq!(out_id, derive_event_id(&event.event_id, "answer", 0, 0));
+//!
+//! let run = RunAddress::new("RagAgent", "a1", "t1", "d1", "r1")?;
+//! let subjects = publish_subjects(&run, &event)?;
+//! assert_eq!(
+//!     subjects[0].to_string(),
+//!     "agent.RagAgent.a1.t1.d1.r1.control_event.Answered.65a0c0ffee0000000000abcd"
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! ## What this crate must not do
 //!
 //! No async, no I/O, no clock, no randomness: ids and timestamps are arguments. Nothing here

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::event::EventEnvelope;
 use crate::event_id::EventId;
 
 /// Longest accepted subject token, in bytes.
@@ -476,6 +477,26 @@ impl AgentEventFilter {
             && self.kind.is_none_or(|k| k == subject.kind)
             && eq(&self.event_name, &subject.event_name)
     }
+}
+
+/// The subjects an event of `run` is published on, in publishing order (notes §1.4): the
+/// control subject if it is a control event, then the display subject if it is a display event
+/// (both for control-and-display events, JetStream first); none for an event that is neither.
+/// The last token is the event's own id.
+pub fn publish_subjects(
+    run: &RunAddress,
+    event: &EventEnvelope,
+) -> Result<Vec<AgentEventSubject>, SubjectError> {
+    let c = event.classification();
+    let id = event.event_id.to_string();
+    let mut out = Vec::with_capacity(2);
+    if c.control {
+        out.push(run.event_subject(EventKind::Control, &event.event_name, &id)?);
+    }
+    if c.display {
+        out.push(run.event_subject(EventKind::Display, &event.event_name, &id)?);
+    }
+    Ok(out)
 }
 
 /// Every event of a class: `agent.{class}.*.*.*.*.*.*.*` (also the stream's subject).
@@ -986,6 +1007,31 @@ mod tests {
         assert!(!run().filter(Some(EventKind::Display)).matches(&s));
         assert!(!AgentEventFilter::all().class("Other").matches(&s));
         assert!(AgentEventFilter::all().event_name("E").matches(&s));
+    }
+
+    #[test]
+    fn publish_subjects_are_control_then_display_per_classification() {
+        let h = crate::Hierarchy::builtin();
+        let id = EventId::from_bytes([1; 12]);
+        let subjects = |name: &str| {
+            let e = EventEnvelope::new(&h, name, id, 0).unwrap();
+            publish_subjects(&run(), &e)
+                .unwrap()
+                .iter()
+                .map(|s| s.kind())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            subjects("StopEvent"),
+            [EventKind::Control, EventKind::Display]
+        );
+        assert_eq!(subjects("BotInTheLoopRequestEvent"), [EventKind::Control]);
+        assert_eq!(subjects("ChunkEvent"), [EventKind::Display]);
+        assert!(subjects("ProcessEvent").is_empty());
+        let e = EventEnvelope::new(&h, "StopEvent", id, 0).unwrap();
+        let s = &publish_subjects(&run(), &e).unwrap()[0];
+        assert_eq!(s.event_id(), Some(id));
+        assert_eq!(s.event_name(), "StopEvent");
     }
 
     #[test]
