@@ -199,6 +199,25 @@ pub enum DecodeError {
     },
 }
 
+impl DecodeError {
+    /// A stable, machine-readable name of the error kind (for `--json` output and tests).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DecodeError::TooLarge { .. } => "too_large",
+            DecodeError::TooDeep { .. } => "too_deep",
+            DecodeError::EventsTooDeep { .. } => "events_too_deep",
+            DecodeError::NotJson { .. } => "not_json",
+            DecodeError::NotAnObject { .. } => "not_an_object",
+            DecodeError::MissingField { .. } => "missing_field",
+            DecodeError::InvalidEventId { .. } => "invalid_event_id",
+            DecodeError::InvalidCreatedAt { .. } => "invalid_created_at",
+            DecodeError::InvalidEventName { .. } => "invalid_event_name",
+            DecodeError::InvalidParentEventNames { .. } => "invalid_parent_event_names",
+            DecodeError::InvalidDisplayText { .. } => "invalid_display_text",
+        }
+    }
+}
+
 /// A text in the four Swiss national languages; each may be absent.
 #[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct LocaleString {
@@ -926,6 +945,14 @@ mod tests {
         );
         let e = EventEnvelope::decode(b"", &h(), &lim).unwrap_err();
         assert!(matches!(e, DecodeError::NotJson { .. }));
+    }
+
+    #[test]
+    fn decode_error_kinds_are_stable_names() {
+        let e = dec(without(base("StopEvent"), "event_id")).unwrap_err();
+        assert_eq!(e.kind(), "missing_field");
+        let e = EventEnvelope::decode(b"1", &h(), &DecodeLimits::default()).unwrap_err();
+        assert_eq!(e.kind(), "not_an_object");
     }
 
     #[test]

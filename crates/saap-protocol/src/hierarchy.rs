@@ -170,6 +170,21 @@ pub enum HierarchyError {
     },
 }
 
+impl HierarchyError {
+    /// A stable, machine-readable name of the error kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HierarchyError::Duplicate { .. } => "duplicate",
+            HierarchyError::UnknownParent { .. } => "unknown_parent",
+            HierarchyError::InvalidName { .. } => "invalid_name",
+            HierarchyError::Cycle { .. } => "cycle",
+            HierarchyError::TooDeep { .. } => "too_deep",
+            HierarchyError::TooManyParents { .. } => "too_many_parents",
+            HierarchyError::DuplicateParent { .. } => "duplicate_parent",
+        }
+    }
+}
+
 /// What is wrong with an event type name.
 #[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameError {

@@ -118,6 +118,20 @@ pub enum SubjectError {
     },
 }
 
+impl SubjectError {
+    /// A stable, machine-readable name of the error kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SubjectError::InvalidToken { .. } => "invalid_token",
+            SubjectError::WrongTokenCount { .. } => "wrong_token_count",
+            SubjectError::WrongPrefix { .. } => "wrong_prefix",
+            SubjectError::UnknownEventKind { .. } => "unknown_event_kind",
+            SubjectError::UnknownDirection { .. } => "unknown_direction",
+            SubjectError::DuplicateWindowTooShort { .. } => "duplicate_window_too_short",
+        }
+    }
+}
+
 fn truncate(s: &str) -> String {
     if s.len() <= 64 {
         return s.to_owned();
@@ -946,6 +960,7 @@ mod tests {
         assert!(validate_token("65a0c0ffee0000000000abcd").is_ok());
         assert!(validate_token("Résumé-1_x[y]").is_ok());
         let e = RunAddress::new("C", "a.b", "t", "d", "r").unwrap_err();
+        assert_eq!(e.kind(), "invalid_token");
         assert!(e.to_string().contains("agent_id"), "{e}");
     }
 
