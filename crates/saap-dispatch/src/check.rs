@@ -391,6 +391,10 @@ struct Analysis<'a> {
     never_true: Vec<bool>,
     /// Per step: it can run in some run (see the module docs).
     runs: Vec<bool>,
+    /// Per step: it could run if every declarative precondition held sometimes (the
+    /// structure alone; used for termination so that a never-true precondition is reported
+    /// once, by SAAP017).
+    could_run: Vec<bool>,
     /// Per type: some event of it can be dispatched in some run.
     available: Vec<bool>,
     /// Per (step, param): the SAAP002 check fired.
@@ -446,11 +450,13 @@ impl<'a> Analysis<'a> {
             producers,
             outside,
             never_true,
-            runs: vec![false; spec.steps.len()],
-            available: vec![false; nt],
+            runs: Vec::new(),
+            could_run: Vec::new(),
+            available: Vec::new(),
             missing: BTreeSet::new(),
         };
-        cx.compute_reachability();
+        (cx.runs, cx.available) = cx.reachability(true);
+        cx.could_run = cx.reachability(false).0;
         cx
     }
 
@@ -484,17 +490,20 @@ impl<'a> Analysis<'a> {
     }
 
     /// Least fixpoint: the types that can be dispatched and the steps that can run.
-    fn compute_reachability(&mut self) {
-        for t in 0..self.spec.types.len() {
-            self.available[t] = self.outside[t] && self.dispatchable(t as TypeId);
-        }
+    /// Least fixpoint: the steps that can run and the types that can be dispatched. With
+    /// `respect_preconditions`, steps whose precondition is never true do not run.
+    fn reachability(&self, respect_preconditions: bool) -> (Vec<bool>, Vec<bool>) {
+        let mut runs = vec![false; self.spec.steps.len()];
+        let mut available: Vec<bool> = (0..self.spec.types.len())
+            .map(|t| self.outside[t] && self.dispatchable(t as TypeId))
+            .collect();
         loop {
             let mut changed = false;
             for (si, s) in self.spec.steps.iter().enumerate() {
-                if self.runs[si] || self.never_true[si] {
+                if runs[si] || (respect_preconditions && self.never_true[si]) {
                     continue;
                 }
-                let has = |ts: &[TypeId]| ts.iter().any(|t| self.available[*t as usize]);
+                let has = |ts: &[TypeId]| ts.iter().any(|t| available[*t as usize]);
                 let triggered = s.params.iter().any(|p| has(&p.types));
                 let satisfied = s
                     .params
@@ -502,11 +511,11 @@ impl<'a> Analysis<'a> {
                     .filter(|p| Self::blocking(p.kind))
                     .all(|p| has(&p.types));
                 if triggered && satisfied {
-                    self.runs[si] = true;
+                    runs[si] = true;
                     changed = true;
                     for &t in &self.outs[si] {
                         if self.dispatchable(t) {
-                            self.available[t as usize] = true;
+                            available[t as usize] = true;
                         }
                     }
                 }
@@ -515,6 +524,7 @@ impl<'a> Analysis<'a> {
                 break;
             }
         }
+        (runs, available)
     }
 
     // ---- errors ----------------------------------------------------------------------
@@ -1010,14 +1020,17 @@ impl<'a> Analysis<'a> {
                 if p.kind != ParamKind::Optional {
                     continue;
                 }
-                let first = if required.is_empty() {
-                    "its other inputs".to_string()
-                } else {
-                    required
-                        .iter()
-                        .map(|r| format!("`{r}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                let first = match required.len() {
+                    0 => "any of its inputs arrives".to_string(),
+                    1 => format!("`{}` is present", required[0]),
+                    _ => format!(
+                        "{} are present",
+                        required
+                            .iter()
+                            .map(|r| format!("`{r}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 };
                 out.push(
                     &OPTIONAL_TRAP,
@@ -1025,7 +1038,7 @@ impl<'a> Analysis<'a> {
                     Some(si),
                     Some(pi),
                     format!(
-                        "`{}` runs as soon as {first} arrive(s), with `{}` = none, and runs again when {} arrives",
+                        "`{}` runs as soon as {first}, with `{}` = none, and again when {} arrives",
                         s.name,
                         p.name,
                         self.names(&p.types)
@@ -1135,33 +1148,48 @@ impl<'a> Analysis<'a> {
                     if !self.dispatchable(t) {
                         continue;
                     }
-                    let prods = &self.producers[t as usize];
+                    // The step's own output is the self-consumption finding above.
+                    let prods: Vec<usize> = self.producers[t as usize]
+                        .iter()
+                        .copied()
+                        .filter(|&x| x != si)
+                        .collect();
                     let count = prods.len() + usize::from(self.outside[t as usize]);
                     if count < 2 {
                         continue;
                     }
                     shared.push(t);
-                    let mut src = self.step_names(prods);
+                    let mut src = self.step_names(&prods);
                     if self.outside[t as usize] {
                         if !src.is_empty() {
                             src.push_str(", ");
                         }
                         src.push_str("outside arrivals");
                     }
-                    sources.push(format!("`{}` by {src}", self.name(t)));
+                    sources.push(src);
                 }
                 if shared.is_empty() {
                     continue;
                 }
+                let sources = if shared.len() == 1 {
+                    sources.join("")
+                } else {
+                    shared
+                        .iter()
+                        .zip(&sources)
+                        .map(|(t, src)| format!("`{}`: {src}", self.name(*t)))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                };
                 out.push(
                     &DOUBLE_DIP,
                     self,
                     Some(si),
                     Some(pi),
                     format!(
-                        "{} produced by several stages ({}); `{}` runs once per event and binds whichever arrived last",
+                        "{} is produced by several stages ({}); `{}` runs once per event and binds whichever arrived last",
                         self.names(&shared),
-                        sources.join("; "),
+                        sources,
                         s.name
                     ),
                     "R2 / DESIGN §4.1, §4.4: every event of the type makes the step a candidate and a single parameter binds the trigger or the latest event, so the step fires for each stage and cannot tell them apart",
@@ -1231,7 +1259,7 @@ impl<'a> Analysis<'a> {
         loop {
             let mut changed = false;
             for si in 0..n {
-                if ends[si] || !self.runs[si] {
+                if ends[si] || !self.could_run[si] {
                     continue;
                 }
                 let reaches = self.outs[si].iter().any(|&t| {
@@ -1270,7 +1298,7 @@ impl<'a> Analysis<'a> {
             }
         }
         for (si, s) in self.spec.steps.iter().enumerate() {
-            if !self.runs[si] || ends[si] {
+            if !self.could_run[si] || ends[si] {
                 continue;
             }
             let message = if self.outs[si].is_empty() {
@@ -2012,6 +2040,48 @@ steps:
         assert!(f.len() >= 5, "{f:?}");
         for x in &f {
             assert!(!x.why.is_empty() && !x.fix.is_empty() && !x.message.is_empty());
+        }
+    }
+
+    fn workspace_file(rel: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(rel)
+    }
+
+    #[test]
+    fn every_example_spec_compiles_and_checks() {
+        let dir = workspace_file("examples/specs");
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                matches!(
+                    p.extension().and_then(|x| x.to_str()),
+                    Some("yaml" | "yml" | "json")
+                )
+            })
+            .collect();
+        names.sort();
+        assert!(names.len() >= 13, "expected the example specs in {dir:?}");
+        for path in names {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let syntax = SpecSyntax::detect(path.to_str(), &text);
+            let compiled = crate::compile_spec_text(&text, syntax)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(
+                compiled.source.simulation.is_some(),
+                "{}: examples need a simulation section",
+                path.display()
+            );
+            // The clean examples stay clean.
+            let file = path.file_name().unwrap().to_str().unwrap();
+            if matches!(
+                file,
+                "rag.yaml" | "fixedlist-fix.yaml" | "optional-trap-fixed.yaml"
+            ) {
+                assert_eq!(check(&compiled), vec![], "{file}");
+            }
         }
     }
 }

@@ -1,10 +1,105 @@
-//! `saap check` (not implemented yet).
+//! `saap check SPEC`: the static checks of DESIGN §5 on a workflow spec, as text or JSON.
+//!
+//! Exit codes: 0 no errors (warnings allowed unless `--deny warnings`), 1 findings that
+//! count as errors, 2 invalid input (unreadable file, syntax error, unknown event type…).
 
+use crate::input::load_spec;
+use saap_dispatch::check::{Finding, Severity, Summary, check, summarize};
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct CheckArgs {}
+/// Which findings to turn into errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Deny {
+    /// Warnings count as errors for the exit code.
+    Warnings,
+}
 
-pub fn run(_args: CheckArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`saap check` is not implemented yet")
+#[derive(clap::Args)]
+#[command(
+    after_help = "Each finding names a stable code (SAAP001…SAAP017, see docs/checks.md), the step and
+parameter, what is wrong, why it breaks at runtime (rules R1-R6, DESIGN §4) and the fix.
+
+Examples:
+  saap check examples/specs/rag.yaml
+  saap check examples/specs/optional-trap.yaml --deny warnings
+  saap check examples/specs/dangling-stop.yaml --json | jq '.findings[].code'
+  cat agent.json | saap check -           (read the spec from stdin)
+
+Exit codes: 0 no errors (warnings allowed unless denied), 1 errors found, 2 invalid input."
+)]
+pub struct CheckArgs {
+    /// The workflow spec (JSON or YAML; `-` for stdin).
+    pub spec: PathBuf,
+    /// Print JSON: {spec, name, findings, summary: {errors, warnings}}.
+    #[arg(long)]
+    pub json: bool,
+    /// Treat warnings as errors for the exit code (`--deny warnings`).
+    #[arg(long, value_enum)]
+    pub deny: Vec<Deny>,
+}
+
+pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let spec = load_spec(&args.spec)?;
+    let findings = check(&spec);
+    let summary = summarize(&findings);
+    let deny_warnings = args.deny.contains(&Deny::Warnings);
+    let shown = args.spec.display().to_string();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = json!({
+            "spec": shown,
+            "name": spec.name,
+            "findings": findings,
+            "summary": summary,
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(render_text(&shown, spec.steps.len(), &findings, summary).as_bytes())?;
+    }
+    out.flush()?;
+    let failed = summary.errors > 0 || (deny_warnings && summary.warnings > 0);
+    if failed && deny_warnings && summary.errors == 0 {
+        eprintln!("saap check: warnings are denied (--deny warnings)");
+    }
+    Ok(ExitCode::from(u8::from(failed)))
+}
+
+/// The human report: errors, then warnings, each finding with indented `why:` and `fix:`
+/// lines, and a summary line.
+fn render_text(spec: &str, steps: usize, findings: &[Finding], summary: Summary) -> String {
+    let mut s = String::new();
+    for sev in [Severity::Error, Severity::Warning] {
+        for f in findings.iter().filter(|f| f.severity == sev) {
+            s.push_str(&format!("{}[{}]", f.severity.as_str(), f.code));
+            if let Some(step) = &f.step {
+                s.push_str(&format!(" step `{step}`"));
+            }
+            if let Some(param) = &f.param {
+                s.push_str(&format!(" param `{param}`"));
+            }
+            s.push_str(&format!(": {}\n", f.message));
+            s.push_str(&format!("  rule: {}\n", f.rule));
+            s.push_str(&format!("  why: {}\n", f.why));
+            s.push_str(&format!("  fix: {}\n\n", f.fix));
+        }
+    }
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    if findings.is_empty() {
+        s.push_str(&format!(
+            "{spec}: ok, no findings ({} checked)\n",
+            plural(steps, "step")
+        ));
+    } else {
+        s.push_str(&format!(
+            "{spec}: {}, {} ({} checked)\n",
+            plural(summary.errors, "error"),
+            plural(summary.warnings, "warning"),
+            plural(steps, "step")
+        ));
+    }
+    s
 }
