@@ -1117,6 +1117,9 @@ impl<'a> Analysis<'a> {
 
     fn double_dips(&self, out: &mut Out) {
         for (si, s) in self.spec.steps.iter().enumerate() {
+            // A type shared by several parameters is reported once per step (SAAP012 covers
+            // the sharing itself).
+            let mut reported: BTreeSet<TypeId> = BTreeSet::new();
             for (pi, p) in s.params.iter().enumerate() {
                 let own: Vec<TypeId> = p
                     .types
@@ -1145,7 +1148,7 @@ impl<'a> Analysis<'a> {
                 let mut shared: Vec<TypeId> = Vec::new();
                 let mut sources: Vec<String> = Vec::new();
                 for &t in &p.types {
-                    if !self.dispatchable(t) {
+                    if !self.dispatchable(t) || !reported.insert(t) {
                         continue;
                     }
                     // The step's own output is the self-consumption finding above.
