@@ -21,6 +21,7 @@
 
 pub mod check;
 pub mod compiled;
+pub mod explore;
 pub mod ids;
 pub mod load;
 pub mod record;
