@@ -16,6 +16,8 @@ use crate::spec::ParamKind;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+const NO_SEQ: Seq = Seq::MAX;
+
 /// The most events one run's log may hold.
 pub const MAX_LOG_EVENTS: usize = 50_000_000;
 /// The longest error message kept for a failed execution (longer ones are cut).
@@ -221,8 +223,14 @@ pub struct Run {
     log: Vec<LoggedEvent>,
     by_id: FastMap<EventId, Seq>,
     foreign_names: Vec<Box<str>>,
-    /// Per (step, param), flattened with `param_offset`: matching dispatched events.
+    /// Per list/fixed-list (step, param), flattened with `param_offset`: the matching
+    /// dispatched events in arrival order.
     matches: Vec<Vec<Seq>>,
+    /// Per required/optional (step, param): the latest matching event, or `NO_SEQ`. A
+    /// single parameter only ever binds the latest, so no list is kept (no allocation).
+    last: Vec<Seq>,
+    /// `seq_table[i] == i`: lets a single binding be returned as a one-element slice.
+    seq_table: Vec<Seq>,
     param_offset: Arc<[u32]>,
     exec_counts: Vec<u32>,
     input_sets: FastMap<(StepIdx, u64), ExecutionId>,
@@ -252,21 +260,26 @@ impl Run {
     fn with_offsets(spec: Arc<CompiledSpec>, run_key: u64, param_offset: Arc<[u32]>) -> Run {
         let total = param_offset.last().copied().unwrap_or(0) as usize;
         let steps = spec.steps.len();
+        // Sized for a run that executes each step about once, so that a typical run
+        // allocates each table once instead of growing it step by step.
+        let events = steps + 2;
         Run {
             spec,
             run_key,
             status: RunStatus::NotStarted,
-            log: Vec::new(),
-            by_id: FastMap::default(),
+            log: Vec::with_capacity(events),
+            by_id: FastMap::with_capacity_and_hasher(events, Default::default()),
             foreign_names: Vec::new(),
             matches: vec![Vec::new(); total],
+            last: vec![NO_SEQ; total],
+            seq_table: Vec::with_capacity(events),
             param_offset,
             exec_counts: vec![0; steps],
             input_sets: FastMap::default(),
             input_set_collisions: Vec::new(),
-            executions: Vec::new(),
-            bindings: Vec::new(),
-            records: Vec::new(),
+            executions: Vec::with_capacity(steps),
+            bindings: Vec::with_capacity(total),
+            records: Vec::with_capacity(events * 4),
             started: Vec::new(),
             scratch: Vec::new(),
             candidates: Vec::new(),
@@ -319,13 +332,10 @@ impl Run {
     pub fn bound_seqs(&self, step: StepIdx, param: ParamIdx, bound: Bound) -> &[Seq] {
         match bound {
             Bound::Nothing => &[],
-            Bound::One(seq) => {
-                let m = &self.matches[self.param_slot(step, param)];
-                match m.binary_search(&seq) {
-                    Ok(i) => &m[i..=i],
-                    Err(_) => &[],
-                }
-            }
+            Bound::One(seq) => self
+                .seq_table
+                .get(seq as usize..=seq as usize)
+                .unwrap_or(&[]),
             Bound::First(n) => &self.matches[self.param_slot(step, param)][..n as usize],
         }
     }
@@ -417,6 +427,7 @@ impl Run {
             origin,
         });
         self.by_id.insert(event.id, seq);
+        self.seq_table.push(seq);
 
         match self.status {
             RunStatus::Terminated { .. } => {
@@ -476,14 +487,20 @@ impl Run {
         for &(step, param) in spec.consumers(t) {
             let slot = self.param_slot(step, param);
             let p = &spec.steps[step as usize].params[param as usize];
-            let m = &mut self.matches[slot];
-            m.push(seq);
-            if p.kind == ParamKind::FixedList && m.len() > p.size as usize {
-                self.records.push(Record::FixedListOverflow {
-                    trigger: seq,
-                    step,
-                    param,
-                });
+            match p.kind {
+                ParamKind::Required | ParamKind::Optional => self.last[slot] = seq,
+                ParamKind::List => self.matches[slot].push(seq),
+                ParamKind::FixedList => {
+                    let m = &mut self.matches[slot];
+                    m.push(seq);
+                    if m.len() > p.size as usize {
+                        self.records.push(Record::FixedListOverflow {
+                            trigger: seq,
+                            step,
+                            param,
+                        });
+                    }
+                }
             }
             if candidates.last() != Some(&step) {
                 candidates.push(step);
@@ -492,7 +509,7 @@ impl Run {
         let mut started = 0;
         for &step in &candidates {
             self.records.push(Record::Candidate { trigger: seq, step });
-            if self.evaluate(step, seq, pre) {
+            if self.evaluate(&spec, step, seq, pre) {
                 started += 1;
             }
         }
@@ -503,11 +520,11 @@ impl Run {
     /// Readiness in the order of DESIGN §4.3; starts the execution when ready.
     fn evaluate(
         &mut self,
+        spec: &CompiledSpec,
         step: StepIdx,
         trigger: Seq,
         pre: &mut dyn PreconditionEvaluator,
     ) -> bool {
-        let spec = self.spec.clone();
         let s = &spec.steps[step as usize];
         let skip = |run: &mut Run, reason| {
             run.records.push(Record::Skipped {
@@ -524,7 +541,7 @@ impl Run {
         for (pi, p) in s.params.iter().enumerate() {
             let have = self.matches[base + pi].len();
             match p.kind {
-                ParamKind::Required if have == 0 => {
+                ParamKind::Required if self.last[base + pi] == NO_SEQ => {
                     return skip(
                         self,
                         SkipReason::RequiredMissing {
@@ -557,9 +574,9 @@ impl Run {
         for (pi, p) in s.params.iter().enumerate() {
             let m = &self.matches[base + pi];
             scratch.push(match p.kind {
-                ParamKind::Required | ParamKind::Optional => match m.last() {
-                    Some(&last) => Bound::One(last),
-                    None => Bound::Nothing,
+                ParamKind::Required | ParamKind::Optional => match self.last[base + pi] {
+                    NO_SEQ => Bound::Nothing,
+                    last => Bound::One(last),
                 },
                 ParamKind::List if m.is_empty() => Bound::Nothing,
                 ParamKind::List => Bound::First(m.len() as u32),
@@ -778,6 +795,8 @@ impl Run {
         use std::mem::size_of;
         self.matches.capacity() * size_of::<Vec<Seq>>()
             + self.matches.iter().map(|m| m.capacity() * 4).sum::<usize>()
+            + self.last.capacity() * 4
+            + self.seq_table.capacity() * 4
             + self.exec_counts.capacity() * 4
             + self.input_sets.capacity()
                 * (size_of::<(StepIdx, u64)>() + size_of::<ExecutionId>() + 1)

@@ -1,0 +1,205 @@
+//! Benchmark of the dispatch core alone, decision records on (issue 2's shapes):
+//! S1 a 10-step chain, S2 fan-out of N with fan-in by list (+ precondition) and by fixed
+//! list, S3 1,000 concurrent 10-step runs. Prints medians of several repetitions.
+//!
+//! Run: `cargo bench -p saap-dispatch --bench core` (add `-- --quick` for a short run).
+
+use saap_dispatch::{
+    CompiledSpec, DeclaredConditions, EventId, NewEvent, Outcome, Run, SpecSyntax,
+    compile_spec_text,
+};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn chain_spec(n: usize) -> CompiledSpec {
+    let mut y = String::from("name: Chain\nevents:\n");
+    for i in 0..n {
+        y += &format!("  - {{name: E{i}}}\n");
+    }
+    y += "  - {name: Done, parents: [StopEvent]}\nsteps:\n";
+    for i in 0..n {
+        let input = if i == 0 {
+            "StartEvent".to_string()
+        } else {
+            format!("E{}", i - 1)
+        };
+        let output = if i == n - 1 {
+            "Done".to_string()
+        } else {
+            format!("E{i}")
+        };
+        y += &format!(
+            "  - {{name: s{i}, params: [{{name: x, kind: required, types: [{input}]}}], outputs: [{output}]}}\n"
+        );
+    }
+    compile_spec_text(&y, SpecSyntax::Yaml).expect("chain spec")
+}
+
+fn fan_spec(n: usize, fixed: bool) -> CompiledSpec {
+    let join = if fixed {
+        format!("params: [{{name: items, kind: fixed_list, size: {n}, types: [Item]}}]")
+    } else {
+        format!(
+            "params: [{{name: items, kind: list, types: [Item]}}]\n    precondition: {{name: all_in, when: {{count_at_least: {{param: items, n: {n}}}}}}}"
+        )
+    };
+    let y = format!(
+        "name: Fan
+events:
+  - {{name: Item}}
+  - {{name: Done, parents: [StopEvent]}}
+steps:
+  - name: fan
+    params: [{{name: q, kind: required, types: [StartEvent]}}]
+    outputs: [Item]
+  - name: join
+    {join}
+    outputs: [Done]
+"
+    );
+    compile_spec_text(&y, SpecSyntax::Yaml).expect("fan spec")
+}
+
+/// Drives one run to its end: every started execution completes with its step's
+/// declared outputs (`fan` emits `n` items). Returns the number of step executions.
+fn drive(run: &mut Run, fan_n: usize, buf: &mut Vec<saap_dispatch::ExecutionId>) -> usize {
+    let start = run.spec().type_id("StartEvent").expect("start");
+    run.append(
+        NewEvent::known(EventId::from_counter(1), start),
+        &mut DeclaredConditions,
+    )
+    .expect("start");
+    let mut steps = 0;
+    run.drain_started_into(buf);
+    while let Some(x) = buf.pop() {
+        steps += 1;
+        let exec = run.execution(x).expect("exec");
+        let s = &run.spec().steps[exec.step as usize];
+        let reps = if s.name == "fan" { fan_n } else { 1 };
+        let outs: Vec<NewEvent> = (0..reps)
+            .flat_map(|i| {
+                s.outputs
+                    .iter()
+                    .enumerate()
+                    .map(move |(j, t)| (i * 8 + j, *t))
+            })
+            .map(|(i, t)| NewEvent::known(EventId::derived(run.run_key(), x, i as u32), t))
+            .collect();
+        run.complete(x, 1, Outcome::Returned(outs), &mut DeclaredConditions)
+            .expect("complete");
+        run.drain_started_into(buf);
+    }
+    steps
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let reps = if quick { 3 } else { 9 };
+    let mut buf = Vec::new();
+
+    // S1: 10-step chain, many runs; ns per step (append + candidacy + readiness + binding +
+    // start + completion + records).
+    let spec = Arc::new(chain_spec(10));
+    let runs = if quick { 2_000 } else { 20_000 };
+    let proto = Run::new(spec.clone(), 0);
+    let mut samples = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        let mut steps = 0;
+        for r in 0..runs {
+            let mut run = proto.sibling(r as u64);
+            steps += drive(&mut run, 1, &mut buf);
+            std::hint::black_box(&run);
+        }
+        samples.push(t.elapsed().as_nanos() as f64 / steps as f64);
+    }
+    println!(
+        "S1 chain-10: {:.3} µs per step (median of {reps}, {runs} runs each, run creation included)",
+        median(samples) / 1000.0
+    );
+
+    // S2: fan-out N, fan-in by list+precondition and by fixed list.
+    for fixed in [false, true] {
+        for n in [100usize, 1_000, 10_000] {
+            let spec = Arc::new(fan_spec(n, fixed));
+            let mut samples = Vec::new();
+            let mut bytes = 0;
+            for _ in 0..reps {
+                let t = Instant::now();
+                let mut run = Run::new(spec.clone(), 1);
+                let steps = drive(&mut run, n, &mut buf);
+                assert_eq!(steps, 2, "fan then one join");
+                samples.push(t.elapsed().as_nanos() as f64);
+                bytes = run.state_bytes();
+                std::hint::black_box(&run);
+            }
+            let total = median(samples);
+            println!(
+                "S2 fan-in by {:<10} N={n:>6}: {:>9.1} µs total, {:.3} µs per arrival, state {bytes} B",
+                if fixed { "fixed list" } else { "list+pre" },
+                total / 1000.0,
+                total / n as f64 / 1000.0
+            );
+        }
+    }
+
+    // S3: 1,000 concurrent 10-step runs, advanced round-robin one completion at a time.
+    let n_runs = 1_000;
+    let mut samples = Vec::new();
+    let mut per_run_state = 0;
+    let mut per_run_total = 0;
+    for _ in 0..reps {
+        let t = Instant::now();
+        let start = spec.type_id("StartEvent").expect("start");
+        let mut runs: Vec<(Run, Vec<saap_dispatch::ExecutionId>)> = (0..n_runs)
+            .map(|r| {
+                let mut run = proto.sibling(r as u64);
+                run.append(
+                    NewEvent::known(EventId::from_counter(1), start),
+                    &mut DeclaredConditions,
+                )
+                .expect("start");
+                let started = run.take_started();
+                (run, started)
+            })
+            .collect();
+        let mut live = n_runs;
+        while live > 0 {
+            live = 0;
+            for (run, pending) in runs.iter_mut() {
+                if let Some(x) = pending.pop() {
+                    live += 1;
+                    let s = run.execution(x).expect("exec").step;
+                    let out = run.spec().steps[s as usize].outputs[0];
+                    let ev = NewEvent::known(EventId::derived(run.run_key(), x, 0), out);
+                    run.complete(x, 1, Outcome::Returned(vec![ev]), &mut DeclaredConditions)
+                        .expect("complete");
+                    run.drain_started_into(pending);
+                }
+            }
+        }
+        samples.push(t.elapsed().as_nanos() as f64);
+        per_run_state = runs.iter().map(|(r, _)| r.state_bytes()).sum::<usize>() / n_runs;
+        per_run_total = runs
+            .iter()
+            .map(|(r, _)| {
+                r.state_bytes()
+                    + r.log().len() * std::mem::size_of::<saap_dispatch::run::LoggedEvent>()
+                    + r.records().len() * std::mem::size_of::<saap_dispatch::Record>()
+                    + std::mem::size_of::<Run>()
+            })
+            .sum::<usize>()
+            / n_runs;
+    }
+    let m = median(samples);
+    println!(
+        "S3 1,000 concurrent chain-10 runs: {:.2} ms total, {:.3} µs per step; per run: bookkeeping {per_run_state} B, with log + records + Run header {per_run_total} B",
+        m / 1e6,
+        m / (n_runs * 10) as f64 / 1000.0
+    );
+}
