@@ -189,8 +189,8 @@ fn main() {
             .iter()
             .map(|(r, _)| {
                 r.state_bytes()
-                    + r.log().len() * std::mem::size_of::<saap_dispatch::run::LoggedEvent>()
-                    + r.records().len() * std::mem::size_of::<saap_dispatch::Record>()
+                    + std::mem::size_of_val(r.log())
+                    + std::mem::size_of_val(r.records())
                     + std::mem::size_of::<Run>()
             })
             .sum::<usize>()
