@@ -1,0 +1,425 @@
+//! The one validator of the probe event contract (seed §3), shared by HTTP and file ingest.
+//!
+//! A probe event has exactly five fields: `hypothesisId`, `location`, `message`, `data`,
+//! `timestamp`. Strings, arrays, objects and nesting are bounded. A line that fails becomes a
+//! [`Malformed`] diagnostic carrying the recoverable fields and a redacted, truncated preview.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::redact;
+
+/// Largest accepted event line (bytes, excluding the newline).
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+pub const MAX_HYPOTHESIS_ID_CHARS: usize = 64;
+pub const MAX_LOCATION_CHARS: usize = 512;
+pub const MAX_MESSAGE_CHARS: usize = 1024;
+pub const MAX_DATA_DEPTH: usize = 16;
+pub const MAX_DATA_STRING_CHARS: usize = 16 * 1024;
+pub const MAX_DATA_ITEMS: usize = 1000;
+/// Preview length of a malformed record.
+pub const PREVIEW_CHARS: usize = 160;
+
+const FIELDS: [&str; 5] = ["hypothesisId", "location", "message", "data", "timestamp"];
+
+/// A validated (not yet redacted) probe event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeEvent {
+    pub hypothesis_id: String,
+    pub location: String,
+    pub message: String,
+    pub data: Value,
+    pub timestamp: u64,
+}
+
+/// Why a record was rejected. Stable strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    InvalidJson,
+    NotAnObject,
+    MissingField,
+    UnknownField,
+    InvalidField,
+    TooLarge,
+    TooDeep,
+}
+
+impl Reason {
+    pub fn suggested_fix(self) -> &'static str {
+        match self {
+            Self::InvalidJson => {
+                "serialize the event with the language's JSON library (the generated helper does this); never build JSON by string concatenation, and end every record with a newline"
+            }
+            Self::NotAnObject => "send one JSON object per line with the five event fields",
+            Self::MissingField => {
+                "send all five fields: hypothesisId, location, message, data, timestamp (use null for empty data)"
+            }
+            Self::UnknownField => {
+                "send only the five event fields; put extra values inside `data` (no sessionId, run id or schemaVersion in the body)"
+            }
+            Self::InvalidField => {
+                "hypothesisId, location and message must be non-empty bounded strings; timestamp must be Unix epoch milliseconds"
+            }
+            Self::TooLarge => {
+                "record the smallest value that tests the hypothesis: bound strings, arrays and object sizes in `data`"
+            }
+            Self::TooDeep => "flatten `data`: nest at most 16 levels",
+        }
+    }
+}
+
+/// A rejected record, ready to be stored as a diagnostic (already redacted).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Malformed {
+    pub reason: Reason,
+    pub message: String,
+    pub recoverable_fields: Map<String, Value>,
+    pub preview: String,
+    pub suggested_fix: String,
+}
+
+fn truncate_chars(s: &str, n: usize) -> String {
+    let mut out: String = s.chars().take(n).collect();
+    if s.chars().nth(n).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// Redacted, bounded preview of raw input bytes.
+pub fn preview(raw: &[u8]) -> String {
+    // Redact a bounded prefix (so a huge line costs little), then truncate.
+    let head = &raw[..raw.len().min(PREVIEW_CHARS * 8)];
+    let text = String::from_utf8_lossy(head);
+    let red = redact::redact_str(&text);
+    let mut p = truncate_chars(&red, PREVIEW_CHARS);
+    if raw.len() > head.len() && !p.ends_with('…') {
+        p.push('…');
+    }
+    p
+}
+
+fn malformed(
+    reason: Reason,
+    message: String,
+    recoverable: Map<String, Value>,
+    raw: &[u8],
+) -> Malformed {
+    Malformed {
+        reason,
+        message,
+        recoverable_fields: recoverable,
+        preview: preview(raw),
+        suggested_fix: reason.suggested_fix().to_owned(),
+    }
+}
+
+fn check_string(obj: &Map<String, Value>, key: &str, max: usize) -> Result<String, String> {
+    match obj.get(key) {
+        Some(Value::String(s)) if s.trim().is_empty() => Err(format!("`{key}` is empty")),
+        Some(Value::String(s)) if s.chars().count() > max => {
+            Err(format!("`{key}` is longer than {max} characters"))
+        }
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(format!(
+            "`{key}` must be a string, got {}",
+            type_name(other)
+        )),
+        None => Err(format!("`{key}` is missing")),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn check_timestamp(v: Option<&Value>) -> Result<u64, String> {
+    match v {
+        Some(Value::Number(n)) => {
+            if let Some(u) = n.as_u64() {
+                return Ok(u);
+            }
+            match n.as_f64() {
+                Some(f) if (0.0..1e16).contains(&f) => {
+                    // Fractional milliseconds are truncated to whole milliseconds.
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    Ok(f.trunc() as u64)
+                }
+                _ => Err("`timestamp` must be non-negative Unix epoch milliseconds".into()),
+            }
+        }
+        Some(other) => Err(format!(
+            "`timestamp` must be Unix epoch milliseconds (a number), got {}",
+            type_name(other)
+        )),
+        None => Err("`timestamp` is missing".into()),
+    }
+}
+
+/// Checks bounds of the `data` value. Returns the reason and message on failure.
+fn check_data(v: &Value, depth: usize) -> Result<(), (Reason, String)> {
+    if depth > MAX_DATA_DEPTH {
+        return Err((
+            Reason::TooDeep,
+            format!("`data` is nested deeper than {MAX_DATA_DEPTH} levels"),
+        ));
+    }
+    match v {
+        Value::String(s)
+            if s.len() > MAX_DATA_STRING_CHARS * 4 || s.chars().count() > MAX_DATA_STRING_CHARS =>
+        {
+            Err((
+                Reason::TooLarge,
+                format!("a string in `data` is longer than {MAX_DATA_STRING_CHARS} characters"),
+            ))
+        }
+        Value::Array(a) => {
+            if a.len() > MAX_DATA_ITEMS {
+                return Err((
+                    Reason::TooLarge,
+                    format!("an array in `data` has more than {MAX_DATA_ITEMS} items"),
+                ));
+            }
+            a.iter().try_for_each(|i| check_data(i, depth + 1))
+        }
+        Value::Object(o) => {
+            if o.len() > MAX_DATA_ITEMS {
+                return Err((
+                    Reason::TooLarge,
+                    format!("an object in `data` has more than {MAX_DATA_ITEMS} keys"),
+                ));
+            }
+            o.values().try_for_each(|i| check_data(i, depth + 1))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Collects the fields that are individually valid, redacted, for diagnostics.
+fn recoverable(obj: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (key, max) in [
+        ("hypothesisId", MAX_HYPOTHESIS_ID_CHARS),
+        ("location", MAX_LOCATION_CHARS),
+        ("message", MAX_MESSAGE_CHARS),
+    ] {
+        if let Ok(s) = check_string(obj, key, max) {
+            out.insert(
+                key.into(),
+                Value::String(redact::redact_str(&s).into_owned()),
+            );
+        }
+    }
+    if let Ok(t) = check_timestamp(obj.get("timestamp")) {
+        out.insert("timestamp".into(), Value::from(t));
+    }
+    out
+}
+
+/// Validates one record (one NDJSON line without its newline).
+#[allow(clippy::result_large_err)] // rejected records are the common case on bad input; no hot path boxes
+pub fn validate_line(raw: &[u8]) -> Result<ProbeEvent, Malformed> {
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    if raw.len() > MAX_LINE_BYTES {
+        return Err(malformed(
+            Reason::TooLarge,
+            format!(
+                "record is {} bytes; the limit is {MAX_LINE_BYTES} bytes",
+                raw.len()
+            ),
+            Map::new(),
+            raw,
+        ));
+    }
+    let value: Value = match serde_json::from_slice(raw) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(malformed(
+                Reason::InvalidJson,
+                format!("record is not valid JSON ({e})"),
+                Map::new(),
+                raw,
+            ));
+        }
+    };
+    validate_value(value, raw)
+}
+
+/// Validates an already parsed record; `raw` is only used for the preview.
+#[allow(clippy::result_large_err)]
+pub fn validate_value(value: Value, raw: &[u8]) -> Result<ProbeEvent, Malformed> {
+    let Value::Object(mut obj) = value else {
+        return Err(malformed(
+            Reason::NotAnObject,
+            format!("record must be a JSON object, got {}", type_name(&value)),
+            Map::new(),
+            raw,
+        ));
+    };
+    let missing: Vec<&str> = FIELDS
+        .iter()
+        .copied()
+        .filter(|f| !obj.contains_key(*f))
+        .collect();
+    if !missing.is_empty() {
+        return Err(malformed(
+            Reason::MissingField,
+            format!("missing field(s): {}", missing.join(", ")),
+            recoverable(&obj),
+            raw,
+        ));
+    }
+    let unknown: Vec<String> = obj
+        .keys()
+        .filter(|k| !FIELDS.contains(&k.as_str()))
+        .take(5)
+        .map(|k| truncate_chars(&redact::redact_str(k), 40))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(malformed(
+            Reason::UnknownField,
+            format!("unexpected field(s): {}", unknown.join(", ")),
+            recoverable(&obj),
+            raw,
+        ));
+    }
+    let fields = (
+        check_string(&obj, "hypothesisId", MAX_HYPOTHESIS_ID_CHARS),
+        check_string(&obj, "location", MAX_LOCATION_CHARS),
+        check_string(&obj, "message", MAX_MESSAGE_CHARS),
+        check_timestamp(obj.get("timestamp")),
+    );
+    let (hypothesis_id, location, message, timestamp) = match fields {
+        (Ok(h), Ok(l), Ok(m), Ok(t)) => (h, l, m, t),
+        (h, l, m, t) => {
+            let errs: Vec<String> = [h.err(), l.err(), m.err(), t.err()]
+                .into_iter()
+                .flatten()
+                .collect();
+            return Err(malformed(
+                Reason::InvalidField,
+                errs.join("; "),
+                recoverable(&obj),
+                raw,
+            ));
+        }
+    };
+    let data = obj.remove("data").unwrap_or(Value::Null);
+    if let Err((reason, msg)) = check_data(&data, 1) {
+        return Err(malformed(reason, msg, recoverable(&obj), raw));
+    }
+    Ok(ProbeEvent {
+        hypothesis_id,
+        location,
+        message,
+        data,
+        timestamp,
+    })
+}
+
+impl ProbeEvent {
+    /// Applies the redactor to every string of the event. Returns true if anything changed.
+    pub fn redact(&mut self) -> bool {
+        let mut changed = false;
+        for s in [
+            &mut self.hypothesis_id,
+            &mut self.location,
+            &mut self.message,
+        ] {
+            if let std::borrow::Cow::Owned(o) = redact::redact_str(s) {
+                *s = o;
+                changed = true;
+            }
+        }
+        changed | redact::redact_value(&mut self.data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok_line() -> &'static str {
+        r#"{"hypothesisId":"H1","location":"src/cache.ts:84","message":"Cache lookup completed","data":{"cacheKey":"cart:42","hit":false},"timestamp":1784313728231}"#
+    }
+
+    #[test]
+    fn accepts_the_seed_example() {
+        let e = validate_line(ok_line().as_bytes()).expect("valid");
+        assert_eq!(e.hypothesis_id, "H1");
+        assert_eq!(e.timestamp, 1_784_313_728_231);
+    }
+
+    #[test]
+    fn rejects_with_stable_reasons_and_recoverable_fields() {
+        let cases: &[(&str, Reason)] = &[
+            ("not json", Reason::InvalidJson),
+            ("[1]", Reason::NotAnObject),
+            (
+                r#"{"hypothesisId":"H1","location":"a:1","message":"m","timestamp":1}"#,
+                Reason::MissingField,
+            ),
+            (
+                r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":1,"timestamp":1,"sessionId":"x"}"#,
+                Reason::UnknownField,
+            ),
+            (
+                r#"{"hypothesisId":"","location":"a:1","message":"m","data":1,"timestamp":1}"#,
+                Reason::InvalidField,
+            ),
+            (
+                r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":1,"timestamp":"yesterday"}"#,
+                Reason::InvalidField,
+            ),
+        ];
+        for (line, reason) in cases {
+            let m = validate_line(line.as_bytes()).expect_err(line);
+            assert_eq!(m.reason, *reason, "{line}");
+        }
+        let m =
+            validate_line(br#"{"hypothesisId":"H2","location":"a:1","message":"m","timestamp":1}"#)
+                .expect_err("missing data");
+        assert_eq!(
+            m.recoverable_fields.get("hypothesisId"),
+            Some(&Value::from("H2"))
+        );
+    }
+
+    #[test]
+    fn bounds_data_depth_and_size() {
+        let deep = format!(
+            r#"{{"hypothesisId":"H1","location":"a:1","message":"m","data":{}1{},"timestamp":1}}"#,
+            "[".repeat(40),
+            "]".repeat(40)
+        );
+        assert_eq!(
+            validate_line(deep.as_bytes()).expect_err("deep").reason,
+            Reason::TooDeep
+        );
+        let big = format!(
+            r#"{{"hypothesisId":"H1","location":"a:1","message":"m","data":"{}","timestamp":1}}"#,
+            "x".repeat(MAX_LINE_BYTES)
+        );
+        assert_eq!(
+            validate_line(big.as_bytes()).expect_err("big").reason,
+            Reason::TooLarge
+        );
+    }
+
+    #[test]
+    fn previews_are_redacted_and_bounded() {
+        let line = format!(r#"{{"password": "hunter2", "pad": "{}"#, "y".repeat(1000));
+        let m = validate_line(line.as_bytes()).expect_err("invalid json");
+        assert!(!m.preview.contains("hunter2"), "{}", m.preview);
+        assert!(m.preview.chars().count() <= PREVIEW_CHARS + 1);
+    }
+}

@@ -1,0 +1,1079 @@
+//! Per-session evidence storage.
+//!
+//! The canonical record of a session is `events.ndjson`: one validated, redacted stored event
+//! per line, appended in accepted order. The service keeps a small in-memory index per loaded
+//! session (byte offset + hypothesis of each event: 12 bytes per event), so a page of `logs`
+//! is a few positioned reads whatever the session size. Nothing is fsynced per event; a
+//! batch is one `write` call. State survives a service restart: the index is rebuilt from the
+//! file on first use, and `state.json` remembers the reset epoch and the file-ingest offset.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::clock::Clock;
+use crate::error::{DmError, ErrorCode, Result};
+use crate::event::{self, Malformed};
+use crate::paths::{self, SessionPaths};
+
+/// At most this many malformed-record diagnostics are stored per reset cycle; the rest are
+/// counted.
+pub const MAX_STORED_DIAGNOSTICS: u64 = 1000;
+/// Largest page of `logs`.
+pub const MAX_LOGS_LIMIT: usize = 1000;
+/// Bytes read from the append path per step.
+const DRAIN_CHUNK: usize = 4 * 1024 * 1024;
+
+/// Where a record came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Http,
+    File,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    schema_version: u32,
+    session_id: String,
+    created_at: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct State {
+    epoch: u64,
+    incoming_offset: u64,
+    #[serde(default)]
+    skipping_long_line: bool,
+    #[serde(default)]
+    malformed_total: u64,
+}
+
+/// A stored event as written to `events.ndjson` (field order is the storage order).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredEvent {
+    pub id: String,
+    pub sequence: u64,
+    pub received_at: u64,
+    pub hypothesis_id: String,
+    pub location: String,
+    pub message: String,
+    pub data: Value,
+    pub timestamp: u64,
+}
+
+/// A stored malformed-record diagnostic.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Diagnostic {
+    pub id: String,
+    pub source: Source,
+    pub received_at: u64,
+    pub reason: String,
+    pub message: String,
+    pub recoverable_fields: Map<String, Value>,
+    pub preview: String,
+    pub suggested_fix: String,
+}
+
+/// Result of ingesting one body or one drain step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngestOutcome {
+    pub accepted: u64,
+    pub rejected: u64,
+    pub redacted: u64,
+}
+
+/// Public description of a session.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub created_at: u64,
+    pub append_path: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub created_at: u64,
+    pub event_count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HypothesisCount {
+    pub hypothesis_id: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsPage {
+    pub events: Vec<StoredEvent>,
+    /// Events matching the hypothesis filter.
+    pub matched: u64,
+    pub event_count: u64,
+    pub malformed_count: u64,
+    pub hypotheses: Vec<HypothesisCount>,
+    pub epoch: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusReport {
+    pub event_count: u64,
+    pub malformed_count: u64,
+    pub stored_diagnostics: u64,
+    pub hypotheses: Vec<HypothesisCount>,
+    pub first_received_at: Option<u64>,
+    pub last_received_at: Option<u64>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// What the query worker needs: a consistent prefix of the canonical file.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    pub epoch: u64,
+    pub last_sequence: u64,
+    pub events_bytes: u64,
+    pub event_count: u64,
+}
+
+/// One loaded session.
+pub struct Session {
+    id: String,
+    paths: SessionPaths,
+    created_at: u64,
+    state: State,
+    events: File,
+    events_len: u64,
+    next_seq: u64,
+    offsets: Vec<u64>,
+    hyp_of: Vec<u32>,
+    hyp_names: Vec<String>,
+    hyp_lookup: HashMap<String, u32>,
+    hyp_counts: Vec<u64>,
+    stored_diagnostics: u64,
+    first_received_at: Option<u64>,
+    last_received_at: Option<u64>,
+    deleted: bool,
+}
+
+fn io_err(what: &str) -> impl FnOnce(io::Error) -> DmError + '_ {
+    move |e| DmError::evidence_io(what, &e)
+}
+
+fn corrupt(what: &str) -> DmError {
+    DmError::new(
+        ErrorCode::EvidenceMalformed,
+        format!("the session's {what} is unreadable or corrupt"),
+        "run `debug-mode reset --session <id>` to start a clean evidence cycle, or `debug-mode clean --session <id>` to remove the session",
+    )
+}
+
+impl Session {
+    fn load(paths: SessionPaths, id: &str) -> Result<Self> {
+        paths.check()?;
+        let meta_bytes = std::fs::read(paths.meta()).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                DmError::session_not_found(id)
+            } else {
+                DmError::evidence_io("read session metadata", &e)
+            }
+        })?;
+        let meta: Meta = serde_json::from_slice(&meta_bytes).map_err(|_| corrupt("metadata"))?;
+        let state: State = match std::fs::read(paths.state()) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|_| corrupt("state"))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => State::default(),
+            Err(e) => return Err(DmError::evidence_io("read session state", &e)),
+        };
+        let events = open_events(&paths.events())?;
+        let mut s = Self {
+            id: id.to_owned(),
+            created_at: meta.created_at,
+            state,
+            events,
+            events_len: 0,
+            next_seq: 1,
+            offsets: Vec::new(),
+            hyp_of: Vec::new(),
+            hyp_names: Vec::new(),
+            hyp_lookup: HashMap::new(),
+            hyp_counts: Vec::new(),
+            stored_diagnostics: 0,
+            first_received_at: None,
+            last_received_at: None,
+            deleted: false,
+            paths,
+        };
+        s.rebuild_index()?;
+        s.stored_diagnostics = count_lines(&s.paths.diagnostics())?;
+        Ok(s)
+    }
+
+    /// Rebuilds the in-memory index by one sequential scan of the canonical file. A torn
+    /// trailing line (a crash mid-write) is cut off.
+    fn rebuild_index(&mut self) -> Result<()> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Key {
+            sequence: u64,
+            received_at: u64,
+            hypothesis_id: String,
+        }
+        let mut f = paths::open_read(&self.paths.events()).map_err(io_err("read evidence"))?;
+        let mut buf = Vec::new();
+        let mut pos: u64 = 0;
+        let mut chunk = vec![0u8; DRAIN_CHUNK];
+        loop {
+            let n = f.read(&mut chunk).map_err(io_err("read evidence"))?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let mut start = 0;
+            while let Some(nl) = memchr(b'\n', &buf[start..]) {
+                let line = &buf[start..start + nl];
+                let k: Key =
+                    serde_json::from_slice(line).map_err(|_| corrupt("evidence record"))?;
+                self.index_event(pos, &k.hypothesis_id, k.received_at);
+                self.next_seq = k.sequence + 1;
+                pos += (nl + 1) as u64;
+                start += nl + 1;
+            }
+            buf.drain(..start);
+        }
+        if !buf.is_empty() {
+            tracing::warn!(session = %self.id, "cutting a torn trailing evidence line");
+            self.events
+                .set_len(pos)
+                .map_err(io_err("repair evidence"))?;
+        }
+        self.events_len = pos;
+        Ok(())
+    }
+
+    fn index_event(&mut self, offset: u64, hypothesis: &str, received_at: u64) {
+        let h = match self.hyp_lookup.get(hypothesis) {
+            Some(h) => *h,
+            None => {
+                let h = u32::try_from(self.hyp_names.len()).unwrap_or(u32::MAX);
+                self.hyp_names.push(hypothesis.to_owned());
+                self.hyp_lookup.insert(hypothesis.to_owned(), h);
+                self.hyp_counts.push(0);
+                h
+            }
+        };
+        if let Some(c) = self.hyp_counts.get_mut(h as usize) {
+            *c += 1;
+        }
+        self.offsets.push(offset);
+        self.hyp_of.push(h);
+        self.first_received_at.get_or_insert(received_at);
+        self.last_received_at = Some(received_at);
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn info(&self) -> SessionInfo {
+        SessionInfo {
+            session_id: self.id.clone(),
+            created_at: self.created_at,
+            append_path: self.paths.incoming(),
+        }
+    }
+
+    pub fn event_count(&self) -> u64 {
+        self.offsets.len() as u64
+    }
+
+    fn ensure_live(&self) -> Result<()> {
+        if self.deleted || !self.paths.dir.is_dir() {
+            return Err(DmError::session_not_found(&self.id));
+        }
+        Ok(())
+    }
+
+    /// Ingests a body of newline-delimited records (HTTP). A final record without a newline
+    /// is complete: the request body has ended.
+    pub fn ingest_body(&mut self, body: &[u8], source: Source, now: u64) -> Result<IngestOutcome> {
+        self.ensure_live()?;
+        let lines = body
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+        self.ingest_records(lines.map(Record::Raw), source, now)
+    }
+
+    /// Ingests already parsed JSON records (an `application/json` body).
+    pub fn ingest_values(&mut self, values: Vec<Value>, now: u64) -> Result<IngestOutcome> {
+        self.ensure_live()?;
+        self.ingest_records(values.into_iter().map(Record::Parsed), Source::Http, now)
+    }
+
+    fn ingest_records<'a>(
+        &mut self,
+        records: impl Iterator<Item = Record<'a>>,
+        source: Source,
+        now: u64,
+    ) -> Result<IngestOutcome> {
+        let mut out = IngestOutcome::default();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut diags: Vec<u8> = Vec::new();
+        let mut new_index: Vec<(u64, String)> = Vec::new();
+        let mut seq = self.next_seq;
+        let mut stored = self.stored_diagnostics;
+        let mut malformed_total = self.state.malformed_total;
+        for rec in records {
+            let result = match rec {
+                Record::Raw(line) => event::validate_line(line),
+                Record::Parsed(v) => {
+                    let raw = serde_json::to_vec(&v).unwrap_or_default();
+                    event::validate_value(v, &raw)
+                }
+            };
+            match result {
+                Ok(mut ev) => {
+                    if ev.redact() {
+                        out.redacted += 1;
+                    }
+                    let stored_ev = StoredEvent {
+                        id: uuid::Uuid::new_v4().to_string(),
+                        sequence: seq,
+                        received_at: now,
+                        hypothesis_id: ev.hypothesis_id,
+                        location: ev.location,
+                        message: ev.message,
+                        data: ev.data,
+                        timestamp: ev.timestamp,
+                    };
+                    let offset = self.events_len + buf.len() as u64;
+                    serde_json::to_writer(&mut buf, &stored_ev)
+                        .map_err(|e| DmError::evidence_io("serialize an event", &e.into()))?;
+                    buf.push(b'\n');
+                    new_index.push((offset, stored_ev.hypothesis_id));
+                    seq += 1;
+                    out.accepted += 1;
+                }
+                Err(m) => {
+                    out.rejected += 1;
+                    malformed_total += 1;
+                    if stored < MAX_STORED_DIAGNOSTICS {
+                        stored += 1;
+                        write_diagnostic(&mut diags, stored, source, now, m)?;
+                    }
+                }
+            }
+        }
+        if !buf.is_empty() {
+            if let Err(e) = self.events.write_all(&buf) {
+                // Undo a partial write so the canonical file stays line-aligned.
+                let _ = self.events.set_len(self.events_len);
+                return Err(DmError::evidence_io("append events", &e));
+            }
+            for (offset, h) in new_index {
+                self.index_event(offset, &h, now);
+            }
+            self.events_len += buf.len() as u64;
+            self.next_seq = seq;
+        }
+        if !diags.is_empty() {
+            let mut f = paths::open_append(&self.paths.diagnostics())
+                .map_err(io_err("open diagnostics"))?;
+            f.write_all(&diags).map_err(io_err("append diagnostics"))?;
+            self.stored_diagnostics = stored;
+        }
+        if malformed_total != self.state.malformed_total {
+            self.state.malformed_total = malformed_total;
+            self.save_state()?;
+        }
+        Ok(out)
+    }
+
+    fn save_state(&self) -> Result<()> {
+        let bytes = serde_json::to_vec(&self.state)
+            .map_err(|e| DmError::evidence_io("serialize state", &e.into()))?;
+        paths::write_atomic(&self.paths.state(), &bytes).map_err(io_err("write session state"))
+    }
+
+    /// Ingests every complete line appended to the append path since the last drain.
+    /// An incomplete trailing line stays in the file until its newline arrives.
+    pub fn drain_incoming(&mut self, now: u64) -> Result<IngestOutcome> {
+        self.ensure_live()?;
+        let path = self.paths.incoming();
+        paths::reject_symlink(&path)?;
+        let mut f = match paths::open_read(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(IngestOutcome::default()),
+            Err(e) => return Err(DmError::evidence_io("read the append path", &e)),
+        };
+        let len = f
+            .metadata()
+            .map_err(io_err("inspect the append path"))?
+            .len();
+        if len < self.state.incoming_offset {
+            tracing::warn!(session = %self.id, "append path shrank; reading it from the start");
+            self.state.incoming_offset = 0;
+            self.state.skipping_long_line = false;
+        }
+        let mut total = IngestOutcome::default();
+        let mut chunk = vec![0u8; DRAIN_CHUNK];
+        while self.state.incoming_offset < len {
+            f.seek(SeekFrom::Start(self.state.incoming_offset))
+                .map_err(io_err("read the append path"))?;
+            let want = usize::try_from(len - self.state.incoming_offset)
+                .unwrap_or(usize::MAX)
+                .min(DRAIN_CHUNK);
+            let n =
+                read_full(&mut f, &mut chunk[..want]).map_err(io_err("read the append path"))?;
+            if n == 0 {
+                break;
+            }
+            let data = &chunk[..n];
+            let Some(last_nl) = memrchr(b'\n', data) else {
+                if n >= event::MAX_LINE_BYTES + 2 || self.state.skipping_long_line {
+                    // A line longer than any valid record: report once, skip to its end.
+                    if !self.state.skipping_long_line {
+                        self.record_oversized(data, now)?;
+                        total.rejected += 1;
+                    }
+                    self.state.skipping_long_line = true;
+                    self.state.incoming_offset += n as u64;
+                    self.save_state()?;
+                    continue;
+                }
+                break; // incomplete trailing line: wait for its newline
+            };
+            let complete = &data[..=last_nl];
+            let mut body = complete;
+            if self.state.skipping_long_line {
+                let first = memchr(b'\n', body).unwrap_or(0);
+                body = &body[first + 1..];
+                self.state.skipping_long_line = false;
+            }
+            let out = self.ingest_body(body, Source::File, now)?;
+            total.accepted += out.accepted;
+            total.rejected += out.rejected;
+            total.redacted += out.redacted;
+            // Persist the offset only after the events are appended: a crash in between can
+            // re-ingest a batch, never lose one.
+            self.state.incoming_offset += complete.len() as u64;
+            self.save_state()?;
+        }
+        Ok(total)
+    }
+
+    fn record_oversized(&mut self, head: &[u8], now: u64) -> Result<()> {
+        self.state.malformed_total += 1;
+        if self.stored_diagnostics >= MAX_STORED_DIAGNOSTICS {
+            return Ok(());
+        }
+        let m = Malformed {
+            reason: event::Reason::TooLarge,
+            message: format!(
+                "record is longer than the {} byte limit",
+                event::MAX_LINE_BYTES
+            ),
+            recoverable_fields: Map::new(),
+            preview: event::preview(head),
+            suggested_fix: event::Reason::TooLarge.suggested_fix().to_owned(),
+        };
+        let mut buf = Vec::new();
+        self.stored_diagnostics += 1;
+        write_diagnostic(&mut buf, self.stored_diagnostics, Source::File, now, m)?;
+        let mut f =
+            paths::open_append(&self.paths.diagnostics()).map_err(io_err("open diagnostics"))?;
+        f.write_all(&buf).map_err(io_err("append diagnostics"))
+    }
+
+    /// Clears events, diagnostics and sequence state; keeps id, append path and metadata.
+    /// Increments the reset epoch so old cursors are rejected.
+    pub fn reset(&mut self) -> Result<()> {
+        self.ensure_live()?;
+        self.events.set_len(0).map_err(io_err("clear evidence"))?;
+        for p in [self.paths.diagnostics(), self.paths.incoming()] {
+            match paths::open_rw(&p) {
+                Ok(f) => f.set_len(0).map_err(io_err("clear session files"))?,
+                Err(e) => return Err(DmError::evidence_io("clear session files", &e)),
+            }
+        }
+        self.events_len = 0;
+        self.next_seq = 1;
+        self.offsets = Vec::new();
+        self.hyp_of = Vec::new();
+        self.hyp_names.clear();
+        self.hyp_lookup.clear();
+        self.hyp_counts.clear();
+        self.stored_diagnostics = 0;
+        self.first_received_at = None;
+        self.last_received_at = None;
+        self.state = State {
+            epoch: self.state.epoch + 1,
+            ..State::default()
+        };
+        self.save_state()
+    }
+
+    pub fn hypotheses(&self) -> Vec<HypothesisCount> {
+        self.hyp_names
+            .iter()
+            .zip(&self.hyp_counts)
+            .map(|(h, c)| HypothesisCount {
+                hypothesis_id: h.clone(),
+                count: *c,
+            })
+            .collect()
+    }
+
+    fn read_event(&self, i: usize) -> Result<StoredEvent> {
+        let start = self.offsets[i];
+        let end = self.offsets.get(i + 1).copied().unwrap_or(self.events_len);
+        let len = usize::try_from(end - start).map_err(|_| corrupt("evidence record"))?;
+        let mut buf = vec![0u8; len];
+        self.events
+            .read_exact_at(&mut buf, start)
+            .map_err(io_err("read evidence"))?;
+        serde_json::from_slice(&buf).map_err(|_| corrupt("evidence record"))
+    }
+
+    /// One page of events in accepted order, optionally filtered by hypothesis labels.
+    pub fn logs(&self, offset: usize, limit: usize, hypotheses: &[String]) -> Result<LogsPage> {
+        self.ensure_live()?;
+        let limit = limit.min(MAX_LOGS_LIMIT);
+        let mut events = Vec::new();
+        let matched;
+        if hypotheses.is_empty() {
+            matched = self.offsets.len() as u64;
+            for i in offset.min(self.offsets.len())
+                ..(offset.saturating_add(limit)).min(self.offsets.len())
+            {
+                events.push(self.read_event(i)?);
+            }
+        } else {
+            let wanted: Vec<u32> = hypotheses
+                .iter()
+                .filter_map(|h| self.hyp_lookup.get(h).copied())
+                .collect();
+            let mut m = 0u64;
+            for (i, h) in self.hyp_of.iter().enumerate() {
+                if wanted.contains(h) {
+                    if m >= offset as u64 && events.len() < limit {
+                        events.push(self.read_event(i)?);
+                    }
+                    m += 1;
+                }
+            }
+            matched = m;
+        }
+        Ok(LogsPage {
+            events,
+            matched,
+            event_count: self.event_count(),
+            malformed_count: self.state.malformed_total,
+            hypotheses: self.hypotheses(),
+            epoch: self.state.epoch,
+        })
+    }
+
+    pub fn status(&self) -> Result<StatusReport> {
+        self.ensure_live()?;
+        let mut diagnostics = Vec::new();
+        match paths::open_read(&self.paths.diagnostics()) {
+            Ok(f) => {
+                let mut r = io::BufReader::new(f.take(64 * 1024 * 1024));
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    let n = io::BufRead::read_until(&mut r, b'\n', &mut line)
+                        .map_err(io_err("read diagnostics"))?;
+                    if n == 0 {
+                        break;
+                    }
+                    if line.ends_with(b"\n") {
+                        let d: Diagnostic = serde_json::from_slice(&line)
+                            .map_err(|_| corrupt("diagnostics file"))?;
+                        diagnostics.push(d);
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(DmError::evidence_io("read diagnostics", &e)),
+        }
+        Ok(StatusReport {
+            event_count: self.event_count(),
+            malformed_count: self.state.malformed_total,
+            stored_diagnostics: self.stored_diagnostics,
+            hypotheses: self.hypotheses(),
+            first_received_at: self.first_received_at,
+            last_received_at: self.last_received_at,
+            diagnostics,
+        })
+    }
+
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        self.ensure_live()?;
+        Ok(Snapshot {
+            epoch: self.state.epoch,
+            last_sequence: self.next_seq - 1,
+            events_bytes: self.events_len,
+            event_count: self.event_count(),
+        })
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.state.epoch
+    }
+}
+
+enum Record<'a> {
+    Raw(&'a [u8]),
+    Parsed(Value),
+}
+
+fn write_diagnostic(
+    out: &mut Vec<u8>,
+    n: u64,
+    source: Source,
+    now: u64,
+    m: Malformed,
+) -> Result<()> {
+    let d = Diagnostic {
+        id: format!("MR-{n}"),
+        source,
+        received_at: now,
+        reason: serde_json::to_value(m.reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        message: m.message,
+        recoverable_fields: m.recoverable_fields,
+        preview: m.preview,
+        suggested_fix: m.suggested_fix,
+    };
+    serde_json::to_writer(&mut *out, &d)
+        .map_err(|e| DmError::evidence_io("serialize a diagnostic", &e.into()))?;
+    out.push(b'\n');
+    Ok(())
+}
+
+fn open_events(path: &Path) -> Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .custom_flags_nofollow()
+        .open(path)
+        .map_err(io_err("open evidence"))
+}
+
+trait NoFollow {
+    fn custom_flags_nofollow(&mut self) -> &mut Self;
+}
+
+impl NoFollow for std::fs::OpenOptions {
+    fn custom_flags_nofollow(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.mode(0o600)
+            .custom_flags(i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0))
+    }
+}
+
+fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+pub fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|b| *b == needle)
+}
+
+fn memrchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().rposition(|b| *b == needle)
+}
+
+/// Counts complete lines of a file (0 when missing).
+pub fn count_lines(path: &Path) -> Result<u64> {
+    let mut f = match paths::open_read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(DmError::evidence_io("read session files", &e)),
+    };
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf).map_err(io_err("read session files"))?;
+        if k == 0 {
+            return Ok(n);
+        }
+        n += buf[..k].iter().filter(|b| **b == b'\n').count() as u64;
+    }
+}
+
+/// All sessions of one state root.
+pub struct Store {
+    root: PathBuf,
+    clock: Arc<dyn Clock>,
+    sessions: Mutex<HashMap<String, Arc<Mutex<Session>>>>,
+}
+
+/// Locks a mutex, recovering from poisoning (a panic in another request must not take the
+/// service down).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Store {
+    pub fn open(root: PathBuf, clock: Arc<dyn Clock>) -> Result<Self> {
+        paths::ensure_dir(&root)?;
+        paths::ensure_dir(&root.join("sessions"))?;
+        Ok(Self {
+            root,
+            clock,
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    pub fn create(&self) -> Result<SessionInfo> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let paths = SessionPaths::new(&self.root, &id);
+        paths::ensure_dir(&self.root.join("sessions"))?;
+        std::fs::DirBuilder::new()
+            .mode_0700()
+            .create(&paths.dir)
+            .map_err(io_err("create the session directory"))?;
+        let meta = Meta {
+            schema_version: crate::SCHEMA_VERSION,
+            session_id: id.clone(),
+            created_at: self.now(),
+        };
+        let bytes = serde_json::to_vec_pretty(&meta)
+            .map_err(|e| DmError::evidence_io("serialize metadata", &e.into()))?;
+        paths::write_atomic(&paths.meta(), &bytes).map_err(io_err("write session metadata"))?;
+        paths::open_append(&paths.incoming()).map_err(io_err("create the append path"))?;
+        let s = Session::load(paths, &id)?;
+        s.save_state()?;
+        let info = s.info();
+        lock(&self.sessions).insert(id, Arc::new(Mutex::new(s)));
+        Ok(info)
+    }
+
+    /// Returns a loaded session, loading it from disk on first use.
+    pub fn get(&self, id: &str) -> Result<Arc<Mutex<Session>>> {
+        paths::validate_session_id(id)?;
+        let paths = SessionPaths::new(&self.root, id);
+        paths::reject_symlink(&paths.dir)?;
+        let mut map = lock(&self.sessions);
+        if !paths.dir.is_dir() {
+            map.remove(id);
+            return Err(DmError::session_not_found(id));
+        }
+        if let Some(s) = map.get(id) {
+            return Ok(Arc::clone(s));
+        }
+        let s = Arc::new(Mutex::new(Session::load(paths, id)?));
+        map.insert(id.to_owned(), Arc::clone(&s));
+        Ok(s)
+    }
+
+    /// Permanently removes a session directory.
+    pub fn clean(&self, id: &str) -> Result<()> {
+        paths::validate_session_id(id)?;
+        let paths = SessionPaths::new(&self.root, id);
+        paths::reject_symlink(&paths.dir)?;
+        let existing = lock(&self.sessions).remove(id);
+        let guard = existing.as_ref().map(|s| lock(s));
+        if !paths.dir.is_dir() {
+            return Err(DmError::session_not_found(id));
+        }
+        std::fs::remove_dir_all(&paths.dir).map_err(io_err("remove the session directory"))?;
+        if let Some(mut g) = guard {
+            g.deleted = true;
+        }
+        Ok(())
+    }
+
+    /// Ids of sessions on disk (not necessarily loaded).
+    pub fn session_ids(&self) -> Vec<String> {
+        let Ok(rd) = std::fs::read_dir(self.root.join("sessions")) else {
+            return Vec::new();
+        };
+        rd.filter_map(|e| e.ok())
+            .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| paths::validate_session_id(n).is_ok())
+            .collect()
+    }
+
+    /// Sessions, newest first. Without `all`, only sessions created today (UTC), at most 20.
+    pub fn list(&self, all: bool) -> Result<(Vec<SessionSummary>, u64)> {
+        let today = crate::timefmt::day_number(self.now());
+        let mut metas: Vec<Meta> = self
+            .session_ids()
+            .into_iter()
+            .filter_map(|id| {
+                let p = SessionPaths::new(&self.root, &id);
+                p.check().ok()?;
+                let b = std::fs::read(p.meta()).ok()?;
+                serde_json::from_slice::<Meta>(&b).ok()
+            })
+            .filter(|m| all || crate::timefmt::day_number(m.created_at) == today)
+            .collect();
+        metas.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then(b.session_id.cmp(&a.session_id))
+        });
+        let total = metas.len() as u64;
+        if !all {
+            metas.truncate(20);
+        }
+        let loaded = lock(&self.sessions).clone();
+        let mut out = Vec::with_capacity(metas.len());
+        for m in metas {
+            let event_count = match loaded.get(&m.session_id) {
+                Some(s) => lock(s).event_count(),
+                None => count_lines(&SessionPaths::new(&self.root, &m.session_id).events())?,
+            };
+            out.push(SessionSummary {
+                session_id: m.session_id,
+                created_at: m.created_at,
+                event_count,
+            });
+        }
+        Ok((out, total))
+    }
+
+    /// Drains the append path of every session that has unread bytes. Cheap when idle: one
+    /// `stat` per known session.
+    pub fn drain_all(&self) -> IngestOutcome {
+        let mut total = IngestOutcome::default();
+        for id in self.session_ids() {
+            let p = SessionPaths::new(&self.root, &id);
+            let Ok(meta) = std::fs::symlink_metadata(p.incoming()) else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                continue;
+            }
+            let loaded = lock(&self.sessions).get(&id).cloned();
+            let pending = match &loaded {
+                Some(s) => meta.len() != lock(s).state.incoming_offset,
+                None => meta.len() > 0,
+            };
+            if !pending {
+                continue;
+            }
+            let session = match loaded {
+                Some(s) => s,
+                None => match self.get(&id) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(session = %id, error = %e, "cannot load session for file ingest");
+                        continue;
+                    }
+                },
+            };
+            let now = self.now();
+            match lock(&session).drain_incoming(now) {
+                Ok(o) => {
+                    total.accepted += o.accepted;
+                    total.rejected += o.rejected;
+                }
+                Err(e) => {
+                    tracing::warn!(session = %id, error = %e, "file ingest failed; will retry")
+                }
+            }
+        }
+        total
+    }
+}
+
+trait DirMode {
+    fn mode_0700(&mut self) -> &mut Self;
+}
+
+impl DirMode for std::fs::DirBuilder {
+    fn mode_0700(&mut self) -> &mut Self {
+        use std::os::unix::fs::DirBuilderExt;
+        self.mode(0o700)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn store() -> (tempfile::TempDir, Store, ManualClock) {
+        let t = tempfile::tempdir().unwrap();
+        let clock = ManualClock::default();
+        clock.set(1_000);
+        let s = Store::open(t.path().join("state"), Arc::new(clock.clone())).unwrap();
+        (t, s, clock)
+    }
+
+    fn line(h: &str, n: u64) -> String {
+        format!(
+            r#"{{"hypothesisId":"{h}","location":"a.rs:{n}","message":"m","data":{{"n":{n}}},"timestamp":{n}}}"#
+        )
+    }
+
+    #[test]
+    fn http_and_file_ingest_share_sequence_and_survive_reload() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        let body = format!("{}\n{}\n", line("H1", 1), line("H2", 2));
+        let out = lock(&s)
+            .ingest_body(body.as_bytes(), Source::Http, 5)
+            .unwrap();
+        assert_eq!(out.accepted, 2);
+        // File ingest: the trailing incomplete line stays buffered.
+        let mut f = paths::open_append(&info.append_path).unwrap();
+        write!(f, "{}\n{}", line("H1", 3), &line("H1", 4)[..10]).unwrap();
+        assert_eq!(lock(&s).drain_incoming(6).unwrap().accepted, 1);
+        writeln!(f, "{}", &line("H1", 4)[10..]).unwrap();
+        assert_eq!(lock(&s).drain_incoming(7).unwrap().accepted, 1);
+        let page = lock(&s).logs(0, 10, &[]).unwrap();
+        let seqs: Vec<u64> = page.events.iter().map(|e| e.sequence).collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4]);
+        // A fresh store (service restart) rebuilds the same view.
+        let store2 =
+            Store::open(store.root().to_owned(), Arc::new(ManualClock::default())).unwrap();
+        let s2 = store2.get(&info.session_id).unwrap();
+        let page2 = lock(&s2).logs(0, 10, &["H1".into()]).unwrap();
+        assert_eq!(page2.matched, 3);
+        assert_eq!(
+            page2.events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+            vec![1, 3, 4]
+        );
+        assert_eq!(
+            lock(&s2).drain_incoming(8).unwrap().accepted,
+            0,
+            "no re-ingest"
+        );
+    }
+
+    #[test]
+    fn reset_restarts_sequence_and_bumps_epoch() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        lock(&s)
+            .ingest_body(line("H1", 1).as_bytes(), Source::Http, 1)
+            .unwrap();
+        lock(&s).ingest_body(b"garbage", Source::Http, 1).unwrap();
+        let e0 = lock(&s).epoch();
+        lock(&s).reset().unwrap();
+        assert_eq!(lock(&s).epoch(), e0 + 1);
+        let st = lock(&s).status().unwrap();
+        assert_eq!(
+            (st.event_count, st.malformed_count, st.diagnostics.len()),
+            (0, 0, 0)
+        );
+        lock(&s)
+            .ingest_body(line("H1", 1).as_bytes(), Source::Http, 1)
+            .unwrap();
+        assert_eq!(lock(&s).logs(0, 10, &[]).unwrap().events[0].sequence, 1);
+    }
+
+    #[test]
+    fn malformed_records_become_redacted_diagnostics_on_both_paths() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        lock(&s)
+            .ingest_body(br#"{"password":"hunter2","oops":1"#, Source::Http, 1)
+            .unwrap();
+        let mut f = paths::open_append(&info.append_path).unwrap();
+        writeln!(f, r#"{{"hypothesisId":"H1","location":"a:1","message":"token=abcdef123","data":{{"apiKey":"k"}},"timestamp":1}}"#).unwrap();
+        writeln!(f, "not json Bearer abcdefghijklmnop").unwrap();
+        lock(&s).drain_incoming(2).unwrap();
+        let st = lock(&s).status().unwrap();
+        assert_eq!(st.malformed_count, 2);
+        assert_eq!(st.diagnostics[0].id, "MR-1");
+        assert_eq!(st.diagnostics[1].source, Source::File);
+        let on_disk = std::fs::read_to_string(
+            SessionPaths::new(store.root(), &info.session_id)
+                .dir
+                .join("diagnostics.ndjson"),
+        )
+        .unwrap()
+            + &std::fs::read_to_string(SessionPaths::new(store.root(), &info.session_id).events())
+                .unwrap();
+        assert!(
+            !on_disk.contains("hunter2")
+                && !on_disk.contains("abcdef123")
+                && !on_disk.contains("abcdefghijklmnop"),
+            "{on_disk}"
+        );
+        assert!(on_disk.contains("[REDACTED]"));
+    }
+
+    #[test]
+    fn clean_removes_the_directory_and_unknown_ids_are_not_found() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        store.clean(&info.session_id).unwrap();
+        assert!(
+            !SessionPaths::new(store.root(), &info.session_id)
+                .dir
+                .exists()
+        );
+        assert_eq!(
+            store.get(&info.session_id).err().unwrap().code,
+            ErrorCode::SessionNotFound
+        );
+        assert_eq!(
+            store.get("../../etc").err().unwrap().code,
+            ErrorCode::InvalidSessionId
+        );
+    }
+
+    #[test]
+    fn oversized_unterminated_line_is_skipped_not_buffered_forever() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        let mut f = paths::open_append(&info.append_path).unwrap();
+        f.write_all(&vec![b'x'; event::MAX_LINE_BYTES + 10])
+            .unwrap();
+        lock(&s).drain_incoming(1).unwrap();
+        writeln!(f, "yyy").unwrap();
+        writeln!(f, "{}", line("H1", 1)).unwrap();
+        let out = lock(&s).drain_incoming(2).unwrap();
+        assert_eq!(out.accepted, 1);
+        assert_eq!(lock(&s).status().unwrap().malformed_count, 1);
+    }
+}
