@@ -1075,8 +1075,14 @@ pub fn explore(
             bound: BoundKind::MaxDepth,
             limit: opts.max_depth,
             message: format!(
-                "bound hit: results are partial — {} states at depth {} were not expanded (max_depth); a cycle without a bound, or raise --max-depth",
-                stats.cut_at_depth, opts.max_depth
+                "bound hit: results are partial — {} at depth {} {} not expanded (max_depth); a cycle without a bound, or raise --max-depth",
+                if stats.cut_at_depth == 1 {
+                    "1 state".to_string()
+                } else {
+                    format!("{} states", stats.cut_at_depth)
+                },
+                opts.max_depth,
+                if stats.cut_at_depth == 1 { "was" } else { "were" }
             ),
         });
     }
