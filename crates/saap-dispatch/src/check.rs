@@ -2087,4 +2087,152 @@ steps:
             }
         }
     }
+
+    /// The first fenced block of `lang` after `from` in `text`.
+    fn fenced<'t>(text: &'t str, from: usize, lang: &str) -> Option<&'t str> {
+        let open = format!("```{lang}\n");
+        let start = text[from..].find(&open)? + from + open.len();
+        let end = text[start..].find("```")? + start;
+        Some(&text[start..end])
+    }
+
+    #[test]
+    fn checks_doc_has_a_section_with_a_triggering_example_per_code() {
+        let doc = std::fs::read_to_string(workspace_file("docs/checks.md")).unwrap();
+        for r in RULES {
+            let heading = format!("\n## {} {}\n", r.code, r.rule);
+            let at = doc
+                .find(&heading)
+                .unwrap_or_else(|| panic!("docs/checks.md lacks `{}`", heading.trim()));
+            let next = doc[at + heading.len()..]
+                .find("\n## ")
+                .map_or(doc.len(), |n| n + at + heading.len());
+            let example = fenced(&doc[..next], at, "yaml")
+                .unwrap_or_else(|| panic!("{}: no yaml example", r.code));
+            let found = check(&spec(example));
+            assert!(
+                found
+                    .iter()
+                    .any(|f| f.code == r.code && f.severity == r.severity),
+                "{}: the example does not trigger it: {found:?}",
+                r.code
+            );
+        }
+    }
+
+    #[test]
+    fn spec_format_example_is_the_same_in_yaml_and_json_and_is_clean() {
+        let doc = std::fs::read_to_string(workspace_file("docs/spec-format.md")).unwrap();
+        let at = doc.find("## A complete example").unwrap();
+        let yaml =
+            crate::compile_spec_text(fenced(&doc, at, "yaml").unwrap(), SpecSyntax::Yaml).unwrap();
+        let json =
+            crate::compile_spec_text(fenced(&doc, at, "json").unwrap(), SpecSyntax::Json).unwrap();
+        assert_eq!(yaml.source, json.source);
+        assert_eq!(check(&yaml), vec![]);
+    }
+
+    /// Walks a JSON value along the hand-written schema and reports keys the schema does
+    /// not describe (a structural drift between `spec.rs` and `docs/spec.schema.json`).
+    fn schema_drift(
+        root: &serde_json::Value,
+        node: &serde_json::Value,
+        value: &serde_json::Value,
+        path: &str,
+        out: &mut Vec<String>,
+    ) {
+        use serde_json::Value;
+        if let Some(r) = node.get("$ref").and_then(Value::as_str) {
+            let target = root.pointer(r.trim_start_matches('#')).unwrap();
+            return schema_drift(root, target, value, path, out);
+        }
+        if let Some(alts) = node.get("oneOf").and_then(Value::as_array) {
+            let chosen = alts.iter().find(|a| {
+                a.get("required")
+                    .and_then(Value::as_array)
+                    .is_some_and(|req| {
+                        req.iter()
+                            .all(|k| k.as_str().is_some_and(|k| value.get(k).is_some()))
+                    })
+            });
+            match chosen {
+                Some(a) => return schema_drift(root, a, value, path, out),
+                None => {
+                    out.push(format!("{path}: matches no alternative"));
+                    return;
+                }
+            }
+        }
+        match value {
+            Value::Object(map) => {
+                let props = node.get("properties").and_then(Value::as_object);
+                let extra = node.get("additionalProperties").filter(|a| a.is_object());
+                for (k, v) in map {
+                    let p = format!("{path}.{k}");
+                    match (props.and_then(|ps| ps.get(k)), extra) {
+                        (Some(sub), _) | (None, Some(sub)) => schema_drift(root, sub, v, &p, out),
+                        (None, None) => out.push(format!("{p}: not in the schema")),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(sub) = node.get("items") {
+                    for (i, v) in items.iter().enumerate() {
+                        schema_drift(root, sub, v, &format!("{path}[{i}]"), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn schema_describes_every_field_the_model_writes() {
+        let schema: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(workspace_file("docs/spec.schema.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            schema["$schema"],
+            "https://json-schema.org/draft/2020-12/schema"
+        );
+        let doc = std::fs::read_to_string(workspace_file("docs/spec-format.md")).unwrap();
+        let at = doc.find("## A complete example").unwrap();
+        let mut full = spec(fenced(&doc, at, "yaml").unwrap()).source;
+        // Set what the example leaves at its default, so that every field is written.
+        full.steps[0].precondition = Some(crate::spec::PreconditionSpec {
+            name: "p".into(),
+            reads: vec!["UserMessageEvent".into()],
+            when: Some(crate::spec::Condition::All(vec![
+                crate::spec::Condition::Always(true),
+                crate::spec::Condition::Any(vec![crate::spec::Condition::Present(
+                    "question".into(),
+                )]),
+                crate::spec::Condition::Not(Box::new(crate::spec::Condition::Absent(
+                    "question".into(),
+                ))),
+                crate::spec::Condition::CountAtLeast {
+                    param: "question".into(),
+                    n: 1,
+                },
+            ])),
+        });
+        if let Some(sim) = full.simulation.as_mut() {
+            let b = sim.behaviour.entry("draft".into()).or_default();
+            b.fail = Some("boom".into());
+            b.executions
+                .insert(2, crate::spec::ExecutionBehaviour::Fail("again".into()));
+        }
+        let value = serde_json::to_value(&full).unwrap();
+        let mut drift = Vec::new();
+        schema_drift(&schema, &schema, &value, "$", &mut drift);
+        assert_eq!(drift, Vec::<String>::new());
+        // And the reverse for the top level: every schema property is a model field.
+        for k in schema["properties"].as_object().unwrap().keys() {
+            assert!(
+                value.get(k).is_some(),
+                "schema property `{k}` is not written by the model"
+            );
+        }
+    }
 }
