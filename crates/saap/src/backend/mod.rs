@@ -1,0 +1,176 @@
+//! Backends: where the engine keeps what must survive — each run's journal of inputs (with
+//! payloads), its decision records, RunContext and ThreadContext.
+//!
+//! The engine writes through [`Backend::persist`] in journal order while it holds the run's
+//! lock, and starts the executions a batch decided only after the batch is durable
+//! (DESIGN §4.9). Two implementations: [`memory::MemoryBackend`] (tests, speed; nothing
+//! survives the process) and [`sqlite::SqliteBackend`] (embedded, durable, WAL, group commit).
+
+pub mod memory;
+pub mod sqlite;
+
+use saap_dispatch::EventId;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// Storage failures. Each message says what went wrong and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "SAAP-S001: `{path}` is not a saap database or is corrupt ({detail}); move it away and start with a new file, or restore a backup"
+    )]
+    Corrupt { path: String, detail: String },
+    #[error(
+        "SAAP-S002: `{path}` is locked by another engine ({detail}); only one engine may own a database: stop the other process or use another file"
+    )]
+    Locked { path: String, detail: String },
+    #[error("SAAP-S003: cannot open `{path}`: {detail}; check the path and its permissions")]
+    Open { path: String, detail: String },
+    #[error("SAAP-S004: the database failed: {detail}; the run was stopped to keep it consistent")]
+    Io { detail: String },
+    #[error(
+        "SAAP-S005: the store was halted (process crash simulation or shutdown); reopen the engine to resume runs"
+    )]
+    Halted,
+    #[error(
+        "SAAP-S006: stored data for run `{run_id}` cannot be read ({detail}); the row was written by another version or damaged"
+    )]
+    BadRow { run_id: String, detail: String },
+}
+
+impl StoreError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::Corrupt { .. } => "SAAP-S001",
+            StoreError::Locked { .. } => "SAAP-S002",
+            StoreError::Open { .. } => "SAAP-S003",
+            StoreError::Io { .. } => "SAAP-S004",
+            StoreError::Halted => "SAAP-S005",
+            StoreError::BadRow { .. } => "SAAP-S006",
+        }
+    }
+}
+
+/// A result that is either ready now or will be delivered by a store thread.
+pub enum Pending<T> {
+    Ready(Result<T, StoreError>),
+    Wait(oneshot::Receiver<Result<T, StoreError>>),
+}
+
+impl<T> Pending<T> {
+    pub async fn wait(self) -> Result<T, StoreError> {
+        match self {
+            Pending::Ready(r) => r,
+            Pending::Wait(rx) => rx.await.unwrap_or(Err(StoreError::Halted)),
+        }
+    }
+    pub fn is_ready(&self) -> bool {
+        matches!(self, Pending::Ready(_))
+    }
+}
+
+/// Which context a key lives in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// RunContext: deleted when the run ends.
+    Run(Arc<str>),
+    /// ThreadContext: outlives runs, expires after the TTL.
+    Thread(Arc<str>),
+}
+
+/// An event as stored in the journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    pub id: EventId,
+    #[serde(rename = "n")]
+    pub name: String,
+    /// Classification bits (see `saap_dispatch::EventKind`).
+    #[serde(rename = "k")]
+    pub kind: u8,
+    #[serde(rename = "p")]
+    pub payload: serde_json::Value,
+}
+
+/// One journal input (the stored form of `saap_dispatch::replay::RunInput`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "in", rename_all = "snake_case")]
+pub enum StoredInput {
+    Append {
+        event: StoredEvent,
+    },
+    Complete {
+        execution: u32,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outputs: Option<Vec<StoredEvent>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    Retry {
+        execution: u32,
+    },
+}
+
+/// One journal entry: the input and the precondition results it produced (user code is
+/// not called again on replay).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    #[serde(rename = "i")]
+    pub input: StoredInput,
+    #[serde(rename = "pre", default, skip_serializing_if = "Vec::is_empty")]
+    pub preconditions: Vec<bool>,
+}
+
+/// A run's identity as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunMeta {
+    pub run_id: Arc<str>,
+    pub thread_id: Arc<str>,
+    pub workflow: String,
+    pub fingerprint: u64,
+}
+
+/// What one engine step hands to the store, atomically.
+pub struct PersistBatch {
+    pub run_id: Arc<str>,
+    /// Set on a run's first batch.
+    pub new_run: Option<RunMeta>,
+    /// The entry's position in the run's journal (0-based).
+    pub index: u64,
+    pub entry: JournalEntry,
+    /// The decision records this entry produced, as a JSON array.
+    pub records_json: String,
+    /// The run ended with this entry: delete its RunContext and mark it ended.
+    pub ended: bool,
+}
+
+/// A run loaded from the store.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    pub meta: RunMeta,
+    pub ended: bool,
+    pub journal: Vec<JournalEntry>,
+    /// Every record, in order (the concatenation of each entry's records).
+    pub records: Vec<serde_json::Value>,
+}
+
+/// Where runs, journals and contexts are kept.
+pub trait Backend: Send + Sync + 'static {
+    /// A short name for reports (`memory`, `sqlite`).
+    fn name(&self) -> &'static str;
+    /// Whether the engine must build journal entries (a backend that keeps nothing across
+    /// restarts says no, and the engine skips that work).
+    fn wants_journal(&self) -> bool;
+    /// Stores a batch. Batches of one run arrive in journal order; the returned value
+    /// resolves once the batch is durable.
+    fn persist(&self, batch: PersistBatch) -> Pending<()>;
+    /// Runs of a workflow (live ones only, or all).
+    fn load_runs(&self, workflow: &str, live_only: bool) -> Pending<Vec<StoredRun>>;
+    fn ctx_get(&self, scope: Scope, key: &str) -> Pending<Option<serde_json::Value>>;
+    fn ctx_set(&self, scope: Scope, key: &str, value: serde_json::Value) -> Pending<()>;
+    fn ctx_delete(&self, scope: Scope, key: &str) -> Pending<()>;
+    /// Stops accepting writes at once, dropping what is not yet durable (a crash, for
+    /// tests), and releases the store.
+    fn halt(&self);
+}

@@ -1,0 +1,145 @@
+//! What a step body can reach besides its events (the injectables of DESIGN §3): the run's
+//! ids, RunContext (run-scoped key/value state, deleted when the run ends), ThreadContext
+//! (thread-scoped, expires after its TTL) and the event displayer (display events: chunks,
+//! thoughts, costs).
+
+use crate::backend::{Scope, StoreError};
+use crate::engine::{RunSlot, Shared};
+use crate::event::{Event, to_payload};
+use saap_dispatch::ExecutionId;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Errors of context and displayer calls.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ContextError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "context value `{key}` does not have the expected type: {message}; read it with the type it was written with"
+    )]
+    Type { key: String, message: String },
+    #[error(
+        "`{name}` is not a display-only event; the displayer only shows display events (parents `DisplayEvent`), return control events from the step instead"
+    )]
+    NotDisplay { name: String },
+    #[error(transparent)]
+    Engine(#[from] Box<crate::engine::EngineError>),
+}
+
+/// The injectables of one execution. Cloning is cheap.
+#[derive(Clone)]
+pub struct StepCtx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) slot: Arc<RunSlot>,
+    pub(crate) execution: ExecutionId,
+    pub(crate) attempt: u32,
+    pub(crate) displayed: Arc<AtomicU32>,
+}
+
+impl StepCtx {
+    pub fn run_id(&self) -> &str {
+        &self.slot.run_id
+    }
+    pub fn thread_id(&self) -> &str {
+        &self.slot.thread_id
+    }
+    /// This execution's id within the run.
+    pub fn execution(&self) -> ExecutionId {
+        self.execution
+    }
+    /// 1 on the first attempt; higher when the execution is re-run after a crash.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    pub fn run_context(&self) -> RunContext {
+        RunContext {
+            shared: self.shared.clone(),
+            scope: Scope::Run(self.slot.run_id.clone()),
+        }
+    }
+    pub fn thread_context(&self) -> ThreadContext {
+        ThreadContext(RunContext {
+            shared: self.shared.clone(),
+            scope: Scope::Thread(self.slot.thread_id.clone()),
+        })
+    }
+    /// Shows a display event (never dispatched; stored in the run's log as evidence). Ids
+    /// are derived from the execution, so a re-run after a crash does not show it twice.
+    pub async fn display<T: Event>(&self, event: &T) -> Result<(), ContextError> {
+        let n = self.displayed.fetch_add(1, Ordering::Relaxed);
+        let payload = to_payload(event).map_err(|e| ContextError::Type {
+            key: T::NAME.to_string(),
+            message: e.to_string(),
+        })?;
+        self.shared
+            .display(&self.slot, self.execution, n, T::NAME, payload)
+            .await
+    }
+}
+
+/// Run-scoped state (DESIGN §4.6): for control-flow state such as loop counters, not for
+/// passing data between steps (use events for that). Deleted when the run ends.
+#[derive(Clone)]
+pub struct RunContext {
+    shared: Arc<Shared>,
+    scope: Scope,
+}
+
+impl RunContext {
+    pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ContextError> {
+        let v = self
+            .shared
+            .backend
+            .ctx_get(self.scope.clone(), key)
+            .wait()
+            .await?;
+        match v {
+            None => Ok(None),
+            Some(v) => T::deserialize(&v)
+                .map(Some)
+                .map_err(|e| ContextError::Type {
+                    key: key.to_string(),
+                    message: e.to_string(),
+                }),
+        }
+    }
+    pub async fn set<T: Serialize>(&self, key: &str, value: &T) -> Result<(), ContextError> {
+        let v = serde_json::to_value(value).map_err(|e| ContextError::Type {
+            key: key.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(self
+            .shared
+            .backend
+            .ctx_set(self.scope.clone(), key, v)
+            .wait()
+            .await?)
+    }
+    pub async fn delete(&self, key: &str) -> Result<(), ContextError> {
+        Ok(self
+            .shared
+            .backend
+            .ctx_delete(self.scope.clone(), key)
+            .wait()
+            .await?)
+    }
+}
+
+/// Thread-scoped state: outlives runs, expires after the backend's TTL (default 30 days).
+#[derive(Clone)]
+pub struct ThreadContext(RunContext);
+
+impl ThreadContext {
+    pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ContextError> {
+        self.0.get(key).await
+    }
+    pub async fn set<T: Serialize>(&self, key: &str, value: &T) -> Result<(), ContextError> {
+        self.0.set(key, value).await
+    }
+    pub async fn delete(&self, key: &str) -> Result<(), ContextError> {
+        self.0.delete(key).await
+    }
+}

@@ -1,0 +1,1087 @@
+//! The engine: drives one `saap_dispatch::Run` per run over a [`Backend`]. It makes no
+//! dispatch decision itself (DESIGN §2): it feeds inputs to the core in arrival order (one
+//! lock per run), persists what the core decided, and only then runs the step bodies the
+//! core started — on tokio tasks, or inline when exactly one step became ready.
+//!
+//! Flow of one input (an outside event, a completion, a retry after a crash):
+//! 1. lock the run; apply the input to the core; collect the new records and started
+//!    executions; hand the journal entry to the backend (in journal order); unlock;
+//! 2. wait until the entry is durable;
+//! 3. run the started executions; their completions come back as step 1.
+
+use crate::backend::{
+    Backend, JournalEntry, Pending, PersistBatch, RunMeta, StoreError, StoredEvent, StoredInput,
+    StoredRun,
+};
+use crate::context::{ContextError, StepCtx};
+use crate::event::{Event, Payload, PayloadError, to_payload};
+use crate::params::{BoundEvent, OutEvent};
+use crate::snapshot::RunSnapshot;
+use crate::workflow::{StepFuture, StepImpl, Workflow};
+use saap_dispatch::ids::run_key;
+use saap_dispatch::run::{CompleteError, EventTy, ExecState};
+use saap_dispatch::{
+    Appended, EventId, EventKind, ExecutionId, NewEvent, NewEventType, Origin, Outcome,
+    PreconditionCall, PreconditionEvaluator, Run, StepIdx,
+};
+use saap_protocol::{Classification, DecodeError, DecodeLimits, EventEnvelope};
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::task::{Context, Poll};
+use tokio::sync::watch;
+
+/// Engine errors. Each says what was wrong and what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EngineError {
+    #[error(
+        "SAAP-E001: no run `{run_id}` in this engine; start a run first (Engine::start_run) or check the run id"
+    )]
+    UnknownRun { run_id: String },
+    #[error(
+        "SAAP-E002: `{name}` is not a start event, so it cannot begin a run; start with a StartEvent subtype (e.g. UserMessageEvent) and send `{name}` afterwards"
+    )]
+    NotAStartEvent { name: String },
+    #[error(
+        "SAAP-E003: event `{name}` is {size} bytes, more than the limit of {max}; send large data by reference (an id or URL), or raise EngineOptions::max_event_bytes"
+    )]
+    EventTooLarge {
+        name: String,
+        size: usize,
+        max: usize,
+    },
+    #[error(
+        "SAAP-E004: event type `{name}` is not part of workflow `{workflow}`; declare it with `.event::<T>()` or send it to the agent that takes it"
+    )]
+    UnknownEventType { name: String, workflow: String },
+    #[error("SAAP-E005: the event is not valid: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("SAAP-E006: {0}")]
+    Payload(#[from] PayloadError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("SAAP-E007: run `{run_id}` cannot be resumed: {detail}")]
+    Replay { run_id: String, detail: String },
+    #[error(
+        "SAAP-E008: the dispatch core refused an input for run `{run_id}`: {detail}; this is an engine bug, please report it with the run's timeline"
+    )]
+    Core { run_id: String, detail: String },
+}
+
+impl EngineError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::UnknownRun { .. } => "SAAP-E001",
+            EngineError::NotAStartEvent { .. } => "SAAP-E002",
+            EngineError::EventTooLarge { .. } => "SAAP-E003",
+            EngineError::UnknownEventType { .. } => "SAAP-E004",
+            EngineError::Decode(_) => "SAAP-E005",
+            EngineError::Payload(_) => "SAAP-E006",
+            EngineError::Store(e) => e.code(),
+            EngineError::Replay { .. } => "SAAP-E007",
+            EngineError::Core { .. } => "SAAP-E008",
+        }
+    }
+}
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Largest outside event accepted, in bytes of JSON (default 1 MiB).
+    pub max_event_bytes: usize,
+    /// Run a step on the completing task when it is the only one that became ready
+    /// (default true). Steps that become ready together always run on their own tasks.
+    pub inline_single: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            max_event_bytes: 1024 * 1024,
+            inline_single: true,
+        }
+    }
+}
+
+/// What `Engine::open` found in the store.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Live runs rebuilt from their journals.
+    pub resumed_runs: usize,
+    /// Runs that had ended, loaded for inspection.
+    pub ended_runs: usize,
+    /// Executions that had started but not completed, now running again.
+    pub retried_executions: usize,
+    /// Runs that could not be rebuilt (they stay in the store untouched).
+    pub failed: Vec<EngineError>,
+}
+
+/// The runtime: runs one workflow's runs. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub workflow: Workflow,
+    pub backend: Arc<dyn Backend>,
+    runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>>>,
+    opts: EngineOptions,
+    ids: IdGen,
+}
+
+/// One run: the core state behind its lock, and a version counter bumped on each change.
+pub(crate) struct RunSlot {
+    pub run_id: Arc<str>,
+    pub thread_id: Arc<str>,
+    state: Mutex<RunState>,
+    pub version: watch::Sender<u64>,
+}
+
+pub(crate) struct RunState {
+    pub run: Run,
+    /// Payload of each logged event, by sequence number.
+    pub payloads: Vec<Payload>,
+    journal_len: u64,
+    records_sent: usize,
+    ended_sent: bool,
+    created: bool,
+    /// An engine-side failure (storage) that stopped the run.
+    pub failure: Option<String>,
+}
+
+impl RunSlot {
+    fn new(run_id: Arc<str>, thread_id: Arc<str>, run: Run) -> RunSlot {
+        RunSlot {
+            run_id,
+            thread_id,
+            state: Mutex::new(RunState {
+                run,
+                payloads: Vec::new(),
+                journal_len: 0,
+                records_sent: 0,
+                ended_sent: false,
+                created: false,
+                failure: None,
+            }),
+            version: watch::channel(0).0,
+        }
+    }
+    pub(crate) fn lock(&self) -> MutexGuard<'_, RunState> {
+        // The state is only mutated by the core's transition functions, which do not panic
+        // on input; a poisoned lock is taken over as is.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn bump(&self) {
+        self.version.send_modify(|v| *v += 1);
+    }
+}
+
+/// Process-unique ObjectId-style ids (protocol layout: seconds, 5 process bytes, counter).
+struct IdGen {
+    process: [u8; 5],
+    counter: AtomicU32,
+}
+
+impl IdGen {
+    fn new() -> IdGen {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
+        h.write_u32(std::process::id());
+        let r = h.finish().to_be_bytes();
+        IdGen {
+            process: [r[0], r[1], r[2], r[3], r[4]],
+            counter: AtomicU32::new(u32::from_be_bytes([r[5], r[6], r[7], 0])),
+        }
+    }
+    fn next(&self) -> EventId {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as u32)
+            .unwrap_or(0);
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        EventId(*saap_protocol::EventId::object_id(secs, self.process, n).as_bytes())
+    }
+}
+
+/// An event entering a run.
+struct Incoming {
+    id: EventId,
+    ty: NewEventType,
+    kind: EventKind,
+    name: String,
+    payload: Payload,
+}
+
+enum Input {
+    Append(Incoming),
+    Complete {
+        execution: ExecutionId,
+        attempt: u32,
+        outcome: Result<Vec<Incoming>, String>,
+    },
+    Retry(ExecutionId),
+}
+
+/// A started execution, ready to run.
+pub(crate) struct Invocation {
+    execution: ExecutionId,
+    attempt: u32,
+    step: StepIdx,
+    inputs: Vec<Vec<BoundEvent>>,
+}
+
+struct Applied {
+    durable: Pending<()>,
+    started: Vec<Invocation>,
+    appended: Option<Appended>,
+}
+
+/// Answers precondition calls with the user's functions (live) or recorded results (replay).
+struct Pre<'a> {
+    steps: &'a [StepImpl],
+    payloads: &'a [Payload],
+    pending: &'a [(EventId, Payload)],
+    results: Vec<bool>,
+    replay: Option<std::vec::IntoIter<bool>>,
+    exhausted: bool,
+}
+
+impl PreconditionEvaluator for Pre<'_> {
+    fn evaluate(&mut self, call: &PreconditionCall<'_>) -> bool {
+        if let Some(it) = &mut self.replay {
+            return it.next().unwrap_or_else(|| {
+                self.exhausted = true;
+                false
+            });
+        }
+        let Some(f) = self
+            .steps
+            .get(call.step as usize)
+            .and_then(|s| s.precondition.as_ref())
+        else {
+            self.results.push(true);
+            return true;
+        };
+        let n = call.bindings.len();
+        let log = call.run.log();
+        let bound: Vec<Vec<BoundEvent>> = (0..n)
+            .map(|pi| {
+                call.bound(pi as u32)
+                    .iter()
+                    .map(|&seq| {
+                        let id = log[seq as usize].id;
+                        let payload = self
+                            .payloads
+                            .get(seq as usize)
+                            .cloned()
+                            .or_else(|| {
+                                self.pending
+                                    .iter()
+                                    .find(|(i, _)| *i == id)
+                                    .map(|(_, p)| p.clone())
+                            })
+                            .unwrap_or_else(|| Arc::new(serde_json::Value::Null));
+                        BoundEvent { id, payload }
+                    })
+                    .collect()
+            })
+            .collect();
+        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| f(&bound))) {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "precondition could not read its inputs; treated as false");
+                false
+            }
+            Err(_) => {
+                tracing::error!("precondition panicked; treated as false");
+                false
+            }
+        };
+        self.results.push(result);
+        result
+    }
+}
+
+fn kind_from_bits(bits: u8) -> EventKind {
+    EventKind::from_classification(Classification {
+        control: bits & EventKind::CONTROL != 0,
+        display: bits & EventKind::DISPLAY != 0,
+        start: bits & EventKind::START != 0,
+        stop: bits & EventKind::STOP != 0,
+        exception: bits & EventKind::EXCEPTION != 0,
+    })
+}
+
+fn stored(ev: &Incoming) -> StoredEvent {
+    StoredEvent {
+        id: ev.id,
+        name: ev.name.clone(),
+        kind: ev.kind.bits(),
+        payload: (*ev.payload).clone(),
+    }
+}
+
+impl Engine {
+    /// An engine over the in-memory backend (nothing survives the process).
+    pub fn in_memory(workflow: Workflow) -> Engine {
+        Engine::new(
+            workflow,
+            Arc::new(crate::backend::memory::MemoryBackend::new()),
+            EngineOptions::default(),
+        )
+    }
+
+    /// An engine over a backend, without looking for runs to resume (use [`Engine::open`]
+    /// for a store that may hold runs).
+    pub fn new(workflow: Workflow, backend: Arc<dyn Backend>, opts: EngineOptions) -> Engine {
+        Engine {
+            shared: Arc::new(Shared {
+                workflow,
+                backend,
+                runs: RwLock::new(HashMap::new()),
+                opts,
+                ids: IdGen::new(),
+            }),
+        }
+    }
+
+    /// Opens an engine over a store: every run of this workflow is rebuilt from its journal
+    /// by the dispatch core (recorded precondition results are reused, and the rebuilt
+    /// records must equal the stored ones); live runs then re-run the executions that had
+    /// started but not completed. Must be called inside a tokio runtime.
+    pub async fn open(
+        workflow: Workflow,
+        backend: Arc<dyn Backend>,
+        opts: EngineOptions,
+    ) -> Result<(Engine, Recovery), EngineError> {
+        let engine = Engine::new(workflow, backend, opts);
+        let shared = &engine.shared;
+        let stored = shared
+            .backend
+            .load_runs(shared.workflow.name(), false)
+            .wait()
+            .await?;
+        let mut recovery = Recovery::default();
+        let mut to_retry = Vec::new();
+        for s in stored {
+            let run_id = s.meta.run_id.to_string();
+            match shared.rebuild(s) {
+                Ok((slot, ended)) => {
+                    if ended {
+                        recovery.ended_runs += 1;
+                    } else {
+                        recovery.resumed_runs += 1;
+                        let running: Vec<ExecutionId> = slot.lock().run.running().collect();
+                        for x in running {
+                            to_retry.push((slot.clone(), x));
+                        }
+                    }
+                    shared.insert(slot);
+                }
+                Err(detail) => {
+                    tracing::error!(run_id, %detail, "run cannot be resumed");
+                    recovery.failed.push(EngineError::Replay { run_id, detail });
+                }
+            }
+        }
+        for (slot, x) in to_retry {
+            recovery.retried_executions += 1;
+            if let Err(e) = shared.submit(&slot, Input::Retry(x)).await {
+                tracing::error!(run_id = %slot.run_id, error = %e, "cannot retry an execution");
+            }
+        }
+        Ok((engine, recovery))
+    }
+
+    pub fn workflow(&self) -> &Workflow {
+        &self.shared.workflow
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.shared.backend
+    }
+
+    /// Starts a run in a new thread with a start event; returns the run id once the start
+    /// event is durable.
+    pub async fn start_run<T: Event>(&self, start: T) -> Result<String, EngineError> {
+        self.start_run_in(None, start).await
+    }
+
+    /// Starts a run in an existing thread (ThreadContext is shared by the thread's runs).
+    pub async fn start_run_in<T: Event>(
+        &self,
+        thread_id: Option<&str>,
+        start: T,
+    ) -> Result<String, EngineError> {
+        let payload = to_payload(&start)?;
+        let ev = self.shared.incoming(T::NAME, payload, None)?;
+        if !(ev.kind.is_start() && ev.kind.is_control()) {
+            return Err(EngineError::NotAStartEvent {
+                name: T::NAME.to_string(),
+            });
+        }
+        let run_id: Arc<str> = self.shared.ids.next().to_string().into();
+        let thread_id: Arc<str> = match thread_id {
+            Some(t) => t.into(),
+            None => self.shared.ids.next().to_string().into(),
+        };
+        let run = Run::new(self.shared.workflow.compiled().clone(), run_key(&run_id));
+        let slot = Arc::new(RunSlot::new(run_id.clone(), thread_id, run));
+        self.shared.insert(slot.clone());
+        self.shared.submit(&slot, Input::Append(ev)).await?;
+        Ok(run_id.to_string())
+    }
+
+    /// Sends an event to a live run; returns its id once it is durable. An event for a run
+    /// that has ended is kept as after-stop evidence and never dispatched.
+    pub async fn send<T: Event>(&self, run_id: &str, event: T) -> Result<EventId, EngineError> {
+        let slot = self.shared.slot(run_id)?;
+        let payload = to_payload(&event)?;
+        let ev = self.shared.incoming(T::NAME, payload, None)?;
+        let id = ev.id;
+        self.shared.submit(&slot, Input::Append(ev)).await?;
+        Ok(id)
+    }
+
+    /// Sends an event in its wire JSON form (DESIGN §6). Decoding is bounded (size, depth)
+    /// and every failure is a typed error.
+    pub async fn send_json(&self, run_id: &str, bytes: &[u8]) -> Result<EventId, EngineError> {
+        let slot = self.shared.slot(run_id)?;
+        let limits = DecodeLimits {
+            max_bytes: self.shared.opts.max_event_bytes,
+            ..DecodeLimits::default()
+        };
+        let env =
+            EventEnvelope::decode(bytes, &self.shared.workflow.compiled().hierarchy, &limits)?;
+        let id = EventId(*env.event_id.as_bytes());
+        let payload = Arc::new(serde_json::Value::Object(env.fields.clone()));
+        let ev = match self
+            .shared
+            .incoming(&env.event_name, payload.clone(), Some(id))
+        {
+            Ok(ev) => ev,
+            Err(EngineError::UnknownEventType { .. }) => {
+                // A foreign event: kept and classified by the sender's parent list.
+                let c = env.classification();
+                Incoming {
+                    id,
+                    ty: NewEventType::Foreign {
+                        name: env.event_name.clone(),
+                        kind: EventKind::from_classification(c),
+                    },
+                    kind: EventKind::from_classification(c),
+                    name: env.event_name.clone(),
+                    payload,
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        self.shared.submit(&slot, Input::Append(ev)).await?;
+        Ok(id)
+    }
+
+    /// A consistent copy of a run's state, for inspection.
+    pub fn snapshot(&self, run_id: &str) -> Option<RunSnapshot> {
+        let slot = self.shared.slot(run_id).ok()?;
+        let st = slot.lock();
+        Some(RunSnapshot {
+            run_id: slot.run_id.to_string(),
+            thread_id: slot.thread_id.to_string(),
+            run: st.run.clone(),
+            payloads: st.payloads.clone(),
+            failure: st.failure.clone(),
+        })
+    }
+
+    /// Ids of every run this engine knows (live and ended).
+    pub fn run_ids(&self) -> Vec<String> {
+        let runs = self.shared.runs.read().unwrap_or_else(|p| p.into_inner());
+        let mut ids: Vec<String> = runs.keys().map(|k| k.to_string()).collect();
+        ids.sort();
+        ids
+    }
+
+    /// A receiver that changes whenever the run changes (for waiting without polling).
+    pub fn watch(&self, run_id: &str) -> Result<watch::Receiver<u64>, EngineError> {
+        Ok(self.shared.slot(run_id)?.version.subscribe())
+    }
+
+    /// Simulates a crash: the store stops accepting writes at once (what is not yet durable
+    /// is lost) and is released, so another engine can open it. For tests and the chaos demo.
+    pub fn halt(&self) {
+        self.shared.backend.halt();
+    }
+}
+
+impl Shared {
+    fn insert(&self, slot: Arc<RunSlot>) {
+        self.runs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(slot.run_id.clone(), slot);
+    }
+
+    fn slot(&self, run_id: &str) -> Result<Arc<RunSlot>, EngineError> {
+        self.runs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(run_id)
+            .cloned()
+            .ok_or_else(|| EngineError::UnknownRun {
+                run_id: run_id.chars().take(128).collect(),
+            })
+    }
+
+    fn incoming(
+        &self,
+        name: &str,
+        payload: Payload,
+        id: Option<EventId>,
+    ) -> Result<Incoming, EngineError> {
+        let spec = self.workflow.compiled();
+        let Some(t) = spec.type_id(name) else {
+            return Err(EngineError::UnknownEventType {
+                name: name.to_string(),
+                workflow: self.workflow.name().to_string(),
+            });
+        };
+        let size = serde_json::to_vec(&*payload).map(|v| v.len()).unwrap_or(0);
+        if size > self.opts.max_event_bytes {
+            return Err(EngineError::EventTooLarge {
+                name: name.to_string(),
+                size,
+                max: self.opts.max_event_bytes,
+            });
+        }
+        Ok(Incoming {
+            id: id.unwrap_or_else(|| self.ids.next()),
+            ty: NewEventType::Known(t),
+            kind: spec.type_info(t).kind,
+            name: name.to_string(),
+            payload,
+        })
+    }
+
+    fn output(&self, run_key: u64, x: ExecutionId, index: u32, out: OutEvent) -> Incoming {
+        let spec = self.workflow.compiled();
+        let (ty, kind) = match spec.type_id(out.name) {
+            Some(t) => (NewEventType::Known(t), spec.type_info(t).kind),
+            None => {
+                let kind = kind_from_bits(EventKind::CONTROL);
+                (
+                    NewEventType::Foreign {
+                        name: out.name.to_string(),
+                        kind,
+                    },
+                    kind,
+                )
+            }
+        };
+        Incoming {
+            id: EventId::derived(run_key, x, index),
+            ty,
+            kind,
+            name: out.name.to_string(),
+            payload: out.payload,
+        }
+    }
+
+    /// Applies one input under the run's lock and hands the journal entry to the backend.
+    fn apply(&self, slot: &RunSlot, input: Input) -> Result<Applied, EngineError> {
+        let mut guard = slot.lock();
+        let st = &mut *guard;
+        let journal = self.backend.wants_journal();
+        let core_err = |e: &dyn std::fmt::Display| EngineError::Core {
+            run_id: slot.run_id.to_string(),
+            detail: e.to_string(),
+        };
+        let mut pending: Vec<(EventId, Payload)> = Vec::new();
+        let mut retried: Option<(ExecutionId, u32)> = None;
+        let mut appended = None;
+        let mut pre = Pre {
+            steps: &self.workflow.inner.steps,
+            payloads: &st.payloads,
+            pending: &[],
+            results: Vec::new(),
+            replay: None,
+            exhausted: false,
+        };
+        let stored_input;
+        match input {
+            Input::Append(ev) => {
+                stored_input = journal.then(|| StoredInput::Append { event: stored(&ev) });
+                pending.push((ev.id, ev.payload));
+                pre.pending = &pending;
+                let new = NewEvent {
+                    id: ev.id,
+                    ty: ev.ty,
+                };
+                match st.run.append(new, &mut pre) {
+                    Ok(a) => appended = Some(a),
+                    Err(saap_dispatch::run::AppendError::RunNotStarted { name, .. }) => {
+                        return Err(EngineError::NotAStartEvent { name });
+                    }
+                    Err(e) => return Err(core_err(&e)),
+                }
+            }
+            Input::Complete {
+                execution,
+                attempt,
+                outcome,
+            } => {
+                let outcome = match outcome {
+                    Ok(events) => {
+                        stored_input = journal.then(|| StoredInput::Complete {
+                            execution: execution.0,
+                            attempt,
+                            outputs: Some(events.iter().map(stored).collect()),
+                            error: None,
+                        });
+                        let mut news = Vec::with_capacity(events.len());
+                        for ev in events {
+                            news.push(NewEvent {
+                                id: ev.id,
+                                ty: ev.ty,
+                            });
+                            pending.push((ev.id, ev.payload));
+                        }
+                        Outcome::Returned(news)
+                    }
+                    Err(msg) => {
+                        stored_input = journal.then(|| StoredInput::Complete {
+                            execution: execution.0,
+                            attempt,
+                            outputs: None,
+                            error: Some(msg.clone()),
+                        });
+                        Outcome::Failed(msg)
+                    }
+                };
+                pre.pending = &pending;
+                match st.run.complete(execution, attempt, outcome, &mut pre) {
+                    Ok(()) => {}
+                    // A completion of a stale attempt (the execution was retried) is dropped.
+                    Err(CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_)) => {
+                        tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
+                        return Ok(Applied {
+                            durable: Pending::Ready(Ok(())),
+                            started: Vec::new(),
+                            appended: None,
+                        });
+                    }
+                    Err(e) => return Err(core_err(&e)),
+                }
+            }
+            Input::Retry(x) => {
+                stored_input = journal.then(|| StoredInput::Retry { execution: x.0 });
+                let attempt = st.run.retry(x).map_err(|e| core_err(&e))?;
+                retried = Some((x, attempt));
+            }
+        }
+        let results = std::mem::take(&mut pre.results);
+        drop(pre);
+        fill_payloads(st, &pending);
+
+        // Hand the entry to the store while still holding the lock: journal order.
+        let ended = st.run.is_terminated() && !st.ended_sent;
+        st.ended_sent |= ended;
+        let durable = if journal || ended {
+            let records = &st.run.records()[st.records_sent..];
+            let records_json = if journal {
+                serde_json::to_string(records).unwrap_or_else(|_| "[]".into())
+            } else {
+                String::new()
+            };
+            st.records_sent = st.run.records().len();
+            let new_run = (!st.created).then(|| RunMeta {
+                run_id: slot.run_id.clone(),
+                thread_id: slot.thread_id.clone(),
+                workflow: self.workflow.name().to_string(),
+                fingerprint: self.workflow.compiled().fingerprint(),
+            });
+            st.created = true;
+            let index = st.journal_len;
+            st.journal_len += 1;
+            self.backend.persist(PersistBatch {
+                run_id: slot.run_id.clone(),
+                new_run,
+                index,
+                entry: JournalEntry {
+                    input: stored_input.unwrap_or(StoredInput::Retry { execution: 0 }),
+                    preconditions: results,
+                },
+                records_json,
+                ended,
+            })
+        } else {
+            st.records_sent = st.run.records().len();
+            Pending::Ready(Ok(()))
+        };
+
+        let mut started = Vec::new();
+        let mut xs = Vec::new();
+        st.run.drain_started_into(&mut xs);
+        for x in xs {
+            started.push(invocation(st, x, 1));
+        }
+        if let Some((x, attempt)) = retried {
+            started.push(invocation(st, x, attempt));
+        }
+        Ok(Applied {
+            durable,
+            started,
+            appended,
+        })
+    }
+
+    /// Applies an input, waits until it is durable, then launches what it started.
+    async fn submit(
+        self: &Arc<Self>,
+        slot: &Arc<RunSlot>,
+        input: Input,
+    ) -> Result<Option<Appended>, EngineError> {
+        let applied = self.apply(slot, input)?;
+        if let Err(e) = applied.durable.wait().await {
+            self.storage_failed(slot, &e);
+            return Err(e.into());
+        }
+        slot.bump();
+        for inv in applied.started {
+            spawn_drive(self.clone(), slot.clone(), inv);
+        }
+        Ok(applied.appended)
+    }
+
+    /// A display event from a running step.
+    pub(crate) async fn display(
+        self: &Arc<Self>,
+        slot: &Arc<RunSlot>,
+        x: ExecutionId,
+        n: u32,
+        name: &'static str,
+        payload: Payload,
+    ) -> Result<(), ContextError> {
+        let run_key = slot.lock().run.run_key();
+        let mut ev = self.output(run_key, x, 0x4000_0000 | n, OutEvent { name, payload });
+        if !ev.kind.is_display() || ev.kind.is_control() {
+            return Err(ContextError::NotDisplay {
+                name: name.to_string(),
+            });
+        }
+        if let NewEventType::Foreign { .. } = ev.ty {
+            ev.kind = kind_from_bits(EventKind::DISPLAY);
+        }
+        self.submit(slot, Input::Append(ev))
+            .await
+            .map(|_| ())
+            .map_err(|e| ContextError::Engine(Box::new(e)))
+    }
+
+    /// The store failed for this run: it cannot continue consistently. The failure is kept
+    /// on the run (shown by snapshots and the test runner) and logged.
+    fn storage_failed(&self, slot: &RunSlot, e: &StoreError) {
+        if matches!(e, StoreError::Halted) {
+            return;
+        }
+        tracing::error!(run_id = %slot.run_id, error = %e, "storage failed; the run is stopped");
+        let mut st = slot.lock();
+        if st.failure.is_none() {
+            st.failure = Some(e.to_string());
+        }
+        drop(st);
+        slot.bump();
+    }
+
+    /// Runs one execution's body, catching panics.
+    async fn execute(
+        self: &Arc<Self>,
+        slot: &Arc<RunSlot>,
+        inv: &Invocation,
+    ) -> Result<Vec<OutEvent>, String> {
+        let step = &self.workflow.inner.steps[inv.step as usize];
+        let name = &self.workflow.spec().steps[inv.step as usize].name;
+        let ctx = StepCtx {
+            shared: self.clone(),
+            slot: slot.clone(),
+            execution: inv.execution,
+            attempt: inv.attempt,
+            displayed: Arc::new(AtomicU32::new(0)),
+        };
+        let made = std::panic::catch_unwind(AssertUnwindSafe(|| (step.handler)(&inv.inputs, ctx)));
+        let fut = match made {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => return Err(format!("step `{name}` cannot read its inputs: {e}")),
+            Err(p) => return Err(format!("step `{name}` panicked: {}", panic_text(&p))),
+        };
+        match (CatchUnwind { fut }).await {
+            Ok(r) => r,
+            Err(p) => Err(format!("step `{name}` panicked: {p}")),
+        }
+    }
+
+    /// Rebuilds a stored run through the core. Returns the slot and whether the run ended.
+    fn rebuild(&self, s: StoredRun) -> Result<(Arc<RunSlot>, bool), String> {
+        let spec = self.workflow.compiled();
+        let current = spec.fingerprint();
+        if s.meta.fingerprint != current {
+            return Err(format!(
+                "SAAP-R001: the workflow changed since this run was recorded (fingerprint {:016x}, now {current:016x}); resume it with the workflow version that produced it",
+                s.meta.fingerprint
+            ));
+        }
+        let key = run_key(&s.meta.run_id);
+        let slot = Arc::new(RunSlot::new(
+            s.meta.run_id.clone(),
+            s.meta.thread_id.clone(),
+            Run::new(spec.clone(), key),
+        ));
+        {
+            let mut guard = slot.lock();
+            let st = &mut *guard;
+            let to_incoming = |e: &StoredEvent| {
+                let ty = match spec.type_id(&e.name) {
+                    Some(t) => NewEventType::Known(t),
+                    None => NewEventType::Foreign {
+                        name: e.name.clone(),
+                        kind: kind_from_bits(e.kind),
+                    },
+                };
+                (
+                    NewEvent { id: e.id, ty },
+                    (e.id, Arc::new(e.payload.clone())),
+                )
+            };
+            for (i, entry) in s.journal.iter().enumerate() {
+                let mut pending = Vec::new();
+                let input = match &entry.input {
+                    StoredInput::Append { event } => {
+                        let (ne, p) = to_incoming(event);
+                        pending.push(p);
+                        saap_dispatch::replay::RunInput::Append(ne)
+                    }
+                    StoredInput::Complete {
+                        execution,
+                        attempt,
+                        outputs,
+                        error,
+                    } => {
+                        let outcome = match (outputs, error) {
+                            (_, Some(msg)) => Outcome::Failed(msg.clone()),
+                            (Some(outs), None) => Outcome::Returned(
+                                outs.iter()
+                                    .map(|e| {
+                                        let (ne, p) = to_incoming(e);
+                                        pending.push(p);
+                                        ne
+                                    })
+                                    .collect(),
+                            ),
+                            (None, None) => Outcome::Returned(Vec::new()),
+                        };
+                        saap_dispatch::replay::RunInput::Complete {
+                            execution: ExecutionId(*execution),
+                            attempt: *attempt,
+                            outcome,
+                        }
+                    }
+                    StoredInput::Retry { execution } => saap_dispatch::replay::RunInput::Retry {
+                        execution: ExecutionId(*execution),
+                    },
+                };
+                let mut pre = Pre {
+                    steps: &self.workflow.inner.steps,
+                    payloads: &st.payloads,
+                    pending: &pending,
+                    results: Vec::new(),
+                    replay: Some(entry.preconditions.clone().into_iter()),
+                    exhausted: false,
+                };
+                st.run
+                    .apply(input, &mut pre)
+                    .map_err(|e| format!("SAAP-R003: journal entry {i} cannot be applied: {e}"))?;
+                if pre.exhausted {
+                    return Err(format!(
+                        "SAAP-R002: replay diverged at journal entry {i}: the workflow now evaluates more preconditions than were recorded"
+                    ));
+                }
+                fill_payloads(st, &pending);
+            }
+            let now = serde_json::to_value(st.run.records())
+                .map_err(|e| format!("cannot encode records: {e}"))?;
+            let recorded = serde_json::Value::Array(s.records.clone());
+            if now != recorded {
+                let (a, b) = (now.as_array(), recorded.as_array());
+                let index = match (a, b) {
+                    (Some(a), Some(b)) => a
+                        .iter()
+                        .zip(b)
+                        .position(|(x, y)| x != y)
+                        .unwrap_or(a.len().min(b.len())),
+                    _ => 0,
+                };
+                return Err(format!(
+                    "SAAP-R002: replay diverged at record {index}: the log says {}, the workflow now decides {}",
+                    b.and_then(|b| b.get(index))
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "nothing more".into()),
+                    a.and_then(|a| a.get(index))
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "nothing more".into()),
+                ));
+            }
+            st.run.take_started();
+            st.journal_len = s.journal.len() as u64;
+            st.records_sent = st.run.records().len();
+            st.ended_sent = s.ended;
+            st.created = true;
+        }
+        Ok((slot, s.ended))
+    }
+}
+
+fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
+    let log_len = st.run.log().len();
+    while st.payloads.len() < log_len {
+        let seq = st.payloads.len();
+        let ev = st.run.log()[seq];
+        let p = pending
+            .iter()
+            .find(|(id, _)| *id == ev.id)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_else(|| {
+                // Events the core made itself: the ExceptionEvent of a failed step.
+                let spec = st.run.spec();
+                match (ev.ty, ev.origin) {
+                    (EventTy::Known(t), Origin::Execution(x)) if t == spec.exception_type() => {
+                        let msg = st
+                            .run
+                            .execution(x)
+                            .and_then(|e| e.error.as_deref())
+                            .unwrap_or("step failed")
+                            .to_string();
+                        to_payload(&crate::event::ExceptionEvent::new(msg))
+                            .unwrap_or_else(|_| Arc::new(serde_json::Value::Null))
+                    }
+                    _ => Arc::new(serde_json::Value::Null),
+                }
+            });
+        st.payloads.push(p);
+    }
+}
+
+fn invocation(st: &RunState, x: ExecutionId, attempt: u32) -> Invocation {
+    let step = st.run.execution(x).map(|e| e.step).unwrap_or(0);
+    let log = st.run.log();
+    let inputs = st
+        .run
+        .bindings(x)
+        .iter()
+        .enumerate()
+        .map(|(pi, b)| {
+            st.run
+                .bound_seqs(step, pi as u32, *b)
+                .iter()
+                .map(|&seq| BoundEvent {
+                    id: log[seq as usize].id,
+                    payload: st.payloads[seq as usize].clone(),
+                })
+                .collect()
+        })
+        .collect();
+    Invocation {
+        execution: x,
+        attempt,
+        step,
+        inputs,
+    }
+}
+
+fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
+    tokio::spawn(drive(shared, slot, inv));
+}
+
+/// Runs an execution and feeds its completion back; continues inline with the next
+/// execution when exactly one became ready, spawns the rest.
+async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
+    loop {
+        let result = shared.execute(&slot, &inv).await;
+        let run_key = slot.lock().run.run_key();
+        let outcome = result.map(|outs| {
+            outs.into_iter()
+                .enumerate()
+                .map(|(i, o)| shared.output(run_key, inv.execution, i as u32, o))
+                .collect()
+        });
+        let applied = match shared.apply(
+            &slot,
+            Input::Complete {
+                execution: inv.execution,
+                attempt: inv.attempt,
+                outcome,
+            },
+        ) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(run_id = %slot.run_id, error = %e, "completion refused");
+                return;
+            }
+        };
+        if let Err(e) = applied.durable.wait().await {
+            shared.storage_failed(&slot, &e);
+            return;
+        }
+        slot.bump();
+        let mut next = applied.started.into_iter();
+        let Some(first) = next.next() else { return };
+        for other in next {
+            spawn_drive(shared.clone(), slot.clone(), other);
+        }
+        if !shared.opts.inline_single {
+            spawn_drive(shared.clone(), slot.clone(), first);
+            return;
+        }
+        inv = first;
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-text panic payload".to_string()
+    }
+}
+
+/// Polls a step future, turning a panic into an error.
+struct CatchUnwind {
+    fut: StepFuture,
+}
+
+impl Future for CatchUnwind {
+    type Output = Result<Result<Vec<OutEvent>, String>, String>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let fut = &mut self.fut;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(p) => Poll::Ready(Err(panic_text(&p))),
+        }
+    }
+}
+
+/// Whether an execution is still running (re-exported for reports).
+pub fn is_running(state: ExecState) -> bool {
+    state == ExecState::Running
+}

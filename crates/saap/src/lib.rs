@@ -1,0 +1,37 @@
+//! # saap — the runtime
+//!
+//! Write an agent as typed async steps, run it on an engine (in memory, or embedded and
+//! durable in one SQLite file), test it, and read why it behaved as it did. Every dispatch
+//! decision is made by `saap-dispatch` (DESIGN §2); this crate moves events, runs step
+//! bodies and keeps the journal.
+//!
+//! Layout:
+//! - [`event`]: the [`Event`] trait, built-in protocol events, the payload adapter;
+//! - [`params`]: parameter kinds ([`Required`], `Option`, `Vec`, [`FixedList`]) and results;
+//! - [`workflow`]: [`Workflow`] and [`Step`] — the authoring API, which also emits the spec;
+//! - [`context`]: [`StepCtx`] with RunContext, ThreadContext and the event displayer;
+//! - [`engine`]: [`Engine`] — one core `Run` per run, durable before dispatch, recovery;
+//! - [`backend`]: the [`Backend`](backend::Backend) trait, in-memory and SQLite stores;
+//! - [`snapshot`]: run snapshots, timelines, "waiting for" explanations, Mermaid graphs;
+//! - [`testing`]: the test runner.
+
+pub mod backend;
+pub mod context;
+pub mod engine;
+pub mod event;
+pub mod params;
+pub mod snapshot;
+pub mod testing;
+pub mod workflow;
+
+pub use backend::memory::MemoryBackend;
+pub use backend::sqlite::{SqliteBackend, SqliteOptions};
+pub use context::{ContextError, RunContext, StepCtx, ThreadContext};
+pub use engine::{Engine, EngineError, EngineOptions, Recovery};
+pub use event::{
+    ChunkEvent, CostEvent, Event, ExceptionEvent, HumanInTheLoopRequestEvent,
+    HumanInTheLoopResponseEvent, Payload, StartEvent, StopEvent, ThoughtEvent, UserMessageEvent,
+};
+pub use params::{Either, FixedList, Required};
+pub use snapshot::{RunSnapshot, mermaid};
+pub use workflow::{BuildError, Step, StepError, Workflow, WorkflowBuilder};

@@ -1,0 +1,322 @@
+//! Step parameters and results: how a Rust signature maps to the spec's parameter kinds
+//! (DESIGN §3) and how bound events become typed values.
+//!
+//! | Rust type | spec kind |
+//! |---|---|
+//! | [`Required<T>`] | required: needs one `T`, binds the trigger or the latest |
+//! | `Option<T>` | optional: never blocks |
+//! | `Vec<T>` | list: never blocks, all `T` in arrival order |
+//! | [`FixedList<T, N>`] | fixed list: needs N, binds the first N |
+//!
+//! A step takes one parameter or a tuple of up to six. Results implement [`Outputs`]: one
+//! event, `Option`, `Vec`, a tuple (returned together), [`Either`], or `()`.
+
+use crate::event::{Event, Payload, PayloadError, from_payload, to_payload};
+use saap_dispatch::EventId;
+use saap_dispatch::spec::ParamKind;
+use std::ops::Deref;
+
+/// One event bound to a parameter: its id and payload.
+#[derive(Debug, Clone)]
+pub struct BoundEvent {
+    pub id: EventId,
+    pub payload: Payload,
+}
+
+/// The static description of one parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamDecl {
+    pub kind: ParamKind,
+    pub type_name: &'static str,
+    pub type_parents: &'static [&'static str],
+    pub size: Option<u32>,
+}
+
+/// Why bound events could not be turned into a step's typed inputs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    #[error(
+        "parameter {param} expected {expected} event(s) of type `{name}` but {found} were bound; this is an engine bug, please report it"
+    )]
+    Arity {
+        param: usize,
+        name: &'static str,
+        expected: usize,
+        found: usize,
+    },
+}
+
+/// A step parameter type. Implemented for [`Required<T>`], `Option<T>`, `Vec<T>` and
+/// [`FixedList<T, N>`] where `T: Event`.
+pub trait Param: Sized + Send + 'static {
+    fn decl() -> ParamDecl;
+    fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError>;
+}
+
+/// A required event parameter (`T` in DESIGN §3). Derefs to the event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Required<T> {
+    pub event: T,
+    pub id: EventId,
+}
+
+impl<T> Required<T> {
+    pub fn into_inner(self) -> T {
+        self.event
+    }
+}
+
+impl<T> Deref for Required<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.event
+    }
+}
+
+/// A fixed-list parameter: waits for `N` events of type `T` and binds the first `N` in
+/// arrival order. Derefs to a slice of exactly `N` events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FixedList<T, const N: usize> {
+    items: Vec<T>,
+}
+
+impl<T, const N: usize> FixedList<T, N> {
+    pub fn into_vec(self) -> Vec<T> {
+        self.items
+    }
+}
+
+impl<T, const N: usize> Deref for FixedList<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.items
+    }
+}
+
+fn decl<T: Event>(kind: ParamKind, size: Option<u32>) -> ParamDecl {
+    ParamDecl {
+        kind,
+        type_name: T::NAME,
+        type_parents: T::PARENTS,
+        size,
+    }
+}
+
+fn arity<T: Event>(index: usize, expected: usize, found: usize) -> InputError {
+    InputError::Arity {
+        param: index,
+        name: T::NAME,
+        expected,
+        found,
+    }
+}
+
+impl<T: Event> Param for Required<T> {
+    fn decl() -> ParamDecl {
+        decl::<T>(ParamKind::Required, None)
+    }
+    fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
+        match bound {
+            [one] => Ok(Required {
+                event: from_payload(&one.payload)?,
+                id: one.id,
+            }),
+            _ => Err(arity::<T>(index, 1, bound.len())),
+        }
+    }
+}
+
+impl<T: Event> Param for Option<T> {
+    fn decl() -> ParamDecl {
+        decl::<T>(ParamKind::Optional, None)
+    }
+    fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
+        match bound {
+            [] => Ok(None),
+            [one] => Ok(Some(from_payload(&one.payload)?)),
+            _ => Err(arity::<T>(index, 1, bound.len())),
+        }
+    }
+}
+
+impl<T: Event> Param for Vec<T> {
+    fn decl() -> ParamDecl {
+        decl::<T>(ParamKind::List, None)
+    }
+    fn extract(_index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
+        bound
+            .iter()
+            .map(|b| from_payload(&b.payload).map_err(InputError::from))
+            .collect()
+    }
+}
+
+impl<T: Event, const N: usize> Param for FixedList<T, N> {
+    fn decl() -> ParamDecl {
+        decl::<T>(ParamKind::FixedList, Some(N as u32))
+    }
+    fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
+        if bound.len() != N {
+            return Err(arity::<T>(index, N, bound.len()));
+        }
+        let items = bound
+            .iter()
+            .map(|b| from_payload(&b.payload).map_err(InputError::from))
+            .collect::<Result<Vec<T>, _>>()?;
+        Ok(FixedList { items })
+    }
+}
+
+/// A step's event inputs: one [`Param`] or a tuple of them.
+pub trait Inputs: Sized + Send + 'static {
+    fn decls() -> Vec<ParamDecl>;
+    fn extract(bound: &[Vec<BoundEvent>]) -> Result<Self, InputError>;
+}
+
+impl<P: Param> Inputs for P {
+    fn decls() -> Vec<ParamDecl> {
+        vec![P::decl()]
+    }
+    fn extract(bound: &[Vec<BoundEvent>]) -> Result<Self, InputError> {
+        P::extract(0, bound.first().map(Vec::as_slice).unwrap_or(&[]))
+    }
+}
+
+macro_rules! tuple_inputs {
+    ($($p:ident $i:tt),+) => {
+        impl<$($p: Param),+> Inputs for ($($p,)+) {
+            fn decls() -> Vec<ParamDecl> {
+                vec![$($p::decl()),+]
+            }
+            fn extract(bound: &[Vec<BoundEvent>]) -> Result<Self, InputError> {
+                Ok(($($p::extract($i, bound.get($i).map(Vec::as_slice).unwrap_or(&[]))?,)+))
+            }
+        }
+    };
+}
+tuple_inputs!(A 0, B 1);
+tuple_inputs!(A 0, B 1, C 2);
+tuple_inputs!(A 0, B 1, C 2, D 3);
+tuple_inputs!(A 0, B 1, C 2, D 3, E 4);
+tuple_inputs!(A 0, B 1, C 2, D 3, E 4, F 5);
+
+/// An event a step returned, ready to append.
+#[derive(Debug, Clone)]
+pub struct OutEvent {
+    pub name: &'static str,
+    pub payload: Payload,
+}
+
+impl OutEvent {
+    pub fn of<T: Event>(event: &T) -> Result<OutEvent, PayloadError> {
+        Ok(OutEvent {
+            name: T::NAME,
+            payload: to_payload(event)?,
+        })
+    }
+}
+
+/// The static description of what a step may return.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutputDecl {
+    /// Each possible output type with its direct parents.
+    pub types: Vec<(&'static str, &'static [&'static str])>,
+    /// Groups of types returned together in one result.
+    pub together: Vec<Vec<&'static str>>,
+}
+
+impl OutputDecl {
+    pub fn add<T: Event>(&mut self) {
+        if !self.types.iter().any(|(n, _)| *n == T::NAME) {
+            self.types.push((T::NAME, T::PARENTS));
+        }
+    }
+}
+
+/// What a step returns.
+pub trait Outputs: Send + 'static {
+    fn declare(decl: &mut OutputDecl);
+    fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError>;
+}
+
+impl Outputs for () {
+    fn declare(_decl: &mut OutputDecl) {}
+    fn collect(self, _out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
+        Ok(())
+    }
+}
+
+impl<T: Event> Outputs for T {
+    fn declare(decl: &mut OutputDecl) {
+        decl.add::<T>();
+    }
+    fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
+        out.push(OutEvent::of(&self)?);
+        Ok(())
+    }
+}
+
+impl<T: Event> Outputs for Option<T> {
+    fn declare(decl: &mut OutputDecl) {
+        decl.add::<T>();
+    }
+    fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
+        if let Some(e) = self {
+            out.push(OutEvent::of(&e)?);
+        }
+        Ok(())
+    }
+}
+
+impl<T: Event> Outputs for Vec<T> {
+    fn declare(decl: &mut OutputDecl) {
+        decl.add::<T>();
+    }
+    fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
+        for e in &self {
+            out.push(OutEvent::of(e)?);
+        }
+        Ok(())
+    }
+}
+
+macro_rules! tuple_outputs {
+    ($($p:ident $i:tt),+) => {
+        impl<$($p: Event),+> Outputs for ($($p,)+) {
+            fn declare(decl: &mut OutputDecl) {
+                $(decl.add::<$p>();)+
+                decl.together.push(vec![$($p::NAME),+]);
+            }
+            fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
+                $(out.push(OutEvent::of(&self.$i)?);)+
+                Ok(())
+            }
+        }
+    };
+}
+tuple_outputs!(A 0, B 1);
+tuple_outputs!(A 0, B 1, C 2);
+tuple_outputs!(A 0, B 1, C 2, D 3);
+
+/// One of two event types (e.g. `Approved` or `Rejected`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Either<A, B> {
+    Left(A),
+    Right(B),
+}
+
+impl<A: Event, B: Event> Outputs for Either<A, B> {
+    fn declare(decl: &mut OutputDecl) {
+        decl.add::<A>();
+        decl.add::<B>();
+    }
+    fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
+        out.push(match self {
+            Either::Left(a) => OutEvent::of(&a)?,
+            Either::Right(b) => OutEvent::of(&b)?,
+        });
+        Ok(())
+    }
+}

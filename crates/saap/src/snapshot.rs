@@ -1,0 +1,436 @@
+//! Reading a run: a consistent copy of its core state ([`RunSnapshot`]), its timeline (the
+//! decision records with names), what it is waiting for, and a workflow's graph as Mermaid.
+
+use crate::event::{Event, Payload, from_payload};
+use saap_dispatch::run::{EventTy, ExecState};
+use saap_dispatch::spec::{ParamKind, WorkflowSpec};
+use saap_dispatch::{Origin, Record, Run, RunStatus, SkipReason, Termination};
+use std::fmt::Write;
+
+/// A copy of a run's state at one moment.
+#[derive(Debug, Clone)]
+pub struct RunSnapshot {
+    pub run_id: String,
+    pub thread_id: String,
+    pub run: Run,
+    pub payloads: Vec<Payload>,
+    /// An engine-side failure (storage) that stopped the run.
+    pub failure: Option<String>,
+}
+
+/// One logged event.
+#[derive(Debug, Clone)]
+pub struct LoggedEventView {
+    pub seq: u32,
+    pub id: String,
+    pub name: String,
+    pub kind: &'static str,
+    pub origin: Origin,
+    pub payload: Payload,
+}
+
+impl RunSnapshot {
+    /// Every logged event in arrival order (duplicates were dropped by the core).
+    pub fn events(&self) -> Vec<LoggedEventView> {
+        self.run
+            .log()
+            .iter()
+            .enumerate()
+            .map(|(seq, e)| LoggedEventView {
+                seq: seq as u32,
+                id: e.id.to_string(),
+                name: self.run.type_name(e.ty).to_string(),
+                kind: e.kind.label(),
+                origin: e.origin,
+                payload: self.payloads[seq].clone(),
+            })
+            .collect()
+    }
+
+    /// The events of exactly type `T` (by name; subtypes are not included), in log order.
+    pub fn events_of<T: Event>(&self) -> Vec<T> {
+        self.run
+            .log()
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| self.run.type_name(e.ty) == T::NAME)
+            .filter_map(|(seq, _)| from_payload(&self.payloads[seq]).ok())
+            .collect()
+    }
+
+    /// How many executions of the named step started.
+    pub fn executions_of(&self, step: &str) -> usize {
+        match self.run.spec().step_index(step) {
+            Some(i) => self.run.execution_count(i),
+            None => 0,
+        }
+    }
+
+    /// Execution counts for every step, in declaration order.
+    pub fn execution_counts(&self) -> Vec<(String, usize)> {
+        self.run
+            .spec()
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.clone(), self.run.execution_count(i as u32)))
+            .collect()
+    }
+
+    pub fn has_stop(&self) -> bool {
+        self.run
+            .log()
+            .iter()
+            .any(|e| e.kind.is_control() && e.kind.is_stop())
+    }
+
+    pub fn has_exception(&self) -> bool {
+        self.failure.is_some()
+            || self
+                .run
+                .log()
+                .iter()
+                .any(|e| e.kind.is_control() && e.kind.is_exception())
+    }
+
+    pub fn is_ended(&self) -> bool {
+        self.run.is_terminated()
+    }
+
+    /// Executions that started and have not finished.
+    pub fn running(&self) -> usize {
+        self.run.running().count()
+    }
+
+    /// The decision records as text, one line each, with step and event names.
+    pub fn timeline(&self) -> String {
+        timeline(&self.run)
+    }
+
+    /// What the run is waiting for: running steps, and for each step that has not run, the
+    /// inputs it lacks (from the core's state and its last skip record).
+    pub fn waiting_for(&self) -> String {
+        waiting_for(&self.run, self.failure.as_deref())
+    }
+}
+
+fn step_name(run: &Run, step: u32) -> &str {
+    run.spec()
+        .steps
+        .get(step as usize)
+        .map(|s| s.name.as_str())
+        .unwrap_or("?")
+}
+
+fn param_name(run: &Run, step: u32, param: u32) -> String {
+    run.spec()
+        .steps
+        .get(step as usize)
+        .and_then(|s| s.params.get(param as usize))
+        .map(|p| {
+            let types: Vec<&str> = p
+                .types
+                .iter()
+                .map(|t| run.spec().types[*t as usize].name.as_str())
+                .collect();
+            format!("`{}` ({})", p.name, types.join(" | "))
+        })
+        .unwrap_or_else(|| format!("#{param}"))
+}
+
+fn event_label(run: &Run, seq: u32) -> String {
+    match run.log().get(seq as usize) {
+        Some(e) => format!("#{seq} {}", run.type_name(e.ty)),
+        None => format!("#{seq}"),
+    }
+}
+
+fn origin_label(run: &Run, origin: Origin) -> String {
+    match origin {
+        Origin::Outside => "outside".to_string(),
+        Origin::Execution(x) => match run.execution(x) {
+            Some(e) => format!("{x} {}", step_name(run, e.step)),
+            None => x.to_string(),
+        },
+    }
+}
+
+fn skip_text(run: &Run, step: u32, reason: &SkipReason) -> String {
+    match reason {
+        SkipReason::RunTerminated => "the run had ended".into(),
+        SkipReason::RequiredMissing { param } => {
+            format!(
+                "required parameter {} has no event",
+                param_name(run, step, *param)
+            )
+        }
+        SkipReason::FixedListShort { param, have, need } => format!(
+            "fixed list {} has {have} of {need} events",
+            param_name(run, step, *param)
+        ),
+        SkipReason::BudgetExhausted { max } => {
+            format!("max_executions_per_run = {max} reached")
+        }
+        SkipReason::InputSetAlreadyRan { by } => format!("the same inputs already ran in {by}"),
+        SkipReason::PreconditionFalse => "its precondition returned false".into(),
+    }
+}
+
+/// Renders the decision records with names.
+pub fn timeline(run: &Run) -> String {
+    let mut out = String::new();
+    for r in run.records() {
+        let line = match r {
+            Record::RunStarted { seq } => format!("run started by {}", event_label(run, *seq)),
+            Record::EventAppended { seq, origin } => {
+                let e = run.log()[*seq as usize];
+                format!(
+                    "{}  [{}] id {} from {}",
+                    event_label(run, *seq),
+                    e.kind.label(),
+                    e.id,
+                    origin_label(run, *origin)
+                )
+            }
+            Record::DuplicateEvent { first_seq, origin } => format!(
+                "  duplicate of {} from {} dropped",
+                event_label(run, *first_seq),
+                origin_label(run, *origin)
+            ),
+            Record::OrphanEvent { seq } => {
+                format!(
+                    "  {} refused: the run has not begun",
+                    event_label(run, *seq)
+                )
+            }
+            Record::Candidate { trigger, step } => format!(
+                "  candidate `{}` for {}",
+                step_name(run, *step),
+                event_label(run, *trigger)
+            ),
+            Record::Skipped {
+                trigger: _,
+                step,
+                reason,
+            } => format!(
+                "    skip `{}`: {}",
+                step_name(run, *step),
+                skip_text(run, *step, reason)
+            ),
+            Record::PreconditionEvaluated {
+                trigger: _,
+                step,
+                result,
+            } => format!("    precondition of `{}` = {result}", step_name(run, *step)),
+            Record::FixedListOverflow {
+                trigger,
+                step,
+                param,
+            } => format!(
+                "    fixed list {} of `{}` is full: {} binds nothing",
+                param_name(run, *step, *param),
+                step_name(run, *step),
+                event_label(run, *trigger)
+            ),
+            Record::ExecutionStarted {
+                execution,
+                step,
+                trigger,
+            } => {
+                let inputs: Vec<String> = run
+                    .bindings(*execution)
+                    .iter()
+                    .enumerate()
+                    .map(|(pi, b)| {
+                        let seqs: Vec<String> = run
+                            .bound_seqs(*step, pi as u32, *b)
+                            .iter()
+                            .map(|s| format!("#{s}"))
+                            .collect();
+                        let name = run.spec().steps[*step as usize].params[pi].name.as_str();
+                        format!("{name}=[{}]", seqs.join(","))
+                    })
+                    .collect();
+                format!(
+                    "    start {execution} `{}` on {} with {}",
+                    step_name(run, *step),
+                    event_label(run, *trigger),
+                    inputs.join(" ")
+                )
+            }
+            Record::ExecutionRetried { execution, attempt } => {
+                format!("  retry {execution} (attempt {attempt}) after a restart")
+            }
+            Record::ExecutionCompleted {
+                execution,
+                attempt: _,
+                outputs,
+            } => format!(
+                "  {} completed with {outputs} event(s)",
+                origin_label(run, Origin::Execution(*execution))
+            ),
+            Record::ExecutionFailed {
+                execution,
+                attempt: _,
+                stop_on_error,
+            } => {
+                let err = run
+                    .execution(*execution)
+                    .and_then(|e| e.error.as_deref())
+                    .unwrap_or("");
+                format!(
+                    "  {} failed: {err} (stop_on_error = {stop_on_error})",
+                    origin_label(run, Origin::Execution(*execution))
+                )
+            }
+            Record::RunTerminated { seq, by } => format!(
+                "run ended by {} ({})",
+                event_label(run, *seq),
+                match by {
+                    Termination::Stop => "stop",
+                    Termination::Exception => "exception",
+                }
+            ),
+            Record::EventAfterStop { seq, origin } => format!(
+                "{} after the stop, from {}: kept as evidence, not dispatched",
+                event_label(run, *seq),
+                origin_label(run, *origin)
+            ),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// What a run is waiting for, in words.
+pub fn waiting_for(run: &Run, failure: Option<&str>) -> String {
+    let mut out = String::new();
+    if let Some(f) = failure {
+        let _ = writeln!(out, "the engine stopped the run: {f}");
+    }
+    match run.status() {
+        RunStatus::Terminated { by } => {
+            let _ = writeln!(out, "the run has ended (by {})", event_label(run, by));
+            return out;
+        }
+        RunStatus::NotStarted => {
+            let _ = writeln!(out, "the run has not begun: no start event yet");
+            return out;
+        }
+        RunStatus::Live => {}
+    }
+    for x in run.running() {
+        if let Some(e) = run.execution(x) {
+            let _ = writeln!(
+                out,
+                "step `{}` is running ({x}, attempt {})",
+                step_name(run, e.step),
+                e.attempt
+            );
+        }
+    }
+    let spec = run.spec();
+    for (si, s) in spec.steps.iter().enumerate() {
+        let si = si as u32;
+        let ran = run.execution_count(si) > 0;
+        let last_skip = run.records().iter().rev().find_map(|r| match r {
+            Record::Skipped { step, reason, .. } if *step == si => Some(*reason),
+            _ => None,
+        });
+        if ran && !matches!(last_skip, Some(SkipReason::PreconditionFalse)) {
+            continue;
+        }
+        let mut missing = Vec::new();
+        for (pi, p) in s.params.iter().enumerate() {
+            let have = run
+                .log()
+                .iter()
+                .filter(|e| matches!(e.ty, EventTy::Known(t) if p.types.contains(&t)))
+                .count();
+            match p.kind {
+                ParamKind::Required if have == 0 => {
+                    missing.push(format!("required {}", param_name(run, si, pi as u32)))
+                }
+                ParamKind::FixedList if have < p.size as usize => missing.push(format!(
+                    "fixed list {} has {have} of {}",
+                    param_name(run, si, pi as u32),
+                    p.size
+                )),
+                _ => {}
+            }
+        }
+        if !missing.is_empty() {
+            let _ = writeln!(out, "step `{}` waits for: {}", s.name, missing.join("; "));
+        } else if let Some(reason) = last_skip {
+            let _ = writeln!(
+                out,
+                "step `{}` last skipped: {}",
+                s.name,
+                skip_text(run, si, &reason)
+            );
+        } else if !ran {
+            let _ = writeln!(out, "step `{}` has not been triggered", s.name);
+        }
+    }
+    if out.is_empty() {
+        out.push_str("nothing is running and no step lacks inputs: the run is idle without a stop event (does a step return a StopEvent?)\n");
+    }
+    out
+}
+
+fn node_id(prefix: &str, name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("{prefix}_{clean}")
+}
+
+/// The workflow's graph as a Mermaid flowchart: events are rounded nodes, steps are boxes;
+/// edges into a step are labelled with the parameter kind when it is not required.
+pub fn mermaid(spec: &WorkflowSpec) -> String {
+    let mut out = String::from("flowchart LR\n");
+    let mut events: Vec<&str> = Vec::new();
+    for s in &spec.steps {
+        for p in &s.params {
+            events.extend(p.types.iter().map(String::as_str));
+        }
+        events.extend(s.outputs.iter().map(String::as_str));
+    }
+    events.sort_unstable();
+    events.dedup();
+    for e in &events {
+        let _ = writeln!(out, "  {}([{e}])", node_id("e", e));
+    }
+    for s in &spec.steps {
+        let mut label = s.name.clone();
+        if let Some(m) = s.max_executions_per_run {
+            let _ = write!(label, " ≤{m}");
+        }
+        if let Some(p) = &s.precondition {
+            let _ = write!(label, " ?{}", p.name);
+        }
+        let _ = writeln!(out, "  {}[\"{label}\"]", node_id("s", &s.name));
+        for p in &s.params {
+            for t in &p.types {
+                let edge = match p.kind {
+                    ParamKind::Required => " --> ".to_string(),
+                    ParamKind::Optional => " -. optional .-> ".to_string(),
+                    ParamKind::List => " -- list --> ".to_string(),
+                    ParamKind::FixedList => format!(" -- \"fixed {}\" --> ", p.size.unwrap_or(0)),
+                };
+                let _ = writeln!(out, "  {}{edge}{}", node_id("e", t), node_id("s", &s.name));
+            }
+        }
+        for o in &s.outputs {
+            let _ = writeln!(out, "  {} --> {}", node_id("s", &s.name), node_id("e", o));
+        }
+    }
+    out
+}
+
+/// Whether an execution state is final.
+pub fn is_finished(state: ExecState) -> bool {
+    state != ExecState::Running
+}

@@ -1,0 +1,440 @@
+//! The authoring API without macros: a [`Workflow`] is built from typed [`Step`]s, and the
+//! same declarations produce the `WorkflowSpec` that `saap check`/`explore` read and the
+//! handlers that run — there is no second description to drift.
+//!
+//! ```
+//! use saap::{Event, Required, Step, StepCtx, StepError, StopEvent, UserMessageEvent, Workflow};
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Answered { text: String }
+//! impl Event for Answered {
+//!     const NAME: &'static str = "Answered";
+//!     const PARENTS: &'static [&'static str] = &["StopEvent"];
+//! }
+//! let wf = Workflow::builder("EchoAgent")
+//!     .step(Step::new("answer", |q: Required<UserMessageEvent>, _ctx: StepCtx| async move {
+//!         Ok::<_, StepError>(Answered { text: q.message.clone() })
+//!     }))
+//!     .build()
+//!     .expect("valid workflow");
+//! assert_eq!(wf.spec().steps[0].params[0].types, vec!["UserMessageEvent".to_string()]);
+//! ```
+//!
+//! Steps are `Fn` closures: each execution gets its inputs and a fresh [`StepCtx`]; there is
+//! no agent value to keep state on, so state between steps goes through events, RunContext
+//! or ThreadContext (DESIGN §4.6).
+
+use crate::context::StepCtx;
+use crate::event::{Event, is_builtin};
+use crate::params::{BoundEvent, InputError, Inputs, OutEvent, OutputDecl, Outputs, ParamDecl};
+use saap_dispatch::spec::{EventTypeSpec, ParamSpec, PreconditionSpec, StepSpec, WorkflowSpec};
+use saap_dispatch::{CompiledSpec, SpecError};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A step's error. Any `std::error::Error` converts into it with `?`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepError {
+    pub message: String,
+}
+
+impl StepError {
+    pub fn new(message: impl Into<String>) -> StepError {
+        StepError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<E: std::error::Error> From<E> for StepError {
+    fn from(e: E) -> StepError {
+        StepError::new(e.to_string())
+    }
+}
+
+pub(crate) type StepFuture = Pin<Box<dyn Future<Output = Result<Vec<OutEvent>, String>> + Send>>;
+pub(crate) type ErasedHandler =
+    Arc<dyn Fn(&[Vec<BoundEvent>], StepCtx) -> Result<StepFuture, InputError> + Send + Sync>;
+pub(crate) type ErasedPrecondition =
+    Arc<dyn Fn(&[Vec<BoundEvent>]) -> Result<bool, InputError> + Send + Sync>;
+
+/// One typed step, before it is added to a workflow.
+pub struct Step<I: Inputs> {
+    name: String,
+    decls: Vec<ParamDecl>,
+    names: Option<Vec<String>>,
+    outputs: OutputDecl,
+    max_executions_per_run: Option<u32>,
+    stop_on_error: bool,
+    description: Option<String>,
+    precondition: Option<(String, ErasedPrecondition)>,
+    handler: ErasedHandler,
+    _inputs: std::marker::PhantomData<fn(I)>,
+}
+
+impl<I: Inputs> Step<I> {
+    /// A step named `name` running `body` with inputs `I` (one parameter or a tuple).
+    pub fn new<F, Fut, O>(name: &str, body: F) -> Step<I>
+    where
+        F: Fn(I, StepCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, StepError>> + Send + 'static,
+        O: Outputs,
+    {
+        let mut outputs = OutputDecl::default();
+        O::declare(&mut outputs);
+        let body = Arc::new(body);
+        let handler: ErasedHandler = Arc::new(move |bound, ctx| {
+            let inputs = I::extract(bound)?;
+            let fut = body(inputs, ctx);
+            Ok(Box::pin(async move {
+                match fut.await {
+                    Ok(o) => {
+                        let mut out = Vec::new();
+                        o.collect(&mut out).map_err(|e| e.to_string())?;
+                        Ok(out)
+                    }
+                    Err(e) => Err(e.message),
+                }
+            }) as StepFuture)
+        });
+        Step {
+            name: name.to_string(),
+            decls: I::decls(),
+            names: None,
+            outputs,
+            max_executions_per_run: None,
+            stop_on_error: true,
+            description: None,
+            precondition: None,
+            handler,
+            _inputs: std::marker::PhantomData,
+        }
+    }
+
+    /// A precondition over the step's own bound inputs (DESIGN §4.3): the step runs only when
+    /// it returns true. It is user code: its result is recorded and reused on replay.
+    pub fn precondition(
+        mut self,
+        name: &str,
+        check: impl Fn(&I) -> bool + Send + Sync + 'static,
+    ) -> Step<I> {
+        let f: ErasedPrecondition = Arc::new(move |bound| Ok(check(&I::extract(bound)?)));
+        self.precondition = Some((name.to_string(), f));
+        self
+    }
+
+    /// At most `n` executions per run.
+    pub fn max_executions_per_run(mut self, n: u32) -> Step<I> {
+        self.max_executions_per_run = Some(n);
+        self
+    }
+
+    /// Whether a failure ends the run with an ExceptionEvent (default true).
+    pub fn stop_on_error(mut self, stop: bool) -> Step<I> {
+        self.stop_on_error = stop;
+        self
+    }
+
+    /// Names for the parameters in the spec (default: the event type name in snake case).
+    pub fn param_names(mut self, names: &[&str]) -> Step<I> {
+        self.names = Some(names.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    /// Declares an extra output type (for outputs the return type cannot name).
+    pub fn emits<T: Event>(mut self) -> Step<I> {
+        self.outputs.add::<T>();
+        self
+    }
+
+    pub fn description(mut self, text: &str) -> Step<I> {
+        self.description = Some(text.to_string());
+        self
+    }
+}
+
+/// The runtime side of a step.
+pub(crate) struct StepImpl {
+    pub handler: ErasedHandler,
+    pub precondition: Option<ErasedPrecondition>,
+}
+
+pub(crate) struct WorkflowInner {
+    pub spec: WorkflowSpec,
+    pub compiled: Arc<CompiledSpec>,
+    pub steps: Vec<StepImpl>,
+}
+
+/// An agent: its steps and the spec generated from them. Cheap to clone.
+#[derive(Clone)]
+pub struct Workflow {
+    pub(crate) inner: Arc<WorkflowInner>,
+}
+
+impl fmt::Debug for Workflow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Workflow")
+            .field("name", &self.inner.spec.name)
+            .field("steps", &self.inner.spec.steps.len())
+            .finish()
+    }
+}
+
+/// Why a workflow could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    #[error("SAAP-B001: two steps are named `{0}`; step names must be unique: rename one")]
+    DuplicateStep(String),
+    #[error(
+        "SAAP-B002: event `{name}` is declared with parents {a:?} and {b:?}; one Rust type per event name"
+    )]
+    ConflictingEvent {
+        name: String,
+        a: Vec<String>,
+        b: Vec<String>,
+    },
+    #[error(
+        "SAAP-B003: step `{step}` has {given} parameter names for {expected} parameters; pass one name per parameter"
+    )]
+    ParamNames {
+        step: String,
+        given: usize,
+        expected: usize,
+    },
+    #[error(
+        "SAAP-B004: step `{step}` takes no event parameter, so nothing can ever trigger it; give it at least one event input"
+    )]
+    NoParams { step: String },
+    #[error("SAAP-B005: the generated spec is invalid: {0}")]
+    Spec(#[from] SpecError),
+}
+
+impl BuildError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            BuildError::DuplicateStep(_) => "SAAP-B001",
+            BuildError::ConflictingEvent { .. } => "SAAP-B002",
+            BuildError::ParamNames { .. } => "SAAP-B003",
+            BuildError::NoParams { .. } => "SAAP-B004",
+            BuildError::Spec(_) => "SAAP-B005",
+        }
+    }
+}
+
+/// Builds a [`Workflow`].
+pub struct WorkflowBuilder {
+    name: String,
+    description: Option<String>,
+    events: BTreeMap<&'static str, &'static [&'static str]>,
+    event_order: Vec<&'static str>,
+    conflicts: Vec<BuildError>,
+    steps: Vec<(StepSpec, StepImpl)>,
+}
+
+impl Workflow {
+    pub fn builder(name: &str) -> WorkflowBuilder {
+        WorkflowBuilder {
+            name: name.to_string(),
+            description: None,
+            events: BTreeMap::new(),
+            event_order: Vec::new(),
+            conflicts: Vec::new(),
+            steps: Vec::new(),
+        }
+    }
+    /// The workflow spec (exactly what runs).
+    pub fn spec(&self) -> &WorkflowSpec {
+        &self.inner.spec
+    }
+    /// The spec as JSON text (the input of `saap check`).
+    pub fn spec_json(&self) -> String {
+        serde_json::to_string_pretty(&self.inner.spec).unwrap_or_default()
+    }
+    pub fn compiled(&self) -> &Arc<CompiledSpec> {
+        &self.inner.compiled
+    }
+    pub fn name(&self) -> &str {
+        &self.inner.spec.name
+    }
+}
+
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl WorkflowBuilder {
+    pub fn description(mut self, text: &str) -> WorkflowBuilder {
+        self.description = Some(text.to_string());
+        self
+    }
+
+    /// Declares an event type not named by any step signature (e.g. a display event).
+    pub fn event<T: Event>(mut self) -> WorkflowBuilder {
+        self.declare(T::NAME, T::PARENTS);
+        self
+    }
+
+    fn declare(&mut self, name: &'static str, parents: &'static [&'static str]) {
+        match self.events.get(name) {
+            Some(p) if *p != parents => self.conflicts.push(BuildError::ConflictingEvent {
+                name: name.to_string(),
+                a: p.iter().map(|s| s.to_string()).collect(),
+                b: parents.iter().map(|s| s.to_string()).collect(),
+            }),
+            Some(_) => {}
+            None => {
+                self.events.insert(name, parents);
+                self.event_order.push(name);
+            }
+        }
+    }
+
+    /// Adds a step (steps are evaluated in the order they are added).
+    pub fn step<I: Inputs>(mut self, step: Step<I>) -> WorkflowBuilder {
+        for d in &step.decls {
+            self.declare(d.type_name, d.type_parents);
+        }
+        for (n, p) in &step.outputs.types {
+            self.declare(n, p);
+        }
+        let names: Vec<String> = match &step.names {
+            Some(n) => n.clone(),
+            None => {
+                let mut names = Vec::new();
+                for d in &step.decls {
+                    let base = snake(d.type_name);
+                    let mut n = base.clone();
+                    let mut k = 2;
+                    while names.contains(&n) {
+                        n = format!("{base}_{k}");
+                        k += 1;
+                    }
+                    names.push(n);
+                }
+                names
+            }
+        };
+        if names.len() != step.decls.len() {
+            self.conflicts.push(BuildError::ParamNames {
+                step: step.name.clone(),
+                given: names.len(),
+                expected: step.decls.len(),
+            });
+        }
+        let params: Vec<ParamSpec> = step
+            .decls
+            .iter()
+            .zip(names)
+            .map(|(d, name)| ParamSpec {
+                name,
+                kind: d.kind,
+                types: vec![d.type_name.to_string()],
+                size: d.size,
+            })
+            .collect();
+        let mut reads: Vec<String> = Vec::new();
+        for d in &step.decls {
+            if !reads.iter().any(|r| r == d.type_name) {
+                reads.push(d.type_name.to_string());
+            }
+        }
+        let spec = StepSpec {
+            name: step.name.clone(),
+            params,
+            outputs: step
+                .outputs
+                .types
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .collect(),
+            returns_together: step
+                .outputs
+                .together
+                .iter()
+                .map(|g| g.iter().map(|s| s.to_string()).collect())
+                .collect(),
+            max_executions_per_run: step.max_executions_per_run,
+            stop_on_error: step.stop_on_error,
+            precondition: step
+                .precondition
+                .as_ref()
+                .map(|(name, _)| PreconditionSpec {
+                    name: name.clone(),
+                    reads,
+                    when: None,
+                }),
+            description: step.description.clone(),
+        };
+        self.steps.push((
+            spec,
+            StepImpl {
+                handler: step.handler,
+                precondition: step.precondition.map(|(_, f)| f),
+            },
+        ));
+        self
+    }
+
+    pub fn build(self) -> Result<Workflow, BuildError> {
+        if let Some(e) = self.conflicts.into_iter().next() {
+            return Err(e);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (s, _) in &self.steps {
+            if !seen.insert(s.name.clone()) {
+                return Err(BuildError::DuplicateStep(s.name.clone()));
+            }
+            if s.params.is_empty() {
+                return Err(BuildError::NoParams {
+                    step: s.name.clone(),
+                });
+            }
+        }
+        let events = self
+            .event_order
+            .iter()
+            .filter(|n| !is_builtin(n))
+            .map(|n| EventTypeSpec {
+                name: n.to_string(),
+                parents: self.events[n].iter().map(|p| p.to_string()).collect(),
+                description: None,
+            })
+            .collect();
+        let (specs, impls): (Vec<_>, Vec<_>) = self.steps.into_iter().unzip();
+        let spec = WorkflowSpec {
+            format: saap_dispatch::spec::SPEC_FORMAT_VERSION,
+            name: self.name,
+            description: self.description,
+            events,
+            steps: specs,
+            simulation: None,
+        };
+        let compiled = Arc::new(CompiledSpec::compile(&spec)?);
+        Ok(Workflow {
+            inner: Arc::new(WorkflowInner {
+                spec,
+                compiled,
+                steps: impls,
+            }),
+        })
+    }
+}
