@@ -5,10 +5,10 @@
 //! with names and event ids for people and JSON.
 
 use crate::ids::{ExecutionId, ParamIdx, Seq, StepIdx};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where an appended event came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "from", content = "execution")]
 pub enum Origin {
     /// Published by something outside the workflow (a user, an API, another agent).
@@ -18,7 +18,7 @@ pub enum Origin {
 }
 
 /// Why a candidate step did not run for a trigger, in the order of DESIGN §4.3.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "reason")]
 pub enum SkipReason {
     /// The run ended before the step was evaluated.
@@ -40,7 +40,7 @@ pub enum SkipReason {
 }
 
 /// Why a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Termination {
     Stop,
@@ -48,7 +48,7 @@ pub enum Termination {
 }
 
 /// One decision of the dispatcher.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "record")]
 pub enum Record {
     /// The first start event began the run.

@@ -170,3 +170,185 @@ fn diverged(run: &Run, recorded: &[Record], index: usize) -> ReplayError {
         found: show(run.records().get(index)),
     }
 }
+
+/// The current version of the [`History`] file format.
+pub const HISTORY_FORMAT: u32 = 1;
+
+/// An event in a history file: its id and its type by name.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HistoryEvent {
+    pub event_id: crate::ids::EventId,
+    #[serde(rename = "type")]
+    pub event_type: String,
+}
+
+/// One journal input in a history file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "input")]
+pub enum HistoryInput {
+    Append {
+        event: HistoryEvent,
+    },
+    Complete {
+        execution: ExecutionId,
+        attempt: u32,
+        returned: Vec<HistoryEvent>,
+    },
+    Fail {
+        execution: ExecutionId,
+        attempt: u32,
+        error: String,
+    },
+    Retry {
+        execution: ExecutionId,
+    },
+}
+
+/// A recorded run, self-contained and readable: the journal that drove it (event types by
+/// name) and the decision records it produced. Fixtures in `tests/histories/` use it, and
+/// `explain` reads it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct History {
+    pub format: u32,
+    pub workflow: String,
+    /// [`CompiledSpec::fingerprint`] as 16 hex digits.
+    pub fingerprint: String,
+    pub run_key: u64,
+    pub inputs: Vec<HistoryInput>,
+    pub records: Vec<Record>,
+}
+
+/// Why a history file cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HistoryError {
+    #[error("history format {0} is not supported; this saap reads format {HISTORY_FORMAT}")]
+    Format(u32),
+    #[error("history input {index} names event type `{name}`, which the workflow does not declare")]
+    UnknownType { index: usize, name: String },
+    #[error("history fingerprint `{0}` is not 16 hex digits")]
+    Fingerprint(String),
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+}
+
+impl History {
+    /// Records a run and the journal that drove it.
+    pub fn new(run: &Run, inputs: &[RunInput]) -> History {
+        let name = |e: &crate::run::NewEvent| match &e.ty {
+            crate::run::NewEventType::Known(t) => run.spec().type_info(*t).name.clone(),
+            crate::run::NewEventType::Foreign { name, .. } => name.clone(),
+        };
+        let ev = |e: &crate::run::NewEvent| HistoryEvent {
+            event_id: e.id,
+            event_type: name(e),
+        };
+        History {
+            format: HISTORY_FORMAT,
+            workflow: run.spec().name.clone(),
+            fingerprint: format!("{:016x}", run.spec().fingerprint()),
+            run_key: run.run_key(),
+            inputs: inputs
+                .iter()
+                .map(|i| match i {
+                    RunInput::Append(e) => HistoryInput::Append { event: ev(e) },
+                    RunInput::Complete {
+                        execution,
+                        attempt,
+                        outcome: Outcome::Returned(out),
+                    } => HistoryInput::Complete {
+                        execution: *execution,
+                        attempt: *attempt,
+                        returned: out.iter().map(ev).collect(),
+                    },
+                    RunInput::Complete {
+                        execution,
+                        attempt,
+                        outcome: Outcome::Failed(error),
+                    } => HistoryInput::Fail {
+                        execution: *execution,
+                        attempt: *attempt,
+                        error: error.clone(),
+                    },
+                    RunInput::Retry { execution } => HistoryInput::Retry {
+                        execution: *execution,
+                    },
+                })
+                .collect(),
+            records: run.records().to_vec(),
+        }
+    }
+
+    /// The journal with type names resolved against `spec`.
+    pub fn journal(&self, spec: &CompiledSpec) -> Result<Vec<RunInput>, HistoryError> {
+        if self.format != HISTORY_FORMAT {
+            return Err(HistoryError::Format(self.format));
+        }
+        let ev = |index: usize, e: &HistoryEvent| -> Result<NewEvent, HistoryError> {
+            let t = spec
+                .type_id(&e.event_type)
+                .ok_or_else(|| HistoryError::UnknownType {
+                    index,
+                    name: e.event_type.clone(),
+                })?;
+            Ok(NewEvent::known(e.event_id, t))
+        };
+        self.inputs
+            .iter()
+            .enumerate()
+            .map(|(index, i)| {
+                Ok(match i {
+                    HistoryInput::Append { event } => RunInput::Append(ev(index, event)?),
+                    HistoryInput::Complete {
+                        execution,
+                        attempt,
+                        returned,
+                    } => RunInput::Complete {
+                        execution: *execution,
+                        attempt: *attempt,
+                        outcome: Outcome::Returned(
+                            returned
+                                .iter()
+                                .map(|e| ev(index, e))
+                                .collect::<Result<_, _>>()?,
+                        ),
+                    },
+                    HistoryInput::Fail {
+                        execution,
+                        attempt,
+                        error,
+                    } => RunInput::Complete {
+                        execution: *execution,
+                        attempt: *attempt,
+                        outcome: Outcome::Failed(error.clone()),
+                    },
+                    HistoryInput::Retry { execution } => RunInput::Retry {
+                        execution: *execution,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// Replays the history against `spec`, checking the fingerprint and every record.
+    pub fn replay(&self, spec: Arc<CompiledSpec>) -> Result<Run, HistoryError> {
+        let fp = u64::from_str_radix(&self.fingerprint, 16)
+            .map_err(|_| HistoryError::Fingerprint(self.fingerprint.clone()))?;
+        // The fingerprint first: a different workflow is named as such, not as a missing type.
+        let current = spec.fingerprint();
+        if fp != current {
+            return Err(ReplayError::SpecChanged {
+                recorded: fp,
+                current,
+            }
+            .into());
+        }
+        let journal = self.journal(&spec)?;
+        Ok(replay(
+            spec,
+            self.run_key,
+            Some(fp),
+            &journal,
+            &self.records,
+        )?)
+    }
+}

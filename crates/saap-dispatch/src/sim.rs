@@ -6,6 +6,7 @@
 
 use crate::compiled::{CompiledSpec, TypeId};
 use crate::ids::{EventId, ExecutionId, run_key};
+use crate::replay::RunInput;
 use crate::run::{
     AppendError, CompleteError, DeclaredConditions, NewEvent, Outcome, PreconditionEvaluator, Run,
 };
@@ -149,6 +150,8 @@ pub struct Simulation {
     pub run: Run,
     pub arrivals: Vec<Arrival>,
     pub actions: Vec<SimAction>,
+    /// The journal of inputs that drove the run (for replay and history files).
+    pub journal: Vec<RunInput>,
     /// Arrivals refused because the run had not begun (kept as orphans in the log).
     pub refused: Vec<(usize, AppendError)>,
     /// Executions still running at the end (the completion budget ran out).
@@ -171,11 +174,13 @@ pub fn simulate(
     let mut running: VecDeque<ExecutionId> = VecDeque::new();
     let mut actions = Vec::new();
     let mut refused = Vec::new();
+    let mut journal = Vec::new();
     let mut completions = 0usize;
 
     let mut drain = |run: &mut Run,
                      running: &mut VecDeque<ExecutionId>,
                      actions: &mut Vec<SimAction>,
+                     journal: &mut Vec<RunInput>,
                      pre: &mut dyn PreconditionEvaluator|
      -> Result<(), CompleteError> {
         running.extend(run.take_started());
@@ -186,6 +191,11 @@ pub fn simulate(
             };
             let Some(x) = next else { break };
             let outcome = outcome_for(run, x);
+            journal.push(RunInput::Complete {
+                execution: x,
+                attempt: 1,
+                outcome: outcome.clone(),
+            });
             run.complete(x, 1, outcome, pre)?;
             completions += 1;
             actions.push(SimAction::Complete { execution: x });
@@ -195,20 +205,22 @@ pub fn simulate(
     };
 
     for (index, a) in arrivals.iter().enumerate() {
+        journal.push(RunInput::Append(a.event.clone()));
         if let Err(e) = run.append(a.event.clone(), &mut pre) {
             refused.push((index, e));
         }
         actions.push(SimAction::Arrive { index });
         if policy != Policy::ArrivalsFirst {
-            drain(&mut run, &mut running, &mut actions, &mut pre)?;
+            drain(&mut run, &mut running, &mut actions, &mut journal, &mut pre)?;
         }
     }
-    drain(&mut run, &mut running, &mut actions, &mut pre)?;
+    drain(&mut run, &mut running, &mut actions, &mut journal, &mut pre)?;
     let unfinished = run.running().collect();
     Ok(Simulation {
         run,
         arrivals,
         actions,
+        journal,
         refused,
         unfinished,
         policy,
