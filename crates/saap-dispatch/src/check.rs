@@ -2236,3 +2236,189 @@ steps:
         }
     }
 }
+
+/// Soundness against the simulator: whatever `check` says can never run must not run in a
+/// simulation of the same spec (random small specs, outside arrivals only).
+#[cfg(test)]
+mod soundness {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::spec::{
+        ArrivalSpec, Condition, EventTypeSpec, ParamSpec, PreconditionSpec, SimulationSpec,
+        StepSpec, WorkflowSpec,
+    };
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    const INPUT_TYPES: &[&str] = &[
+        "UserMessageEvent",
+        "T0",
+        "T1",
+        "T2",
+        "T3",
+        "Shown",
+        "StopEvent",
+        "HumanInTheLoopInputResponseEvent",
+    ];
+    const OUTPUT_TYPES: &[&str] = &["T0", "T1", "T2", "T3", "Shown", "StopEvent"];
+
+    fn kind(k: u8) -> ParamKind {
+        match k % 4 {
+            0 => ParamKind::Required,
+            1 => ParamKind::Optional,
+            2 => ParamKind::List,
+            _ => ParamKind::FixedList,
+        }
+    }
+
+    type ParamGen = (u8, Vec<usize>, u32);
+    type StepGen = (Vec<ParamGen>, Vec<usize>, Option<u32>, Option<(u8, u32)>);
+
+    fn build(steps: Vec<StepGen>, arrivals: Vec<bool>) -> WorkflowSpec {
+        let mut out = Vec::new();
+        for (si, (params, outputs, max, pre)) in steps.into_iter().enumerate() {
+            let params: Vec<ParamSpec> = params
+                .into_iter()
+                .enumerate()
+                .map(|(pi, (k, types, size))| {
+                    let kind = kind(k);
+                    let mut names: Vec<String> = Vec::new();
+                    for t in types {
+                        let n = INPUT_TYPES[t % INPUT_TYPES.len()].to_string();
+                        if !names.contains(&n) {
+                            names.push(n);
+                        }
+                    }
+                    ParamSpec {
+                        name: format!("p{pi}"),
+                        kind,
+                        types: names,
+                        size: (kind == ParamKind::FixedList).then_some(size),
+                    }
+                })
+                .collect();
+            let mut outs: Vec<String> = Vec::new();
+            for o in outputs {
+                let n = OUTPUT_TYPES[o % OUTPUT_TYPES.len()].to_string();
+                if !outs.contains(&n) {
+                    outs.push(n);
+                }
+            }
+            let precondition = pre.filter(|_| !params.is_empty()).map(|(c, n)| {
+                let p = format!("p{}", (c as usize / 3) % params.len());
+                PreconditionSpec {
+                    name: format!("pre{si}"),
+                    reads: vec![],
+                    when: Some(match c % 3 {
+                        0 => Condition::Always(false),
+                        1 => Condition::Present(p),
+                        _ => Condition::CountAtLeast { param: p, n },
+                    }),
+                }
+            });
+            out.push(StepSpec {
+                name: format!("s{si}"),
+                params,
+                outputs: outs,
+                returns_together: vec![],
+                max_executions_per_run: max,
+                stop_on_error: true,
+                precondition,
+                description: None,
+            });
+        }
+        let control = |n: &str| EventTypeSpec {
+            name: n.to_string(),
+            parents: vec![],
+            description: None,
+        };
+        WorkflowSpec {
+            format: crate::spec::SPEC_FORMAT_VERSION,
+            name: "random".into(),
+            description: None,
+            events: vec![
+                control("T0"),
+                control("T1"),
+                control("T2"),
+                control("T3"),
+                EventTypeSpec {
+                    name: "Shown".into(),
+                    parents: vec!["DisplayEvent".into()],
+                    description: None,
+                },
+            ],
+            steps: out,
+            simulation: Some(SimulationSpec {
+                arrivals: std::iter::once("UserMessageEvent")
+                    .chain(arrivals.iter().map(|h| {
+                        if *h {
+                            "HumanInTheLoopInputResponseEvent"
+                        } else {
+                            "UserMessageEvent"
+                        }
+                    }))
+                    .map(|e| ArrivalSpec {
+                        event: e.into(),
+                        label: None,
+                    })
+                    .collect(),
+                behaviour: Default::default(),
+            }),
+        }
+    }
+
+    fn step_gen() -> impl Strategy<Value = StepGen> {
+        (
+            prop::collection::vec(
+                (any::<u8>(), prop::collection::vec(0usize..8, 1..3), 1u32..4),
+                0..4,
+            ),
+            prop::collection::vec(0usize..6, 0..3),
+            prop::option::of(1u32..4),
+            prop::option::weighted(0.3, (any::<u8>(), 0u32..3)),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn steps_check_says_cannot_run_never_run_in_simulation(
+            steps in prop::collection::vec(step_gen(), 1..7),
+            arrivals in prop::collection::vec(any::<bool>(), 0..3),
+        ) {
+            let spec = build(steps, arrivals);
+            let compiled = Arc::new(CompiledSpec::compile(&spec).unwrap());
+            let findings = check(&compiled);
+            // Deterministic and sorted.
+            prop_assert_eq!(&findings, &check(&compiled));
+            let never: BTreeSet<String> = findings
+                .iter()
+                .filter(|f| {
+                    matches!(
+                        f.code,
+                        "SAAP001" | "SAAP002" | "SAAP009" | "SAAP017"
+                    )
+                })
+                .filter_map(|f| f.step.clone())
+                .collect();
+            for policy in [
+                crate::sim::Policy::Fifo,
+                crate::sim::Policy::Lifo,
+                crate::sim::Policy::ArrivalsFirst,
+            ] {
+                let sim = crate::sim::simulate(compiled.clone(), policy, 300).unwrap();
+                for x in sim.run.executions() {
+                    let name = &compiled.steps[x.step as usize].name;
+                    prop_assert!(
+                        !never.contains(name),
+                        "`{}` ran under {:?} although check says it cannot: {:?}",
+                        name,
+                        policy,
+                        findings
+                    );
+                }
+            }
+        }
+    }
+}
