@@ -1756,6 +1756,181 @@ simulation:
         }
     }
 
+    mod random_specs {
+        use super::*;
+        use crate::spec::{
+            ArrivalSpec, BehaviourSpec, Condition, EventTypeSpec, ExecutionBehaviour, ParamSpec,
+            PreconditionSpec, SimulationSpec, StepSpec, WorkflowSpec,
+        };
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        const INPUTS: [&str; 4] = ["UserMessageEvent", "A", "B", "C"];
+        const OUTPUTS: [&str; 6] = ["A", "B", "C", "Done", "Note", "Seen"];
+
+        fn arb_param(i: usize) -> impl Strategy<Value = ParamSpec> {
+            (
+                prop_oneof![
+                    Just(ParamKind::Required),
+                    Just(ParamKind::Optional),
+                    Just(ParamKind::List),
+                    Just(ParamKind::FixedList)
+                ],
+                proptest::sample::subsequence(INPUTS.to_vec(), 1..=2),
+                1u32..=2,
+            )
+                .prop_map(move |(kind, types, n)| ParamSpec {
+                    name: format!("p{i}"),
+                    kind,
+                    types: types.into_iter().map(String::from).collect(),
+                    size: (kind == ParamKind::FixedList).then_some(n),
+                })
+        }
+
+        fn arb_step(i: usize) -> impl Strategy<Value = (StepSpec, Option<BehaviourSpec>)> {
+            (
+                (1usize..=2).prop_flat_map(|n| {
+                    (0..n).map(arb_param).collect::<Vec<_>>()
+                }),
+                proptest::sample::subsequence(OUTPUTS.to_vec(), 0..=2),
+                prop_oneof![Just(None), (1u32..=2).prop_map(Some)],
+                any::<bool>(),
+                prop_oneof![
+                    3 => Just(None),
+                    1 => Just(Some(Condition::Present("p0".into()))),
+                    1 => Just(Some(Condition::CountAtLeast { param: "p0".into(), n: 2 })),
+                    1 => Just(Some(Condition::Always(false))),
+                ],
+                prop_oneof![
+                    4 => Just(None),
+                    1 => Just(Some(BehaviourSpec { fail: Some("boom".into()), ..BehaviourSpec::default() })),
+                    1 => Just(Some(BehaviourSpec {
+                        executions: [(2, ExecutionBehaviour::Emit(vec!["Done".into()]))].into(),
+                        ..BehaviourSpec::default()
+                    })),
+                    1 => Just(Some(BehaviourSpec {
+                        executions: [(1, ExecutionBehaviour::Fail("first fails".into()))].into(),
+                        ..BehaviourSpec::default()
+                    })),
+                ],
+            )
+                .prop_map(move |(params, outputs, max, stop_on_error, when, behaviour)| {
+                    (
+                        StepSpec {
+                            name: format!("s{i}"),
+                            params,
+                            outputs: outputs.into_iter().map(String::from).collect(),
+                            returns_together: Vec::new(),
+                            max_executions_per_run: max,
+                            stop_on_error,
+                            precondition: when.map(|w| PreconditionSpec {
+                                name: "pre".into(),
+                                reads: Vec::new(),
+                                when: Some(w),
+                            }),
+                            description: None,
+                        },
+                        behaviour,
+                    )
+                })
+        }
+
+        fn arb_spec() -> impl Strategy<Value = WorkflowSpec> {
+            (
+                (2usize..=4).prop_flat_map(|n| (0..n).map(arb_step).collect::<Vec<_>>()),
+                proptest::collection::vec(
+                    prop_oneof![
+                        Just(("UserMessageEvent", Some("q1"))),
+                        Just(("UserMessageEvent", None)),
+                        Just(("A", None)),
+                        Just(("B", Some("b1"))),
+                    ],
+                    1..=3,
+                ),
+            )
+                .prop_map(|(steps, arrivals)| {
+                    let mut behaviour = BTreeMap::new();
+                    for (s, b) in &steps {
+                        if let Some(b) = b {
+                            behaviour.insert(s.name.clone(), b.clone());
+                        }
+                    }
+                    let ev = |name: &str, parent: Option<&str>| EventTypeSpec {
+                        name: name.into(),
+                        parents: parent.into_iter().map(String::from).collect(),
+                        description: None,
+                    };
+                    WorkflowSpec {
+                        format: 1,
+                        name: "random".into(),
+                        description: None,
+                        events: vec![
+                            ev("A", None),
+                            ev("B", None),
+                            ev("C", None),
+                            ev("Seen", None),
+                            ev("Done", Some("StopEvent")),
+                            ev("Note", Some("DisplayEvent")),
+                        ],
+                        steps: steps.into_iter().map(|(s, _)| s).collect(),
+                        simulation: Some(SimulationSpec {
+                            arrivals: arrivals
+                                .into_iter()
+                                .map(|(e, l)| ArrivalSpec {
+                                    event: e.into(),
+                                    label: l.map(String::from),
+                                })
+                                .collect(),
+                            behaviour,
+                        }),
+                    }
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+            /// Every reduction, alone and together, gives the results of the plain
+            /// enumeration of the interleaving tree (when that finishes within its bounds).
+            #[test]
+            fn reductions_are_sound_on_random_specs(ws in arb_spec(), permute in any::<bool>()) {
+                let spec = Arc::new(CompiledSpec::compile(&ws).unwrap());
+                let bounded = |dedup, partial_order| ExploreOptions {
+                    max_states: 20_000,
+                    max_depth: 40,
+                    permute_arrivals: permute,
+                    dedup,
+                    partial_order,
+                };
+                let full = explore(spec.clone(), &bounded(false, false), &mut |_| {}).unwrap();
+                prop_assume!(full.is_complete());
+                for (dedup, partial_order) in [(true, false), (false, true), (true, true)] {
+                    let reduced =
+                        explore(spec.clone(), &bounded(dedup, partial_order), &mut |_| {}).unwrap();
+                    prop_assert!(reduced.is_complete());
+                    prop_assert_eq!(
+                        signature(&full),
+                        signature(&reduced),
+                        "dedup={} por={}",
+                        dedup,
+                        partial_order
+                    );
+                    // Every witness replays to what it claims.
+                    for s in &reduced.steps {
+                        let n = s.worst_witness.iter().flat_map(|t| &t.started)
+                            .filter(|e| e.step == s.step).count();
+                        prop_assert_eq!(Some(n), s.worst);
+                    }
+                    for a in &reduced.after_stop {
+                        let last = a.witness.last().unwrap();
+                        prop_assert!(last.notes.iter().any(|n| n.contains("after stop")),
+                            "{:?}", a.witness);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn exploration_is_deterministic() {
         let a = run(RACE);
