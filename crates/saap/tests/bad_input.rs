@@ -1,0 +1,169 @@
+//! Bad input gets a typed error with a stable code, never a panic.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use saap::{
+    Engine, EngineOptions, Required, SqliteBackend, Step, StepCtx, StepError, UserMessageEvent,
+    Workflow,
+};
+use std::sync::Arc;
+
+event!(A, "ControlEvent");
+event!(Done, "StopEvent");
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Big {
+    blob: String,
+}
+impl saap::Event for Big {
+    const NAME: &'static str = "Big";
+    const PARENTS: &'static [&'static str] = &["ControlEvent"];
+}
+
+fn wf(name: &str) -> Workflow {
+    Workflow::builder(name)
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(()) },
+        ))
+        .step(Step::new("big", |_: Required<Big>, _: StepCtx| async {
+            Ok::<_, StepError>(Done::default())
+        }))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn oversized_events_are_refused_with_a_typed_error() {
+    let opts = EngineOptions {
+        max_event_bytes: 1024,
+        ..EngineOptions::default()
+    };
+    let engine = Engine::new(wf("Sizes"), Arc::new(saap::MemoryBackend::new()), opts);
+    let run = engine.start_run(UserMessageEvent::new("hi")).await.unwrap();
+    let err = engine
+        .send(
+            &run,
+            Big {
+                blob: "x".repeat(4096),
+            },
+        )
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), "SAAP-E003", "{err}");
+    assert!(err.to_string().contains("by reference"), "{err}");
+    let wire = format!(
+        r#"{{"event_id":"65f0a1b2c3d4e5f601234567","created_at":1,"_event_name":"Big","_parent_event_names":["Big","ControlEvent"],"blob":"{}"}}"#,
+        "x".repeat(4096)
+    );
+    let err = engine.send_json(&run, wire.as_bytes()).await.err().unwrap();
+    assert_eq!(err.code(), "SAAP-E005", "{err}");
+    let err = engine.send_json(&run, b"{not json").await.err().unwrap();
+    assert_eq!(err.code(), "SAAP-E005", "{err}");
+    assert_eq!(engine.snapshot(&run).unwrap().executions_of("big"), 0);
+}
+
+#[tokio::test]
+async fn unknown_run_and_unknown_event_type_are_typed_errors() {
+    let engine = Engine::in_memory(wf("Unknowns"));
+    let err = engine
+        .send("65f0a1b2c3d4e5f601234567", A::default())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), "SAAP-E001", "{err}");
+    let run = engine.start_run(UserMessageEvent::new("hi")).await.unwrap();
+    let err = engine.send(&run, A::default()).await.err().unwrap();
+    assert_eq!(err.code(), "SAAP-E004", "{err}");
+}
+
+#[test]
+fn corrupt_database_file_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("corrupt.db");
+    std::fs::write(
+        &path,
+        b"this is not an SQLite database, just some bytes ".repeat(200),
+    )
+    .unwrap();
+    let err = SqliteBackend::open(&path).err().unwrap();
+    assert_eq!(err.code(), "SAAP-S001", "{err}");
+    assert!(err.to_string().contains("move it away"), "{err}");
+}
+
+#[test]
+fn a_database_owned_by_another_engine_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("owned.db");
+    let _first = SqliteBackend::open(&path).unwrap();
+    let err = SqliteBackend::open(&path).err().unwrap();
+    assert_eq!(err.code(), "SAAP-S002", "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_workflow_does_not_resume_old_runs_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("changed.db");
+    {
+        let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+        let (engine, _) = Engine::open(wf("Changing"), backend, EngineOptions::default())
+            .await
+            .unwrap();
+        engine.start_run(UserMessageEvent::new("hi")).await.unwrap();
+        engine.halt();
+    }
+    let changed = Workflow::builder("Changing")
+        .step(
+            Step::new("start", |_: Required<UserMessageEvent>, _: StepCtx| async {
+                Ok::<_, StepError>(())
+            })
+            .max_executions_per_run(1),
+        )
+        .build()
+        .unwrap();
+    let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+    let (_engine, rec) = Engine::open(changed, backend, EngineOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.resumed_runs, 0);
+    assert_eq!(rec.failed.len(), 1);
+    assert_eq!(rec.failed[0].code(), "SAAP-E007");
+    assert!(
+        rec.failed[0].to_string().contains("SAAP-R001"),
+        "{}",
+        rec.failed[0]
+    );
+}
+
+#[tokio::test]
+async fn step_input_that_does_not_match_its_type_becomes_an_exception_event() {
+    let wf = Workflow::builder("Mismatch")
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(()) },
+        ))
+        .step(Step::new("typed", |_: Required<Big>, _: StepCtx| async {
+            Ok::<_, StepError>(Done::default())
+        }))
+        .build()
+        .unwrap();
+    let engine = Engine::in_memory(wf);
+    let run = engine.start_run(UserMessageEvent::new("hi")).await.unwrap();
+    // `blob` is missing: the wire event decodes, the typed input does not.
+    let wire = br#"{"event_id":"65f0a1b2c3d4e5f601234567","created_at":1,"_event_name":"Big","_parent_event_names":["Big","ControlEvent"]}"#;
+    engine.send_json(&run, wire).await.unwrap();
+    let r = saap::testing::TestRunner::new(engine.clone())
+        .attach(&run)
+        .unwrap();
+    let ex = r
+        .wait_for_event::<saap::ExceptionEvent>(common::WAIT)
+        .await
+        .unwrap();
+    assert!(
+        ex.message.contains("cannot read its inputs"),
+        "{}",
+        ex.message
+    );
+}
