@@ -1,0 +1,80 @@
+// #region agent log
+import (
+	agentjson "encoding/json"
+	agentos "os"
+	agentregexp "regexp"
+	agentstrings "strings"
+	agenttime "time"
+)
+
+const agentDebugAppendPath = "__APPEND_PATH__"
+
+var agentDebugSecret = agentregexp.MustCompile(`(?i)pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential`)
+
+func agentDebugSanitize(value any, depth int) any {
+	if depth > 8 {
+		return "[depth limit]"
+	}
+	switch v := value.(type) {
+	case string:
+		if len(v) > 2000 {
+			return agentstrings.ToValidUTF8(v[:2000], "") + "…"
+		}
+		return v
+	case []any:
+		if len(v) > 100 {
+			v = v[:100]
+		}
+		out := make([]any, len(v))
+		for i, item := range v {
+			out[i] = agentDebugSanitize(item, depth+1)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		count := 0
+		for key, item := range v {
+			if count >= 100 {
+				break
+			}
+			count++
+			if agentDebugSecret.MatchString(key) {
+				out[key] = "[REDACTED]"
+			} else {
+				out[key] = agentDebugSanitize(item, depth+1)
+			}
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+func agentDebugLog(hypothesisID, location, message string, data any) {
+	defer func() { _ = recover() }() // A failed observation must never change control flow.
+	var generic any
+	if raw, err := agentjson.Marshal(data); err == nil {
+		decoder := agentjson.NewDecoder(agentstrings.NewReader(string(raw)))
+		decoder.UseNumber()
+		_ = decoder.Decode(&generic)
+	} else {
+		generic = "unserializable: " + err.Error()
+	}
+	line, err := agentjson.Marshal(map[string]any{
+		"hypothesisId": hypothesisID,
+		"location":     location,
+		"message":      message,
+		"data":         agentDebugSanitize(generic, 0),
+		"timestamp":    agenttime.Now().UnixMilli(),
+	})
+	if err != nil {
+		return
+	}
+	f, err := agentos.OpenFile(agentDebugAppendPath, agentos.O_APPEND|agentos.O_CREATE|agentos.O_WRONLY, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.Write(append(line, '\n'))
+}
+// #endregion
