@@ -1,0 +1,26 @@
+//! Example agents for saap, written with the builder API (no macros).
+//!
+//! - [`rag`]: a retrieval agent — plan (fan-out into three searches), search (runs three
+//!   times in parallel), rank (fan-in with a fixed list of 3), answer with a scripted model
+//!   that streams chunks as display events. No network.
+//! - [`approval`]: a human-approval agent — it proposes an action, the run waits for a
+//!   human's response event, then executes or declines.
+//! - [`broken`]: agents with a known failure pattern (DESIGN §5) and their fixed twins.
+
+pub mod approval;
+pub mod broken;
+pub mod rag;
+
+/// Declares an event type: `event!(Name, "Parent", { field: Type, ... })`.
+#[macro_export]
+macro_rules! event {
+    ($(#[$m:meta])* $name:ident, $parent:literal { $($f:ident : $t:ty),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+        pub struct $name { $(#[serde(default)] pub $f: $t),* }
+        impl saap::Event for $name {
+            const NAME: &'static str = stringify!($name);
+            const PARENTS: &'static [&'static str] = &[$parent];
+        }
+    };
+}
