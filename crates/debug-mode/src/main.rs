@@ -164,23 +164,18 @@ fn main() {
                 );
             }
             if wants_json {
-                let msg = e.kind().as_str().map(str::to_owned).unwrap_or_else(|| {
-                    e.to_string()
-                        .lines()
-                        .next()
-                        .unwrap_or("invalid arguments")
-                        .to_owned()
-                });
-                let detail = e.to_string();
-                let first = detail
-                    .lines()
-                    .next()
-                    .unwrap_or(&msg)
+                let rendered = e.render().to_string();
+                let body = rendered.split("\nUsage:").next().unwrap_or(&rendered);
+                let message = body
                     .trim_start_matches("error: ")
-                    .to_owned();
+                    .split('\n')
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 let err = DmError::new(
                     ErrorCode::InvalidArguments,
-                    first,
+                    message,
                     "run `debug-mode --help` or `debug-mode <command> --help` for usage and examples",
                 );
                 println!("{}", output::error_json(&err));

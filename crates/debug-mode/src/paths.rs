@@ -153,6 +153,15 @@ pub fn open_rw(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Opens an existing file for read+write without following symlinks (never creates).
+pub fn open_rw_existing(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nofollow())
+        .open(path)
+}
+
 /// Atomically replaces `path` with `bytes` (write to a temp file, then rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;

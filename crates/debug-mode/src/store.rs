@@ -416,7 +416,7 @@ impl Session {
         self.ensure_live()?;
         let path = self.paths.incoming();
         paths::reject_symlink(&path)?;
-        let mut f = match paths::open_read(&path) {
+        let mut f = match paths::open_rw_existing(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(IngestOutcome::default()),
             Err(e) => return Err(DmError::evidence_io("read the append path", &e)),
@@ -431,6 +431,7 @@ impl Session {
             self.state.skipping_long_line = false;
         }
         let mut total = IngestOutcome::default();
+        let start_offset = self.state.incoming_offset;
         let mut chunk = vec![0u8; DRAIN_CHUNK];
         while self.state.incoming_offset < len {
             f.seek(SeekFrom::Start(self.state.incoming_offset))
@@ -473,6 +474,9 @@ impl Session {
             // re-ingest a batch, never lose one.
             self.state.incoming_offset += complete.len() as u64;
             self.save_state()?;
+        }
+        if self.state.incoming_offset > start_offset {
+            scrub_consumed(&f, self.state.incoming_offset);
         }
         Ok(total)
     }
@@ -690,6 +694,26 @@ impl NoFollow for std::fs::OpenOptions {
         self.mode(0o600)
             .custom_flags(i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0))
     }
+}
+
+/// Deallocates (punches a hole over) the consumed prefix of the append path, so the raw,
+/// unredacted lines a probe wrote do not stay on disk after ingestion. The file size is
+/// kept, so concurrent `O_APPEND` writers are unaffected; unconsumed bytes are untouched.
+fn scrub_consumed(f: &File, consumed: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::FallocateFlags;
+        if let Err(e) = rustix::fs::fallocate(
+            f,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            0,
+            consumed,
+        ) {
+            tracing::debug!(error = %e, "cannot punch a hole in the append path");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (f, consumed);
 }
 
 fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
@@ -983,6 +1007,25 @@ mod tests {
             0,
             "no re-ingest"
         );
+    }
+
+    #[test]
+    fn consumed_append_path_bytes_are_scrubbed() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        let mut f = paths::open_append(&info.append_path).unwrap();
+        let secret = line("H1", 1).replace("\"m\"", "\"password=hunter2\"");
+        write!(f, "{secret}\n{}", &line("H1", 2)[..8]).unwrap();
+        assert_eq!(lock(&s).drain_incoming(1).unwrap().accepted, 1);
+        let raw = std::fs::read(&info.append_path).unwrap();
+        assert!(!String::from_utf8_lossy(&raw).contains("hunter2"));
+        assert!(
+            raw.ends_with(&line("H1", 2).as_bytes()[..8]),
+            "unconsumed bytes kept"
+        );
+        writeln!(f, "{}", &line("H1", 2)[8..]).unwrap();
+        assert_eq!(lock(&s).drain_incoming(2).unwrap().accepted, 1);
     }
 
     #[test]
