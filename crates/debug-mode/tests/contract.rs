@@ -662,7 +662,7 @@ fn file_ingest_buffers_incomplete_lines() {
         .append(true)
         .open(&append)
         .unwrap();
-    f.write_all(line[..20].as_bytes()).unwrap();
+    f.write_all(&line.as_bytes()[..20]).unwrap();
     f.flush().unwrap();
     assert_eq!(
         env.json(&["logs", "--session", &id])["statistics"]["eventCount"],

@@ -105,8 +105,8 @@ impl Env {
             (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", "[TIME]"),
             (r"dmq1\.[A-Za-z0-9_-]+", "[CURSOR]"),
             (
-                r#""(createdAt|receivedAt|lastEventAt|firstEventAt)":\d+"#,
-                "\"$1\":[MS]",
+                r#""(createdAt|receivedAt|lastEventAt|firstEventAt|startedAt)":\s*\d+"#,
+                "\"$1\": [MS]",
             ),
         ];
         for (re, with) in rules {
@@ -129,7 +129,7 @@ impl Drop for Env {
 pub fn event(h: &str, n: u64) -> String {
     format!(
         r#"{{"hypothesisId":"{h}","location":"src/app.ts:{n}","message":"Cache lookup completed","data":{{"cacheKey":"cart:{n}","hit":{}}},"timestamp":{}}}"#,
-        n % 2 == 0,
+        n.is_multiple_of(2),
         1_784_313_728_000u64 + n
     )
 }
