@@ -472,17 +472,14 @@ impl<'a> Analysis<'a> {
     }
 
     fn names(&self, ts: &[TypeId]) -> String {
-        ts.iter()
-            .map(|t| format!("`{}`", self.name(*t)))
-            .collect::<Vec<_>>()
-            .join(", ")
+        capped_list(ts.iter().map(|t| self.name(*t)), ts.len())
     }
 
     fn step_names(&self, ss: &[usize]) -> String {
-        ss.iter()
-            .map(|s| format!("`{}`", self.spec.steps[*s].name))
-            .collect::<Vec<_>>()
-            .join(", ")
+        capped_list(
+            ss.iter().map(|s| self.spec.steps[*s].name.as_str()),
+            ss.len(),
+        )
     }
 
     fn blocking(kind: ParamKind) -> bool {
@@ -492,39 +489,116 @@ impl<'a> Analysis<'a> {
     /// Least fixpoint: the types that can be dispatched and the steps that can run.
     /// Least fixpoint: the steps that can run and the types that can be dispatched. With
     /// `respect_preconditions`, steps whose precondition is never true do not run.
+    ///
+    /// A worklist over types: each type is made available once and visits its consumers
+    /// once, so the cost is linear in the size of the spec.
     fn reachability(&self, respect_preconditions: bool) -> (Vec<bool>, Vec<bool>) {
-        let mut runs = vec![false; self.spec.steps.len()];
-        let mut available: Vec<bool> = (0..self.spec.types.len())
-            .map(|t| self.outside[t] && self.dispatchable(t as TypeId))
+        let steps = &self.spec.steps;
+        let mut runs = vec![false; steps.len()];
+        let mut available = vec![false; self.spec.types.len()];
+        let mut triggered = vec![false; steps.len()];
+        let mut unmet: Vec<usize> = steps
+            .iter()
+            .map(|s| s.params.iter().filter(|p| Self::blocking(p.kind)).count())
             .collect();
-        loop {
-            let mut changed = false;
-            for (si, s) in self.spec.steps.iter().enumerate() {
-                if runs[si] || (respect_preconditions && self.never_true[si]) {
+        let mut satisfied: Vec<Vec<bool>> =
+            steps.iter().map(|s| vec![false; s.params.len()]).collect();
+        let mut queue: Vec<TypeId> = Vec::new();
+        for (t, slot) in available.iter_mut().enumerate() {
+            if self.outside[t] && self.dispatchable(t as TypeId) {
+                *slot = true;
+                queue.push(t as TypeId);
+            }
+        }
+        while let Some(t) = queue.pop() {
+            for &(c, p) in self.spec.consumers(t) {
+                let (c, p) = (c as usize, p as usize);
+                triggered[c] = true;
+                if !satisfied[c][p] {
+                    satisfied[c][p] = true;
+                    if Self::blocking(steps[c].params[p].kind) {
+                        unmet[c] -= 1;
+                    }
+                }
+                if runs[c] || unmet[c] > 0 || (respect_preconditions && self.never_true[c]) {
                     continue;
                 }
-                let has = |ts: &[TypeId]| ts.iter().any(|t| available[*t as usize]);
-                let triggered = s.params.iter().any(|p| has(&p.types));
-                let satisfied = s
-                    .params
-                    .iter()
-                    .filter(|p| Self::blocking(p.kind))
-                    .all(|p| has(&p.types));
-                if triggered && satisfied {
-                    runs[si] = true;
-                    changed = true;
-                    for &t in &self.outs[si] {
-                        if self.dispatchable(t) {
-                            available[t as usize] = true;
+                runs[c] = true;
+                for &o in &self.outs[c] {
+                    if self.dispatchable(o) && !available[o as usize] {
+                        available[o as usize] = true;
+                        queue.push(o);
+                    }
+                }
+            }
+        }
+        (runs, available)
+    }
+
+    /// Per step: some chain from it leads to a stop or exception event (through steps that
+    /// could run). Backwards from the steps that return one; linear in the spec's size.
+    fn leads_to_end(&self) -> Vec<bool> {
+        let steps = &self.spec.steps;
+        let mut ends = vec![false; steps.len()];
+        let mut type_done = vec![false; self.spec.types.len()];
+        let mut stack: Vec<usize> = Vec::new();
+        // A request to a human, agent or bot is answered from outside: it leads on to the
+        // steps that take the responses.
+        let asks: Vec<bool> = self
+            .outs
+            .iter()
+            .map(|o| {
+                o.iter().any(|&t| {
+                    REQUEST_ROOTS
+                        .iter()
+                        .any(|r| self.spec.hierarchy.is_subtype_of(self.name(t), r))
+                })
+            })
+            .collect();
+        let answers = |c: usize| {
+            steps[c]
+                .params
+                .iter()
+                .flat_map(|p| p.types.iter())
+                .any(|&t| self.outside[t as usize] && !self.spec.type_info(t).kind.is_start())
+        };
+        for (si, outs) in self.outs.iter().enumerate() {
+            let terminal = outs.iter().any(|&t| {
+                let k = self.spec.type_info(t).kind;
+                k.is_control() && k.is_terminal()
+            });
+            if self.could_run[si] && terminal {
+                ends[si] = true;
+                stack.push(si);
+            }
+        }
+        let mut answered = false;
+        while let Some(c) = stack.pop() {
+            for p in &steps[c].params {
+                for &t in &p.types {
+                    if !self.dispatchable(t) || type_done[t as usize] {
+                        continue;
+                    }
+                    type_done[t as usize] = true;
+                    for &s in &self.producers[t as usize] {
+                        if self.could_run[s] && !ends[s] {
+                            ends[s] = true;
+                            stack.push(s);
                         }
                     }
                 }
             }
-            if !changed {
-                break;
+            if !answered && answers(c) {
+                answered = true;
+                for s in 0..steps.len() {
+                    if asks[s] && self.could_run[s] && !ends[s] {
+                        ends[s] = true;
+                        stack.push(s);
+                    }
+                }
             }
         }
-        (runs, available)
+        ends
     }
 
     // ---- errors ----------------------------------------------------------------------
@@ -763,30 +837,43 @@ impl<'a> Analysis<'a> {
     }
 
     fn unbounded_cycles(&self, out: &mut Out) {
-        let n = self.spec.steps.len();
-        // step -> (consumer step, via type); fixed lists are excluded: they bind the first N
-        // events and later arrivals bind nothing new (§4.4), so they cannot sustain a loop.
-        let mut edges: Vec<Vec<(usize, TypeId)>> = vec![Vec::new(); n];
+        let ns = self.spec.steps.len();
+        // Nodes 0..ns are steps, ns.. are types: step -> type it returns, type -> step that
+        // takes it. Linear in the spec (a type with P producers and C consumers is P + C
+        // edges, not P x C). Fixed lists are left out: they bind the first N events and
+        // later arrivals bind nothing new (§4.4), so they cannot sustain a loop.
+        let mut edges: Vec<Vec<usize>> = vec![Vec::new(); ns + self.spec.types.len()];
         for (si, o) in self.outs.iter().enumerate() {
             for &t in o {
-                if !self.dispatchable(t) {
-                    continue;
+                if self.dispatchable(t) {
+                    edges[si].push(ns + t as usize);
                 }
-                for &(c, p) in self.spec.consumers(t) {
-                    let param = &self.spec.steps[c as usize].params[p as usize];
-                    if param.kind != ParamKind::FixedList {
-                        edges[si].push((c as usize, t));
+            }
+        }
+        for (si, st) in self.spec.steps.iter().enumerate() {
+            for p in st.params.iter().filter(|p| p.kind != ParamKind::FixedList) {
+                for &t in &p.types {
+                    if self.dispatchable(t) {
+                        edges[ns + t as usize].push(si);
                     }
                 }
             }
-            edges[si].sort_unstable();
-            edges[si].dedup();
         }
-        for comp in strongly_connected(&edges) {
-            let cyclic = comp.len() > 1 || edges[comp[0]].iter().any(|(c, _)| *c == comp[0]);
-            if !cyclic {
+        for e in &mut edges {
+            e.sort_unstable();
+            e.dedup();
+        }
+        for nodes in strongly_connected(&edges) {
+            // A cycle always passes through a type, so a one-node component is acyclic.
+            if nodes.len() < 2 {
                 continue;
             }
+            let comp: Vec<usize> = nodes.iter().copied().filter(|&x| x < ns).collect();
+            let via: Vec<TypeId> = nodes
+                .iter()
+                .filter(|&&x| x >= ns)
+                .map(|&x| (x - ns) as TypeId)
+                .collect();
             let bounded = comp.iter().any(|&s| {
                 let st = &self.spec.steps[s];
                 st.max_executions_per_run.is_some() || st.precondition.is_some()
@@ -794,17 +881,6 @@ impl<'a> Analysis<'a> {
             if bounded {
                 continue;
             }
-            let mut via: Vec<TypeId> = comp
-                .iter()
-                .flat_map(|&s| {
-                    edges[s]
-                        .iter()
-                        .filter(|(c, _)| comp.contains(c))
-                        .map(|(_, t)| *t)
-                })
-                .collect();
-            via.sort_unstable();
-            via.dedup();
             let what = if comp.len() == 1 {
                 format!("`{}` triggers itself", self.spec.steps[comp[0]].name)
             } else {
@@ -978,7 +1054,7 @@ impl<'a> Analysis<'a> {
                     format!(
                         "the fixed list waits for {} events, but its producers can emit at most {capacity} in a run: {}",
                         p.size,
-                        parts.join(", ")
+                        capped_join(parts.iter().cloned(), parts.len())
                     ),
                     "R1 / DESIGN §4.3: a fixed list is ready only with N matching events; the producers' max_executions_per_run caps how many can ever exist, so the step never runs",
                     format!(
@@ -1152,17 +1228,20 @@ impl<'a> Analysis<'a> {
                         continue;
                     }
                     // The step's own output is the self-consumption finding above.
-                    let prods: Vec<usize> = self.producers[t as usize]
-                        .iter()
-                        .copied()
-                        .filter(|&x| x != si)
-                        .collect();
-                    let count = prods.len() + usize::from(self.outside[t as usize]);
+                    let prods = &self.producers[t as usize];
+                    let others = prods.len() - usize::from(prods.binary_search(&si).is_ok());
+                    let count = others + usize::from(self.outside[t as usize]);
                     if count < 2 {
                         continue;
                     }
                     shared.push(t);
-                    let mut src = self.step_names(&prods);
+                    let mut src = capped_list(
+                        prods
+                            .iter()
+                            .filter(|&&x| x != si)
+                            .map(|&x| self.spec.steps[x].name.as_str()),
+                        others,
+                    );
                     if self.outside[t as usize] {
                         if !src.is_empty() {
                             src.push_str(", ");
@@ -1211,6 +1290,21 @@ impl<'a> Analysis<'a> {
                     .filter_map(|a| self.spec.type_id(&a.event)),
             );
         }
+        // Ancestor -> its emitted, dispatchable proper subtypes (in type order).
+        let mut subs_of: BTreeMap<TypeId, Vec<TypeId>> = BTreeMap::new();
+        for &e in emitted.iter().filter(|&&e| self.dispatchable(e)) {
+            for a in self
+                .spec
+                .hierarchy
+                .lineage(self.name(e))
+                .unwrap_or_default()
+            {
+                match self.spec.type_id(a) {
+                    Some(a) if a != e => subs_of.entry(a).or_default().push(e),
+                    _ => {}
+                }
+            }
+        }
         for (si, s) in self.spec.steps.iter().enumerate() {
             for (pi, p) in s.params.iter().enumerate() {
                 for &parent in &p.types {
@@ -1218,16 +1312,10 @@ impl<'a> Analysis<'a> {
                         continue;
                     }
                     let pname = self.name(parent);
-                    let subs: Vec<TypeId> = emitted
-                        .iter()
-                        .copied()
-                        .filter(|&t| {
-                            t != parent
-                                && self.dispatchable(t)
-                                && !p.types.contains(&t)
-                                && self.spec.hierarchy.is_subtype_of(self.name(t), pname)
-                        })
-                        .collect();
+                    let subs: Vec<TypeId> = subs_of
+                        .get(&parent)
+                        .map(|v| v.iter().copied().filter(|t| !p.types.contains(t)).collect())
+                        .unwrap_or_default();
                     if subs.is_empty() {
                         continue;
                     }
@@ -1257,49 +1345,7 @@ impl<'a> Analysis<'a> {
     }
 
     fn no_path_to_stop(&self, out: &mut Out) {
-        let n = self.spec.steps.len();
-        let mut ends = vec![false; n];
-        loop {
-            let mut changed = false;
-            for si in 0..n {
-                if ends[si] || !self.could_run[si] {
-                    continue;
-                }
-                let reaches = self.outs[si].iter().any(|&t| {
-                    let k = self.spec.type_info(t).kind;
-                    if k.is_control() && k.is_terminal() {
-                        return true;
-                    }
-                    self.dispatchable(t)
-                        && self
-                            .spec
-                            .consumers(t)
-                            .iter()
-                            .any(|&(c, _)| ends[c as usize])
-                });
-                // A request to a human, agent or bot is answered from outside: it leads on
-                // to the steps that take the responses.
-                let asks = self.outs[si].iter().any(|&t| {
-                    REQUEST_ROOTS
-                        .iter()
-                        .any(|r| self.spec.hierarchy.is_subtype_of(self.name(t), r))
-                });
-                let answered = asks
-                    && self.spec.steps.iter().enumerate().any(|(ci, c)| {
-                        ends[ci]
-                            && c.params.iter().flat_map(|p| p.types.iter()).any(|&t| {
-                                self.outside[t as usize] && !self.spec.type_info(t).kind.is_start()
-                            })
-                    });
-                if reaches || answered {
-                    ends[si] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        let ends = self.leads_to_end();
         for (si, s) in self.spec.steps.iter().enumerate() {
             if !self.could_run[si] || ends[si] {
                 continue;
@@ -1362,9 +1408,26 @@ impl<'a> Analysis<'a> {
     }
 }
 
+/// At most this many names are listed in one message.
+const MAX_LISTED: usize = 8;
+
+/// "`a`, `b`, `c`", or "`a`, …, `h` and 5 more" past [`MAX_LISTED`].
+fn capped_list<'n>(names: impl Iterator<Item = &'n str>, len: usize) -> String {
+    capped_join(names.map(|n| format!("`{n}`")), len)
+}
+
+/// Joins the first [`MAX_LISTED`] items with ", ", adding "and N more" for the rest.
+fn capped_join(items: impl Iterator<Item = String>, len: usize) -> String {
+    let mut s: Vec<String> = items.take(MAX_LISTED).collect();
+    if len > MAX_LISTED {
+        s.push(format!("and {} more", len - MAX_LISTED));
+    }
+    s.join(", ")
+}
+
 /// Strongly connected components of a graph given as adjacency lists, each component's
 /// members sorted, components ordered by their smallest member. Iterative Tarjan.
-fn strongly_connected(edges: &[Vec<(usize, TypeId)>]) -> Vec<Vec<usize>> {
+fn strongly_connected(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
     let n = edges.len();
     const UNSEEN: usize = usize::MAX;
     let mut index = vec![UNSEEN; n];
@@ -1385,7 +1448,7 @@ fn strongly_connected(edges: &[Vec<(usize, TypeId)>]) -> Vec<Vec<usize>> {
         stack.push(root);
         on_stack[root] = true;
         while let Some(&mut (v, ref mut ei)) = call.last_mut() {
-            if let Some(&(w, _)) = edges[v].get(*ei) {
+            if let Some(&w) = edges[v].get(*ei) {
                 *ei += 1;
                 if index[w] == UNSEEN {
                     index[w] = next;
@@ -2046,6 +2109,91 @@ steps:
         }
     }
 
+    /// Large specs at the compiler's bounds go through every check (linear passes; no
+    /// timing is asserted): a 10,000-step chain declared backwards, and a type with 3,000
+    /// producers and 3,000 single-parameter consumers.
+    #[test]
+    fn large_specs_are_checked() {
+        use crate::spec::{EventTypeSpec, ParamSpec, StepSpec, WorkflowSpec};
+        let step = |name: String, input: String, kind: ParamKind, output: String| StepSpec {
+            name,
+            params: vec![ParamSpec {
+                name: "e".into(),
+                kind,
+                types: vec![input],
+                size: None,
+            }],
+            outputs: vec![output],
+            returns_together: vec![],
+            max_executions_per_run: None,
+            stop_on_error: true,
+            precondition: None,
+            description: None,
+        };
+        let n = 10_000;
+        let mut chain = WorkflowSpec {
+            format: 1,
+            name: "chain".into(),
+            description: None,
+            events: (0..n)
+                .map(|i| EventTypeSpec {
+                    name: format!("E{i}"),
+                    parents: vec![],
+                    description: None,
+                })
+                .collect(),
+            steps: Vec::new(),
+            simulation: None,
+        };
+        for i in (0..n).rev() {
+            let input = if i == 0 {
+                "UserMessageEvent".to_string()
+            } else {
+                format!("E{}", i - 1)
+            };
+            let output = if i == n - 1 {
+                "StopEvent".to_string()
+            } else {
+                format!("E{i}")
+            };
+            chain
+                .steps
+                .push(step(format!("s{i}"), input, ParamKind::Required, output));
+        }
+        let compiled = CompiledSpec::compile(&chain).unwrap();
+        assert_eq!(check(&compiled), vec![]);
+
+        let m = 3_000;
+        let mut wide = chain.clone();
+        wide.events = vec![EventTypeSpec {
+            name: "Part".into(),
+            parents: vec![],
+            description: None,
+        }];
+        wide.steps = (0..m)
+            .map(|i| {
+                step(
+                    format!("p{i}"),
+                    "UserMessageEvent".into(),
+                    ParamKind::Required,
+                    "Part".into(),
+                )
+            })
+            .chain((0..m).map(|i| {
+                step(
+                    format!("c{i}"),
+                    "Part".into(),
+                    ParamKind::Required,
+                    "StopEvent".into(),
+                )
+            }))
+            .collect();
+        let f = check(&CompiledSpec::compile(&wide).unwrap());
+        assert_eq!(f.len(), m, "one double-dip per consumer");
+        assert!(f.iter().all(|f| f.code == DOUBLE_DIP.code));
+        assert!(f[0].message.contains("and 2992 more"), "{}", f[0].message);
+    }
+
     fn workspace_file(rel: &str) -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../..")
@@ -2241,7 +2389,7 @@ steps:
 /// simulation of the same spec (random small specs, outside arrivals only).
 #[cfg(test)]
 mod soundness {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::needless_range_loop)]
     use super::*;
     use crate::spec::{
         ArrivalSpec, Condition, EventTypeSpec, ParamSpec, PreconditionSpec, SimulationSpec,
@@ -2340,7 +2488,11 @@ mod soundness {
                 control("T0"),
                 control("T1"),
                 control("T2"),
-                control("T3"),
+                EventTypeSpec {
+                    name: "T3".into(),
+                    parents: vec!["T0".into()],
+                    description: None,
+                },
                 EventTypeSpec {
                     name: "Shown".into(),
                     parents: vec!["DisplayEvent".into()],
@@ -2367,6 +2519,107 @@ mod soundness {
         }
     }
 
+    /// The plain fixpoint the worklist in [`Analysis::reachability`] must agree with.
+    fn naive_runs(cx: &Analysis<'_>, respect: bool) -> Vec<bool> {
+        let mut avail: Vec<bool> = (0..cx.spec.types.len())
+            .map(|t| cx.outside[t] && cx.dispatchable(t as TypeId))
+            .collect();
+        let mut runs = vec![false; cx.spec.steps.len()];
+        loop {
+            let mut changed = false;
+            for (si, s) in cx.spec.steps.iter().enumerate() {
+                if runs[si] || (respect && cx.never_true[si]) {
+                    continue;
+                }
+                let has = |ts: &[TypeId]| ts.iter().any(|t| avail[*t as usize]);
+                if s.params.iter().any(|p| has(&p.types))
+                    && s.params
+                        .iter()
+                        .filter(|p| Analysis::blocking(p.kind))
+                        .all(|p| has(&p.types))
+                {
+                    runs[si] = true;
+                    changed = true;
+                    for &o in &cx.outs[si] {
+                        if cx.dispatchable(o) {
+                            avail[o as usize] = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                return runs;
+            }
+        }
+    }
+
+    /// The plain fixpoint [`Analysis::leads_to_end`] must agree with.
+    fn naive_ends(cx: &Analysis<'_>) -> Vec<bool> {
+        let n = cx.spec.steps.len();
+        let mut ends = vec![false; n];
+        loop {
+            let mut changed = false;
+            for si in 0..n {
+                if ends[si] || !cx.could_run[si] {
+                    continue;
+                }
+                let reaches = cx.outs[si].iter().any(|&t| {
+                    let k = cx.spec.type_info(t).kind;
+                    (k.is_control() && k.is_terminal())
+                        || (cx.dispatchable(t)
+                            && cx.spec.consumers(t).iter().any(|&(c, _)| ends[c as usize]))
+                });
+                let asks = cx.outs[si].iter().any(|&t| {
+                    REQUEST_ROOTS
+                        .iter()
+                        .any(|r| cx.spec.hierarchy.is_subtype_of(cx.name(t), r))
+                });
+                let answered = asks
+                    && cx.spec.steps.iter().enumerate().any(|(ci, c)| {
+                        ends[ci]
+                            && c.params.iter().flat_map(|p| p.types.iter()).any(|&t| {
+                                cx.outside[t as usize] && !cx.spec.type_info(t).kind.is_start()
+                            })
+                    });
+                if reaches || answered {
+                    ends[si] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return ends;
+            }
+        }
+    }
+
+    /// `reach[a][b]`: a path of one or more steps from `a` to `b` (not through fixed lists).
+    fn naive_reach(cx: &Analysis<'_>) -> Vec<Vec<bool>> {
+        let n = cx.spec.steps.len();
+        let mut reach = vec![vec![false; n]; n];
+        for a in 0..n {
+            for &t in &cx.outs[a] {
+                if !cx.dispatchable(t) {
+                    continue;
+                }
+                for &(c, p) in cx.spec.consumers(t) {
+                    if cx.spec.steps[c as usize].params[p as usize].kind != ParamKind::FixedList {
+                        reach[a][c as usize] = true;
+                    }
+                }
+            }
+        }
+        for k in 0..n {
+            for a in 0..n {
+                for b in 0..n {
+                    if reach[a][k] && reach[k][b] {
+                        reach[a][b] = true;
+                    }
+                }
+            }
+        }
+        reach
+    }
+
     fn step_gen() -> impl Strategy<Value = StepGen> {
         (
             prop::collection::vec(
@@ -2390,8 +2643,37 @@ mod soundness {
             let spec = build(steps, arrivals);
             let compiled = Arc::new(CompiledSpec::compile(&spec).unwrap());
             let findings = check(&compiled);
-            // Deterministic and sorted.
+            // Deterministic.
             prop_assert_eq!(&findings, &check(&compiled));
+            // The linear-time analyses agree with the plain fixpoints.
+            let cx = Analysis::new(&compiled);
+            prop_assert_eq!(&cx.runs, &naive_runs(&cx, true));
+            prop_assert_eq!(&cx.could_run, &naive_runs(&cx, false));
+            prop_assert_eq!(cx.leads_to_end(), naive_ends(&cx));
+            // Unbounded cycles: reported exactly once per strongly connected set of steps
+            // none of which is bounded, on its first step.
+            let reach = naive_reach(&cx);
+            let n = compiled.steps.len();
+            let bounded = |s: usize| {
+                compiled.steps[s].max_executions_per_run.is_some()
+                    || compiled.steps[s].precondition.is_some()
+            };
+            let mut expected: Vec<String> = Vec::new();
+            for s in 0..n {
+                if !reach[s][s] {
+                    continue;
+                }
+                let comp: Vec<usize> = (0..n).filter(|&t| reach[s][t] && reach[t][s]).collect();
+                if comp[0] == s && !comp.iter().any(|&t| bounded(t)) {
+                    expected.push(compiled.steps[s].name.clone());
+                }
+            }
+            let reported: Vec<String> = findings
+                .iter()
+                .filter(|f| f.code == "SAAP004")
+                .filter_map(|f| f.step.clone())
+                .collect();
+            prop_assert_eq!(reported, expected);
             let never: BTreeSet<String> = findings
                 .iter()
                 .filter(|f| {
