@@ -397,6 +397,8 @@ struct Analysis<'a> {
     could_run: Vec<bool>,
     /// Per type: some event of it can be dispatched in some run.
     available: Vec<bool>,
+    /// Types the simulation section delivers from outside.
+    simulated_arrivals: BTreeSet<TypeId>,
     /// Per (step, param): the SAAP002 check fired.
     missing: BTreeSet<(usize, usize)>,
 }
@@ -454,6 +456,13 @@ impl<'a> Analysis<'a> {
             could_run: Vec::new(),
             available: Vec::new(),
             missing: BTreeSet::new(),
+            simulated_arrivals: spec
+                .source
+                .simulation
+                .iter()
+                .flat_map(|sim| sim.arrivals.iter())
+                .filter_map(|a| spec.type_id(&a.event))
+                .collect(),
         };
         (cx.runs, cx.available) = cx.reachability(true);
         cx.could_run = cx.reachability(false).0;
@@ -714,6 +723,19 @@ impl<'a> Analysis<'a> {
                         "no step returns a control event of it and it does not arrive from outside ({} {} display-only: never dispatched)",
                         self.names(&not_control),
                         if not_control.len() == 1 { "is" } else { "are" }
+                    )
+                };
+                let simulated: Vec<TypeId> = candidates
+                    .iter()
+                    .copied()
+                    .filter(|t| self.simulated_arrivals.contains(t))
+                    .collect();
+                let detail = if simulated.is_empty() {
+                    detail
+                } else {
+                    format!(
+                        "{detail} (the simulation section delivers {}, but at runtime only start events and in-the-loop responses arrive from outside)",
+                        self.names(&simulated)
                     )
                 };
                 let what = if p.kind == ParamKind::FixedList {
@@ -1609,6 +1631,26 @@ steps:
         assert!(has(y, &MISSING_PRODUCER, "answer", Some("h")));
         // Not also reported as unreachable: SAAP002 explains it.
         assert_eq!(count(y, &UNREACHABLE_STEP), 0);
+    }
+
+    #[test]
+    fn missing_producer_notes_a_simulated_outside_arrival() {
+        let y = "
+name: w
+events: [{name: Webhook}]
+steps:
+  - {name: on_hook, params: [{name: h, kind: required, types: [Webhook]}, {name: q, kind: required, types: [UserMessageEvent]}], outputs: [StopEvent]}
+simulation:
+  arrivals: [{event: UserMessageEvent}, {event: Webhook}]
+";
+        let f = check(&spec(y));
+        let m = f.iter().find(|f| f.code == "SAAP002").unwrap();
+        assert!(
+            m.message
+                .contains("the simulation section delivers `Webhook`"),
+            "{}",
+            m.message
+        );
     }
 
     #[test]
