@@ -1,10 +1,240 @@
-//! `saap demo` (not implemented yet).
+//! `saap demo`: the guided first minute. Runs the example agents on the embedded engine
+//! (SQLite in a temporary directory, no setup), prints a run's timeline and the workflow
+//! graph (Mermaid), waits on a human in the loop, then checks a broken agent statically and
+//! shows the symptom in its execution counts next to its fixed twin.
 
+use anyhow::Context as _;
+use saap::testing::TestRunner;
+use saap::{Engine, EngineOptions, SqliteBackend, UserMessageEvent, Workflow};
+use saap_dispatch::check::{Finding, check};
+use saap_examples::approval::{self, ApprovalGiven, ApprovalRequested, Executed};
+use saap_examples::broken::{self, Published, ReviewClosed, ReviewNotes};
+use saap_examples::rag::{self, Answered};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(clap::Args)]
-pub struct DemoArgs {}
+#[command(after_help = "Examples:
+  saap demo            the guided demo, as text
+  saap demo --json     the same results as one JSON object
+  saap demo --keep     keep the demo database and print its path")]
+pub struct DemoArgs {
+    /// Print the results as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Keep the SQLite database in the temporary directory (its path is printed).
+    #[arg(long)]
+    keep: bool,
+}
 
-pub fn run(_args: DemoArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`saap demo` is not implemented yet")
+/// Every wait in the demo is bounded; the agents are scripted and finish in milliseconds.
+const WAIT: Duration = Duration::from_secs(30);
+
+pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let dir = tempfile::Builder::new()
+        .prefix("saap-demo-")
+        .tempdir()
+        .context("cannot create a temporary directory for the demo database")?;
+    let report = rt.block_on(demo(dir.path()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.json)?);
+    } else {
+        print!("{}", report.text);
+    }
+    if args.keep {
+        let kept = dir.keep();
+        eprintln!("demo databases kept in {}", kept.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Report {
+    text: String,
+    json: serde_json::Value,
+}
+
+async fn engine(dir: &Path, wf: Workflow) -> anyhow::Result<Engine> {
+    let file = dir.join(format!("{}.db", wf.name()));
+    let backend = Arc::new(SqliteBackend::open(&file)?);
+    let (engine, _) = Engine::open(wf, backend, EngineOptions::default()).await?;
+    Ok(engine)
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+fn counts_text(counts: &[(String, usize)]) -> String {
+    counts
+        .iter()
+        .map(|(s, n)| format!("{s} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn finding_text(f: &Finding) -> String {
+    let mut s = format!("{} {} [{}]", f.code, f.severity.as_str(), f.rule);
+    if let Some(step) = &f.step {
+        let _ = write!(s, " step `{step}`");
+    }
+    if let Some(p) = &f.param {
+        let _ = write!(s, " param `{p}`");
+    }
+    let _ = write!(s, ": {}\n  why: {}\n  fix: {}", f.message, f.why, f.fix);
+    s
+}
+
+async fn demo(dir: &Path) -> anyhow::Result<Report> {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "saap demo — example agents on the embedded engine (SQLite, WAL, durable before dispatch)\n"
+    );
+
+    // 1. The retrieval agent.
+    let wf = rag::workflow();
+    let graph = saap::mermaid(wf.spec());
+    let question = "How do I reset my password?";
+    let runner = TestRunner::new(engine(dir, wf).await?);
+    let run = runner.start(UserMessageEvent::new(question)).await?;
+    let answer = run.wait_for_event::<Answered>(WAIT).await?;
+    let snap = run.wait_for_end(WAIT).await?;
+    let rag_counts = snap.execution_counts();
+    let rag_timeline = snap.timeline();
+    let _ = writeln!(
+        out,
+        "1. RagAgent — fan-out to three sources, fan-in with a fixed list, scripted model"
+    );
+    let _ = writeln!(out, "   question:   {question}");
+    let _ = writeln!(out, "   answer:     {}", answer.text);
+    let _ = writeln!(out, "   executions: {}", counts_text(&rag_counts));
+    let _ = writeln!(
+        out,
+        "   timeline of run {} (decision records):",
+        snap.run_id
+    );
+    out.push_str(&indent(&rag_timeline));
+    let _ = writeln!(out, "   workflow graph (Mermaid):");
+    out.push_str(&indent(&graph));
+    out.push('\n');
+
+    // 2. A human in the loop.
+    let runner = TestRunner::new(engine(dir, approval::workflow()).await?);
+    let run = runner
+        .start(UserMessageEvent::new("refund order 17"))
+        .await?;
+    let req = run.wait_for_event::<ApprovalRequested>(WAIT).await?;
+    let waiting = run.wait_idle(WAIT).await?.waiting_for();
+    run.send(ApprovalGiven {
+        approved: true,
+        by: "ana".into(),
+    })
+    .await?;
+    let done = run.wait_for_event::<Executed>(WAIT).await?;
+    let _ = writeln!(
+        out,
+        "2. ApprovalAgent — request → wait for a human → response"
+    );
+    let _ = writeln!(out, "   agent asks:  {}", req.question);
+    let _ = write!(out, "   run waits:   {waiting}");
+    let _ = writeln!(
+        out,
+        "   human says yes (ApprovalGiven) → Executed `{}` approved by {}\n",
+        done.action, done.approved_by
+    );
+
+    // 3. A broken agent, its symptom and its fix.
+    let mut broken_json = Vec::new();
+    let _ = writeln!(out, "3. A broken agent: the optional-parameter trap");
+    // Findings both variants share (the review is closed from outside, so neither step
+    // returns a stop event) are listed by code only; the ones that differ are the diagnosis.
+    let codes = |wf: &Workflow| -> Vec<&'static str> {
+        check(wf.compiled()).iter().map(|f| f.code).collect()
+    };
+    let fixed_codes = codes(&broken::optional_trap_fixed());
+    for (label, wf) in [
+        ("broken", broken::optional_trap()),
+        ("fixed", broken::optional_trap_fixed()),
+    ] {
+        let name = wf.name().to_string();
+        let findings = check(wf.compiled());
+        let runner = TestRunner::new(engine(dir, wf).await?);
+        let run = runner.start(UserMessageEvent::new("release notes")).await?;
+        run.wait_idle(WAIT).await?;
+        run.send(ReviewNotes {
+            notes: "fix the typo".into(),
+        })
+        .await?;
+        run.wait_idle(WAIT).await?;
+        run.send(ReviewClosed {}).await?;
+        let snap = run.wait_for_end(WAIT).await?;
+        let published: Vec<String> = snap
+            .events_of::<Published>()
+            .into_iter()
+            .map(|p| p.text)
+            .collect();
+        let _ = writeln!(out, "   {label}: {name}");
+        let _ = writeln!(out, "   saap check: {} finding(s)", findings.len());
+        let mut shared = Vec::new();
+        for f in &findings {
+            if label == "broken" && !fixed_codes.contains(&f.code) {
+                out.push_str(&indent(&finding_text(f)));
+            } else {
+                shared.push(format!("{} [{}]", f.code, f.rule));
+            }
+        }
+        if !shared.is_empty() {
+            let _ = writeln!(out, "    also (in both variants): {}", shared.join(", "));
+        }
+        let _ = writeln!(
+            out,
+            "   run: publish executed {} time(s){}",
+            snap.executions_of("publish"),
+            if snap.executions_of("publish") > 1 {
+                "  ← the symptom"
+            } else {
+                ""
+            }
+        );
+        for p in &published {
+            let _ = writeln!(out, "     published: {p}");
+        }
+        broken_json.push(json!({
+            "variant": label,
+            "workflow": name,
+            "findings": findings,
+            "executions": snap.execution_counts(),
+            "published": published,
+        }));
+    }
+    let _ = writeln!(
+        out,
+        "\nNext: `saap check examples/specs/optional-trap.yaml`, `saap explore examples/specs/list-reruns.yaml`."
+    );
+
+    let json = json!({
+        "rag": {
+            "question": question,
+            "answer": answer.text,
+            "executions": rag_counts,
+            "timeline": rag_timeline.lines().collect::<Vec<_>>(),
+            "mermaid": graph,
+        },
+        "approval": {
+            "question": req.question,
+            "waiting_for": waiting,
+            "result": { "action": done.action, "approved_by": done.approved_by },
+        },
+        "optional_trap": broken_json,
+    });
+    Ok(Report { text: out, json })
 }
