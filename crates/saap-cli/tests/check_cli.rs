@@ -239,6 +239,23 @@ fn bad_deny_value_is_a_usage_error() {
 }
 
 #[test]
+fn rules_lists_every_code() {
+    let out = run(saap().args(["check", "--rules"]));
+    assert_eq!(out.code, 0);
+    insta::assert_snapshot!("rules", out.stdout);
+    let json = run(saap().args(["check", "--rules", "--json"]));
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(doc.as_array().unwrap().len(), 17);
+    assert_eq!(doc[0]["code"], "SAAP001");
+}
+
+#[test]
+fn spec_is_required_without_rules() {
+    let out = run(saap().args(["check"]));
+    assert_eq!(out.code, 2);
+}
+
+#[test]
 fn help_has_examples() {
     let out = run(saap().args(["check", "--help"]));
     assert_eq!(out.code, 0);

@@ -4,7 +4,7 @@
 //! count as errors, 2 invalid input (unreadable file, syntax error, unknown event type…).
 
 use crate::input::load_spec;
-use saap_dispatch::check::{Finding, Severity, Summary, check, summarize};
+use saap_dispatch::check::{Finding, RULES, Severity, Summary, check, summarize};
 use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,13 +26,18 @@ Examples:
   saap check examples/specs/rag.yaml
   saap check examples/specs/optional-trap.yaml --deny warnings
   saap check examples/specs/dangling-stop.yaml --json | jq '.findings[].code'
+  saap check --rules                      (list every check)
   cat agent.json | saap check -           (read the spec from stdin)
 
 Exit codes: 0 no errors (warnings allowed unless denied), 1 errors found, 2 invalid input."
 )]
 pub struct CheckArgs {
     /// The workflow spec (JSON or YAML; `-` for stdin).
-    pub spec: PathBuf,
+    #[arg(required_unless_present = "rules")]
+    pub spec: Option<PathBuf>,
+    /// List every check (code, severity, rule, title) instead of checking a spec.
+    #[arg(long, conflicts_with = "spec")]
+    pub rules: bool,
     /// Print JSON: {spec, name, findings, summary: {errors, warnings}}.
     #[arg(long)]
     pub json: bool,
@@ -42,11 +47,14 @@ pub struct CheckArgs {
 }
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let spec = load_spec(&args.spec)?;
+    let Some(path) = args.spec.as_ref() else {
+        return list_rules(args.json);
+    };
+    let spec = load_spec(path)?;
     let findings = check(&spec);
     let summary = summarize(&findings);
     let deny_warnings = args.deny.contains(&Deny::Warnings);
-    let shown = args.spec.display().to_string();
+    let shown = path.display().to_string();
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = json!({
@@ -66,6 +74,26 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         eprintln!("saap check: warnings are denied (--deny warnings)");
     }
     Ok(ExitCode::from(u8::from(failed)))
+}
+
+fn list_rules(json: bool) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, RULES)?;
+        writeln!(out)?;
+    } else {
+        for r in RULES {
+            writeln!(
+                out,
+                "{}  {:<7}  {:<31}  {}",
+                r.code,
+                r.severity.as_str(),
+                r.rule,
+                r.title
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The human report: errors, then warnings, each finding with indented `why:` and `fix:`
