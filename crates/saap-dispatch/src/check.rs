@@ -2067,6 +2067,104 @@ steps:
         assert_eq!(count(&both, &DISPLAY_ONLY_INPUT), 0);
     }
 
+    #[test]
+    fn precondition_reading_a_taken_type_is_clean() {
+        let y = "
+name: w
+events: [{name: A}, {name: B}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A, B]}
+  - name: last
+    params: [{name: a, kind: required, types: [A]}, {name: b, kind: optional, types: [B]}]
+    outputs: [StopEvent]
+    precondition: {name: b_seen, reads: [A, B], when: {present: b}}
+";
+        assert_eq!(codes(y), vec![]);
+    }
+
+    #[test]
+    fn parent_typed_param_listing_the_subtype_is_clean() {
+        let y = "
+name: w
+events: [{name: Result}, {name: GoodResult, parents: [Result]}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [GoodResult, Result]}
+  - {name: last, params: [{name: r, kind: list, types: [Result, GoodResult]}], outputs: [StopEvent], precondition: {name: two, when: {count_at_least: {param: r, n: 2}}}}
+";
+        assert_eq!(codes(y), vec![]);
+    }
+
+    #[test]
+    fn control_and_display_input_is_clean() {
+        let y = "
+name: w
+events: [{name: Shown, parents: [ControlAndDisplayEvent]}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Shown]}
+  - {name: last, params: [{name: s, kind: required, types: [Shown]}], outputs: [StopEvent]}
+";
+        assert_eq!(codes(y), vec![]);
+    }
+
+    #[test]
+    fn same_type_two_params_with_distinct_types_is_clean() {
+        let y = "
+name: w
+events: [{name: A}, {name: B}]
+steps:
+  - {name: first, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A, B]}
+  - {name: last, params: [{name: x, kind: required, types: [A]}, {name: y, kind: required, types: [B]}], outputs: [StopEvent]}
+";
+        assert_eq!(codes(y), vec![]);
+    }
+
+    #[test]
+    fn double_dip_by_self_consumption_is_a_warning() {
+        let y = "
+name: w
+events: [{name: Draft}]
+steps:
+  - {name: write, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Draft]}
+  - {name: refine, params: [{name: d, kind: required, types: [Draft]}], outputs: [Draft, StopEvent], max_executions_per_run: 3}
+";
+        let f = check(&spec(y));
+        let dip: Vec<&Finding> = f.iter().filter(|f| f.code == "SAAP013").collect();
+        assert_eq!(dip.len(), 1, "{f:?}");
+        assert_eq!(dip[0].step.as_deref(), Some("refine"));
+        assert!(
+            dip[0].message.contains("also returns it"),
+            "{}",
+            dip[0].message
+        );
+    }
+
+    #[test]
+    fn distinct_stage_types_are_not_a_double_dip() {
+        let y = "
+name: w
+events: [{name: Stage1Result}, {name: Stage2Result}]
+steps:
+  - {name: stage_1, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Stage1Result]}
+  - {name: stage_2, params: [{name: r, kind: required, types: [Stage1Result]}], outputs: [Stage2Result]}
+  - {name: final, params: [{name: r, kind: required, types: [Stage2Result]}], outputs: [StopEvent]}
+";
+        assert_eq!(codes(y), vec![]);
+    }
+
+    #[test]
+    fn no_path_to_stop_through_an_in_the_loop_request_is_clean() {
+        let y = "
+name: w
+steps:
+  - {name: ask, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [ToolApprovalRequestEvent]}
+  - {name: act, params: [{name: r, kind: required, types: [ToolApprovalResponseEvent]}], outputs: [StopEvent]}
+";
+        assert_eq!(count(y, &NO_PATH_TO_STOP), 0);
+        // Without a step taking the response, the request leads nowhere.
+        let dead = y.replace("outputs: [StopEvent]", "outputs: []");
+        assert!(has(&dead, &NO_PATH_TO_STOP, "ask", None));
+    }
+
     // SAAP017
     #[test]
     fn precondition_never_true_is_a_warning() {
