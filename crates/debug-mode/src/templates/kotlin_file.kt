@@ -2,7 +2,7 @@
 private const val AGENT_DEBUG_APPEND_PATH = "__APPEND_PATH__"
 private val agentDebugSecret = Regex(
     "pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential",
-    RegexOption.IGNORE_CASE,
+    RegexOption.IGNORE_CASE
 )
 
 fun agentDebugLog(hypothesisId: String, location: String, message: String, data: Any?) {
@@ -72,7 +72,10 @@ private fun agentDebugString(sb: StringBuilder, text: String) {
             '\n' -> sb.append("\\n")
             '\r' -> sb.append("\\r")
             '\t' -> sb.append("\\t")
-            else -> if (c.code < 0x20) sb.append(String.format("\\u%04x", c.code)) else sb.append(c)
+            else -> {
+                val code = c - '\u0000'
+                if (code < 0x20) sb.append(String.format("\\u%04x", code)) else sb.append(c)
+            }
         }
     }
     sb.append('"')
