@@ -1,0 +1,84 @@
+//! Every `saap …` example in README.md and docs/*.md runs (TESTING.md §8): each command line
+//! in a shell code block is executed from the workspace root and must exit 0 or 1 (1 is
+//! "problems found", which is what a broken example spec is for) with output on stdout.
+//! Lines with placeholders (`SPEC`, `[--flag]`) are synopses, not examples, and are skipped.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The `saap` command lines of the shell code blocks of a markdown file.
+fn examples(markdown: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_shell = false;
+    for line in markdown.lines() {
+        let t = line.trim();
+        if let Some(lang) = t.strip_prefix("```") {
+            in_shell = !in_shell && matches!(lang, "sh" | "bash" | "console" | "shell");
+            continue;
+        }
+        if !in_shell {
+            continue;
+        }
+        let t = t.strip_prefix("$ ").unwrap_or(t);
+        let Some(rest) = t.strip_prefix("saap ") else {
+            continue;
+        };
+        let rest = rest.split("  #").next().unwrap_or("");
+        let rest = rest.split(" | ").next().unwrap_or("").trim();
+        if rest.contains('[') || rest.split_whitespace().any(|w| w == "SPEC" || w == "N") {
+            continue;
+        }
+        out.push(rest.to_string());
+    }
+    out
+}
+
+#[test]
+fn every_saap_example_in_the_docs_runs() {
+    let root = workspace_root();
+    let mut files = vec![root.join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    let mut ran = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for example in examples(&text) {
+            if example.starts_with("demo") {
+                continue; // the demo has its own test
+            }
+            let out = Command::cargo_bin("saap")
+                .unwrap()
+                .current_dir(&root)
+                .args(example.split_whitespace())
+                .output()
+                .unwrap();
+            let code = out.status.code().unwrap_or(-1);
+            assert!(
+                code == 0 || code == 1,
+                "{}: `saap {example}` exited {code}: {}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                !out.stdout.is_empty(),
+                "{}: `saap {example}` printed nothing",
+                file.display()
+            );
+            ran += 1;
+        }
+    }
+    assert!(
+        ran >= 5,
+        "expected the README's examples at least, ran {ran}"
+    );
+}
