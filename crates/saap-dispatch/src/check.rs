@@ -14,6 +14,12 @@
 //! provably never true (see [`condition_constant`]) is taken into account; user preconditions
 //! are assumed to hold sometimes.
 //!
+//! "Statically known" event counts (SAAP009, fixed-list count mismatch): the number of
+//! events of a type a run can ever hold is known only when the type does not arrive from
+//! outside and every step that may return it has `max_executions_per_run`; one execution then
+//! returns at most one event of each type in `outputs`, or the largest number of times a
+//! `returns_together` group (or `outputs`) lists it. Otherwise the check says nothing.
+//!
 //! The codes, their meaning and a minimal example of each are in `docs/checks.md`; the table
 //! [`RULES`] is the machine-readable list.
 
