@@ -18,14 +18,17 @@
 //!    names events structurally, never by id or sequence number: an outside arrival by its
 //!    arrival index (a re-delivered label by its first index); an output by (producing
 //!    execution, output index, type), where an execution is named by (step, the names of the
-//!    events bound to each parameter). Names are hash-consed to small integers. The key holds
-//!    the run status, the remaining arrivals, for every (step, parameter) the ordered list of
-//!    events it can bind (exactly what the core's readiness and binding read: counts,
-//!    latest, first N, all), and every execution (name, state, and for a running one its
-//!    per-step execution number, which selects its behaviour). Two states with equal keys
-//!    are related by a renaming of ids, so the core makes the same decisions from both and
-//!    their futures coincide; since execution counts are part of the key, per-step counts
-//!    of final states are preserved too.
+//!    events bound to each parameter). Names are hash-consed to small integers. The key
+//!    holds the run status, the remaining arrivals, for every (step, parameter) what
+//!    readiness and binding can still read of the events it matches (a required or optional
+//!    parameter: the latest; a fixed list of N: the set of its first N; a list: the set of
+//!    all — no later decision depends on anything else of that history), and every
+//!    execution (its name with list bindings as sets, since an input set is a set; its
+//!    state; and for a running one its per-step execution number, which selects its
+//!    behaviour). The executions give the input sets already run and the per-step counts
+//!    (budget). Two states with equal keys are therefore related by a renaming of ids
+//!    under which the core makes the same decisions, so their futures coincide; execution
+//!    counts are part of the key, so per-step counts of final states are preserved too.
 //! 2. **Invisible completions** (a persistent set of one). A running execution whose
 //!    outcome appends nothing that any step consumes and nothing terminal (it returns no
 //!    control event that a parameter takes and no stop/exception event, or it fails with
@@ -656,9 +659,32 @@ impl Model {
         });
         key.push(st.remaining.len() as u32);
         key.extend_from_slice(&st.remaining);
-        for slot in self.slots(run) {
-            key.push(slot.len() as u32);
-            key.extend(slot.iter().map(|s| ev[*s as usize]));
+        let slots = self.slots(run);
+        // Only what readiness and binding can still read (§4.3, §4.4): a single parameter
+        // binds the latest event, a fixed list the set of its first N, a list the set of
+        // all; the rest of a parameter's history cannot influence any later decision.
+        let mut buf = Vec::new();
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            for (pi, p) in s.params.iter().enumerate() {
+                let slot = &slots[self.slot_offset[si] + pi];
+                buf.clear();
+                match p.kind {
+                    ParamKind::Required | ParamKind::Optional => {
+                        buf.extend(slot.last().map(|s| ev[*s as usize]));
+                    }
+                    ParamKind::FixedList => {
+                        let n = slot.len().min(p.size as usize);
+                        buf.extend(slot[..n].iter().map(|s| ev[*s as usize]));
+                        buf.sort_unstable();
+                    }
+                    ParamKind::List => {
+                        buf.extend(slot.iter().map(|s| ev[*s as usize]));
+                        buf.sort_unstable();
+                    }
+                }
+                key.push(buf.len() as u32);
+                key.extend_from_slice(&buf);
+            }
         }
         let mut per_step = vec![0u32; self.spec.steps.len()];
         let mut xs: Vec<[u32; 3]> = Vec::with_capacity(execs.len());
@@ -707,10 +733,13 @@ impl Model {
         for (pi, b) in run.bindings(x).iter().enumerate() {
             let seqs = run.bound_seqs(e.step, pi as u32, *b);
             scratch.push(seqs.len() as u32);
+            let start = scratch.len();
             scratch.extend(
                 seqs.iter()
                     .map(|s| ev.get(*s as usize).copied().unwrap_or(u32::MAX)),
             );
+            // An input set is a set of events (§4.5): the order within a list is incidental.
+            scratch[start..].sort_unstable();
         }
         let n = names.intern(scratch);
         if let Some(slot) = xname.get_mut(xi) {
@@ -1393,6 +1422,8 @@ simulation:
         assert_eq!((merge.best, merge.worst), (Some(1), Some(1)));
         assert!(x.stalls.is_empty());
         assert!(x.after_stop.is_empty());
+        // The 3! orders in which the parts arrive bind the same set: one final state.
+        assert_eq!(x.stats.final_states, 1);
     }
 
     #[test]
