@@ -234,3 +234,11 @@ fn help_has_examples() {
     assert!(out.stdout.contains("Examples:"));
     assert!(out.stdout.contains("--fail-on"));
 }
+
+#[test]
+fn spec_without_arrivals_never_starts() {
+    let yaml = "name: X\nevents: [{name: A}]\nsteps:\n  - name: s\n    params: [{name: q, kind: required, types: [UserMessageEvent]}]\n    outputs: [A]\n";
+    let out = explore_text(yaml, &["--fail-on", "stall"]);
+    assert_eq!(out.code, 1);
+    insta::assert_snapshot!("inline__no_arrivals", out.stdout);
+}

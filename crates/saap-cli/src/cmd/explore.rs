@@ -139,6 +139,12 @@ fn to_json(shown: &str, x: &Exploration) -> anyhow::Result<Value> {
 }
 
 fn trace_lines(s: &mut String, indent: usize, trace: &[TraceStep]) {
+    if trace.is_empty() {
+        s.push_str(&format!(
+            "{:indent$}(the initial state: nothing happened)\n",
+            ""
+        ));
+    }
     let width = trace.len().to_string().len();
     for (i, t) in trace.iter().enumerate() {
         s.push_str(&format!("{:indent$}{:>width$}. {}\n", "", i + 1, t.text));
@@ -162,6 +168,11 @@ fn render_text(spec: &str, arrivals: usize, x: &Exploration) -> String {
         x.workflow,
         plural(arrivals, "outside arrival", "outside arrivals")
     ));
+    if arrivals == 0 {
+        s.push_str(
+            "  note: the spec has no `simulation.arrivals`, so nothing starts the run; list the events that come from outside (e.g. a UserMessageEvent)\n",
+        );
+    }
     let st = &x.stats;
     s.push_str(&format!(
         "  {} explored ({} merged by deduplication, {} reduced), {}, longest path {}\n",
