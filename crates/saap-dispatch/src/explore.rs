@@ -159,11 +159,13 @@ pub enum TraceAction {
 pub struct ExecRef {
     pub execution: ExecutionId,
     pub step: String,
+    /// What each parameter is bound to, e.g. `topic=TopicClassified#1, profile=none`.
+    pub bindings: String,
 }
 
 impl fmt::Display for ExecRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}#{}", self.step, self.execution)
+        write!(f, "{}#{} ({})", self.step, self.execution, self.bindings)
     }
 }
 
@@ -802,12 +804,60 @@ impl Model {
         out
     }
 
+    /// A display label for a logged event: `Type#label` for a labelled arrival, the
+    /// simulator's `Type#n` for another arrival, `Type#seq` for anything else.
+    fn event_label(&self, run: &Run, seq: u32) -> String {
+        let Some(e) = run.log().get(seq as usize) else {
+            return format!("?#{seq}");
+        };
+        let ty = run.type_name(e.ty);
+        if e.origin == Origin::Outside
+            && let Some(a) = self.arrivals.iter().find(|a| a.event.id == e.id)
+        {
+            return if a.labelled {
+                format!("{ty}#{}", a.label)
+            } else {
+                a.label.clone()
+            };
+        }
+        format!("{ty}#{seq}")
+    }
+
+    /// `param=label, …` for an execution (lists in brackets, `none` for nothing).
+    fn bindings_text(&self, run: &Run, x: ExecutionId) -> String {
+        let Some(e) = run.execution(x) else {
+            return String::new();
+        };
+        let step = &self.spec.steps[e.step as usize];
+        run.bindings(x)
+            .iter()
+            .enumerate()
+            .map(|(pi, b)| {
+                let labels: Vec<String> = run
+                    .bound_seqs(e.step, pi as u32, *b)
+                    .iter()
+                    .map(|s| self.event_label(run, *s))
+                    .collect();
+                let value = match step.params[pi].kind {
+                    ParamKind::Required | ParamKind::Optional => labels
+                        .first()
+                        .cloned()
+                        .unwrap_or_else(|| "none".to_string()),
+                    ParamKind::List | ParamKind::FixedList => format!("[{}]", labels.join(", ")),
+                };
+                format!("{}={value}", step.params[pi].name)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Replays a path and renders it.
     fn trace(&self, path: &[Act]) -> Result<Vec<TraceStep>, ExploreError> {
         let mut st = self.initial();
         let mut out = Vec::with_capacity(path.len());
         for &act in path {
             let records_before = st.run.records().len();
+            let log_before = st.run.log().len();
             let action = match act {
                 Act::Arrive(i) => {
                     let a = &self.arrivals[i as usize];
@@ -832,10 +882,8 @@ impl Model {
                         Outcome::Returned(events) => TraceAction::Complete {
                             execution: x,
                             step,
-                            outputs: events
-                                .iter()
-                                .map(|e| self.type_name(event_type(e)).to_string())
-                                .collect(),
+                            // Filled in after the core appended them (with their labels).
+                            outputs: Vec::with_capacity(events.len()),
                         },
                         Outcome::Failed(message) => {
                             let stop_on_error = st
@@ -859,27 +907,41 @@ impl Model {
             let started: Vec<ExecRef> = run.executions()[execs_before..]
                 .iter()
                 .enumerate()
-                .map(|(k, e)| ExecRef {
-                    execution: ExecutionId((execs_before + k) as u32),
-                    step: self.step_name(e.step).to_string(),
+                .map(|(k, e)| {
+                    let x = ExecutionId((execs_before + k) as u32);
+                    ExecRef {
+                        execution: x,
+                        step: self.step_name(e.step).to_string(),
+                        bindings: self.bindings_text(run, x),
+                    }
                 })
                 .collect();
+            let produced: Vec<String> = run.log()[log_before..]
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| matches!((e.origin, act), (Origin::Execution(o), Act::Complete(x)) if o == x))
+                .map(|(k, _)| self.event_label(run, (log_before + k) as u32))
+                .collect();
+            let mut action = action;
+            if let TraceAction::Complete { outputs, .. } = &mut action {
+                *outputs = produced.clone();
+            }
             let mut notes = Vec::new();
             for r in &run.records()[records_before..] {
                 match r {
                     Record::RunTerminated { seq, by } => {
-                        let name = run.type_name(run.log()[*seq as usize].ty);
+                        let name = self.event_label(run, *seq);
                         notes.push(match by {
                             Termination::Stop => format!("run stopped by {name}"),
                             Termination::Exception => format!("run ended by {name}"),
                         });
                     }
                     Record::EventAfterStop { seq, .. } => {
-                        let name = run.type_name(run.log()[*seq as usize].ty);
+                        let name = self.event_label(run, *seq);
                         notes.push(format!("{name} after stop (kept as evidence)"));
                     }
                     Record::OrphanEvent { seq } => {
-                        let name = run.type_name(run.log()[*seq as usize].ty);
+                        let name = self.event_label(run, *seq);
                         notes.push(format!("{name} refused: the run has not started"));
                     }
                     _ => {}
@@ -914,7 +976,11 @@ impl Model {
                     stop_on_error,
                 } => {
                     if *stop_on_error {
-                        format!("fail {step}#{execution} ({message}) → ExceptionEvent")
+                        let exception = produced
+                            .first()
+                            .cloned()
+                            .unwrap_or_else(|| "ExceptionEvent".to_string());
+                        format!("fail {step}#{execution} ({message}) → {exception}")
                     } else {
                         format!("fail {step}#{execution} ({message}), run continues")
                     }
@@ -1356,8 +1422,19 @@ simulation:
         assert_eq!(starts, 2);
         assert_eq!(
             answer.worst_witness[0].text,
-            "arrive UserMessageEvent#q1; starts make_a#x0, make_b#x1"
+            "arrive UserMessageEvent#q1; starts make_a#x0 (q=UserMessageEvent#q1), make_b#x1 (q=UserMessageEvent#q1)"
         );
+        // Once without B, once with it.
+        let bindings: Vec<&str> = answer
+            .worst_witness
+            .iter()
+            .flat_map(|t| &t.started)
+            .filter(|e| e.step == "answer")
+            .map(|e| e.bindings.as_str())
+            .collect();
+        assert_eq!(bindings.len(), 2);
+        assert!(bindings[0].ends_with("b=none"), "{bindings:?}");
+        assert!(bindings[1].contains("b=B#"), "{bindings:?}");
         assert_eq!(step(&x, "make_a").worst, Some(1));
         assert!(x.has_multi_exec());
     }
@@ -1543,7 +1620,13 @@ simulation:
         // The witness is replayed through the core: its last step is the late completion.
         let last = a.witness.last().unwrap();
         assert!(last.text.starts_with("complete logger#"), "{}", last.text);
-        assert!(last.notes.iter().any(|n| n.contains("Note after stop")));
+        assert!(
+            last.notes
+                .iter()
+                .any(|n| n.starts_with("Note#") && n.contains("after stop")),
+            "{:?}",
+            last.notes
+        );
         // logger's completion is invisible (nobody takes Note): it was not branched on.
         assert!(x.stats.reduced > 0);
     }
