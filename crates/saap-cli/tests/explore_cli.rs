@@ -242,3 +242,25 @@ fn spec_without_arrivals_never_starts() {
     assert_eq!(out.code, 1);
     insta::assert_snapshot!("inline__no_arrivals", out.stdout);
 }
+
+/// Every spec in examples/specs (also ones added after the snapshots above were written)
+/// explores completely within the default bounds, with nothing on stderr.
+#[test]
+fn every_example_spec_explores_completely() {
+    let dir = workspace_root().join("examples/specs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if !matches!(ext, "yaml" | "yml" | "json") {
+            continue;
+        }
+        seen += 1;
+        let out = run(saap().args(["explore", "--json"]).arg(&path));
+        assert_eq!(out.code, 0, "{}: {}", path.display(), out.stderr);
+        assert_eq!(out.stderr, "", "{}", path.display());
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(doc["complete"], true, "{}", path.display());
+    }
+    assert!(seen >= 13, "only {seen} example specs found");
+}

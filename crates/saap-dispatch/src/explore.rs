@@ -77,7 +77,7 @@ pub const DEFAULT_MAX_STATES: usize = 200_000;
 pub const DEFAULT_MAX_DEPTH: usize = 1_000;
 /// At most this many distinct stalls are kept with a witness (the rest are counted).
 pub const MAX_REPORTED_STALLS: usize = 20;
-/// The progress callback is called every this many new states (and once at the end).
+/// The progress callback is called about every this many transitions (and once at the end).
 pub const PROGRESS_EVERY: usize = 1024;
 
 /// How to explore.
@@ -1097,6 +1097,17 @@ pub fn explore(
         model.apply(&mut child, act)?;
         stats.transitions += 1;
         let depth = nodes[parent as usize].depth + 1;
+        if stats.transitions % PROGRESS_EVERY == 0 {
+            progress(Progress {
+                states: stats.states,
+                transitions: stats.transitions,
+                merged: stats.merged,
+                final_states: stats.final_states,
+                depth: depth as usize,
+                max_states: opts.max_states,
+                done: false,
+            });
+        }
         stats.longest_path = stats.longest_path.max(depth as usize);
         observe(
             &model,
@@ -1126,17 +1137,6 @@ pub fn explore(
         let id = nodes.len() as u32;
         nodes.push(Node { parent, act, depth });
         stats.states += 1;
-        if stats.states % PROGRESS_EVERY == 0 {
-            progress(Progress {
-                states: stats.states,
-                transitions: stats.transitions,
-                merged: stats.merged,
-                final_states: stats.final_states,
-                depth: depth as usize,
-                max_states: opts.max_states,
-                done: false,
-            });
-        }
         let (acts, reduced) = model.enabled(&child, &opts);
         if acts.is_empty() {
             on_final(&model, &child, id, &mut found, &mut stats);
