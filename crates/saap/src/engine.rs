@@ -516,6 +516,28 @@ impl Engine {
         Ok(self.shared.slot(run_id)?.version.subscribe())
     }
 
+    /// Waits until the run has ended and none of its executions is still running (or the
+    /// engine stopped it after a storage failure). No timeout: wrap it in
+    /// `tokio::time::timeout` when needed.
+    pub async fn wait_for_end(&self, run_id: &str) -> Result<(), EngineError> {
+        let slot = self.shared.slot(run_id)?;
+        let mut rx = slot.version.subscribe();
+        loop {
+            rx.borrow_and_update();
+            {
+                let st = slot.lock();
+                if st.failure.is_some()
+                    || (st.run.is_terminated() && st.run.running().next().is_none())
+                {
+                    return Ok(());
+                }
+            }
+            if rx.changed().await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+
     /// Simulates a crash: the store stops accepting writes at once (what is not yet durable
     /// is lost) and is released, so another engine can open it. For tests and the chaos demo.
     pub fn halt(&self) {
@@ -951,30 +973,39 @@ impl Shared {
 
 fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
     let log_len = st.run.log().len();
+    // New events are logged in the order they were offered (minus dropped duplicates), so
+    // a cursor finds each payload in O(1); the search is only a fallback.
+    let mut cursor = 0;
     while st.payloads.len() < log_len {
         let seq = st.payloads.len();
         let ev = st.run.log()[seq];
-        let p = pending
-            .iter()
-            .find(|(id, _)| *id == ev.id)
-            .map(|(_, p)| p.clone())
-            .unwrap_or_else(|| {
-                // Events the core made itself: the ExceptionEvent of a failed step.
-                let spec = st.run.spec();
-                match (ev.ty, ev.origin) {
-                    (EventTy::Known(t), Origin::Execution(x)) if t == spec.exception_type() => {
-                        let msg = st
-                            .run
-                            .execution(x)
-                            .and_then(|e| e.error.as_deref())
-                            .unwrap_or("step failed")
-                            .to_string();
-                        to_payload(&crate::event::ExceptionEvent::new(msg))
-                            .unwrap_or_else(|_| Arc::new(serde_json::Value::Null))
-                    }
-                    _ => Arc::new(serde_json::Value::Null),
+        let hit = match pending.get(cursor) {
+            Some((id, p)) if *id == ev.id => {
+                cursor += 1;
+                Some(p.clone())
+            }
+            _ => pending.iter().position(|(id, _)| *id == ev.id).map(|i| {
+                cursor = i + 1;
+                pending[i].1.clone()
+            }),
+        };
+        let p = hit.unwrap_or_else(|| {
+            // Events the core made itself: the ExceptionEvent of a failed step.
+            let spec = st.run.spec();
+            match (ev.ty, ev.origin) {
+                (EventTy::Known(t), Origin::Execution(x)) if t == spec.exception_type() => {
+                    let msg = st
+                        .run
+                        .execution(x)
+                        .and_then(|e| e.error.as_deref())
+                        .unwrap_or("step failed")
+                        .to_string();
+                    to_payload(&crate::event::ExceptionEvent::new(msg))
+                        .unwrap_or_else(|_| Arc::new(serde_json::Value::Null))
                 }
-            });
+                _ => Arc::new(serde_json::Value::Null),
+            }
+        });
         st.payloads.push(p);
     }
 }

@@ -1,0 +1,247 @@
+//! Shapes S1–S3 of `shared/bench/peers/` through the real runtime (engine + dispatch core +
+//! decision records), on the in-memory and the embedded (SQLite, fsync per commit) backend.
+//!
+//! `cargo bench -p saap --bench runtime` (all), or with filters:
+//! `cargo bench -p saap --bench runtime -- s1 memory`. Prints one JSON line per scenario.
+#![allow(clippy::unwrap_used)]
+
+use saap::{
+    Engine, EngineOptions, FixedList, MemoryBackend, Required, SqliteBackend, Step, StepCtx,
+    StepError, UserMessageEvent, Workflow,
+};
+use std::sync::Arc;
+use std::time::Instant;
+
+macro_rules! ev {
+    ($($name:ident : $parent:literal),*) => {$(
+        #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+        struct $name { #[serde(default)] v: u32 }
+        impl saap::Event for $name {
+            const NAME: &'static str = stringify!($name);
+            const PARENTS: &'static [&'static str] = &[$parent];
+        }
+    )*};
+}
+ev!(E1: "ControlEvent", E2: "ControlEvent", E3: "ControlEvent", E4: "ControlEvent",
+    E5: "ControlEvent", E6: "ControlEvent", E7: "ControlEvent", E8: "ControlEvent",
+    E9: "ControlEvent", Done: "StopEvent", Item: "ControlEvent", Res: "ControlEvent");
+
+macro_rules! link {
+    ($b:expr, $name:literal, $from:ident => $to:ident) => {
+        $b.step(Step::new(
+            $name,
+            |e: Required<$from>, _: StepCtx| async move { Ok::<_, StepError>($to { v: e.v + 1 }) },
+        ))
+    };
+}
+
+/// S1: a 10-step chain.
+fn chain() -> Workflow {
+    let b = Workflow::builder("S1Chain").step(Step::new(
+        "s0",
+        |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(E1 { v: 1 }) },
+    ));
+    let b = link!(b, "s1", E1 => E2);
+    let b = link!(b, "s2", E2 => E3);
+    let b = link!(b, "s3", E3 => E4);
+    let b = link!(b, "s4", E4 => E5);
+    let b = link!(b, "s5", E5 => E6);
+    let b = link!(b, "s6", E6 => E7);
+    let b = link!(b, "s7", E7 => E8);
+    let b = link!(b, "s8", E8 => E9);
+    let b = link!(b, "s9", E9 => Done);
+    b.build().unwrap()
+}
+
+fn fan(n: u32, fixed: bool) -> Workflow {
+    let b = Workflow::builder(if fixed { "S2Fixed" } else { "S2List" })
+        .step(Step::new(
+            "start",
+            move |_: Required<UserMessageEvent>, _: StepCtx| async move {
+                Ok::<_, StepError>((0..n).map(|v| Item { v }).collect::<Vec<_>>())
+            },
+        ))
+        .step(Step::new(
+            "work",
+            |i: Required<Item>, _: StepCtx| async move { Ok::<_, StepError>(Res { v: i.v }) },
+        ));
+    let b = if fixed {
+        // FixedList's N is a type parameter: the sizes measured are listed here.
+        match n {
+            100 => b.step(Step::new(
+                "collect",
+                |r: FixedList<Res, 100>, _: StepCtx| async move {
+                    Ok::<_, StepError>(Done { v: r.len() as u32 })
+                },
+            )),
+            1000 => b.step(Step::new(
+                "collect",
+                |r: FixedList<Res, 1000>, _: StepCtx| async move {
+                    Ok::<_, StepError>(Done { v: r.len() as u32 })
+                },
+            )),
+            _ => b.step(Step::new(
+                "collect",
+                |r: FixedList<Res, 10000>, _: StepCtx| async move {
+                    Ok::<_, StepError>(Done { v: r.len() as u32 })
+                },
+            )),
+        }
+    } else {
+        b.step(
+            Step::new("collect", |r: Vec<Res>, _: StepCtx| async move {
+                Ok::<_, StepError>(Done { v: r.len() as u32 })
+            })
+            .precondition("all_arrived", move |r: &Vec<Res>| r.len() as u32 == n),
+        )
+    };
+    b.build().unwrap()
+}
+
+struct Env {
+    engine: Engine,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn env(kind: &str, wf: Workflow) -> Env {
+    match kind {
+        "memory" => Env {
+            engine: Engine::new(wf, Arc::new(MemoryBackend::new()), EngineOptions::default()),
+            _dir: None,
+        },
+        _ => {
+            let dir = tempfile::tempdir().unwrap();
+            let b = SqliteBackend::open(dir.path().join("bench.db")).unwrap();
+            Env {
+                engine: Engine::new(wf, Arc::new(b), EngineOptions::default()),
+                _dir: Some(dir),
+            }
+        }
+    }
+}
+
+async fn one_run(engine: &Engine) {
+    let id = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
+    engine.wait_for_end(&id).await.unwrap();
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+async fn s1(kind: &str, runs: usize) -> String {
+    let e = env(kind, chain());
+    for _ in 0..runs / 20 + 1 {
+        one_run(&e.engine).await;
+    }
+    let t = Instant::now();
+    for _ in 0..runs {
+        one_run(&e.engine).await;
+    }
+    let total = t.elapsed().as_secs_f64();
+    format!(
+        r#"{{"scenario":"s1","backend":"{kind}","runs":{runs},"steps_per_run":10,"mean_run_us":{:.2},"per_step_us":{:.3},"steps_per_s":{:.0}}}"#,
+        total / runs as f64 * 1e6,
+        total / (runs * 10) as f64 * 1e6,
+        (runs * 10) as f64 / total
+    )
+}
+
+async fn s2(kind: &str, n: u32, fixed: bool, runs: usize) -> String {
+    let e = env(kind, fan(n, fixed));
+    one_run(&e.engine).await;
+    let t = Instant::now();
+    for _ in 0..runs {
+        one_run(&e.engine).await;
+    }
+    let total = t.elapsed().as_secs_f64();
+    format!(
+        r#"{{"scenario":"s2","backend":"{kind}","fan_in":"{}","n":{n},"runs":{runs},"mean_run_us":{:.1}}}"#,
+        if fixed {
+            "fixed_list"
+        } else {
+            "list+precondition"
+        },
+        total / runs as f64 * 1e6
+    )
+}
+
+async fn s3(kind: &str, concurrent: usize) -> String {
+    let e = env(kind, chain());
+    one_run(&e.engine).await;
+    let rss0 = rss_kib();
+    let t = Instant::now();
+    let mut tasks = Vec::with_capacity(concurrent);
+    for _ in 0..concurrent {
+        let engine = e.engine.clone();
+        tasks.push(tokio::spawn(async move { one_run(&engine).await }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = t.elapsed().as_secs_f64();
+    let rss1 = rss_kib();
+    format!(
+        r#"{{"scenario":"s3","backend":"{kind}","concurrent_runs":{concurrent},"steps_per_run":10,"total_ms":{:.2},"steps_per_s":{:.0},"rss_growth_kib_per_run":{:.2}}}"#,
+        total * 1e3,
+        (concurrent * 10) as f64 / total,
+        rss1.saturating_sub(rss0) as f64 / concurrent as f64
+    )
+}
+
+fn main() {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |s: &str, k: &str| filters.iter().all(|f| f == s || f == k);
+    let threads: usize = std::env::var("SAAP_BENCH_THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let rt = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    rt.block_on(async {
+        for kind in ["memory", "sqlite"] {
+            let seq_runs = if kind == "memory" { 1000 } else { 100 };
+            if want("s1", kind) {
+                println!("{}", s1(kind, seq_runs).await);
+            }
+            if want("s2", kind) {
+                for n in [100u32, 1000, 10000] {
+                    let runs = if n >= 10000 {
+                        3
+                    } else if kind == "memory" {
+                        30
+                    } else {
+                        5
+                    };
+                    println!("{}", s2(kind, n, true, runs).await);
+                    if n <= 1000 {
+                        println!("{}", s2(kind, n, false, runs).await);
+                    }
+                }
+            }
+            if want("s3", kind) {
+                println!("{}", s3(kind, 1000).await);
+            }
+        }
+    });
+}
