@@ -1,0 +1,35 @@
+//! # saap-nats: SAAP on NATS JetStream
+//!
+//! The NATS layer of the distributed engine (DESIGN §6, §7; notes §2), independent of the
+//! runtime: connect ([`SaapNats::connect`], [`NatsOptions`]: token, user/password, nkey seed,
+//! credentials file, TLS; secrets never logged), create a class's stream exactly as
+//! [`saap_protocol::StreamConfig`] says ([`SaapNats::ensure_stream`]), publish control events
+//! to JetStream with `Nats-Msg-Id` = event id and the ack's duplicate flag
+//! ([`SaapNats::publish_control`]) and display events on core NATS
+//! ([`SaapNats::publish_display`]), consume a class's control events through the runners'
+//! durable queue consumer `agent_runner_{Class}` with explicit acknowledgement
+//! ([`SaapNats::control_consumer`], [`Delivery`]), keep state in KV buckets with
+//! compare-and-set ([`TypedKv`]), and speak the config RPC and class discovery
+//! ([`SaapNats::fetch_agent_config`], [`SaapNats::serve_agent_config`],
+//! [`SaapNats::discover_classes`], [`SaapNats::serve_class_discovery`]).
+//!
+//! Subjects, names and configurations come from `saap-protocol`; this crate only turns them
+//! into `async-nats` calls.
+
+pub mod client;
+pub mod consumer;
+pub mod error;
+pub mod ids;
+pub mod kv;
+pub mod options;
+pub mod rpc;
+
+pub use client::{EnsuredStream, PublishReceipt, SaapNats, Settings};
+pub use consumer::{ControlConsumer, Delivery, DeliveryInfo};
+pub use error::{NatsError, Result};
+pub use kv::{BucketKind, BucketSpec, TypedKv, Versioned};
+pub use options::{Auth, ClientCertificate, NatsOptions, Secret, TlsOptions};
+pub use rpc::{
+    ClassDescription, ConfigScope, DiscoveredClass, FetchAgentConfigRequest,
+    FetchAgentConfigResponse, ServiceHandle,
+};
