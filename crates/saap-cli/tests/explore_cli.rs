@@ -200,6 +200,13 @@ fn depth_bound_says_results_are_partial() {
 fn state_bound_says_results_are_partial() {
     let out = explore_text(CYCLE, &["--max-states", "3"]);
     assert_eq!(out.code, 0);
+    let strict = explore_text(CYCLE, &["--max-states", "3", "--fail-on", "bound"]);
+    assert_eq!(strict.code, 1);
+    assert!(
+        strict.stderr.contains("reachable (--fail-on): bound"),
+        "{}",
+        strict.stderr
+    );
     assert!(out.stdout.contains("bound hit: results are partial"));
     assert!(out.stdout.contains("(max_states)"));
     assert!(out.stderr.contains("bound hit"));

@@ -29,6 +29,8 @@ pub enum FailOn {
     Exception,
     /// Some step can execute more than once.
     MultiExec,
+    /// A bound was hit, so the results are partial.
+    Bound,
 }
 
 #[derive(clap::Args)]
@@ -42,7 +44,7 @@ Examples:
   saap explore examples/specs/race-condition.yaml
   saap explore examples/specs/list-reruns.yaml --json | jq '.steps[] | {step, worst}'
   saap explore agent.yaml --permute-arrivals --max-states 1000000
-  saap explore agent.yaml --fail-on stall,after-stop,exception     (for CI)
+  saap explore agent.yaml --fail-on stall,after-stop,exception,bound   (for CI)
 
 Exit codes: 0 explored, 1 a state named by --fail-on is reachable, 2 invalid input.
 When a bound is hit the report says \"bound hit: results are partial\"."
@@ -63,7 +65,8 @@ pub struct ExploreArgs {
     /// Let outside arrivals come in any order, not only the declared one.
     #[arg(long)]
     pub permute_arrivals: bool,
-    /// Exit with 1 when such a state is reachable (comma-separated).
+    /// Exit with 1 when such a state is reachable, or with `bound` when a bound was hit
+    /// (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "KINDS")]
     pub fail_on: Vec<FailOn>,
     /// Explore without state merging and partial-order reduction (slow; for checking the
@@ -112,12 +115,14 @@ pub fn run(args: ExploreArgs) -> anyhow::Result<ExitCode> {
             FailOn::AfterStop => !x.after_stop.is_empty(),
             FailOn::Exception => !x.exceptions.is_empty(),
             FailOn::MultiExec => x.has_multi_exec(),
+            FailOn::Bound => !x.is_complete(),
         })
         .map(|k| match k {
             FailOn::Stall => "stall",
             FailOn::AfterStop => "after-stop",
             FailOn::Exception => "exception",
             FailOn::MultiExec => "multi-exec",
+            FailOn::Bound => "bound",
         })
         .collect();
     if hit.is_empty() {
