@@ -98,7 +98,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--shape s1` (or s2, s3) runs one shape only, e.g. under a profiler.
+    let only = args
+        .iter()
+        .position(|a| a == "--shape")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.to_ascii_lowercase());
+    let want = |shape: &str| only.as_deref().is_none_or(|o| o == shape);
     let reps = if quick { 3 } else { 9 };
     let mut buf = Vec::new();
 
@@ -108,7 +116,7 @@ fn main() {
     let runs = if quick { 2_000 } else { 20_000 };
     let proto = Run::new(spec.clone(), 0);
     let mut samples = Vec::new();
-    for _ in 0..reps {
+    for _ in 0..if want("s1") { reps } else { 0 } {
         let t = Instant::now();
         let mut steps = 0;
         for r in 0..runs {
@@ -124,7 +132,7 @@ fn main() {
     );
 
     // S2: fan-out N, fan-in by list+precondition and by fixed list.
-    for fixed in [false, true] {
+    for fixed in [false, true].into_iter().filter(|_| want("s2")) {
         for n in [100usize, 1_000, 10_000] {
             let spec = Arc::new(fan_spec(n, fixed));
             let mut samples = Vec::new();
@@ -149,6 +157,9 @@ fn main() {
     }
 
     // S3: 1,000 concurrent 10-step runs, advanced round-robin one completion at a time.
+    if !want("s3") {
+        return;
+    }
     let n_runs = 1_000;
     let mut samples = Vec::new();
     let mut per_run_state = 0;

@@ -413,6 +413,15 @@ impl CompiledSpec {
             .map(|i| i as StepIdx)
     }
 
+    /// Whether any step has a list or fixed-list parameter.
+    pub fn has_list_params(&self) -> bool {
+        self.steps.iter().any(|s| {
+            s.params
+                .iter()
+                .any(|p| matches!(p.kind, ParamKind::List | ParamKind::FixedList))
+        })
+    }
+
     /// The built-in `ExceptionEvent` type.
     pub fn exception_type(&self) -> TypeId {
         self.exception_type

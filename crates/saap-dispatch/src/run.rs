@@ -263,6 +263,7 @@ impl Run {
         // Sized for a run that executes each step about once, so that a typical run
         // allocates each table once instead of growing it step by step.
         let events = steps + 2;
+        let lists = spec.has_list_params();
         Run {
             spec,
             run_key,
@@ -270,12 +271,18 @@ impl Run {
             log: Vec::with_capacity(events),
             by_id: FastMap::with_capacity_and_hasher(events, Default::default()),
             foreign_names: Vec::new(),
-            matches: vec![Vec::new(); total],
+            // Only list and fixed-list parameters keep match lists; a workflow without any
+            // (a plain chain) allocates none.
+            matches: if lists {
+                vec![Vec::new(); total]
+            } else {
+                Vec::new()
+            },
             last: vec![NO_SEQ; total],
             seq_table: Vec::with_capacity(events),
             param_offset,
             exec_counts: vec![0; steps],
-            input_sets: FastMap::default(),
+            input_sets: FastMap::with_capacity_and_hasher(steps, Default::default()),
             input_set_collisions: Vec::new(),
             executions: Vec::with_capacity(steps),
             bindings: Vec::with_capacity(total),
@@ -391,23 +398,29 @@ impl Run {
         origin: Origin,
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<Appended, AppendError> {
-        if let Some(&first_seq) = self.by_id.get(&event.id) {
-            self.records
-                .push(Record::DuplicateEvent { first_seq, origin });
-            return Ok(Appended::Duplicate { first_seq });
-        }
         if self.log.len() >= MAX_LOG_EVENTS {
             return Err(AppendError::LogFull);
         }
-        let (ty, kind) = match event.ty {
-            NewEventType::Known(t) => {
-                let info = self
-                    .spec
-                    .types
-                    .get(t as usize)
-                    .ok_or(AppendError::UnknownType(t))?;
-                (EventTy::Known(t), info.kind)
+        let seq = self.log.len() as Seq;
+        // One hash for the duplicate check and the insert.
+        match self.by_id.entry(event.id) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let first_seq = *e.get();
+                self.records
+                    .push(Record::DuplicateEvent { first_seq, origin });
+                return Ok(Appended::Duplicate { first_seq });
             }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                if let NewEventType::Known(t) = event.ty
+                    && t as usize >= self.spec.types.len()
+                {
+                    return Err(AppendError::UnknownType(t));
+                }
+                v.insert(seq);
+            }
+        }
+        let (ty, kind) = match event.ty {
+            NewEventType::Known(t) => (EventTy::Known(t), self.spec.types[t as usize].kind),
             NewEventType::Foreign { name, kind } => {
                 let i = match self.foreign_names.iter().position(|n| **n == *name) {
                     Some(i) => i,
@@ -419,14 +432,12 @@ impl Run {
                 (EventTy::Foreign(i as u32), kind)
             }
         };
-        let seq = self.log.len() as Seq;
         self.log.push(LoggedEvent {
             id: event.id,
             ty,
             kind,
             origin,
         });
-        self.by_id.insert(event.id, seq);
         self.seq_table.push(seq);
 
         match self.status {
@@ -539,7 +550,6 @@ impl Run {
         }
         let base = self.param_offset[step as usize] as usize;
         for (pi, p) in s.params.iter().enumerate() {
-            let have = self.matches[base + pi].len();
             match p.kind {
                 ParamKind::Required if self.last[base + pi] == NO_SEQ => {
                     return skip(
@@ -549,7 +559,8 @@ impl Run {
                         },
                     );
                 }
-                ParamKind::FixedList if have < p.size as usize => {
+                ParamKind::FixedList if self.matches[base + pi].len() < p.size as usize => {
+                    let have = self.matches[base + pi].len();
                     return skip(
                         self,
                         SkipReason::FixedListShort {
@@ -572,14 +583,15 @@ impl Run {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         for (pi, p) in s.params.iter().enumerate() {
-            let m = &self.matches[base + pi];
             scratch.push(match p.kind {
                 ParamKind::Required | ParamKind::Optional => match self.last[base + pi] {
                     NO_SEQ => Bound::Nothing,
                     last => Bound::One(last),
                 },
-                ParamKind::List if m.is_empty() => Bound::Nothing,
-                ParamKind::List => Bound::First(m.len() as u32),
+                ParamKind::List => match self.matches[base + pi].len() {
+                    0 => Bound::Nothing,
+                    n => Bound::First(n as u32),
+                },
                 ParamKind::FixedList => Bound::First(p.size),
             });
         }
