@@ -194,9 +194,10 @@ impl CompiledSpec {
                 declared: declared.contains(name),
             });
         }
-        let lookup = |path: &str, name: &str| -> Result<TypeId, SpecError> {
+        // The path is built only when the lookup fails (specs may have thousands of steps).
+        let lookup = |path: &dyn Fn() -> String, name: &str| -> Result<TypeId, SpecError> {
             type_index.get(name).copied().ok_or_else(|| {
-                SpecError::invalid(path, unknown_type_message(name, type_index.keys()))
+                SpecError::invalid(path(), unknown_type_message(name, type_index.keys()))
             })
         };
 
@@ -237,7 +238,7 @@ impl CompiledSpec {
                 }
                 let mut tys = Vec::with_capacity(p.types.len());
                 for (ti, t) in p.types.iter().enumerate() {
-                    let id = lookup(&format!("{pp}.types[{ti}]"), t)?;
+                    let id = lookup(&|| format!("{pp}.types[{ti}]"), t)?;
                     if !tys.contains(&id) {
                         tys.push(id);
                     }
@@ -280,7 +281,7 @@ impl CompiledSpec {
                 .outputs
                 .iter()
                 .enumerate()
-                .map(|(i, o)| lookup(&format!("{sp}.outputs[{i}]"), o))
+                .map(|(i, o)| lookup(&|| format!("{sp}.outputs[{i}]"), o))
                 .collect::<Result<Vec<_>, _>>()?;
             let returns_together = s
                 .returns_together
@@ -289,7 +290,7 @@ impl CompiledSpec {
                 .map(|(gi, g)| {
                     g.iter()
                         .enumerate()
-                        .map(|(i, o)| lookup(&format!("{sp}.returns_together[{gi}][{i}]"), o))
+                        .map(|(i, o)| lookup(&|| format!("{sp}.returns_together[{gi}][{i}]"), o))
                         .collect::<Result<Vec<_>, _>>()
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -308,7 +309,7 @@ impl CompiledSpec {
                         .reads
                         .iter()
                         .enumerate()
-                        .map(|(i, t)| lookup(&format!("{pcp}.reads[{i}]"), t))
+                        .map(|(i, t)| lookup(&|| format!("{pcp}.reads[{i}]"), t))
                         .collect::<Result<Vec<_>, _>>()?;
                     let when = match &pc.when {
                         None => None,
@@ -352,7 +353,7 @@ impl CompiledSpec {
 
         if let Some(sim) = &spec.simulation {
             for (i, a) in sim.arrivals.iter().enumerate() {
-                lookup(&format!("simulation.arrivals[{i}].event"), &a.event)?;
+                lookup(&|| format!("simulation.arrivals[{i}].event"), &a.event)?;
             }
             for (step, b) in &sim.behaviour {
                 let bp = format!("simulation.behaviour.{step}");
@@ -360,7 +361,7 @@ impl CompiledSpec {
                     return Err(SpecError::invalid(bp, format!("no step is named `{step}`")));
                 }
                 for (i, e) in b.emit.iter().flatten().enumerate() {
-                    lookup(&format!("{bp}.emit[{i}]"), e)?;
+                    lookup(&|| format!("{bp}.emit[{i}]"), e)?;
                 }
                 for (n, x) in &b.executions {
                     if *n == 0 {
@@ -371,7 +372,7 @@ impl CompiledSpec {
                     }
                     if let crate::spec::ExecutionBehaviour::Emit(list) = x {
                         for (i, e) in list.iter().enumerate() {
-                            lookup(&format!("{bp}.executions.{n}.emit[{i}]"), e)?;
+                            lookup(&|| format!("{bp}.executions.{n}.emit[{i}]"), e)?;
                         }
                     }
                 }
@@ -456,6 +457,7 @@ fn build_hierarchy(spec: &WorkflowSpec) -> Result<Hierarchy, SpecError> {
     let mut h = Hierarchy::builtin();
     // Declarations may come in any order: register in rounds until no progress.
     let mut pending: Vec<usize> = (0..spec.events.len()).collect();
+    let mut seen = std::collections::HashSet::new();
     for (i, e) in spec.events.iter().enumerate() {
         check_name(&format!("events[{i}].name"), &e.name)?;
         if h.contains(&e.name) {
@@ -467,7 +469,7 @@ fn build_hierarchy(spec: &WorkflowSpec) -> Result<Hierarchy, SpecError> {
                 ),
             ));
         }
-        if spec.events[..i].iter().any(|d| d.name == e.name) {
+        if !seen.insert(e.name.as_str()) {
             return Err(SpecError::invalid(
                 format!("events[{i}].name"),
                 format!("event type `{}` is declared twice", e.name),

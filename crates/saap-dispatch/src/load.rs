@@ -110,12 +110,23 @@ pub fn parse_spec(text: &str, syntax: SpecSyntax) -> Result<WorkflowSpec, SpecEr
     Ok(spec)
 }
 
-/// serde appends " at line L column C" itself; we print the location first instead.
+/// serde puts " at line L column C" in its messages; we print the location first instead,
+/// so the first such phrase is removed (later ones, e.g. YAML's "while parsing a mapping at
+/// line 3 column 1", say something else and stay).
 fn clean_serde_message(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
+    let Some(start) = msg.find(" at line ") else {
+        return msg.to_string();
+    };
+    let rest = &msg[start + " at line ".len()..];
+    let mut end = start + " at line ".len();
+    let digits = |t: &str| t.bytes().take_while(u8::is_ascii_digit).count();
+    let n = digits(rest);
+    end += n;
+    if n > 0 && msg[end..].starts_with(" column ") {
+        end += " column ".len();
+        end += digits(&msg[end..]);
     }
+    format!("{}{}", &msg[..start], &msg[end..])
 }
 
 #[cfg(test)]
@@ -136,6 +147,21 @@ mod tests {
     fn unknown_field_is_named() {
         let err = parse_spec("name: a\nsteps: []\nstepz: []\n", SpecSyntax::Yaml).expect_err("bad");
         assert!(err.to_string().contains("stepz"), "{err}");
+    }
+
+    #[test]
+    fn only_the_first_location_phrase_is_removed() {
+        assert_eq!(
+            clean_serde_message(
+                "did not find expected key at line 5 column 1, while parsing a block mapping at line 3 column 1"
+            ),
+            "did not find expected key, while parsing a block mapping at line 3 column 1"
+        );
+        assert_eq!(
+            clean_serde_message("expected `,` at line 2 column 7"),
+            "expected `,`"
+        );
+        assert_eq!(clean_serde_message("no location"), "no location");
     }
 
     #[test]
