@@ -600,6 +600,15 @@ fn run_query(a: QueryArgs) -> Result<Report, DmError> {
     let mut r = Report::new("query", "QUERY");
     r.session_id = Some(a.session.clone());
     r.hypothesis_filter = (!a.hypotheses.is_empty()).then(|| a.hypotheses.clone());
+    if snap.malformed_count > 0 {
+        r.warn(
+            "MALFORMED_RECORDS",
+            format!(
+                "{} malformed record(s) were rejected and are not part of the query input; run `debug-mode status --session {}`",
+                snap.malformed_count, a.session
+            ),
+        );
+    }
     if outcome.halted {
         r.warn("HALTED", "the program called `halt`; results stop there");
     }

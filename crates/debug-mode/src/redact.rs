@@ -66,7 +66,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "[REDACTED PRIVATE KEY]",
         ),
         rule(
-            r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9\-._~+/]{8,}=*",
+            r"(?i)(?-u:\b)(bearer|basic|token)\s+[A-Za-z0-9\-._~+/]{8,}=*",
             "$1 [REDACTED]",
         ),
         rule(
@@ -74,24 +74,24 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "$1\"[REDACTED]\"",
         ),
         rule(
-            &format!(r#"(?i)\b((?:{KEYWORDS})\s*[=:]\s*)[^\s&,;"'}}]+"#),
+            &format!(r#"(?i)(?-u:\b)((?:{KEYWORDS})\s*[=:]\s*)[^\s&,;"'}}]+"#),
             "${1}[REDACTED]",
         ),
         rule(
-            r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@",
+            r"(?i)(?-u:\b)([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@",
             "${1}[REDACTED]@",
         ),
         rule(
-            r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+            r"(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
             REDACTED,
         ),
-        rule(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", REDACTED),
-        rule(r"\bgh[pousr]_[A-Za-z0-9]{36,}\b", REDACTED),
-        rule(r"\bgithub_pat_[A-Za-z0-9_]{22,}", REDACTED),
-        rule(r"\bxox[abprs]-[A-Za-z0-9-]{10,}", REDACTED),
-        rule(r"\bsk-[A-Za-z0-9_\-]{20,}", REDACTED),
-        rule(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", REDACTED),
-        rule(r"\bAIza[0-9A-Za-z_\-]{35}", REDACTED),
+        rule(r"(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b)", REDACTED),
+        rule(r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{36,}(?-u:\b)", REDACTED),
+        rule(r"(?-u:\b)github_pat_[A-Za-z0-9_]{22,}", REDACTED),
+        rule(r"(?-u:\b)xox[abprs]-[A-Za-z0-9-]{10,}", REDACTED),
+        rule(r"(?-u:\b)sk-[A-Za-z0-9_\-]{20,}", REDACTED),
+        rule(r"(?-u:\b)[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", REDACTED),
+        rule(r"(?-u:\b)AIza[0-9A-Za-z_\-]{35}", REDACTED),
     ]
 });
 

@@ -147,6 +147,8 @@ pub struct StatusReport {
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     pub epoch: u64,
+    #[serde(default)]
+    pub malformed_count: u64,
     pub last_sequence: u64,
     pub events_bytes: u64,
     pub event_count: u64,
@@ -632,6 +634,7 @@ impl Session {
         self.ensure_live()?;
         Ok(Snapshot {
             epoch: self.state.epoch,
+            malformed_count: self.state.malformed_total,
             last_sequence: self.next_seq - 1,
             events_bytes: self.events_len,
             event_count: self.event_count(),
@@ -897,6 +900,11 @@ impl Store {
         Ok((out, total))
     }
 
+    /// Number of sessions currently loaded in memory.
+    pub fn loaded_count(&self) -> usize {
+        lock(&self.sessions).len()
+    }
+
     /// Drains the append path of every session that has unread bytes. Cheap when idle: one
     /// `stat` per known session.
     pub fn drain_all(&self) -> IngestOutcome {
@@ -912,7 +920,15 @@ impl Store {
             let loaded = lock(&self.sessions).get(&id).cloned();
             let pending = match &loaded {
                 Some(s) => meta.len() != lock(s).state.incoming_offset,
-                None => meta.len() > 0,
+                // Not loaded: compare with the persisted offset (a small file), so idle
+                // sessions are never re-indexed just to find nothing new.
+                None => {
+                    let offset = std::fs::read(p.state())
+                        .ok()
+                        .and_then(|b| serde_json::from_slice::<State>(&b).ok())
+                        .map_or(0, |st| st.incoming_offset);
+                    meta.len() != offset
+                }
             };
             if !pending {
                 continue;
@@ -1026,6 +1042,26 @@ mod tests {
         );
         writeln!(f, "{}", &line("H1", 2)[8..]).unwrap();
         assert_eq!(lock(&s).drain_incoming(2).unwrap().accepted, 1);
+    }
+
+    #[test]
+    fn idle_drain_does_not_load_sessions_with_nothing_new() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let mut f = paths::open_append(&info.append_path).unwrap();
+        writeln!(f, "{}", line("H1", 1)).unwrap();
+        assert_eq!(store.drain_all().accepted, 1);
+        let restarted =
+            Store::open(store.root().to_owned(), Arc::new(ManualClock::default())).unwrap();
+        assert_eq!(restarted.drain_all().accepted, 0);
+        assert_eq!(
+            restarted.loaded_count(),
+            0,
+            "nothing pending: nothing loaded"
+        );
+        writeln!(f, "{}", line("H1", 2)).unwrap();
+        assert_eq!(restarted.drain_all().accepted, 1);
+        assert_eq!(restarted.loaded_count(), 1);
     }
 
     #[test]
