@@ -12,7 +12,11 @@ use std::process::ExitCode;
 
 /// saap — dispatchable AI-agent workflows, and the tools to see why they behave as they do.
 #[derive(Parser)]
-#[command(name = "saap", version, about, long_about = None)]
+#[command(
+    name = "saap",
+    version,
+    about = "saap: event-driven AI-agent workflows, and the tools that show why they behave as they do"
+)]
 #[command(after_help = "Examples:
   saap demo                                   run the guided demo
   saap check examples/specs/optional-trap.yaml
