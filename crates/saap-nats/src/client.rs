@@ -244,6 +244,13 @@ impl SaapNats {
             })
     }
 
+    /// Waits until the server has processed everything this connection sent before (a round
+    /// trip through the server on a private inbox). After it, subscriptions made on this
+    /// connection receive what other connections publish. Bounded by the request timeout.
+    pub async fn sync(&self) -> Result<()> {
+        round_trip(&self.client, self.settings.rpc_timeout).await
+    }
+
     /// Flushes pending core-NATS publications to the server.
     pub async fn flush(&self) -> Result<()> {
         self.client.flush().await.map_err(|e| NatsError::Publish {
@@ -452,6 +459,35 @@ impl SaapNats {
             self.publish_display(run, event).await?;
         }
         Ok(receipt)
+    }
+}
+
+/// A round trip through the server: subscribe to a fresh inbox, publish to it, wait for it.
+/// The server handles one connection's commands in order, so this returns after every earlier
+/// command (e.g. a SUB) was processed. `client.flush()` alone only empties the socket buffer.
+pub async fn round_trip(client: &async_nats::Client, timeout: Duration) -> Result<()> {
+    use futures_util::StreamExt;
+    let inbox = client.new_inbox();
+    let err = |reason: String| NatsError::Request {
+        subject: "(round trip)".to_owned(),
+        reason,
+    };
+    let mut sub = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    client
+        .publish(inbox, Bytes::new())
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    client.flush().await.map_err(|e| err(e.to_string()))?;
+    match tokio::time::timeout(timeout, sub.next()).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(err("the connection closed".to_owned())),
+        Err(_) => Err(NatsError::RequestTimeout {
+            subject: "(round trip)".to_owned(),
+            timeout,
+        }),
     }
 }
 

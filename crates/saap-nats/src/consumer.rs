@@ -281,6 +281,8 @@ impl SaapNats {
             .messages()
             .await
             .map_err(|e| err(format!("cannot subscribe to its deliver subject: {e}")))?;
+        // The queue subscription is registered at the server before we return.
+        self.sync().await?;
         info!(consumer = %config.durable_name, stream = %stream_name, created, "bound to the runner consumer");
         Ok(ControlConsumer {
             name: config.durable_name.clone(),

@@ -200,13 +200,8 @@ impl SaapNats {
                     subject: filter.clone(),
                     reason: e.to_string(),
                 })?;
-        self.client
-            .flush()
-            .await
-            .map_err(|e| NatsError::Subscribe {
-                subject: filter.clone(),
-                reason: e.to_string(),
-            })?;
+        // Registered at the server before we return: requests sent from now on reach it.
+        self.sync().await?;
         let client = self.client.clone();
         let handler = Arc::new(handler);
         let task = tokio::spawn(async move {
@@ -254,13 +249,8 @@ impl SaapNats {
                     subject: filter.clone(),
                     reason: e.to_string(),
                 })?;
-        self.client
-            .flush()
-            .await
-            .map_err(|e| NatsError::Subscribe {
-                subject: filter.clone(),
-                reason: e.to_string(),
-            })?;
+        // Registered at the server before we return: requests sent from now on reach it.
+        self.sync().await?;
         let client = self.client.clone();
         let class = agent_class.to_owned();
         let hierarchy = Hierarchy::builtin();

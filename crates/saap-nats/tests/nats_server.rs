@@ -59,6 +59,14 @@ fn python_fixture(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The runner consumer with a 1 s ack wait, so that messages delivered to a crashed worker
+/// come back quickly (the Python default is 30 s).
+fn short_ack_wait(class: &str) -> ConsumerConfig {
+    let mut c = ConsumerConfig::for_agent_class(class).unwrap();
+    c.ack_wait = Duration::from_secs(1);
+    c
+}
+
 async fn stream_messages(nats: &SaapNats, class: &str) -> u64 {
     let mut s = nats
         .jetstream()
@@ -205,7 +213,7 @@ async fn display_events_go_over_core_nats() {
         .subscribe("agent.ShowAgent.*.*.*.*.display_event.*.*")
         .await
         .unwrap();
-    plain.flush().await.unwrap();
+    support::sync_client(&plain).await;
     let chunk = event("ChunkEvent", 7);
     let subject = nats.publish_display(&r, &chunk).await.unwrap();
     nats.flush().await.unwrap();
@@ -284,7 +292,7 @@ async fn python_user_message_published_by_a_plain_client_is_consumed_and_acked()
         .publish(core_subject, Bytes::from(bytes))
         .await
         .unwrap();
-    plain.flush().await.unwrap();
+    support::sync_client(&plain).await;
     let d2 = within(WAIT, "the core-published delivery", consumer.next())
         .await
         .unwrap()
@@ -322,10 +330,8 @@ async fn unacknowledged_message_is_redelivered_with_a_higher_count() {
     let server = NatsServer::start();
     let nats = connect(&server).await;
     nats.ensure_stream("RetryAgent").await.unwrap();
-    let mut config = ConsumerConfig::for_agent_class("RetryAgent").unwrap();
-    config.ack_wait = Duration::from_secs(1);
     let mut consumer = nats
-        .control_consumer_with("RetryAgent", &config)
+        .control_consumer_with("RetryAgent", &short_ack_wait("RetryAgent"))
         .await
         .unwrap();
     let r = run("RetryAgent", "run1");
@@ -592,7 +598,7 @@ async fn config_rpc_round_trip_errors_and_timeout() {
         .subscribe("aihub.rpc.config.agent.Slow.*")
         .await
         .unwrap();
-    plain.flush().await.unwrap();
+    support::sync_client(&plain).await;
     let e = agent
         .fetch_agent_config("Slow", "x", Some(Duration::from_millis(300)))
         .await
@@ -649,7 +655,7 @@ async fn class_discovery_round_trip() {
         .subscribe("class_discovery.agent.*.*.response.call3")
         .await
         .unwrap();
-    plain.flush().await.unwrap();
+    support::sync_client(&plain).await;
     plain
         .publish(
             "class_discovery.agent.MailAgent.*.request.call3",
@@ -686,7 +692,10 @@ async fn acknowledged_messages_survive_a_server_kill_and_restart() {
             );
         }
         // Process and acknowledge the first two.
-        let mut consumer = nats.control_consumer(class).await.unwrap();
+        let mut consumer = nats
+            .control_consumer_with(class, &short_ack_wait(class))
+            .await
+            .unwrap();
         for expected in &receipts[..2] {
             let d = within(WAIT, "delivery", consumer.next())
                 .await
@@ -728,7 +737,10 @@ async fn acknowledged_messages_survive_a_server_kill_and_restart() {
     // so acknowledged messages may be delivered again: at-least-once, never lost. The engine
     // deduplicates by event id. What must hold: every unacknowledged message is delivered
     // again, and nothing but stored messages is delivered.
-    let mut consumer = nats.control_consumer(class).await.unwrap();
+    let mut consumer = nats
+        .control_consumer_with(class, &short_ack_wait(class))
+        .await
+        .unwrap();
     let all: BTreeSet<u64> = receipts.iter().map(|r| r.sequence).collect();
     let mut missing: BTreeSet<u64> = receipts[2..].iter().map(|r| r.sequence).collect();
     let mut redelivered_acked = 0;

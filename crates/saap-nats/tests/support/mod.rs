@@ -381,6 +381,14 @@ pub async fn connect(server: &NatsServer) -> SaapNats {
     connect_ready(vec![server.url()], Settings::default()).await
 }
 
+/// Waits until the server processed everything `client` sent so far (e.g. a SUB), so that
+/// messages other connections publish from now on reach its subscriptions.
+pub async fn sync_client(client: &async_nats::Client) {
+    saap_nats::client::round_trip(client, READY_WITHIN)
+        .await
+        .unwrap_or_else(|e| panic!("round trip: {e}"));
+}
+
 /// Awaits `fut` at most `limit`, failing the test with `what` otherwise (a bound on a wait,
 /// not a timing assertion).
 pub async fn within<T>(
