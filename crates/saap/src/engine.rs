@@ -95,6 +95,10 @@ pub struct EngineOptions {
     /// Run a step on the completing task when it is the only one that became ready
     /// (default true). Steps that become ready together always run on their own tasks.
     pub inline_single: bool,
+    /// Keep ended runs in memory so that they can be inspected (default true). With
+    /// `false`, a run leaves the engine's memory once it ended and no execution of it is
+    /// running; the embedded store still holds it.
+    pub keep_ended_runs: bool,
 }
 
 impl Default for EngineOptions {
@@ -102,6 +106,7 @@ impl Default for EngineOptions {
         EngineOptions {
             max_event_bytes: 1024 * 1024,
             inline_single: true,
+            keep_ended_runs: true,
         }
     }
 }
@@ -622,6 +627,16 @@ impl Shared {
     fn apply(&self, slot: &RunSlot, input: Input) -> Result<Applied, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
+        if let Some(f) = &st.failure {
+            // The store missed an entry of this run: accepting more would leave a gap in
+            // its journal. The run stays stopped until the engine is reopened.
+            return Err(EngineError::Store(StoreError::Io {
+                detail: format!(
+                    "run `{}` was stopped by an earlier storage failure: {f}",
+                    slot.run_id
+                ),
+            }));
+        }
         let journal = self.backend.wants_journal();
         let core_err = |e: &dyn std::fmt::Display| EngineError::Core {
             run_id: slot.run_id.to_string(),
@@ -778,8 +793,12 @@ impl Shared {
             return Err(e.into());
         }
         slot.bump();
+        let none_started = applied.started.is_empty();
         for inv in applied.started {
             spawn_drive(self.clone(), slot.clone(), inv);
+        }
+        if none_started {
+            self.maybe_evict(slot);
         }
         Ok(applied.appended)
     }
@@ -807,6 +826,23 @@ impl Shared {
             .await
             .map(|_| ())
             .map_err(|e| ContextError::Engine(Box::new(e)))
+    }
+
+    /// Drops an ended, quiet run from memory when the engine does not keep ended runs.
+    fn maybe_evict(&self, slot: &RunSlot) {
+        if self.opts.keep_ended_runs {
+            return;
+        }
+        let done = {
+            let st = slot.lock();
+            st.run.is_terminated() && st.run.running().next().is_none()
+        };
+        if done {
+            self.runs
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&slot.run_id);
+        }
     }
 
     /// The store failed for this run: it cannot continue consistently. The failure is kept
@@ -1073,7 +1109,10 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
         }
         slot.bump();
         let mut next = applied.started.into_iter();
-        let Some(first) = next.next() else { return };
+        let Some(first) = next.next() else {
+            shared.maybe_evict(&slot);
+            return;
+        };
         for other in next {
             spawn_drive(shared.clone(), slot.clone(), other);
         }
