@@ -11,7 +11,8 @@
 //! ([`SaapNats::control_consumer`], [`Delivery`]), keep state in KV buckets with
 //! compare-and-set ([`TypedKv`]), and speak the config RPC and class discovery
 //! ([`SaapNats::fetch_agent_config`], [`SaapNats::serve_agent_config`],
-//! [`SaapNats::discover_classes`], [`SaapNats::serve_class_discovery`]).
+//! [`SaapNats::discover_classes`], [`SaapNats::serve_class_discovery`]), and replay the
+//! stored control events of a class or run in stream order ([`SaapNats::replay_control`]).
 //!
 //! Subjects, names and configurations come from `saap-protocol`; this crate only turns them
 //! into `async-nats` calls.
@@ -22,6 +23,7 @@ pub mod error;
 pub mod ids;
 pub mod kv;
 pub mod options;
+pub mod replay;
 pub mod rpc;
 
 pub use client::{EnsuredStream, PublishReceipt, SaapNats, Settings};
@@ -29,6 +31,7 @@ pub use consumer::{ControlConsumer, Delivery, DeliveryInfo};
 pub use error::{NatsError, Result};
 pub use kv::{BucketKind, BucketSpec, TypedKv, Versioned};
 pub use options::{Auth, ClientCertificate, NatsOptions, Secret, TlsOptions};
+pub use replay::{Replay, ReplayScope, StoredEvent};
 pub use rpc::{
     ClassDescription, ConfigScope, DiscoveredClass, FetchAgentConfigRequest,
     FetchAgentConfigResponse, ServiceHandle,

@@ -803,3 +803,114 @@ async fn token_authentication_is_passed_through_and_never_reported() {
     support::wait_jetstream(&nats).await;
     nats.ensure_stream("AuthAgent").await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_returns_stored_control_events_in_stream_order_and_ends() {
+    let server = NatsServer::start();
+    let nats = connect(&server).await;
+    let class = "ReplayAgent";
+    nats.ensure_stream(class).await.unwrap();
+
+    // Nothing stored: the replay ends at once.
+    let empty = nats
+        .replay_control(class, &saap_nats::ReplayScope::default())
+        .await
+        .unwrap();
+    assert_eq!(empty.remaining(), 0);
+    assert!(empty.collect().await.unwrap().is_empty());
+
+    let (r1, r2) = (run(class, "run1"), run(class, "run2"));
+    let mut seqs = Vec::new();
+    for n in 0..6 {
+        let r = if n % 2 == 0 { &r1 } else { &r2 };
+        seqs.push((
+            n,
+            nats.publish_control(r, &event("UserMessageEvent", n))
+                .await
+                .unwrap()
+                .sequence,
+        ));
+        // Display events are stored by the stream too (core publish) but never replayed.
+        nats.publish_display(r, &event("ChunkEvent", 100 + n))
+            .await
+            .unwrap();
+    }
+    nats.sync().await.unwrap();
+
+    let all = nats
+        .replay_control(class, &saap_nats::ReplayScope::default())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let got: Vec<u64> = all.iter().map(|e| e.sequence).collect();
+    let want: Vec<u64> = seqs.iter().map(|(_, s)| *s).collect();
+    assert_eq!(got, want);
+    for (stored, (n, _)) in all.iter().zip(&seqs) {
+        let e = stored
+            .decode(&hierarchy(), &DecodeLimits::default())
+            .unwrap();
+        assert_eq!(e.event_id, id(*n));
+        assert!(stored.subject.contains(".control_event."));
+    }
+
+    // One run only, from a sequence on.
+    let run2 = nats
+        .replay_control(
+            class,
+            &saap_nats::ReplayScope {
+                run: Some(r2.clone()),
+                from_sequence: None,
+            },
+        )
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let run2_ids: Vec<EventId> = run2
+        .iter()
+        .map(|s| {
+            s.decode(&hierarchy(), &DecodeLimits::default())
+                .unwrap()
+                .event_id
+        })
+        .collect();
+    assert_eq!(run2_ids, vec![id(1), id(3), id(5)]);
+    assert!(
+        run2.iter()
+            .all(|s| s.parsed_subject().unwrap().run().run_id() == "run2")
+    );
+
+    let tail = nats
+        .replay_control(
+            class,
+            &saap_nats::ReplayScope {
+                run: None,
+                from_sequence: Some(seqs[4].1),
+            },
+        )
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        tail.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+        vec![seqs[4].1, seqs[5].1]
+    );
+
+    // A run of another class is refused.
+    let e = nats
+        .replay_control(
+            class,
+            &saap_nats::ReplayScope {
+                run: Some(run("OtherAgent", "x")),
+                from_sequence: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), "invalid_options");
+}
