@@ -182,7 +182,12 @@ impl SaapNats {
             Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path)
                 .await
                 .map_err(|e| NatsError::InvalidOptions {
-                    reason: format!("cannot read credentials file {}: {e}", path.display()),
+                    // Only the error kind: the parser's message could quote the file.
+                    reason: format!(
+                        "cannot read credentials file {}: {}",
+                        path.display(),
+                        e.kind()
+                    ),
                 })?,
         };
         co = co
@@ -204,8 +209,8 @@ impl SaapNats {
         }
         let client = co.connect(addrs).await.map_err(|e| NatsError::Connect {
             url: url.clone(),
-            // The error's kind and text come from the client and name no credentials.
-            reason: e.to_string(),
+            // The client's text, with anything secret it might echo removed.
+            reason: options.sanitize(&e.to_string()),
         })?;
         let js = jetstream::ContextBuilder::new()
             .timeout(options.request_timeout)

@@ -200,6 +200,29 @@ impl NatsOptions {
     }
 }
 
+impl NatsOptions {
+    /// `text` with every secret of these options and every raw server address replaced by
+    /// `<redacted>` / the redacted address (for client error messages that might echo them).
+    pub fn sanitize(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for s in &self.servers {
+            if s.contains('@') {
+                out = out.replace(s.as_str(), &redact_url(s));
+            }
+        }
+        let secrets: Vec<&str> = match &self.auth {
+            Auth::Token(t) => vec![t.expose()],
+            Auth::UserPassword { password, .. } => vec![password.expose()],
+            Auth::NkeySeed(s) => vec![s.expose()],
+            Auth::None | Auth::CredentialsFile(_) => Vec::new(),
+        };
+        for s in secrets.into_iter().filter(|s| !s.is_empty()) {
+            out = out.replace(s, "<redacted>");
+        }
+        out
+    }
+}
+
 /// A server address without its userinfo (`nats://user:pass@host:4222` → `nats://host:4222`).
 pub fn redact_url(url: &str) -> String {
     let (scheme, rest) = match url.find("://") {
@@ -232,6 +255,14 @@ mod tests {
         assert_eq!(format!("{}", Secret::new("x")), "<redacted>");
         let t = Auth::Token(Secret::new("tok-123"));
         assert!(!format!("{t:?}").contains("tok-123"));
+    }
+
+    #[test]
+    fn sanitize_removes_secrets_and_userinfo() {
+        let o = NatsOptions::new("nats://u:pw1@h:4222").with_auth(Auth::Token(Secret::new("tok9")));
+        let t = o.sanitize("failed nats://u:pw1@h:4222 with tok9");
+        assert!(!t.contains("pw1") && !t.contains("tok9"), "{t}");
+        assert!(t.contains("nats://<redacted>@h:4222"));
     }
 
     #[test]
