@@ -61,13 +61,14 @@
 //! callback.
 
 use crate::compiled::{CompiledSpec, TypeId};
-use crate::ids::{ExecutionId, StepIdx, run_key};
+use crate::ids::{ExecutionId, FastMap, StepIdx, run_key};
 use crate::record::{Origin, Record, Termination};
 use crate::run::{AppendError, DeclaredConditions, EventTy, ExecState, Outcome, Run, RunStatus};
 use crate::sim::{self, Arrival};
 use crate::spec::ParamKind;
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -397,6 +398,8 @@ struct Model {
     /// Per step: offset of its first parameter in the flattened slot list.
     slot_offset: Vec<usize>,
     slots: usize,
+    /// [`Model::invisible`] by (step, execution number of that step).
+    invisible_cache: RefCell<FastMap<(StepIdx, u32), Option<bool>>>,
 }
 
 impl Model {
@@ -433,6 +436,7 @@ impl Model {
             class,
             slot_offset,
             slots,
+            invisible_cache: RefCell::default(),
         }
     }
 
@@ -487,6 +491,20 @@ impl Model {
     /// (reduction 2). Also returns whether it appends anything at all.
     fn invisible(&self, run: &Run, x: ExecutionId) -> Option<bool> {
         let step = run.execution(x)?.step;
+        // The outcome depends only on the step and which of its executions this is.
+        let nth = run.executions()[..=x.0 as usize]
+            .iter()
+            .filter(|e| e.step == step)
+            .count() as u32;
+        if let Some(v) = self.invisible_cache.borrow().get(&(step, nth)) {
+            return *v;
+        }
+        let v = self.invisible_uncached(run, x, step);
+        self.invisible_cache.borrow_mut().insert((step, nth), v);
+        v
+    }
+
+    fn invisible_uncached(&self, run: &Run, x: ExecutionId, step: StepIdx) -> Option<bool> {
         match sim::outcome_for(run, x) {
             Outcome::Failed(_) => (!self.spec.steps[step as usize].stop_on_error).then_some(false),
             Outcome::Returned(events) => {
@@ -561,9 +579,17 @@ impl Model {
     /// The dispatched events each (step, parameter) can bind, in arrival order — what the
     /// core's readiness and binding read.
     fn slots(&self, run: &Run) -> Vec<Vec<u32>> {
-        let mut slots = vec![Vec::new(); self.slots];
+        let mut slots = Vec::new();
+        self.fill_slots(run, &mut slots);
+        slots
+    }
+
+    /// [`Model::slots`] into reused buffers.
+    fn fill_slots(&self, run: &Run, slots: &mut Vec<Vec<u32>>) {
+        slots.resize_with(self.slots, Vec::new);
+        slots.iter_mut().for_each(Vec::clear);
         let end = match run.status() {
-            RunStatus::NotStarted => return slots,
+            RunStatus::NotStarted => return,
             RunStatus::Live => u32::MAX,
             RunStatus::Terminated { by } => by,
         };
@@ -592,14 +618,27 @@ impl Model {
                 }
             }
         }
-        slots
     }
+}
+
+/// Buffers reused by [`Model::key`] (one allocation per table per exploration).
+#[derive(Default)]
+struct KeyBuf {
+    ev: Vec<u32>,
+    xname: Vec<Option<u32>>,
+    out_index: Vec<u32>,
+    scratch: Vec<u32>,
+    slots: Vec<Vec<u32>>,
+    sorted: Vec<u32>,
+    xs: Vec<[u32; 3]>,
+    per_step: Vec<u32>,
+    key: Vec<u32>,
 }
 
 /// Hash-consing of structural names.
 #[derive(Default)]
 struct Interner {
-    map: HashMap<Box<[u32]>, u32>,
+    map: FastMap<Box<[u32]>, u32>,
 }
 
 impl Interner {
@@ -619,14 +658,27 @@ const NAME_EXECUTION: u32 = 2;
 
 impl Model {
     /// The canonical key of a state (reduction 1).
-    fn key(&self, st: &State, names: &mut Interner) -> Vec<u32> {
+    fn key<'k>(&self, st: &State, names: &mut Interner, buf: &'k mut KeyBuf) -> &'k [u32] {
         let run = &st.run;
         let log = run.log();
         let execs = run.executions();
-        let mut ev = vec![u32::MAX; log.len()];
-        let mut xname: Vec<Option<u32>> = vec![None; execs.len()];
-        let mut out_index = vec![0u32; execs.len()];
-        let mut scratch = Vec::new();
+        let KeyBuf {
+            ev,
+            xname,
+            out_index,
+            scratch,
+            slots,
+            sorted,
+            xs,
+            per_step,
+            key,
+        } = buf;
+        ev.clear();
+        ev.resize(log.len(), u32::MAX);
+        xname.clear();
+        xname.resize(execs.len(), None);
+        out_index.clear();
+        out_index.resize(execs.len(), 0);
         for (seq, e) in log.iter().enumerate() {
             let ty = match e.ty {
                 EventTy::Known(t) => t,
@@ -644,7 +696,7 @@ impl Model {
                 }
                 Origin::Execution(x) => {
                     let xi = x.0 as usize;
-                    let xn = self.exec_name(run, x, &ev, &mut xname, names, &mut scratch);
+                    let xn = self.exec_name(run, x, ev, xname, names, scratch);
                     let k = out_index.get(xi).copied().unwrap_or(0);
                     if let Some(o) = out_index.get_mut(xi) {
                         *o += 1;
@@ -653,7 +705,7 @@ impl Model {
                 }
             };
         }
-        let mut key = Vec::with_capacity(64);
+        key.clear();
         key.push(match run.status() {
             RunStatus::NotStarted => 0,
             RunStatus::Live => 1,
@@ -661,45 +713,38 @@ impl Model {
         });
         key.push(st.remaining.len() as u32);
         key.extend_from_slice(&st.remaining);
-        let slots = self.slots(run);
+        self.fill_slots(run, slots);
         // Only what readiness and binding can still read (§4.3, §4.4): a single parameter
         // binds the latest event, a fixed list the set of its first N, a list the set of
         // all; the rest of a parameter's history cannot influence any later decision.
-        let mut buf = Vec::new();
         for (si, s) in self.spec.steps.iter().enumerate() {
             for (pi, p) in s.params.iter().enumerate() {
                 let slot = &slots[self.slot_offset[si] + pi];
-                buf.clear();
+                sorted.clear();
                 match p.kind {
                     ParamKind::Required | ParamKind::Optional => {
-                        buf.extend(slot.last().map(|s| ev[*s as usize]));
+                        sorted.extend(slot.last().map(|s| ev[*s as usize]));
                     }
                     ParamKind::FixedList => {
                         let n = slot.len().min(p.size as usize);
-                        buf.extend(slot[..n].iter().map(|s| ev[*s as usize]));
-                        buf.sort_unstable();
+                        sorted.extend(slot[..n].iter().map(|s| ev[*s as usize]));
+                        sorted.sort_unstable();
                     }
                     ParamKind::List => {
-                        buf.extend(slot.iter().map(|s| ev[*s as usize]));
-                        buf.sort_unstable();
+                        sorted.extend(slot.iter().map(|s| ev[*s as usize]));
+                        sorted.sort_unstable();
                     }
                 }
-                key.push(buf.len() as u32);
-                key.extend_from_slice(&buf);
+                key.push(sorted.len() as u32);
+                key.extend_from_slice(sorted);
             }
         }
-        let mut per_step = vec![0u32; self.spec.steps.len()];
-        let mut xs: Vec<[u32; 3]> = Vec::with_capacity(execs.len());
+        per_step.clear();
+        per_step.resize(self.spec.steps.len(), 0);
+        xs.clear();
         for (i, x) in execs.iter().enumerate() {
             per_step[x.step as usize] += 1;
-            let n = self.exec_name(
-                run,
-                ExecutionId(i as u32),
-                &ev,
-                &mut xname,
-                names,
-                &mut scratch,
-            );
+            let n = self.exec_name(run, ExecutionId(i as u32), ev, xname, names, scratch);
             let (state, nth) = match x.state {
                 ExecState::Running => (0, per_step[x.step as usize]),
                 ExecState::Completed => (1, 0),
@@ -1057,7 +1102,8 @@ pub fn explore(
     let mut stats = Stats::default();
     let mut bounds_hit = Vec::new();
     let mut names = Interner::default();
-    let mut seen: HashMap<Box<[u32]>, u32> = HashMap::new();
+    let mut seen: FastMap<Box<[u32]>, u32> = FastMap::default();
+    let mut keybuf = KeyBuf::default();
     let mut nodes: Vec<Node> = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
 
@@ -1069,7 +1115,7 @@ pub fn explore(
         depth: 0,
     });
     if opts.dedup {
-        seen.insert(model.key(&root, &mut names).into(), 0);
+        seen.insert(model.key(&root, &mut names, &mut keybuf).into(), 0);
     }
     stats.states = 1;
     let (acts, reduced) = model.enabled(&root, &opts);
@@ -1120,8 +1166,8 @@ pub fn explore(
             &mut found,
         );
         if opts.dedup {
-            let key = model.key(&child, &mut names);
-            if seen.contains_key(key.as_slice()) {
+            let key = model.key(&child, &mut names, &mut keybuf);
+            if seen.contains_key(key) {
                 stats.merged += 1;
                 continue;
             }
