@@ -684,11 +684,8 @@ fn file_ingest_buffers_incomplete_lines() {
 #[test]
 fn concurrent_cli_processes_converge_on_one_service() {
     let env = Env::new();
-    let children: Vec<_> = (0..8)
-        .map(|_| env.cmd().args(["--json", "create"]).output())
-        .collect::<Vec<_>>();
-    drop(children);
-    // Spawn truly concurrently.
+    assert!(!env.service_running());
+    // Eight processes race to start the service.
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let mut c = env.cmd();
@@ -714,7 +711,13 @@ fn concurrent_cli_processes_converge_on_one_service() {
     }
     assert_eq!(ports.len(), 1, "all sessions share one service: {ports:?}");
     assert!(env.service_running());
-    assert_eq!(env.json(&["sessions"])["statistics"]["total"], 16);
+    assert_eq!(env.json(&["sessions"])["statistics"]["total"], 8);
+    let log = std::fs::read_to_string(env.root().join("service.log")).unwrap_or_default();
+    assert_eq!(
+        log.matches("debug-mode service started").count(),
+        1,
+        "{log}"
+    );
 }
 
 #[test]
