@@ -28,6 +28,30 @@ pub type Payload = Arc<serde_json::Value>;
 ///     const PARENTS: &'static [&'static str] = &["ControlEvent"];
 /// }
 /// ```
+///
+/// Or with the derive (`parent` defaults to `ControlEvent`):
+///
+/// ```
+/// #[derive(saap::Event, serde::Serialize, serde::Deserialize)]
+/// #[event(parent = StopEvent)]
+/// struct Answered { text: String }
+/// assert_eq!(<Answered as saap::Event>::PARENTS, &["StopEvent"]);
+/// ```
+///
+/// An event type cannot be generic (its wire name is one fixed string):
+///
+/// ```compile_fail
+/// #[derive(saap::Event, serde::Serialize, serde::Deserialize)]
+/// struct Wrapped<T> { inner: T }
+/// ```
+///
+/// Unknown attributes are compile errors that say what to write:
+///
+/// ```compile_fail
+/// #[derive(saap::Event, serde::Serialize, serde::Deserialize)]
+/// #[event(parent_type = StopEvent)]
+/// struct Answered { text: String }
+/// ```
 pub trait Event: Serialize + DeserializeOwned + Send + Sync + 'static {
     const NAME: &'static str;
     const PARENTS: &'static [&'static str];

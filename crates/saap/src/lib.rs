@@ -15,6 +15,9 @@
 //! - [`snapshot`]: run snapshots, timelines, "waiting for" explanations, Mermaid graphs;
 //! - [`testing`]: the test runner.
 
+/// Lets the derive macros name `::saap` inside this crate too.
+extern crate self as saap;
+
 pub mod backend;
 pub mod context;
 pub mod engine;
@@ -33,5 +36,7 @@ pub use event::{
     HumanInTheLoopResponseEvent, Payload, StartEvent, StopEvent, ThoughtEvent, UserMessageEvent,
 };
 pub use params::{Either, FixedList, Required};
+/// `#[derive(Event)]` with `#[event(name = "...", parent = X, parents = [X, Y])]`.
+pub use saap_macros::Event;
 pub use snapshot::{RunSnapshot, mermaid};
 pub use workflow::{BuildError, Step, StepError, Workflow, WorkflowBuilder};
