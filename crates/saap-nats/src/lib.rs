@@ -17,6 +17,10 @@
 //! Subjects, names and configurations come from `saap-protocol`; this crate only turns them
 //! into `async-nats` calls.
 
+// Lets `src/testing.rs` name this crate `saap_nats` both as a module of it and when this
+// crate's integration tests include the same file (`tests/support/mod.rs`).
+extern crate self as saap_nats;
+
 pub mod client;
 pub mod consumer;
 pub mod error;
@@ -25,6 +29,8 @@ pub mod kv;
 pub mod options;
 pub mod replay;
 pub mod rpc;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use client::{EnsuredStream, PublishReceipt, SaapNats, Settings};
 pub use consumer::{ControlConsumer, Delivery, DeliveryInfo};
