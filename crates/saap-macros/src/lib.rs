@@ -15,6 +15,18 @@
 //! Attributes: `name = "..."` (the wire name; default: the type's name), `parent = X` or
 //! `parents = [X, Y]` (direct parents by name). Anything else is a compile error that says
 //! what to write instead.
+//!
+//! `#[step]` on an `async fn` whose parameters are event parameters (`Required<T>`,
+//! `Option<T>`, `Vec<T>`, `FixedList<T, N>`) followed by an optional `StepCtx` generates
+//! `fn <name>_step() -> saap::Step<..>` with the parameter names taken from the signature:
+//!
+//! ```ignore
+//! #[step(max_executions_per_run = 1, precondition = hints_arrived, stop_on_error = false)]
+//! async fn answer(r: Required<Retrieved>, hints: Option<Hints>, ctx: StepCtx)
+//!     -> Result<Answered, StepError> { … }
+//! fn hints_arrived((_, hints): &(Required<Retrieved>, Option<Hints>)) -> bool { hints.is_some() }
+//! Workflow::builder("Rag").step(answer_step())
+//! ```
 
 use proc_macro::TokenStream;
 use quote::quote;
@@ -102,6 +114,141 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         impl ::saap::Event for #ident {
             const NAME: &'static str = #name;
             const PARENTS: &'static [&'static str] = &[#(#parents),*];
+        }
+    })
+}
+
+/// Turns an `async fn` into a step constructor `fn <name>_step() -> saap::Step<..>`.
+#[proc_macro_attribute]
+pub fn step(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let func = parse_macro_input!(item as syn::ItemFn);
+    match expand_step(attr.into(), &func) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn is_step_ctx(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Path(p) => p.path.segments.last().is_some_and(|s| s.ident == "StepCtx"),
+        _ => false,
+    }
+}
+
+fn expand_step(
+    attr: proc_macro2::TokenStream,
+    func: &syn::ItemFn,
+) -> syn::Result<proc_macro2::TokenStream> {
+    let sig = &func.sig;
+    if sig.asyncness.is_none() {
+        return Err(syn::Error::new_spanned(
+            sig.fn_token,
+            "a step must be an `async fn`; write `async fn`",
+        ));
+    }
+    if !sig.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &sig.generics,
+            "a step cannot be generic: the spec needs concrete event types",
+        ));
+    }
+    let mut names = Vec::new();
+    let mut types = Vec::new();
+    let mut has_ctx = false;
+    for (i, arg) in sig.inputs.iter().enumerate() {
+        let syn::FnArg::Typed(pt) = arg else {
+            return Err(syn::Error::new_spanned(
+                arg,
+                "a step takes no `self`: steps are stateless; write a free `async fn` and keep state in RunContext",
+            ));
+        };
+        if is_step_ctx(&pt.ty) {
+            if i + 1 != sig.inputs.len() {
+                return Err(syn::Error::new_spanned(
+                    &pt.ty,
+                    "`StepCtx` must be the last parameter",
+                ));
+            }
+            has_ctx = true;
+            continue;
+        }
+        let syn::Pat::Ident(id) = &*pt.pat else {
+            return Err(syn::Error::new_spanned(
+                &pt.pat,
+                "write a plain parameter name (the spec uses it), e.g. `hints: Option<Hints>`",
+            ));
+        };
+        names.push(id.ident.to_string());
+        types.push((*pt.ty).clone());
+    }
+    if types.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &sig.inputs,
+            "a step needs at least one event parameter (Required<T>, Option<T>, Vec<T> or FixedList<T, N>)",
+        ));
+    }
+    if types.len() > 6 {
+        return Err(syn::Error::new_spanned(
+            &sig.inputs,
+            "a step takes at most 6 event parameters; group inputs into fewer event types",
+        ));
+    }
+    let mut options = Vec::new();
+    let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(attr)?;
+    for meta in metas {
+        let Meta::NameValue(nv) = &meta else {
+            return Err(syn::Error::new_spanned(
+                &meta,
+                "write `precondition = path`, `max_executions_per_run = N`, `stop_on_error = bool` or `name = \"...\"`",
+            ));
+        };
+        let v = &nv.value;
+        if nv.path.is_ident("precondition") {
+            let pname = name_of(v)?;
+            options.push(quote! { .precondition(#pname, #v) });
+        } else if nv.path.is_ident("max_executions_per_run") {
+            options.push(quote! { .max_executions_per_run(#v) });
+        } else if nv.path.is_ident("stop_on_error") {
+            options.push(quote! { .stop_on_error(#v) });
+        } else if nv.path.is_ident("name") {
+            options.push(quote! {});
+        } else {
+            return Err(syn::Error::new_spanned(
+                &nv.path,
+                "unknown step option; write `precondition = path`, `max_executions_per_run = N` or `stop_on_error = bool`",
+            ));
+        }
+    }
+    let fname = &sig.ident;
+    let vis = &func.vis;
+    let ctor = quote::format_ident!("{}_step", fname);
+    let step_name = fname.to_string();
+    let pats: Vec<proc_macro2::Ident> = (0..types.len())
+        .map(|i| quote::format_ident!("__p{}", i))
+        .collect();
+    let ctx_arg = if has_ctx {
+        quote! { __ctx }
+    } else {
+        quote! {}
+    };
+    let (input_ty, input_pat) = if types.len() == 1 {
+        let t = &types[0];
+        let p = &pats[0];
+        (quote! { #t }, quote! { #p })
+    } else {
+        (quote! { (#(#types,)*) }, quote! { (#(#pats,)*) })
+    };
+    Ok(quote! {
+        #func
+
+        #[doc = concat!("The step `", #step_name, "` (generated by `#[step]`).")]
+        #vis fn #ctor() -> ::saap::Step<#input_ty> {
+            ::saap::Step::new(#step_name, |#input_pat: #input_ty, __ctx: ::saap::StepCtx| {
+                let _ = &__ctx;
+                #fname(#(#pats,)* #ctx_arg)
+            })
+            .param_names(&[#(#names),*])
+            #(#options)*
         }
     })
 }

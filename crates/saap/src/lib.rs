@@ -38,5 +38,7 @@ pub use event::{
 pub use params::{Either, FixedList, Required};
 /// `#[derive(Event)]` with `#[event(name = "...", parent = X, parents = [X, Y])]`.
 pub use saap_macros::Event;
+/// `#[step(...)]` on an `async fn`: generates `fn <name>_step() -> Step<..>`.
+pub use saap_macros::step;
 pub use snapshot::{RunSnapshot, mermaid};
 pub use workflow::{BuildError, Step, StepError, Workflow, WorkflowBuilder};

@@ -19,6 +19,35 @@
 //! assert_eq!(wf.spec().steps[0].params[0].types, vec!["UserMessageEvent".to_string()]);
 //! ```
 //!
+//! With the `#[step]` attribute the parameter names come from the signature:
+//!
+//! ```
+//! use saap::{Required, StepCtx, StepError, StopEvent, UserMessageEvent, Workflow, step};
+//! #[step(max_executions_per_run = 1)]
+//! async fn answer(question: Required<UserMessageEvent>, _ctx: StepCtx) -> Result<StopEvent, StepError> {
+//!     Ok(StopEvent {})
+//! }
+//! let wf = Workflow::builder("A").step(answer_step()).build().expect("valid");
+//! assert_eq!(wf.spec().steps[0].params[0].name, "question");
+//! ```
+//!
+//! Unsupported signatures are compile errors that say what to write instead: a step that
+//! takes `self` (steps are stateless), a step that is not `async`, a step with no event
+//! parameter.
+//!
+//! ```compile_fail
+//! struct Agent { seen: Vec<String> }
+//! impl Agent {
+//!     #[saap::step]
+//!     async fn remember(&self, q: saap::Required<saap::UserMessageEvent>) -> Result<(), saap::StepError> { Ok(()) }
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! #[saap::step]
+//! fn not_async(q: saap::Required<saap::UserMessageEvent>) -> Result<(), saap::StepError> { Ok(()) }
+//! ```
+//!
 //! Steps are `Fn` closures: each execution gets its inputs and a fresh [`StepCtx`]; there is
 //! no agent value to keep state on, so state between steps goes through events, RunContext
 //! or ThreadContext (DESIGN §4.6).

@@ -71,3 +71,85 @@ async fn derived_events_run() {
         1
     );
 }
+
+mod with_step_macro {
+    use saap::testing::TestRunner;
+    use saap::{Event, FixedList, Required, StepCtx, StepError, UserMessageEvent, Workflow, step};
+
+    #[derive(Event, serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    pub struct Part {
+        n: u32,
+    }
+    #[derive(Event, serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    pub struct Hint {}
+    #[derive(Event, serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    #[event(parent = StopEvent)]
+    pub struct Total {
+        n: u32,
+    }
+
+    #[step]
+    async fn split(
+        question: Required<UserMessageEvent>,
+        _ctx: StepCtx,
+    ) -> Result<Vec<Part>, StepError> {
+        Ok((1..=question.message.len() as u32)
+            .map(|n| Part { n })
+            .collect())
+    }
+
+    #[step(max_executions_per_run = 1, precondition = hint_arrived)]
+    async fn sum(parts: FixedList<Part, 3>, hint: Option<Hint>) -> Result<Total, StepError> {
+        let _ = hint;
+        Ok(Total {
+            n: parts.iter().map(|p| p.n).sum(),
+        })
+    }
+
+    fn hint_arrived((_, hint): &(FixedList<Part, 3>, Option<Hint>)) -> bool {
+        hint.is_some()
+    }
+
+    #[test]
+    fn step_macro_takes_names_and_options_from_the_signature() {
+        let wf = Workflow::builder("Macro")
+            .step(split_step())
+            .step(sum_step())
+            .build()
+            .unwrap();
+        let spec = wf.spec();
+        assert_eq!(spec.steps[0].params[0].name, "question");
+        assert_eq!(spec.steps[1].params[0].name, "parts");
+        assert_eq!(spec.steps[1].params[0].size, Some(3));
+        assert_eq!(spec.steps[1].params[1].name, "hint");
+        assert_eq!(spec.steps[1].max_executions_per_run, Some(1));
+        assert_eq!(
+            spec.steps[1].precondition.as_ref().unwrap().name,
+            "hint_arrived"
+        );
+        assert_eq!(spec.steps[1].outputs, vec!["Total".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn step_macro_steps_run() {
+        let wf = Workflow::builder("Macro")
+            .step(split_step())
+            .step(sum_step())
+            .build()
+            .unwrap();
+        let run = TestRunner::in_memory(wf)
+            .start(UserMessageEvent::new("abc"))
+            .await
+            .unwrap();
+        run.wait_idle(std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(run.executions_of("sum"), 0, "waits for the hint");
+        run.send(Hint {}).await.unwrap();
+        let t = run
+            .wait_for_event::<Total>(std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(t, Total { n: 6 });
+    }
+}
