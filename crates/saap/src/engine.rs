@@ -142,6 +142,8 @@ pub(crate) struct Shared {
 pub(crate) struct RunSlot {
     pub run_id: Arc<str>,
     pub thread_id: Arc<str>,
+    /// Seeds the derived ids of this run's outputs.
+    pub run_key: u64,
     state: Mutex<RunState>,
     pub version: watch::Sender<u64>,
 }
@@ -163,6 +165,7 @@ impl RunSlot {
         RunSlot {
             run_id,
             thread_id,
+            run_key: run.run_key(),
             state: Mutex::new(RunState {
                 run,
                 payloads: Vec::new(),
@@ -223,7 +226,7 @@ struct Incoming {
     id: EventId,
     ty: NewEventType,
     kind: EventKind,
-    name: String,
+    name: std::borrow::Cow<'static, str>,
     payload: Payload,
 }
 
@@ -330,9 +333,9 @@ fn kind_from_bits(bits: u8) -> EventKind {
 fn stored(ev: &Incoming) -> StoredEvent {
     StoredEvent {
         id: ev.id,
-        name: ev.name.clone(),
+        name: ev.name.to_string(),
         kind: ev.kind.bits(),
-        payload: (*ev.payload).clone(),
+        payload: ev.payload.clone(),
     }
 }
 
@@ -485,7 +488,7 @@ impl Engine {
                         kind: EventKind::from_classification(c),
                     },
                     kind: EventKind::from_classification(c),
-                    name: env.event_name.clone(),
+                    name: env.event_name.clone().into(),
                     payload,
                 }
             }
@@ -594,7 +597,7 @@ impl Shared {
             id: id.unwrap_or_else(|| self.ids.next()),
             ty: NewEventType::Known(t),
             kind: spec.type_info(t).kind,
-            name: name.to_string(),
+            name: name.to_string().into(),
             payload,
         })
     }
@@ -618,7 +621,7 @@ impl Shared {
             id: EventId::derived(run_key, x, index),
             ty,
             kind,
-            name: out.name.to_string(),
+            name: out.name.into(),
             payload: out.payload,
         }
     }
@@ -812,7 +815,7 @@ impl Shared {
         name: &'static str,
         payload: Payload,
     ) -> Result<(), ContextError> {
-        let run_key = slot.lock().run.run_key();
+        let run_key = slot.run_key;
         let mut ev = self.output(run_key, x, 0x4000_0000 | n, OutEvent { name, payload });
         if !ev.kind.is_display() || ev.kind.is_control() {
             return Err(ContextError::NotDisplay {
@@ -914,10 +917,7 @@ impl Shared {
                         kind: kind_from_bits(e.kind),
                     },
                 };
-                (
-                    NewEvent { id: e.id, ty },
-                    (e.id, Arc::new(e.payload.clone())),
-                )
+                (NewEvent { id: e.id, ty }, (e.id, e.payload.clone()))
             };
             for (i, entry) in s.journal.iter().enumerate() {
                 let mut pending = Vec::new();
@@ -1082,7 +1082,7 @@ fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
     loop {
         let result = shared.execute(&slot, &inv).await;
-        let run_key = slot.lock().run.run_key();
+        let run_key = slot.run_key;
         let outcome = result.map(|outs| {
             outs.into_iter()
                 .enumerate()
