@@ -172,8 +172,20 @@ impl SaapNats {
             })?;
             addrs.push(addr);
         }
+        // async-nats ignores userinfo in server URLs: with no explicit credentials, take them
+        // from the first URL that has some (`user:password@` or `token@`).
+        let url_auth = addrs.iter().find_map(|a| {
+            a.username()
+                .map(|u| (u.to_owned(), a.password().map(str::to_owned)))
+        });
         let mut co = match &options.auth {
-            Auth::None => ConnectOptions::new(),
+            Auth::None => match url_auth {
+                Some((user, Some(password))) => {
+                    ConnectOptions::with_user_and_password(user, password)
+                }
+                Some((token, None)) => ConnectOptions::with_token(token),
+                None => ConnectOptions::new(),
+            },
             Auth::Token(t) => ConnectOptions::with_token(t.expose().to_owned()),
             Auth::UserPassword { user, password } => {
                 ConnectOptions::with_user_and_password(user.clone(), password.expose().to_owned())

@@ -41,7 +41,8 @@ impl fmt::Display for Secret {
 /// How the client authenticates.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Auth {
-    /// No credentials (or credentials in the URL's userinfo, which the client uses as is).
+    /// No credentials, unless a server URL has userinfo: `nats://user:password@host` or
+    /// `nats://token@host` (the first such URL is used).
     #[default]
     None,
     /// A token (`authorization { token: … }`).

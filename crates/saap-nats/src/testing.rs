@@ -121,6 +121,9 @@ fn speaks_nats(port: u16) -> bool {
 pub struct ServerOptions {
     /// Require this token.
     pub token: Option<String>,
+    /// A raw `authorization { … }` block body (e.g. users with passwords or nkeys); used
+    /// instead of `token` when set.
+    pub authorization: Option<String>,
 }
 
 /// One nats-server process.
@@ -149,7 +152,9 @@ impl NatsServer {
             let name = format!("saap_test_{port}");
             let store = dir.path().join("store");
             let mut extra = String::new();
-            if let Some(t) = &options.token {
+            if let Some(a) = &options.authorization {
+                extra.push_str(&format!("authorization {{\n{a}\n}}\n"));
+            } else if let Some(t) = &options.token {
                 extra.push_str(&format!("authorization {{\n  token: \"{t}\"\n}}\n"));
             }
             let config = write_config(dir.path(), &name, port, &store, None, &extra);

@@ -786,6 +786,7 @@ async fn token_authentication_is_passed_through_and_never_reported() {
     let token = "s3cret-token-value";
     let server = NatsServer::start_with(ServerOptions {
         token: Some(token.to_owned()),
+        ..ServerOptions::default()
     });
     let e = SaapNats::connect(&NatsOptions::new(server.url()))
         .await
@@ -802,6 +803,12 @@ async fn token_authentication_is_passed_through_and_never_reported() {
     let nats = SaapNats::connect(&options).await.unwrap();
     support::wait_jetstream(&nats).await;
     nats.ensure_stream("AuthAgent").await.unwrap();
+
+    // A token in the URL's userinfo works too.
+    let in_url = NatsOptions::new(format!("nats://{token}@127.0.0.1:{}", server.port()));
+    assert!(!format!("{in_url:?}").contains(token));
+    let nats = SaapNats::connect(&in_url).await.unwrap();
+    support::wait_jetstream(&nats).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -913,4 +920,49 @@ async fn replay_returns_stored_control_events_in_stream_order_and_ends() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), "invalid_options");
+}
+
+/// A user nkey generated for these tests only (nkeys 0.4 `KeyPair::new_user`).
+const TEST_NKEY_SEED: &str = "SUAIXG5MCFDM2A6YUFMG4B5PFCXNYUS7OBCWCHS7BOM7DNFFJLJC5FHEKE";
+const TEST_NKEY_PUBLIC: &str = "UCWPUINGEVP2U4EPV4NESOGGR2H4XQLQ6VEBW3F5WIUPWUSPEYN2HPNM";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nkey_and_user_password_authentication_are_passed_through() {
+    let server = NatsServer::start_with(ServerOptions {
+        authorization: Some(format!(
+            "  users: [\n    {{ nkey: \"{TEST_NKEY_PUBLIC}\" }}\n    {{ user: \"alice\", password: \"pw-alice-1\" }}\n  ]"
+        )),
+        ..ServerOptions::default()
+    });
+    let anonymous = SaapNats::connect(&NatsOptions::new(server.url()))
+        .await
+        .unwrap_err();
+    assert_eq!(anonymous.kind(), "connect", "{anonymous}");
+
+    let nkey =
+        NatsOptions::new(server.url()).with_auth(Auth::NkeySeed(Secret::new(TEST_NKEY_SEED)));
+    assert!(!format!("{nkey:?}").contains(TEST_NKEY_SEED));
+    let nats = SaapNats::connect(&nkey).await.unwrap();
+    support::wait_jetstream(&nats).await;
+    nats.ensure_stream("NkeyAgent").await.unwrap();
+
+    let wrong = NatsOptions::new(server.url()).with_auth(Auth::UserPassword {
+        user: "alice".into(),
+        password: Secret::new("not-the-password"),
+    });
+    let e = SaapNats::connect(&wrong).await.unwrap_err();
+    assert!(!e.to_string().contains("not-the-password"), "{e}");
+    let alice = NatsOptions::new(server.url()).with_auth(Auth::UserPassword {
+        user: "alice".into(),
+        password: Secret::new("pw-alice-1"),
+    });
+    let nats = SaapNats::connect(&alice).await.unwrap();
+    support::wait_jetstream(&nats).await;
+
+    // Credentials in the URL are used by the client and never shown.
+    let port = server.port();
+    let in_url = NatsOptions::new(format!("nats://alice:pw-alice-1@127.0.0.1:{port}"));
+    assert!(!format!("{in_url:?}").contains("pw-alice-1"));
+    let nats = SaapNats::connect(&in_url).await.unwrap();
+    support::wait_jetstream(&nats).await;
 }
