@@ -326,6 +326,128 @@ pub fn validate_value(value: Value, raw: &[u8]) -> Result<ProbeEvent, Malformed>
     })
 }
 
+/// A record accepted by the fast path: borrowed fields and the compacted `data` text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FastEvent<'a> {
+    pub hypothesis_id: &'a str,
+    pub location: &'a str,
+    pub message: &'a str,
+    pub data: String,
+    pub timestamp: u64,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Borrowed<'a> {
+    #[serde(rename = "hypothesisId")]
+    hypothesis_id: &'a str,
+    location: &'a str,
+    message: &'a str,
+    #[serde(borrow)]
+    data: &'a serde_json::value::RawValue,
+    timestamp: u64,
+}
+
+/// Fast path of [`validate_line`] for the common case. Returns `Some` only for records the
+/// full validator accepts *and* the redactor would leave unchanged, with `data` compacted
+/// to the exact text the full path would store; anything unusual (escapes, deep or large
+/// data, non-integer or long numbers, secret-looking content) returns `None` and must take
+/// the full path. So both paths store identical bytes.
+pub fn fast_validate(raw: &[u8]) -> Option<FastEvent<'_>> {
+    if raw.len() > MAX_LINE_BYTES || raw.contains(&b'\\') {
+        return None;
+    }
+    let text = std::str::from_utf8(raw).ok()?;
+    let b: Borrowed<'_> = serde_json::from_str(text).ok()?;
+    let ok_str = |s: &str, max: usize| !s.trim().is_empty() && s.len() <= max;
+    if !ok_str(b.hypothesis_id, MAX_HYPOTHESIS_ID_CHARS)
+        || !ok_str(b.location, MAX_LOCATION_CHARS)
+        || !ok_str(b.message, MAX_MESSAGE_CHARS)
+    {
+        return None;
+    }
+    let data = compact_simple_json(b.data.get())?;
+    if !redact::raw_line_is_clean(text) {
+        return None;
+    }
+    Some(FastEvent {
+        hypothesis_id: b.hypothesis_id,
+        location: b.location,
+        message: b.message,
+        data,
+        timestamp: b.timestamp,
+    })
+}
+
+/// Compacts valid JSON text without escapes, refusing anything whose canonical
+/// re-serialization could differ (floats, long integers, `-0`) or that comes near the
+/// data bounds (depth, items, string length).
+fn compact_simple_json(json: &str) -> Option<String> {
+    let bytes = json.as_bytes();
+    let mut out = String::with_capacity(json.len());
+    let mut depth = 0usize;
+    let mut commas: Vec<usize> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        match c {
+            b'"' => {
+                let end = i + 1 + bytes[i + 1..].iter().position(|b| *b == b'"')?;
+                if end - i > MAX_DATA_STRING_CHARS / 2 {
+                    return None;
+                }
+                out.push_str(&json[i..=end]);
+                i = end + 1;
+                continue;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth >= MAX_DATA_DEPTH - 2 {
+                    return None;
+                }
+                commas.push(0);
+            }
+            b']' | b'}' => {
+                depth = depth.checked_sub(1)?;
+                commas.pop();
+            }
+            b',' => {
+                let n = commas.last_mut()?;
+                *n += 1;
+                if *n >= MAX_DATA_ITEMS - 100 {
+                    return None;
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                let mut end = i + 1;
+                while end < bytes.len() && bytes[end].is_ascii_digit() {
+                    end += 1;
+                }
+                let num = &json[start..end];
+                let digits = num.trim_start_matches('-');
+                if end < bytes.len() && matches!(bytes[end], b'.' | b'e' | b'E')
+                    || digits.len() > 15
+                    || num.starts_with("-0")
+                {
+                    return None;
+                }
+                out.push_str(num);
+                i = end;
+                continue;
+            }
+            b' ' | b'\t' | b'\r' | b'\n' => {
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c as char);
+        i += 1;
+    }
+    Some(out)
+}
+
 impl ProbeEvent {
     /// Applies the redactor to every string of the event. Returns true if anything changed.
     pub fn redact(&mut self) -> bool {
@@ -413,6 +535,49 @@ mod tests {
             validate_line(big.as_bytes()).expect_err("big").reason,
             Reason::TooLarge
         );
+    }
+
+    #[test]
+    fn fast_path_accepts_only_what_the_full_path_stores_unchanged() {
+        let lines = [
+            ok_line().to_owned(),
+            r#"{ "hypothesisId" : "H2", "location":"b.go:9", "message":"m", "data": { "a" : [1, -2, "x y", true, null, {}], "b": {"c": [ ]} }, "timestamp": 5 }"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":"plain","timestamp":1}"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":39.98,"timestamp":1}"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":12345678901234567890,"timestamp":1}"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":{"password":"x"},"timestamp":1}"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"Bearer abcdefghijkl","data":null,"timestamp":1}"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":{"auth":"x"},"timestamp":1}"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":"tab\there","timestamp":1}"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":1,"timestamp":1.5}"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":1,"timestamp":1,"x":1}"#.to_owned(),
+            r#"{"hypothesisId":"","location":"a:1","message":"m","data":1,"timestamp":1}"#.to_owned(),
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":-0,"timestamp":1}"#.to_owned(),
+            format!(r#"{{"hypothesisId":"H1","location":"a:1","message":"m","data":{}1{},"timestamp":1}}"#, "[".repeat(14), "]".repeat(14)),
+            format!(r#"{{"hypothesisId":"H1","location":"a:1","message":"m","data":[{}0],"timestamp":1}}"#, "0,".repeat(950)),
+        ];
+        let mut fast_count = 0;
+        for line in &lines {
+            let full = validate_line(line.as_bytes()).map(|mut e| {
+                let changed = e.redact();
+                (e, changed)
+            });
+            if let Some(fast) = fast_validate(line.as_bytes()) {
+                fast_count += 1;
+                let (full, changed) = full.expect("fast path accepted what the full path rejects");
+                assert!(!changed, "fast path skipped a redaction: {line}");
+                assert_eq!(fast.hypothesis_id, full.hypothesis_id);
+                assert_eq!(fast.location, full.location);
+                assert_eq!(fast.message, full.message);
+                assert_eq!(fast.timestamp, full.timestamp);
+                assert_eq!(
+                    fast.data,
+                    serde_json::to_string(&full.data).expect("json"),
+                    "{line}"
+                );
+            }
+        }
+        assert_eq!(fast_count, 3, "the common shapes take the fast path");
     }
 
     #[test]

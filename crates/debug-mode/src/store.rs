@@ -341,6 +341,17 @@ impl Session {
         let mut stored = self.stored_diagnostics;
         let mut malformed_total = self.state.malformed_total;
         for rec in records {
+            if let Record::Raw(line) = &rec
+                && let Some(fast) = event::fast_validate(line)
+            {
+                // Same bytes as the full path below would write (see event::fast_validate).
+                let offset = self.events_len + buf.len() as u64;
+                write_fast_event(&mut buf, &fast, seq, now);
+                new_index.push((offset, fast.hypothesis_id.to_owned()));
+                seq += 1;
+                out.accepted += 1;
+                continue;
+            }
             let result = match rec {
                 Record::Raw(line) => event::validate_line(line),
                 Record::Parsed(v) => {
@@ -649,6 +660,22 @@ impl Session {
 enum Record<'a> {
     Raw(&'a [u8]),
     Parsed(Value),
+}
+
+/// Writes a fast-path event exactly as `serde_json::to_writer(StoredEvent)` would: the
+/// strings contain no characters that JSON escapes (the fast path refuses them).
+fn write_fast_event(out: &mut Vec<u8>, e: &event::FastEvent<'_>, seq: u64, now: u64) {
+    use std::io::Write as _;
+    let _ = writeln!(
+        out,
+        "{{\"id\":\"{}\",\"sequence\":{seq},\"receivedAt\":{now},\"hypothesisId\":\"{}\",\"location\":\"{}\",\"message\":\"{}\",\"data\":{},\"timestamp\":{}}}",
+        uuid::Uuid::new_v4().hyphenated(),
+        e.hypothesis_id,
+        e.location,
+        e.message,
+        e.data,
+        e.timestamp
+    );
 }
 
 fn write_diagnostic(
@@ -1062,6 +1089,42 @@ mod tests {
         writeln!(f, "{}", line("H1", 2)).unwrap();
         assert_eq!(restarted.drain_all().accepted, 1);
         assert_eq!(restarted.loaded_count(), 1);
+    }
+
+    #[test]
+    fn fast_and_full_ingest_paths_store_identical_bytes() {
+        let (_t, store, _c) = store();
+        let a = store.create().unwrap();
+        let b = store.create().unwrap();
+        let lines = [
+            line("H1", 1),
+            r#"{ "hypothesisId": "H2", "location": "b.go:9", "message": "m", "data": {"a": [1, -2, "x y", true, null, {}]}, "timestamp": 5 }"#.to_owned(),
+            r#"{"hypothesisId":"H3","location":"c:1","message":"m","data":"plain","timestamp":7}"#.to_owned(),
+        ];
+        assert!(
+            lines
+                .iter()
+                .all(|l| event::fast_validate(l.as_bytes()).is_some())
+        );
+        let sa = store.get(&a.session_id).unwrap();
+        lock(&sa)
+            .ingest_body(lines.join("\n").as_bytes(), Source::Http, 9)
+            .unwrap();
+        let sb = store.get(&b.session_id).unwrap();
+        let values = lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        lock(&sb).ingest_values(values, 9).unwrap();
+        let strip = |id: &str| -> Vec<String> {
+            std::fs::read_to_string(SessionPaths::new(store.root(), id).events())
+                .unwrap()
+                .lines()
+                .map(|l| l[l.find(",\"sequence\"").unwrap()..].to_owned())
+                .collect()
+        };
+        assert_eq!(strip(&a.session_id), strip(&b.session_id));
+        assert_eq!(strip(&a.session_id).len(), 3);
     }
 
     #[test]
