@@ -132,6 +132,8 @@ pub struct Engine {
 
 pub(crate) struct Shared {
     pub workflow: Workflow,
+    /// `CompiledSpec::fingerprint`, computed once.
+    fingerprint: u64,
     pub backend: Arc<dyn Backend>,
     runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>>>,
     opts: EngineOptions,
@@ -145,7 +147,10 @@ pub(crate) struct RunSlot {
     /// Seeds the derived ids of this run's outputs.
     pub run_key: u64,
     state: Mutex<RunState>,
+    /// Bumped on every change while someone watches (test runner, snapshots in a loop).
     pub version: watch::Sender<u64>,
+    /// Notified when the run has ended and none of its executions is running.
+    quiet: tokio::sync::Notify,
 }
 
 pub(crate) struct RunState {
@@ -176,6 +181,7 @@ impl RunSlot {
                 failure: None,
             }),
             version: watch::channel(0).0,
+            quiet: tokio::sync::Notify::new(),
         }
     }
     pub(crate) fn lock(&self) -> MutexGuard<'_, RunState> {
@@ -184,7 +190,15 @@ impl RunSlot {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
     fn bump(&self) {
-        self.version.send_modify(|v| *v += 1);
+        // A watcher checks the state after subscribing, so skipping the notification when
+        // nobody watches loses no change.
+        if self.version.receiver_count() > 0 {
+            self.version.send_modify(|v| *v += 1);
+        }
+    }
+    fn is_quiet(&self) -> bool {
+        let st = self.lock();
+        st.failure.is_some() || (st.run.is_terminated() && st.run.running().next().is_none())
     }
 }
 
@@ -352,8 +366,10 @@ impl Engine {
     /// An engine over a backend, without looking for runs to resume (use [`Engine::open`]
     /// for a store that may hold runs).
     pub fn new(workflow: Workflow, backend: Arc<dyn Backend>, opts: EngineOptions) -> Engine {
+        let fingerprint = workflow.compiled().fingerprint();
         Engine {
             shared: Arc::new(Shared {
+                fingerprint,
                 workflow,
                 backend,
                 runs: RwLock::new(HashMap::new()),
@@ -529,20 +545,14 @@ impl Engine {
     /// `tokio::time::timeout` when needed.
     pub async fn wait_for_end(&self, run_id: &str) -> Result<(), EngineError> {
         let slot = self.shared.slot(run_id)?;
-        let mut rx = slot.version.subscribe();
         loop {
-            rx.borrow_and_update();
-            {
-                let st = slot.lock();
-                if st.failure.is_some()
-                    || (st.run.is_terminated() && st.run.running().next().is_none())
-                {
-                    return Ok(());
-                }
-            }
-            if rx.changed().await.is_err() {
+            let notified = slot.quiet.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if slot.is_quiet() {
                 return Ok(());
             }
+            notified.await;
         }
     }
 
@@ -747,7 +757,7 @@ impl Shared {
                 run_id: slot.run_id.clone(),
                 thread_id: slot.thread_id.clone(),
                 workflow: self.workflow.name().to_string(),
-                fingerprint: self.workflow.compiled().fingerprint(),
+                fingerprint: self.fingerprint,
             });
             st.created = true;
             let index = st.journal_len;
@@ -831,16 +841,14 @@ impl Shared {
             .map_err(|e| ContextError::Engine(Box::new(e)))
     }
 
-    /// Drops an ended, quiet run from memory when the engine does not keep ended runs.
+    /// After an input with nothing started: wakes `wait_for_end` waiters when the run is
+    /// quiet, and drops it from memory when the engine does not keep ended runs.
     fn maybe_evict(&self, slot: &RunSlot) {
-        if self.opts.keep_ended_runs {
+        if !slot.is_quiet() {
             return;
         }
-        let done = {
-            let st = slot.lock();
-            st.run.is_terminated() && st.run.running().next().is_none()
-        };
-        if done {
+        slot.quiet.notify_waiters();
+        if !self.opts.keep_ended_runs {
             self.runs
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
@@ -861,6 +869,7 @@ impl Shared {
         }
         drop(st);
         slot.bump();
+        slot.quiet.notify_waiters();
     }
 
     /// Runs one execution's body, catching panics.
@@ -893,7 +902,7 @@ impl Shared {
     /// Rebuilds a stored run through the core. Returns the slot and whether the run ended.
     fn rebuild(&self, s: StoredRun) -> Result<(Arc<RunSlot>, bool), String> {
         let spec = self.workflow.compiled();
-        let current = spec.fingerprint();
+        let current = self.fingerprint;
         if s.meta.fingerprint != current {
             return Err(format!(
                 "SAAP-R001: the workflow changed since this run was recorded (fingerprint {:016x}, now {current:016x}); resume it with the workflow version that produced it",
