@@ -418,10 +418,26 @@ impl Engine {
                 }
             }
         }
+        // Journal every retry first (one group commit for all of them), then run them.
+        let mut applied = Vec::with_capacity(to_retry.len());
         for (slot, x) in to_retry {
-            recovery.retried_executions += 1;
-            if let Err(e) = shared.submit(&slot, Input::Retry(x)).await {
-                tracing::error!(run_id = %slot.run_id, error = %e, "cannot retry an execution");
+            match shared.apply(&slot, Input::Retry(x)) {
+                Ok(a) => applied.push((slot, a)),
+                Err(e) => {
+                    tracing::error!(run_id = %slot.run_id, error = %e, "cannot retry an execution")
+                }
+            }
+        }
+        for (slot, a) in applied {
+            if let Err(e) = a.durable.wait().await {
+                shared.storage_failed(&slot, &e);
+                recovery.failed.push(e.into());
+                continue;
+            }
+            recovery.retried_executions += a.started.len();
+            slot.bump();
+            for inv in a.started {
+                spawn_drive(shared.clone(), slot.clone(), inv);
             }
         }
         Ok((engine, recovery))
