@@ -204,6 +204,9 @@ async fn s3(kind: &str, concurrent: usize) -> String {
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
+    // it: then only a small smoke run checks that every scenario works.
+    let smoke = !std::env::args().any(|a| a == "--bench");
     let filters: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -226,6 +229,15 @@ fn main() {
             .unwrap()
     };
     rt.block_on(async {
+        if smoke {
+            for kind in ["memory", "sqlite"] {
+                println!("{}", s1(kind, 3).await);
+                println!("{}", s2(kind, 100, true, 1).await);
+                println!("{}", s2(kind, 100, false, 1).await);
+                println!("{}", s3(kind, 20).await);
+            }
+            return;
+        }
         for kind in ["memory", "sqlite"] {
             let seq_runs = if kind == "memory" { 1000 } else { 100 };
             if want("s1", kind) {
