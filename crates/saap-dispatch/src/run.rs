@@ -401,27 +401,36 @@ impl Run {
         if self.log.len() >= MAX_LOG_EVENTS {
             return Err(AppendError::LogFull);
         }
+        if let NewEventType::Known(t) = event.ty
+            && t as usize >= self.spec.types.len()
+        {
+            return Err(AppendError::UnknownType(t));
+        }
         let seq = self.log.len() as Seq;
-        // One hash for the duplicate check and the insert.
-        match self.by_id.entry(event.id) {
-            std::collections::hash_map::Entry::Occupied(e) => {
-                let first_seq = *e.get();
-                self.records
-                    .push(Record::DuplicateEvent { first_seq, origin });
-                return Ok(Appended::Duplicate { first_seq });
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                if let NewEventType::Known(t) = event.ty
-                    && t as usize >= self.spec.types.len()
-                {
-                    return Err(AppendError::UnknownType(t));
+        let kind = match &event.ty {
+            NewEventType::Known(t) => self.spec.types[*t as usize].kind,
+            NewEventType::Foreign { kind, .. } => *kind,
+        };
+        // An orphan (a control event before the run began) is refused, so its id is not
+        // taken: the publisher may deliver the same event again once the run has begun.
+        let orphan = self.status == RunStatus::NotStarted && kind.is_control() && !kind.is_start();
+        if !orphan {
+            // One hash for the duplicate check and the insert.
+            match self.by_id.entry(event.id) {
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    let first_seq = *e.get();
+                    self.records
+                        .push(Record::DuplicateEvent { first_seq, origin });
+                    return Ok(Appended::Duplicate { first_seq });
                 }
-                v.insert(seq);
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(seq);
+                }
             }
         }
-        let (ty, kind) = match event.ty {
-            NewEventType::Known(t) => (EventTy::Known(t), self.spec.types[t as usize].kind),
-            NewEventType::Foreign { name, kind } => {
+        let ty = match event.ty {
+            NewEventType::Known(t) => EventTy::Known(t),
+            NewEventType::Foreign { name, .. } => {
                 let i = match self.foreign_names.iter().position(|n| **n == *name) {
                     Some(i) => i,
                     None => {
@@ -429,7 +438,7 @@ impl Run {
                         self.foreign_names.len() - 1
                     }
                 };
-                (EventTy::Foreign(i as u32), kind)
+                EventTy::Foreign(i as u32)
             }
         };
         self.log.push(LoggedEvent {

@@ -165,6 +165,8 @@ struct Model<'a> {
     execs: Vec<(usize, Vec<EventId>)>,
     /// Executions per step since the run began (cleared at termination; irrelevant after).
     counts: BTreeMap<usize, u32>,
+    /// Ids of accepted events (every appended event but orphans).
+    taken: Vec<EventId>,
 }
 
 impl<'a> Model<'a> {
@@ -176,6 +178,7 @@ impl<'a> Model<'a> {
             terminated: false,
             execs: vec![],
             counts: BTreeMap::new(),
+            taken: vec![],
         }
     }
 
@@ -184,10 +187,15 @@ impl<'a> Model<'a> {
     }
 
     fn append(&mut self, id: EventId, name: &str) {
-        if self.log.iter().any(|(i, _, _)| *i == id) {
+        let k = self.kind(name);
+        let orphan = !self.started && k.control && !k.start;
+        // Orphans are refused, so they do not take their id.
+        if !orphan && self.taken.contains(&id) {
             return;
         }
-        let k = self.kind(name);
+        if !orphan {
+            self.taken.push(id);
+        }
         if self.terminated {
             self.log.push((id, name.into(), false));
             return;

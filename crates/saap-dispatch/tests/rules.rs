@@ -647,6 +647,21 @@ fn lifecycle_control_event_before_start_is_refused_and_kept_as_orphan() {
 }
 
 #[test]
+fn lifecycle_an_orphan_delivered_again_after_the_start_is_accepted() {
+    let mut h = H::new(&spec(
+        "  - {name: s, params: [{name: a, kind: required, types: [A]}]}",
+    ));
+    let a = h.ev("A");
+    assert!(h.send_event(a.clone()).is_err(), "refused before the start");
+    h.send("StartEvent");
+    assert!(matches!(
+        h.send_event(a).unwrap(),
+        Appended::Dispatched { started: 1, .. }
+    ));
+    assert_eq!(h.count("s"), 1, "the publisher's retry is not lost");
+}
+
+#[test]
 fn lifecycle_second_start_event_is_an_ordinary_input_and_retriggers() {
     let mut h = H::new(&spec(
         "  - {name: s, params: [{name: q, kind: required, types: [UserMessageEvent]}]}",
