@@ -30,8 +30,9 @@ fn count(e: &Effects, step: &str) -> u32 {
     e.lock().unwrap().get(step).copied().unwrap_or(0)
 }
 
-/// start → A → slow → B → fin → Done. `slow` waits on `gate` when given (never opened).
-fn workflow(effects: Effects, gate: Option<Arc<Semaphore>>) -> Workflow {
+/// start → A → slow → B → fin → Done. `slow` adds a permit to `entered` when its body starts
+/// and then waits on `gate` (never opened) when given.
+fn workflow(effects: Effects, gate: Option<(Arc<Semaphore>, Arc<Semaphore>)>) -> Workflow {
     let (e1, e2, e3) = (effects.clone(), effects.clone(), effects);
     Workflow::builder("Recovering")
         .step(Step::new(
@@ -50,7 +51,8 @@ fn workflow(effects: Effects, gate: Option<Arc<Semaphore>>) -> Workflow {
             let (e, gate) = (e2.clone(), gate.clone());
             async move {
                 bump(&e, "slow");
-                if let Some(g) = gate {
+                if let Some((entered, g)) = gate {
+                    entered.add_permits(1);
                     let _permit = g.acquire().await;
                 }
                 Ok::<_, StepError>(B { n: a.n })
@@ -85,9 +87,10 @@ fn crash_mid_run_then_reopen_reruns_unfinished_executions_only() {
     let rt1 = rt();
     let run_ids: Vec<String> = rt1.block_on(async {
         let gate = Arc::new(Semaphore::new(0));
+        let entered = Arc::new(Semaphore::new(0));
         let backend = Arc::new(SqliteBackend::open(&path).unwrap());
         let (engine, rec) = Engine::open(
-            workflow(effects.clone(), Some(gate)),
+            workflow(effects.clone(), Some((entered.clone(), gate))),
             backend,
             EngineOptions::default(),
         )
@@ -100,18 +103,16 @@ fn crash_mid_run_then_reopen_reruns_unfinished_executions_only() {
             let run = runner.start(UserMessageEvent::new(msg)).await.unwrap();
             ids.push(run.run_id().to_string());
         }
-        for id in &ids {
-            let mut rx = engine.watch(id).unwrap();
-            while engine.snapshot(id).unwrap().executions_of("slow") == 0 {
-                rx.changed().await.unwrap();
-            }
-        }
+        // A body runs only after the entry that started it is durable: once the three
+        // `slow` bodies are in, every `start` completion is in the store.
+        let _all = entered.acquire_many(3).await.unwrap();
         engine.halt();
         ids
     });
     drop(rt1);
     assert_eq!(count(&effects, "start"), 3);
-    assert_eq!(count(&effects, "slow"), 3);
+    let slow_before = count(&effects, "slow");
+    assert_eq!(slow_before, 3);
     assert_eq!(count(&effects, "fin"), 0);
 
     // Phase 2: reopen the same file; the three `slow` executions run again.
@@ -179,7 +180,7 @@ fn crash_mid_run_then_reopen_reruns_unfinished_executions_only() {
             assert!(engine.snapshot(id).unwrap().has_stop());
         }
     });
-    assert_eq!(count(&effects, "slow"), 6);
+    assert_eq!(count(&effects, "slow"), slow_before + 3);
     assert_eq!(count(&effects, "fin"), 3);
 }
 
