@@ -1498,6 +1498,58 @@ simulation:
         assert!(!x.has_multi_exec());
     }
 
+    #[test]
+    fn execution_budget_caps_the_race() {
+        let capped = RACE.replace(
+            "    outputs: [Done]\n",
+            "    outputs: [Done]\n    max_executions_per_run: 1\n",
+        );
+        let x = run(&capped);
+        let answer = step(&x, "answer");
+        assert_eq!((answer.best, answer.worst), (Some(1), Some(1)));
+        // B can still arrive after the stop: evidence, not a second execution.
+        assert!(x.after_stop.iter().any(|a| a.event == "B"));
+    }
+
+    #[test]
+    fn failure_without_stop_on_error_stalls_its_consumer() {
+        let yaml = RACE.replace(
+            "    outputs: [A]\n",
+            "    outputs: [A]\n    stop_on_error: false\n",
+        ) + "  behaviour:\n    make_a: {fail: \"no topic\"}\n";
+        let x = run(&yaml);
+        assert!(x.exceptions.is_empty(), "{:?}", x.exceptions);
+        assert_eq!(x.stalls.len(), 1);
+        assert_eq!(
+            x.stalls[0].waiting,
+            vec![Waiting {
+                step: "answer".into(),
+                // B made it a candidate; A never came.
+                was_candidate: true,
+                reason: WaitReason::RequiredMissing {
+                    params: vec!["a".into()]
+                },
+            }]
+        );
+        let w = &x.stalls[0].witness;
+        assert!(
+            w.iter()
+                .any(|t| t.text.contains("fail make_a#x0 (no topic), run continues")),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn per_execution_behaviour_is_followed() {
+        // The second execution of `answer` (the one with B) returns nothing: no second stop.
+        let yaml = format!("{RACE}  behaviour:\n    answer: {{executions: {{2: {{emit: []}}}}}}\n");
+        let x = run(&yaml);
+        assert_eq!(step(&x, "answer").worst, Some(2));
+        assert!(!x.after_stop.iter().any(|a| a.event == "Done"));
+        let w = &step(&x, "answer").worst_witness;
+        assert!(w.iter().any(|t| t.text.contains("→ (nothing)")), "{w:?}");
+    }
+
     const FAN_IN: &str = r#"
 name: fanin
 events:
