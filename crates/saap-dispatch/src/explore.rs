@@ -2140,6 +2140,46 @@ simulation:
                     }
                 }
             }
+
+            /// Each simulator policy is one interleaving: what it does must be within what
+            /// the explorer says can happen.
+            #[test]
+            fn every_simulated_run_is_within_the_explored_bounds(ws in arb_spec()) {
+                let spec = Arc::new(CompiledSpec::compile(&ws).unwrap());
+                let opts = ExploreOptions { max_states: 20_000, max_depth: 40, ..ExploreOptions::default() };
+                let x = explore(spec.clone(), &opts, &mut |_| {}).unwrap();
+                prop_assume!(x.is_complete());
+                for policy in [sim::Policy::Fifo, sim::Policy::Lifo, sim::Policy::ArrivalsFirst] {
+                    let sim = sim::simulate(spec.clone(), policy, 1_000).unwrap();
+                    prop_assume!(sim.unfinished.is_empty());
+                    let run = &sim.run;
+                    for (si, s) in x.steps.iter().enumerate() {
+                        let n = run.execution_count(si as StepIdx);
+                        prop_assert!(s.best.unwrap() <= n && n <= s.worst.unwrap(),
+                            "{:?}: step {} ran {} times, explored {:?}..{:?}", policy, s.step, n, s.best, s.worst);
+                    }
+                    if !run.is_terminated() {
+                        prop_assert!(x.stalls_found > 0, "{:?}: the simulation stalls", policy);
+                    }
+                    let after_stop: Vec<(String, Option<String>)> = run.records().iter().filter_map(|r| match r {
+                        Record::EventAfterStop { seq, origin } => Some((
+                            run.type_name(run.log()[*seq as usize].ty).to_string(),
+                            match origin {
+                                Origin::Outside => None,
+                                Origin::Execution(e) => Some(run.spec().steps[run.execution(*e).unwrap().step as usize].name.clone()),
+                            },
+                        )),
+                        _ => None,
+                    }).collect();
+                    for (event, step) in after_stop {
+                        prop_assert!(x.after_stop.iter().any(|a| a.event == event && a.step == step),
+                            "{:?}: {} after stop from {:?} not reported", policy, event, step);
+                    }
+                    if run.log().iter().any(|e| e.kind.is_exception()) {
+                        prop_assert!(!x.exceptions.is_empty(), "{:?}: exception not reported", policy);
+                    }
+                }
+            }
         }
     }
 
