@@ -20,6 +20,7 @@ fn demo_runs_the_examples_and_shows_the_optional_trap() {
         text.contains("step `decide` waits for: required `approval_given`"),
         "{text}"
     );
+    assert!(text.contains("resumed 1 live run(s)"), "{text}");
     assert!(text.contains("[optional-trap] step `publish`"), "{text}");
     assert!(
         text.contains("publish executed 2 time(s)  ← the symptom"),

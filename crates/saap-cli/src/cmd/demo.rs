@@ -152,6 +152,42 @@ async fn demo(dir: &Path) -> anyhow::Result<Report> {
         done.action, done.approved_by
     );
 
+    // 2b. The same wait across a crash: the store is halted (as by kill -9) while the run
+    // waits for the human, then reopened; the run resumes from its journal.
+    let file = dir.join("ApprovalAgentCrash.db");
+    let backend = Arc::new(SqliteBackend::open(&file)?);
+    let (engine1, _) =
+        Engine::open(approval::workflow(), backend, EngineOptions::default()).await?;
+    let crash_run = TestRunner::new(engine1.clone())
+        .start(UserMessageEvent::new("close account 42"))
+        .await?;
+    crash_run.wait_for_event::<ApprovalRequested>(WAIT).await?;
+    crash_run.wait_idle(WAIT).await?;
+    let crash_id = crash_run.run_id().to_string();
+    engine1.halt();
+    drop(crash_run);
+    drop(engine1);
+    let backend = Arc::new(SqliteBackend::open(&file)?);
+    let (engine2, recovery) =
+        Engine::open(approval::workflow(), backend, EngineOptions::default()).await?;
+    let resumed = TestRunner::new(engine2).attach(&crash_id)?;
+    resumed
+        .send(ApprovalGiven {
+            approved: true,
+            by: "ana".into(),
+        })
+        .await?;
+    let after = resumed.wait_for_event::<Executed>(WAIT).await?;
+    let _ = writeln!(
+        out,
+        "   crash while waiting (store halted, as by kill -9), then reopen:"
+    );
+    let _ = writeln!(
+        out,
+        "   resumed {} live run(s), re-ran {} unfinished execution(s); the human approves → Executed `{}`\n",
+        recovery.resumed_runs, recovery.retried_executions, after.action
+    );
+
     // 3. A broken agent, its symptom and its fix.
     let mut broken_json = Vec::new();
     let _ = writeln!(out, "3. A broken agent: the optional-parameter trap");
@@ -233,6 +269,11 @@ async fn demo(dir: &Path) -> anyhow::Result<Report> {
             "question": req.question,
             "waiting_for": waiting,
             "result": { "action": done.action, "approved_by": done.approved_by },
+            "after_crash": {
+                "resumed_runs": recovery.resumed_runs,
+                "retried_executions": recovery.retried_executions,
+                "result": after.action,
+            },
         },
         "optional_trap": broken_json,
     });
