@@ -407,7 +407,7 @@ fn ctx_get(
             .and_then(|mut s| s.query_row(params![&**run, key], |r| r.get(0)).optional()),
         Scope::Thread(t) => tx
             .prepare_cached(
-                "SELECT value FROM thread_context WHERE thread_id = ?1 AND key = ?2 AND expires_ns >= ?3",
+                "SELECT value FROM thread_context WHERE thread_id = ?1 AND key = ?2 AND expires_ns > ?3",
             )
             .and_then(|mut s| s.query_row(params![&**t, key, now_ns()], |r| r.get(0)).optional()),
     }
