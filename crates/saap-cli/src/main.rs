@@ -22,6 +22,7 @@ use std::process::ExitCode;
   saap check examples/specs/optional-trap.yaml
   saap simulate examples/specs/race-condition.yaml --json
   saap explore examples/specs/list-reruns.yaml
+  saap explain examples/specs/optional-trap.yaml --step translate
 
 Exit codes: 0 ok, 1 problems found, 2 invalid input or usage, 3 internal or I/O failure.")]
 struct Cli {
@@ -37,6 +38,8 @@ enum Command {
     Simulate(cmd::simulate::SimulateArgs),
     /// Explore every interleaving of a spec's arrivals and completions.
     Explore(cmd::explore::ExploreArgs),
+    /// Explain why each step fired, fired more than once, or never fired.
+    Explain(cmd::explain::ExplainArgs),
     /// Run the guided demo (no setup needed).
     Demo(cmd::demo::DemoArgs),
 }
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Explore(a) => cmd::explore::run(a),
+        Command::Explain(a) => cmd::explain::run(a),
         Command::Demo(a) => cmd::demo::run(a),
     };
     match result {

@@ -13,6 +13,7 @@
 //! - [`record`]: the decision records (DESIGN §4.11);
 //! - [`replay`]: rebuilding a run from its inputs and checking it reproduces its records;
 //! - [`sim`]: driving a run from a spec's simulation section under a completion policy;
+//! - [`explain`]: why a step fired, fired more than once, or never fired, from the records;
 //! - [`render`]: records and executions as text and JSON, with names;
 //! - [`ids`]: event ids, sequence numbers, execution ids, deterministic id derivation.
 //!
@@ -21,6 +22,7 @@
 
 pub mod check;
 pub mod compiled;
+pub mod explain;
 pub mod explore;
 pub mod ids;
 pub mod load;

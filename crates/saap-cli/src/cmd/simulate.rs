@@ -37,6 +37,10 @@ pub struct SimulateArgs {
     /// Print JSON: every event, every decision, every execution with its bindings.
     #[arg(long)]
     pub json: bool,
+    /// Also write the run as a history file (its inputs and decision records), which
+    /// `saap explain --history` reads and replays.
+    #[arg(long, value_name = "FILE")]
+    pub history_out: Option<PathBuf>,
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
@@ -59,6 +63,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     }
     let sim = simulate(spec.clone(), policy, args.max_completions)?;
     let run = &sim.run;
+    if let Some(path) = &args.history_out {
+        let history = saap_dispatch::replay::History::new(run, &sim.journal);
+        let text = serde_json::to_string_pretty(&history)?;
+        std::fs::write(path, text + "\n").map_err(|e| {
+            anyhow::anyhow!("cannot write the history to `{}`: {e}", path.display())
+        })?;
+    }
     let labels = EventLabels::for_run(run, &sim.arrivals);
     let counts = executions_per_step(run);
     let status = match run.status() {
