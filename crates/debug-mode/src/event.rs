@@ -367,7 +367,7 @@ pub fn fast_validate(raw: &[u8]) -> Option<FastEvent<'_>> {
         return None;
     }
     let data = compact_simple_json(b.data.get())?;
-    if !redact::raw_line_is_clean(text) {
+    if !redact::raw_text_is_clean(text) {
         return None;
     }
     Some(FastEvent {
@@ -394,6 +394,12 @@ fn compact_simple_json(json: &str) -> Option<String> {
             b'"' => {
                 let end = i + 1 + bytes[i + 1..].iter().position(|b| *b == b'"')?;
                 if end - i > MAX_DATA_STRING_CHARS / 2 {
+                    return None;
+                }
+                // An object key (a string followed by `:`) that names a secret means the
+                // full path would redact its value: refuse.
+                let next = bytes[end + 1..].iter().find(|b| !b.is_ascii_whitespace());
+                if next == Some(&b':') && redact::is_secret_key(&json[i + 1..end]) {
                     return None;
                 }
                 out.push_str(&json[i..=end]);

@@ -118,25 +118,11 @@ pub fn redact_str(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// True when a raw record (without JSON escapes) certainly needs no redaction: no value
-/// pattern matches anywhere in it, and no key could be a secret key name. Used by the
-/// ingest fast path; anything else takes the full path ([`redact_value`]).
-pub fn raw_line_is_clean(line: &str) -> bool {
-    if ANY.is_match(line) {
-        return false;
-    }
-    let norm: String = line
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if SECRET_KEY_PARTS.iter().any(|p| norm.contains(p)) {
-        return false;
-    }
-    let lower = line.to_ascii_lowercase();
-    !SECRET_KEYS_EXACT
-        .iter()
-        .any(|k| lower.contains(&format!("\"{k}\"")))
+/// True when no value pattern matches anywhere in a raw record without JSON escapes (so
+/// no string in it would be changed by [`redact_str`]). Key names are checked separately
+/// by the caller with [`is_secret_key`]. Used by the ingest fast path.
+pub fn raw_text_is_clean(line: &str) -> bool {
+    !ANY.is_match(line)
 }
 
 /// Redacts a JSON value in place (key names and string contents, recursively).

@@ -489,7 +489,7 @@ impl Session {
             self.save_state()?;
         }
         if self.state.incoming_offset > start_offset {
-            scrub_consumed(&f, self.state.incoming_offset);
+            scrub_consumed(&f, start_offset, self.state.incoming_offset);
         }
         Ok(total)
     }
@@ -729,21 +729,21 @@ impl NoFollow for std::fs::OpenOptions {
 /// Deallocates (punches a hole over) the consumed prefix of the append path, so the raw,
 /// unredacted lines a probe wrote do not stay on disk after ingestion. The file size is
 /// kept, so concurrent `O_APPEND` writers are unaffected; unconsumed bytes are untouched.
-fn scrub_consumed(f: &File, consumed: u64) {
+fn scrub_consumed(f: &File, from: u64, to: u64) {
     #[cfg(target_os = "linux")]
     {
         use rustix::fs::FallocateFlags;
         if let Err(e) = rustix::fs::fallocate(
             f,
             FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
-            0,
-            consumed,
+            from,
+            to - from,
         ) {
             tracing::debug!(error = %e, "cannot punch a hole in the append path");
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (f, consumed);
+    let _ = (f, from, to);
 }
 
 fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
