@@ -167,3 +167,37 @@ async fn step_input_that_does_not_match_its_type_becomes_an_exception_event() {
         ex.message
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_that_no_longer_reproduces_its_records_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tampered.db");
+    let run_id = {
+        let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+        let (engine, _) = Engine::open(wf("Tampered"), backend, EngineOptions::default())
+            .await
+            .unwrap();
+        let id = engine.start_run(UserMessageEvent::new("hi")).await.unwrap();
+        engine.halt();
+        id
+    };
+    // Someone edits the stored decision records of the first journal entry.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("UPDATE journal SET records = '[]' WHERE idx = 0", [])
+        .unwrap();
+    drop(conn);
+    let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+    let (engine, rec) = Engine::open(wf("Tampered"), backend, EngineOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.failed.len(), 1, "{rec:?}");
+    assert!(
+        rec.failed[0].to_string().contains("SAAP-R002"),
+        "{}",
+        rec.failed[0]
+    );
+    assert!(
+        engine.snapshot(&run_id).is_none(),
+        "a run that does not replay is not resumed"
+    );
+}
