@@ -162,6 +162,9 @@ pub struct ExecRef {
     pub step: String,
     /// What each parameter is bound to, e.g. `topic=TopicClassified#1, profile=none`.
     pub bindings: String,
+    /// The same as (parameter, value) pairs.
+    #[serde(skip)]
+    pub inputs: Vec<(String, String)>,
 }
 
 impl fmt::Display for ExecRef {
@@ -199,6 +202,10 @@ pub struct StepExecutions {
     pub worst: Option<usize>,
     /// An interleaving reaching `worst`.
     pub worst_witness: Vec<TraceStep>,
+    /// For each execution after the first in the witness, what differed from the one
+    /// before it (why it was not skipped as the same input set), e.g.
+    /// ``answer#x3: `profile` none → ProfileLoaded#2``.
+    pub reruns: Vec<String>,
 }
 
 /// Why a step with no execution waits forever in a stalled state.
@@ -868,10 +875,10 @@ impl Model {
         format!("{ty}#{seq}")
     }
 
-    /// `param=label, …` for an execution (lists in brackets, `none` for nothing).
-    fn bindings_text(&self, run: &Run, x: ExecutionId) -> String {
+    /// (parameter, bound value) for an execution.
+    fn bindings(&self, run: &Run, x: ExecutionId) -> Vec<(String, String)> {
         let Some(e) = run.execution(x) else {
-            return String::new();
+            return Vec::new();
         };
         let step = &self.spec.steps[e.step as usize];
         run.bindings(x)
@@ -890,10 +897,9 @@ impl Model {
                         .unwrap_or_else(|| "none".to_string()),
                     ParamKind::List | ParamKind::FixedList => format!("[{}]", labels.join(", ")),
                 };
-                format!("{}={value}", step.params[pi].name)
+                (step.params[pi].name.clone(), value)
             })
-            .collect::<Vec<_>>()
-            .join(", ")
+            .collect()
     }
 
     /// Replays a path and renders it.
@@ -954,10 +960,16 @@ impl Model {
                 .enumerate()
                 .map(|(k, e)| {
                     let x = ExecutionId((execs_before + k) as u32);
+                    let inputs = self.bindings(run, x);
                     ExecRef {
                         execution: x,
                         step: self.step_name(e.step).to_string(),
-                        bindings: self.bindings_text(run, x),
+                        bindings: inputs
+                            .iter()
+                            .map(|(p, v)| format!("{p}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        inputs,
                     }
                 })
                 .collect();
@@ -1244,8 +1256,10 @@ pub fn explore(
             Some((_, id)) => model.trace(&path(id))?,
             None => Vec::new(),
         };
+        let name = model.step_name(si as StepIdx).to_string();
         step_results.push(StepExecutions {
-            step: model.step_name(si as StepIdx).to_string(),
+            reruns: reruns(&name, &worst_witness),
+            step: name,
             best: found.best[si],
             worst: found.worst[si].map(|(n, _)| n),
             worst_witness,
@@ -1288,6 +1302,32 @@ pub fn explore(
         after_stop,
         exceptions,
     })
+}
+
+/// What changed between consecutive executions of `step` in a witness.
+fn reruns(step: &str, witness: &[TraceStep]) -> Vec<String> {
+    let runs: Vec<&ExecRef> = witness
+        .iter()
+        .flat_map(|t| &t.started)
+        .filter(|e| e.step == step)
+        .collect();
+    runs.windows(2)
+        .map(|w| {
+            let changes: Vec<String> = w[0]
+                .inputs
+                .iter()
+                .zip(&w[1].inputs)
+                .filter(|(a, b)| a.1 != b.1)
+                .map(|(a, b)| format!("`{}` {} → {}", a.0, a.1, b.1))
+                .collect();
+            let what = if changes.is_empty() {
+                "the same events, bound differently".to_string()
+            } else {
+                changes.join(", ")
+            };
+            format!("{}#{}: {what}", w[1].step, w[1].execution)
+        })
+        .collect()
 }
 
 /// Records a final state.
@@ -1481,6 +1521,12 @@ simulation:
         assert_eq!(bindings.len(), 2);
         assert!(bindings[0].ends_with("b=none"), "{bindings:?}");
         assert!(bindings[1].contains("b=B#"), "{bindings:?}");
+        assert_eq!(answer.reruns.len(), 1);
+        assert!(
+            answer.reruns[0].contains("`b` none → B#"),
+            "{:?}",
+            answer.reruns
+        );
         assert_eq!(step(&x, "make_a").worst, Some(1));
         assert!(x.has_multi_exec());
     }

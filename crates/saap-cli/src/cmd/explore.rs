@@ -231,6 +231,9 @@ fn render_text(spec: &str, arrivals: usize, x: &Exploration) -> String {
             p.worst.unwrap_or(0)
         ));
         trace_lines(&mut s, 4, &p.worst_witness);
+        for r in &p.reruns {
+            s.push_str(&format!("  ran again: {r}\n"));
+        }
     }
 
     if x.stalls.is_empty() {
