@@ -1145,6 +1145,9 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
             spawn_drive(shared.clone(), slot.clone(), first);
             return;
         }
+        // A long inline chain whose steps never wait would keep this worker busy: let the
+        // scheduler run other tasks once this task used its budget.
+        tokio::task::consume_budget().await;
         inv = first;
     }
 }
