@@ -216,3 +216,32 @@ mod format_tests {
         assert_eq!(parse_spec(&text, SpecSyntax::Json).expect("round trip"), b);
     }
 }
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    #[test]
+    fn event_kind_is_a_shorthand_for_one_builtin_parent() {
+        let spec = parse_spec(
+            "name: a\nevents:\n  - {name: Done, kind: stop}\n  - {name: Note, kind: display}\nsteps: []\n",
+            SpecSyntax::Yaml,
+        )
+        .expect("parses");
+        assert_eq!(spec.events[0].parents, ["StopEvent"]);
+        assert_eq!(spec.events[1].parents, ["DisplayEvent"]);
+    }
+
+    #[test]
+    fn event_kind_and_parents_together_are_refused() {
+        let err = parse_spec(
+            r#"{"name":"a","events":[{"name":"X","kind":"stop","parents":["StopEvent"]}],"steps":[]}"#,
+            SpecSyntax::Json,
+        )
+        .expect_err("both");
+        assert!(
+            err.to_string().contains("has both `kind` and `parents`"),
+            "{err}"
+        );
+    }
+}

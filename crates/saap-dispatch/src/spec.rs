@@ -40,7 +40,7 @@ fn default_format() -> u32 {
 
 /// A user-declared event type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "EventTypeDecl")]
 pub struct EventTypeSpec {
     pub name: String,
     /// Direct parents; defaults to `[ControlEvent]` (a control event). Use `StopEvent` for a
@@ -49,6 +49,73 @@ pub struct EventTypeSpec {
     pub parents: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+}
+
+/// What a declaration may say: `parents`, or the `kind` shorthand for one built-in parent
+/// (`kind: stop` is `parents: [StopEvent]`), not both. Read into [`EventTypeSpec`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventTypeDecl {
+    name: String,
+    #[serde(default)]
+    parents: Vec<String>,
+    #[serde(default)]
+    kind: Option<EventTypeKind>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+impl TryFrom<EventTypeDecl> for EventTypeSpec {
+    type Error = String;
+    fn try_from(d: EventTypeDecl) -> Result<Self, String> {
+        let parents = match (d.kind, d.parents.is_empty()) {
+            (Some(_), false) => {
+                return Err(format!(
+                    "event type `{}` has both `kind` and `parents`; give one (`kind: stop` is `parents: [StopEvent]`)",
+                    d.name
+                ));
+            }
+            (Some(k), true) => vec![k.parent().to_string()],
+            (None, _) => d.parents,
+        };
+        Ok(EventTypeSpec {
+            name: d.name,
+            parents,
+            description: d.description,
+        })
+    }
+}
+
+/// The `kind` shorthand of an event type declaration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventTypeKind {
+    /// Drives steps (`ControlEvent`).
+    Control,
+    /// UI only, never dispatched (`DisplayEvent`).
+    Display,
+    /// Both (`ControlAndDisplayEvent`).
+    Both,
+    /// Begins a run (`StartEvent`).
+    Start,
+    /// Ends a run (`StopEvent`).
+    Stop,
+    /// Ends a run as a failure (`ExceptionEvent`).
+    Exception,
+}
+
+impl EventTypeKind {
+    /// The built-in parent the shorthand stands for.
+    pub fn parent(self) -> &'static str {
+        match self {
+            EventTypeKind::Control => "ControlEvent",
+            EventTypeKind::Display => "DisplayEvent",
+            EventTypeKind::Both => "ControlAndDisplayEvent",
+            EventTypeKind::Start => "StartEvent",
+            EventTypeKind::Stop => "StopEvent",
+            EventTypeKind::Exception => "ExceptionEvent",
+        }
+    }
 }
 
 /// How an event parameter binds (DESIGN §3, §4.4).
