@@ -2,34 +2,9 @@
 //! snapshots (tests/snapshots/), with their exit codes; `--deny warnings`; invalid input.
 #![allow(clippy::unwrap_used)]
 
-use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+mod common;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `saap` run from the workspace root, so that paths in the output are stable.
-fn saap() -> Command {
-    let mut cmd = Command::cargo_bin("saap").unwrap();
-    cmd.current_dir(workspace_root());
-    cmd
-}
-
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap();
-    Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
+use common::{run, saap, workspace_root};
 
 /// Checks one example: human report, JSON report, exit code, and that the JSON agrees with
 /// itself (summary = counts of findings) and with the human report.

@@ -4,12 +4,10 @@
 //! Lines with placeholders (`SPEC`, `[--flag]`) are synopses, not examples, and are skipped.
 #![allow(clippy::unwrap_used)]
 
-use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+mod common;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::{saap, workspace_root};
+use std::path::PathBuf;
 
 /// The `saap` command lines of the shell code blocks of a markdown file.
 fn examples(markdown: &str) -> Vec<String> {
@@ -56,12 +54,7 @@ fn every_saap_example_in_the_docs_runs() {
             if example.starts_with("demo") {
                 continue; // the demo has its own test
             }
-            let out = Command::cargo_bin("saap")
-                .unwrap()
-                .current_dir(&root)
-                .args(example.split_whitespace())
-                .output()
-                .unwrap();
+            let out = saap().args(example.split_whitespace()).output().unwrap();
             let code = out.status.code().unwrap_or(-1);
             assert!(
                 code == 0 || code == 1,

@@ -2,36 +2,18 @@
 //! recorded history explained after `simulate --history-out`, and invalid input.
 #![allow(clippy::unwrap_used)]
 
-use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+mod common;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::{example_stems, saap_with};
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("saap")
-        .unwrap()
-        .current_dir(workspace_root())
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let o = saap_with(args);
+    (o.code, o.stdout, o.stderr)
 }
 
 #[test]
 fn every_example_is_explained() {
-    let mut stems: Vec<String> = std::fs::read_dir(workspace_root().join("examples/specs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .map(|p| p.file_stem().unwrap().to_string_lossy().to_string())
-        .collect();
-    stems.sort();
+    let stems = example_stems();
     for stem in stems {
         let path = format!("examples/specs/{stem}.yaml");
         let (code, out, err) = run(&["explain", &path]);

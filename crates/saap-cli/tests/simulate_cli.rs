@@ -2,37 +2,13 @@
 //! the JSON checked for internal consistency, policies, and invalid input.
 #![allow(clippy::unwrap_used)]
 
-use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+mod common;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn saap() -> Command {
-    let mut cmd = Command::cargo_bin("saap").unwrap();
-    cmd.current_dir(workspace_root());
-    cmd
-}
+use common::{example_stems, saap_with};
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = saap().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-fn example_stems() -> Vec<String> {
-    let mut stems: Vec<String> = std::fs::read_dir(workspace_root().join("examples/specs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .map(|p| p.file_stem().unwrap().to_string_lossy().to_string())
-        .collect();
-    stems.sort();
-    stems
+    let o = saap_with(args);
+    (o.code, o.stdout, o.stderr)
 }
 
 #[test]
