@@ -163,6 +163,8 @@ pub(crate) struct RunState {
     created: bool,
     /// An engine-side failure (storage) that stopped the run.
     pub failure: Option<String>,
+    /// Display events shown by executions: (seq, execution).
+    pub display_by: Vec<(u32, ExecutionId)>,
 }
 
 impl RunSlot {
@@ -179,6 +181,7 @@ impl RunSlot {
                 ended_sent: false,
                 created: false,
                 failure: None,
+                display_by: Vec::new(),
             }),
             version: watch::channel(0).0,
             quiet: tokio::sync::Notify::new(),
@@ -242,6 +245,8 @@ struct Incoming {
     kind: EventKind,
     name: std::borrow::Cow<'static, str>,
     payload: Payload,
+    /// The execution that showed this display event, if any.
+    by: Option<ExecutionId>,
 }
 
 enum Input {
@@ -522,6 +527,7 @@ impl Engine {
                     kind: EventKind::from_classification(c),
                     name: env.event_name.clone().into(),
                     payload,
+                    by: None,
                 }
             }
             Err(e) => return Err(e),
@@ -540,6 +546,7 @@ impl Engine {
             run: st.run.clone(),
             payloads: st.payloads.clone(),
             failure: st.failure.clone(),
+            display_by: st.display_by.clone(),
         })
     }
 
@@ -625,6 +632,7 @@ impl Shared {
             kind: spec.type_info(t).kind,
             name: name.to_string().into(),
             payload,
+            by: None,
         })
     }
 
@@ -649,6 +657,7 @@ impl Shared {
             kind,
             name: out.name.into(),
             payload: out.payload,
+            by: None,
         }
     }
 
@@ -672,6 +681,7 @@ impl Shared {
             detail: e.to_string(),
         };
         let mut pending: Vec<(EventId, Payload)> = Vec::new();
+        let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
         let mut retried: Option<(ExecutionId, u32)> = None;
         let mut appended = None;
         let mut pre = Pre {
@@ -685,7 +695,10 @@ impl Shared {
         let stored_input;
         match input {
             Input::Append(ev) => {
-                stored_input = journal.then(|| StoredInput::Append { event: stored(&ev) });
+                stored_input = journal.then(|| StoredInput::Append {
+                    event: stored(&ev),
+                    by: ev.by.map(|x| x.0),
+                });
                 pending.push((ev.id, ev.payload));
                 pre.pending = &pending;
                 let new = NewEvent {
@@ -693,7 +706,16 @@ impl Shared {
                     ty: ev.ty,
                 };
                 match st.run.append(new, &mut pre) {
-                    Ok(a) => appended = Some(a),
+                    Ok(a) => {
+                        if let (
+                            Some(x),
+                            Appended::DisplayOnly { seq } | Appended::AfterStop { seq },
+                        ) = (ev.by, a)
+                        {
+                            display_by.push((seq, x));
+                        }
+                        appended = Some(a)
+                    }
                     Err(saap_dispatch::run::AppendError::RunNotStarted { name, .. }) => {
                         return Err(EngineError::NotAStartEvent { name });
                     }
@@ -757,6 +779,7 @@ impl Shared {
         let results = std::mem::take(&mut pre.results);
         drop(pre);
         fill_payloads(st, &pending);
+        st.display_by.extend(display_by);
 
         // Hand the entry to the store while still holding the lock: journal order.
         let ended = st.run.is_terminated() && !st.ended_sent;
@@ -851,6 +874,7 @@ impl Shared {
         if let NewEventType::Foreign { .. } = ev.ty {
             ev.kind = kind_from_bits(EventKind::DISPLAY);
         }
+        ev.by = Some(x);
         self.submit(slot, Input::Append(ev))
             .await
             .map(|_| ())
@@ -946,8 +970,10 @@ impl Shared {
             };
             for (i, entry) in s.journal.iter().enumerate() {
                 let mut pending = Vec::new();
+                let mut shown_by = None;
                 let input = match &entry.input {
-                    StoredInput::Append { event } => {
+                    StoredInput::Append { event, by } => {
+                        shown_by = by.map(|x| (event.id, ExecutionId(x)));
                         let (ne, p) = to_incoming(event);
                         pending.push(p);
                         saap_dispatch::replay::RunInput::Append(ne)
@@ -998,6 +1024,11 @@ impl Shared {
                     ));
                 }
                 fill_payloads(st, &pending);
+                if let Some((id, x)) = shown_by
+                    && let Some(seq) = st.run.seq_of(&id)
+                {
+                    st.display_by.push((seq, x));
+                }
             }
             let now = serde_json::to_value(st.run.records())
                 .map_err(|e| format!("cannot encode records: {e}"))?;

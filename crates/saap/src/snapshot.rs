@@ -16,6 +16,8 @@ pub struct RunSnapshot {
     pub payloads: Vec<Payload>,
     /// An engine-side failure (storage) that stopped the run.
     pub failure: Option<String>,
+    /// Display events shown by executions: (seq, execution).
+    pub display_by: Vec<(u32, saap_dispatch::ExecutionId)>,
 }
 
 /// One logged event.
@@ -104,7 +106,7 @@ impl RunSnapshot {
 
     /// The decision records as text, one line each, with step and event names.
     pub fn timeline(&self) -> String {
-        timeline(&self.run)
+        timeline_with(&self.run, &self.display_by)
     }
 
     /// What the run is waiting for: running steps, and for each step that has not run, the
@@ -178,12 +180,21 @@ fn skip_text(run: &Run, step: u32, reason: &SkipReason) -> String {
 
 /// Renders the decision records with names.
 pub fn timeline(run: &Run) -> String {
+    timeline_with(run, &[])
+}
+
+/// [`timeline`], naming the executions that showed display events.
+pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]) -> String {
     let mut out = String::new();
     for r in run.records() {
         let line = match r {
             Record::RunStarted { seq } => format!("run started by {}", event_label(run, *seq)),
             Record::EventAppended { seq, origin } => {
                 let e = run.log()[*seq as usize];
+                let origin = match display_by.iter().find(|(s, _)| s == seq) {
+                    Some((_, x)) => &Origin::Execution(*x),
+                    None => origin,
+                };
                 format!(
                     "{}  [{}] id {} from {}",
                     event_label(run, *seq),

@@ -95,8 +95,8 @@ impl TestRun {
 
     /// A copy of the run's current state.
     pub fn snapshot(&self) -> RunSnapshot {
-        // The run exists: TestRun is only made for runs the engine knows, and runs are
-        // never removed from an engine.
+        // The run exists: TestRun is only made for runs the engine knows (an engine that
+        // evicts ended runs makes an empty snapshot that says so).
         self.engine
             .snapshot(&self.run_id)
             .unwrap_or_else(|| RunSnapshot {
@@ -105,6 +105,7 @@ impl TestRun {
                 run: saap_dispatch::Run::new(self.engine.workflow().compiled().clone(), 0),
                 payloads: Vec::new(),
                 failure: Some("run not found".into()),
+                display_by: Vec::new(),
             })
     }
 

@@ -42,11 +42,29 @@ async fn rag_agent_on_the_embedded_engine() {
     let (engine, _) = Engine::open(rag::workflow(), backend, EngineOptions::default())
         .await
         .unwrap();
-    let run = TestRunner::new(engine)
+    let run = TestRunner::new(engine.clone())
         .start(UserMessageEvent::new("reset password"))
         .await
         .unwrap();
     run.wait_for_event::<Answered>(WAIT).await.unwrap();
+    // Engine::wait_for_end returns once the end is durable; then a crash loses nothing.
+    engine.wait_for_end(run.run_id()).await.unwrap();
+    let before = run.timeline();
+    assert!(
+        before.contains("[display]") && before.contains("from x5 answer"),
+        "{before}"
+    );
+    engine.halt();
+    let backend = Arc::new(SqliteBackend::open(dir.path().join("rag.db")).unwrap());
+    let (engine, rec) = Engine::open(rag::workflow(), backend, EngineOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.ended_runs, 1);
+    let after = engine.snapshot(run.run_id()).unwrap().timeline();
+    assert_eq!(
+        before, after,
+        "the timeline is rebuilt from the store exactly"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -110,6 +110,9 @@ fn de_payload<'de, D: serde::Deserializer<'de>>(d: D) -> Result<crate::event::Pa
 pub enum StoredInput {
     Append {
         event: StoredEvent,
+        /// The execution that showed this display event, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<u32>,
     },
     Complete {
         execution: u32,
