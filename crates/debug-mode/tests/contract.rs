@@ -866,3 +866,14 @@ fn large_sessions_stay_memory_bounded() {
         assert!(kb < 64 * 1024, "service RSS {kb} KiB with 200k events");
     }
 }
+
+#[test]
+fn service_that_cannot_start_is_exit_4() {
+    let env = Env::new();
+    // A directory where the service's lock file must be: the service cannot start.
+    std::fs::create_dir_all(env.root().join("service.lock")).unwrap();
+    let o = env.run(&["--json", "create"]);
+    assert_eq!(o.status.code(), Some(4));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "SERVICE_UNAVAILABLE");
+}
