@@ -805,9 +805,14 @@ impl Shared {
                 run_id: slot.run_id.clone(),
                 new_run,
                 index,
-                entry: JournalEntry {
-                    input: stored_input.unwrap_or(StoredInput::Retry { execution: 0 }),
-                    preconditions: results,
+                // Encoded here, on the engine's thread, so the store thread only writes.
+                entry_json: match stored_input {
+                    Some(input) => serde_json::to_string(&JournalEntry {
+                        input,
+                        preconditions: results,
+                    })
+                    .unwrap_or_default(),
+                    None => String::new(),
                 },
                 records_json,
                 ended,

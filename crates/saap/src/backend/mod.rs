@@ -153,7 +153,8 @@ pub struct PersistBatch {
     pub new_run: Option<RunMeta>,
     /// The entry's position in the run's journal (0-based).
     pub index: u64,
-    pub entry: JournalEntry,
+    /// The [`JournalEntry`] as JSON (empty for a backend that keeps no journal).
+    pub entry_json: String,
     /// The decision records this entry produced, as a JSON array.
     pub records_json: String,
     /// The run ended with this entry: delete its RunContext and mark it ended.

@@ -318,11 +318,23 @@ fn persist(tx: &rusqlite::Transaction<'_>, b: &PersistBatch) -> Result<(), Store
         })
         .map_err(io)?;
     }
-    let input = serde_json::to_string(&b.entry).map_err(|e| StoreError::Io {
-        detail: format!("cannot encode a journal entry: {e}"),
-    })?;
+    if b.entry_json.is_empty() {
+        return Err(StoreError::Io {
+            detail: format!(
+                "journal entry {} of run `{}` could not be encoded",
+                b.index, b.run_id
+            ),
+        });
+    }
     tx.prepare_cached("INSERT INTO journal(run_id, idx, input, records) VALUES (?1, ?2, ?3, ?4)")
-        .and_then(|mut s| s.execute(params![&*b.run_id, b.index as i64, input, b.records_json]))
+        .and_then(|mut s| {
+            s.execute(params![
+                &*b.run_id,
+                b.index as i64,
+                b.entry_json,
+                b.records_json
+            ])
+        })
         .map_err(io)?;
     if b.ended {
         tx.prepare_cached("UPDATE runs SET ended = 1 WHERE run_id = ?1")
