@@ -523,8 +523,13 @@ fn logs(id: &str, limit: u64, offset: u64, hypotheses: Vec<String>) -> Result<Re
         r.hints
             .push("reproduce the problem, then run this command again".into());
     } else {
+        let label = page
+            .hypotheses
+            .first()
+            .map_or("H1", |h| h.hypothesis_id.as_str())
+            .replace(['\'', '"'], "");
         r.hints.push(format!(
-            "debug-mode query --session {id} 'select(.hypothesisId == \"H1\") | .data'"
+            "debug-mode query --session {id} 'select(.hypothesisId == \"{label}\") | .data'"
         ));
     }
     Ok(r)
