@@ -37,7 +37,8 @@ impl Env {
             .env("AGENT_DEBUG_MODE_TEST_CLOCK_OFFSET_FILE", self.clock_file())
             .env_remove("AGENT_DEBUG_MODE_TEST_SERVICE_VERSION")
             .env_remove("AGENT_DEBUG_MODE_TEST_IGNORE_SHUTDOWN")
-            .env_remove("DEBUG_MODE_LOG");
+            .env_remove("DEBUG_MODE_LOG")
+            .env("COLUMNS", "100");
         for (k, v) in &self.extra {
             c.env(k, v);
         }
