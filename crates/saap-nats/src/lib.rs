@@ -16,6 +16,35 @@
 //!
 //! Subjects, names and configurations come from `saap-protocol`; this crate only turns them
 //! into `async-nats` calls.
+//!
+//! ## Example: a worker of one agent class
+//!
+//! ```no_run
+//! use saap_nats::{NatsOptions, SaapNats};
+//! use saap_protocol::{DecodeLimits, Hierarchy};
+//!
+//! # async fn worker() -> Result<(), saap_nats::NatsError> {
+//! let nats = SaapNats::connect(&NatsOptions::new("nats://127.0.0.1:4222")).await?;
+//! nats.ensure_stream("RagAgent").await?;
+//! let mut consumer = nats.control_consumer("RagAgent").await?;
+//! let types = Hierarchy::builtin();
+//! while let Some(delivery) = consumer.next().await {
+//!     let delivery = delivery?;
+//!     match delivery.decode(&types, &DecodeLimits::default()) {
+//!         Ok(event) => {
+//!             let run = delivery.parsed_subject()?.run().clone();
+//!             // … append `event` to the run's durable log, dispatch, publish outputs with
+//!             // nats.publish_control(&run, &output) (deduplicated by event id) …
+//!             let _ = (event, run);
+//!             delivery.ack().await?; // only after the work is durable
+//!         }
+//!         // Never decodable: keep the evidence, then stop redelivery.
+//!         Err(_) => delivery.term().await?,
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 // Lets `src/testing.rs` name this crate `saap_nats` both as a module of it and when this
 // crate's integration tests include the same file (`tests/support/mod.rs`).

@@ -966,3 +966,43 @@ async fn nkey_and_user_password_authentication_are_passed_through() {
     let nats = SaapNats::connect(&in_url).await.unwrap();
     support::wait_jetstream(&nats).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_publications_are_acknowledged_in_order_and_deduplicated() {
+    let server = NatsServer::start();
+    let nats = connect(&server).await;
+    let class = "BatchAgent";
+    nats.ensure_stream(class).await.unwrap();
+    let batch: Vec<(RunAddress, EventEnvelope)> = (0..1500)
+        .map(|n| {
+            (
+                run(class, &format!("run{}", n % 3)),
+                event("UserMessageEvent", n),
+            )
+        })
+        .collect();
+    let receipts = nats.publish_controls(&batch).await;
+    assert_eq!(receipts.len(), 1500);
+    let seqs: Vec<u64> = receipts
+        .iter()
+        .map(|r| {
+            let r = r.as_ref().unwrap();
+            assert!(!r.duplicate);
+            r.sequence
+        })
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "stored in input order"
+    );
+
+    // The same batch again, plus one display-only event (refused) and one new event.
+    let mut again = batch[..10].to_vec();
+    again.push((run(class, "run0"), event("ChunkEvent", 5000)));
+    again.push((run(class, "run0"), event("UserMessageEvent", 5001)));
+    let r = nats.publish_controls(&again).await;
+    assert!(r[..10].iter().all(|x| x.as_ref().unwrap().duplicate));
+    assert_eq!(r[10].as_ref().unwrap_err().kind(), "wrong_event_kind");
+    assert!(!r[11].as_ref().unwrap().duplicate);
+    assert_eq!(stream_messages(&nats, class).await, 1501);
+}
