@@ -389,6 +389,7 @@ struct State {
 struct Frame {
     node: u32,
     state: State,
+    naming: Naming,
     acts: Vec<Act>,
     next: usize,
 }
@@ -628,18 +629,41 @@ impl Model {
     }
 }
 
+/// The structural names of a state's events (by sequence number) and executions (by
+/// id), extended as the run grows (see [`Model::extend_naming`]).
+#[derive(Clone, Default)]
+struct Naming {
+    ev: Vec<u32>,
+    xn: Vec<u32>,
+    /// Events appended so far by each execution.
+    outs: Vec<u32>,
+}
+
 /// Buffers reused by [`Model::key`] (one allocation per table per exploration).
 #[derive(Default)]
 struct KeyBuf {
-    ev: Vec<u32>,
-    xname: Vec<Option<u32>>,
-    out_index: Vec<u32>,
-    scratch: Vec<u32>,
     slots: Vec<Vec<u32>>,
     sorted: Vec<u32>,
     xs: Vec<[u32; 3]>,
     per_step: Vec<u32>,
     key: Vec<u32>,
+}
+
+/// A 128-bit fingerprint of a canonical key: two SipHash passes with different, fixed
+/// prefixes (deterministic; which states merge never depends on the hash values, barring
+/// a collision). Keeping fingerprints instead
+/// of whole keys makes the state table 16 bytes per state however long the runs grow; two
+/// different states merge only if both 64-bit halves collide, which for 10^6 states has a
+/// probability below 10^-26.
+fn fingerprint(key: &[u32]) -> u128 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let half = |prefix: u64| {
+        let mut h = DefaultHasher::new();
+        prefix.hash(&mut h);
+        key.hash(&mut h);
+        h.finish()
+    };
+    (u128::from(half(0x5341_4150_6b65_7931)) << 64) | u128::from(half(0x5341_4150_6b65_7932))
 }
 
 /// Hash-consing of structural names.
@@ -665,33 +689,23 @@ const NAME_EXECUTION: u32 = 2;
 
 impl Model {
     /// The canonical key of a state (reduction 1).
-    fn key<'k>(&self, st: &State, names: &mut Interner, buf: &'k mut KeyBuf) -> &'k [u32] {
-        let run = &st.run;
+    /// Names the events and executions that `run` gained since `naming` was last
+    /// extended (the log and the execution table only grow).
+    fn extend_naming(
+        &self,
+        run: &Run,
+        naming: &mut Naming,
+        names: &mut Interner,
+        scratch: &mut Vec<u32>,
+    ) {
         let log = run.log();
-        let execs = run.executions();
-        let KeyBuf {
-            ev,
-            xname,
-            out_index,
-            scratch,
-            slots,
-            sorted,
-            xs,
-            per_step,
-            key,
-        } = buf;
-        ev.clear();
-        ev.resize(log.len(), u32::MAX);
-        xname.clear();
-        xname.resize(execs.len(), None);
-        out_index.clear();
-        out_index.resize(execs.len(), 0);
-        for (seq, e) in log.iter().enumerate() {
+        for seq in naming.ev.len()..log.len() {
+            let e = &log[seq];
             let ty = match e.ty {
                 EventTy::Known(t) => t,
                 EventTy::Foreign(i) => u32::MAX - i,
             };
-            ev[seq] = match e.origin {
+            let n = match e.origin {
                 Origin::Outside => {
                     let i = self
                         .arrivals
@@ -701,17 +715,40 @@ impl Model {
                         .unwrap_or(u32::MAX);
                     names.intern(&[NAME_ARRIVAL, i, ty])
                 }
+                // Events come from executions that started in an earlier action, so their
+                // producer is already named.
                 Origin::Execution(x) => {
                     let xi = x.0 as usize;
-                    let xn = self.exec_name(run, x, ev, xname, names, scratch);
-                    let k = out_index.get(xi).copied().unwrap_or(0);
-                    if let Some(o) = out_index.get_mut(xi) {
+                    let xn = naming.xn.get(xi).copied().unwrap_or(u32::MAX);
+                    let k = naming.outs.get(xi).copied().unwrap_or(0);
+                    if let Some(o) = naming.outs.get_mut(xi) {
                         *o += 1;
                     }
                     names.intern(&[NAME_OUTPUT, xn, k, ty])
                 }
             };
+            naming.ev.push(n);
         }
+        // New executions bind events that are all named now.
+        for xi in naming.xn.len()..run.executions().len() {
+            let n = self.exec_name(run, ExecutionId(xi as u32), &naming.ev, names, scratch);
+            naming.xn.push(n);
+            naming.outs.push(0);
+        }
+    }
+
+    /// The canonical key of a state (reduction 1); `naming` must be extended to `st`.
+    fn key<'k>(&self, st: &State, naming: &Naming, buf: &'k mut KeyBuf) -> &'k [u32] {
+        let run = &st.run;
+        let execs = run.executions();
+        let ev = &naming.ev;
+        let KeyBuf {
+            slots,
+            sorted,
+            xs,
+            per_step,
+            key,
+        } = buf;
         key.clear();
         key.push(match run.status() {
             RunStatus::NotStarted => 0,
@@ -751,7 +788,7 @@ impl Model {
         xs.clear();
         for (i, x) in execs.iter().enumerate() {
             per_step[x.step as usize] += 1;
-            let n = self.exec_name(run, ExecutionId(i as u32), ev, xname, names, scratch);
+            let n = naming.xn.get(i).copied().unwrap_or(u32::MAX);
             let (state, nth) = match x.state {
                 ExecState::Running => (0, per_step[x.step as usize]),
                 ExecState::Completed => (1, 0),
@@ -770,14 +807,9 @@ impl Model {
         run: &Run,
         x: ExecutionId,
         ev: &[u32],
-        xname: &mut [Option<u32>],
         names: &mut Interner,
         scratch: &mut Vec<u32>,
     ) -> u32 {
-        let xi = x.0 as usize;
-        if let Some(Some(n)) = xname.get(xi) {
-            return *n;
-        }
         let Some(e) = run.execution(x) else {
             return u32::MAX;
         };
@@ -795,11 +827,7 @@ impl Model {
             // An input set is a set of events (§4.5): the order within a list is incidental.
             scratch[start..].sort_unstable();
         }
-        let n = names.intern(scratch);
-        if let Some(slot) = xname.get_mut(xi) {
-            *slot = Some(n);
-        }
-        n
+        names.intern(scratch)
     }
 
     /// Why each step without an execution waits, in a final state.
@@ -1114,8 +1142,10 @@ pub fn explore(
     let mut stats = Stats::default();
     let mut bounds_hit = Vec::new();
     let mut names = Interner::default();
-    let mut seen: FastMap<Box<[u32]>, u32> = FastMap::default();
+    // Keys are kept as 128-bit fingerprints (see `fingerprint`).
+    let mut seen: FastMap<u128, u32> = FastMap::default();
     let mut keybuf = KeyBuf::default();
+    let mut scratch = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
 
@@ -1126,8 +1156,10 @@ pub fn explore(
         act: Act::Arrive(0),
         depth: 0,
     });
+    let mut root_naming = Naming::default();
     if opts.dedup {
-        seen.insert(model.key(&root, &mut names, &mut keybuf).into(), 0);
+        model.extend_naming(&root.run, &mut root_naming, &mut names, &mut scratch);
+        seen.insert(fingerprint(model.key(&root, &root_naming, &mut keybuf)), 0);
     }
     stats.states = 1;
     let (acts, reduced) = model.enabled(&root, &opts);
@@ -1138,6 +1170,7 @@ pub fn explore(
         stack.push(Frame {
             node: 0,
             state: root,
+            naming: root_naming,
             acts,
             next: 0,
         });
@@ -1177,9 +1210,12 @@ pub fn explore(
             &opts,
             &mut found,
         );
+        let mut naming = Naming::default();
         if opts.dedup {
-            let key = model.key(&child, &mut names, &mut keybuf);
-            if seen.contains_key(key) {
+            naming.clone_from(&frame.naming);
+            model.extend_naming(&child.run, &mut naming, &mut names, &mut scratch);
+            let key = fingerprint(model.key(&child, &naming, &mut keybuf));
+            if seen.contains_key(&key) {
                 stats.merged += 1;
                 continue;
             }
@@ -1187,7 +1223,7 @@ pub fn explore(
                 states_bound = true;
                 break;
             }
-            seen.insert(key.into(), nodes.len() as u32);
+            seen.insert(key, nodes.len() as u32);
         } else if nodes.len() >= opts.max_states {
             states_bound = true;
             break;
@@ -1208,6 +1244,7 @@ pub fn explore(
         stack.push(Frame {
             node: id,
             state: child,
+            naming,
             acts,
             next: 0,
         });
