@@ -586,6 +586,72 @@ mod tests {
         assert_eq!(fast_count, 3, "the common shapes take the fast path");
     }
 
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "[ -~]{0,12}".prop_map(Value::from),
+            prop_oneof![
+                Just("password"),
+                Just("tok en"),
+                Just("Bearer abcdefghijk"),
+                Just("AKIAIOSFODNN7EXAMPLE"),
+                Just("x\"y"),
+                Just("é\n"),
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 24, 5, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::from),
+                proptest::collection::vec(
+                    (
+                        prop_oneof![
+                            "[a-z]{1,6}",
+                            Just("apiKey".to_owned()),
+                            Just("auth".to_owned())
+                        ],
+                        inner
+                    ),
+                    0..5
+                )
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever the fast path accepts, the full validator + redactor stores identically.
+        #[test]
+        fn fast_path_is_equivalent_to_the_full_path(
+            data in json_value(),
+            h in "[ -~]{0,8}",
+            pretty in proptest::bool::ANY,
+            ts in 0u64..2_000_000_000_000,
+        ) {
+            let ev = serde_json::json!({
+                "hypothesisId": h, "location": "a.rs:1", "message": "m", "data": data, "timestamp": ts
+            });
+            let line = if pretty {
+                serde_json::to_string_pretty(&ev).expect("json").replace('\n', " ")
+            } else {
+                serde_json::to_string(&ev).expect("json")
+            };
+            if let Some(fast) = fast_validate(line.as_bytes()) {
+                let mut full = validate_line(line.as_bytes()).expect("full path accepts");
+                proptest::prop_assert!(!full.redact(), "fast path skipped a redaction: {}", line);
+                proptest::prop_assert_eq!(fast.hypothesis_id, full.hypothesis_id.as_str());
+                proptest::prop_assert_eq!(fast.timestamp, full.timestamp);
+                proptest::prop_assert_eq!(fast.data, serde_json::to_string(&full.data).expect("json"));
+            }
+        }
+    }
+
     #[test]
     fn previews_are_redacted_and_bounded() {
         let line = format!(r#"{{"password": "hunter2", "pad": "{}"#, "y".repeat(1000));
