@@ -699,8 +699,7 @@ impl Model {
         scratch: &mut Vec<u32>,
     ) {
         let log = run.log();
-        for seq in naming.ev.len()..log.len() {
-            let e = &log[seq];
+        for e in &log[naming.ev.len().min(log.len())..] {
             let ty = match e.ty {
                 EventTy::Known(t) => t,
                 EventTy::Foreign(i) => u32::MAX - i,
