@@ -1128,6 +1128,38 @@ mod tests {
     }
 
     #[test]
+    fn a_torn_trailing_evidence_line_is_cut_on_reload() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        lock(&s)
+            .ingest_body(
+                format!("{}\n{}", line("H1", 1), line("H2", 2)).as_bytes(),
+                Source::Http,
+                3,
+            )
+            .unwrap();
+        let events = SessionPaths::new(store.root(), &info.session_id).events();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&events)
+            .unwrap();
+        f.write_all(br#"{"id":"torn","seq"#).unwrap();
+        let store2 =
+            Store::open(store.root().to_owned(), Arc::new(ManualClock::default())).unwrap();
+        let s2 = store2.get(&info.session_id).unwrap();
+        assert_eq!(lock(&s2).event_count(), 2);
+        lock(&s2)
+            .ingest_body(line("H1", 3).as_bytes(), Source::Http, 4)
+            .unwrap();
+        let page = lock(&s2).logs(0, 10, &[]).unwrap();
+        assert_eq!(
+            page.events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+    }
+
+    #[test]
     fn reset_restarts_sequence_and_bumps_epoch() {
         let (_t, store, _c) = store();
         let info = store.create().unwrap();
