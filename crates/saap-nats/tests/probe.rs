@@ -21,8 +21,15 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a manual probe that prints numbers"]
 async fn probe_publish_and_consume_costs() {
-    let server = NatsServer::start();
-    let nats = connect(&server).await;
+    // PROBE_URL: probe an already running server instead (e.g. one with other settings).
+    let server;
+    let nats = match std::env::var("PROBE_URL") {
+        Ok(url) => support::connect_ready(vec![url], saap_nats::Settings::default()).await,
+        Err(_) => {
+            server = NatsServer::start();
+            connect(&server).await
+        }
+    };
     nats.ensure_stream("ProbeAgent").await.unwrap();
     let run = RunAddress::new("ProbeAgent", "a", "t", "d", "r").unwrap();
     let h = Hierarchy::builtin();
