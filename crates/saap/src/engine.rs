@@ -1219,3 +1219,35 @@ impl Future for CatchUnwind {
 pub fn is_running(state: ExecState) -> bool {
     state == ExecState::Running
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_well_formed() {
+        let g = IdGen::new();
+        let ids: std::collections::HashSet<String> =
+            (0..10_000).map(|_| g.next().to_string()).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(
+            ids.iter()
+                .all(|i| i.len() == 24 && i.bytes().all(|b| b.is_ascii_hexdigit()))
+        );
+    }
+
+    #[test]
+    fn kind_bits_round_trip() {
+        for bits in 0..32u8 {
+            assert_eq!(kind_from_bits(bits).bits(), bits);
+        }
+    }
+
+    #[test]
+    fn error_codes_are_stable() {
+        let e = EngineError::UnknownRun { run_id: "x".into() };
+        assert_eq!(e.code(), "SAAP-E001");
+        assert!(e.to_string().starts_with("SAAP-E001"));
+        assert_eq!(EngineError::Store(StoreError::Halted).code(), "SAAP-S005");
+    }
+}

@@ -320,3 +320,76 @@ impl<A: Event, B: Event> Outputs for Either<A, B> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::event::{StopEvent, UserMessageEvent};
+    use std::sync::Arc;
+
+    fn bound(msg: &str, n: u64) -> BoundEvent {
+        BoundEvent {
+            id: EventId::from_counter(n),
+            payload: Arc::new(serde_json::json!({ "message": msg })),
+        }
+    }
+
+    #[test]
+    fn kinds_map_to_spec_kinds() {
+        assert_eq!(
+            <Required<UserMessageEvent>>::decl().kind,
+            ParamKind::Required
+        );
+        assert_eq!(<Option<UserMessageEvent>>::decl().kind, ParamKind::Optional);
+        assert_eq!(<Vec<UserMessageEvent>>::decl().kind, ParamKind::List);
+        let f = <FixedList<UserMessageEvent, 4> as Param>::decl();
+        assert_eq!((f.kind, f.size), (ParamKind::FixedList, Some(4)));
+    }
+
+    #[test]
+    fn extraction_checks_arity_and_fields() {
+        let r = <Required<UserMessageEvent> as Param>::extract(0, &[bound("a", 1)]).unwrap();
+        assert_eq!((r.message.as_str(), r.id), ("a", EventId::from_counter(1)));
+        assert!(matches!(
+            <Required<UserMessageEvent> as Param>::extract(0, &[]),
+            Err(InputError::Arity {
+                expected: 1,
+                found: 0,
+                ..
+            })
+        ));
+        assert_eq!(
+            <Option<UserMessageEvent> as Param>::extract(0, &[]).unwrap(),
+            None
+        );
+        let l =
+            <Vec<UserMessageEvent> as Param>::extract(0, &[bound("a", 1), bound("b", 2)]).unwrap();
+        assert_eq!(l.len(), 2);
+        assert!(<FixedList<UserMessageEvent, 3> as Param>::extract(0, &[bound("a", 1)]).is_err());
+        let bad = BoundEvent {
+            id: EventId::from_counter(9),
+            payload: Arc::new(serde_json::json!({ "message": 5 })),
+        };
+        assert!(matches!(
+            <Required<UserMessageEvent> as Param>::extract(0, &[bad]),
+            Err(InputError::Payload(PayloadError::Deserialize { .. }))
+        ));
+    }
+
+    #[test]
+    fn outputs_declare_what_they_return() {
+        let mut d = OutputDecl::default();
+        <(UserMessageEvent, StopEvent)>::declare(&mut d);
+        assert_eq!(d.types.len(), 2);
+        assert_eq!(d.together, vec![vec!["UserMessageEvent", "StopEvent"]]);
+        let mut out = Vec::new();
+        Either::<UserMessageEvent, StopEvent>::Right(StopEvent {})
+            .collect(&mut out)
+            .unwrap();
+        assert_eq!(out[0].name, "StopEvent");
+        let mut out = Vec::new();
+        None::<StopEvent>.collect(&mut out).unwrap();
+        assert!(out.is_empty());
+    }
+}

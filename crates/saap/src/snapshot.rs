@@ -445,3 +445,50 @@ pub fn mermaid(spec: &WorkflowSpec) -> String {
 pub fn is_finished(state: ExecState) -> bool {
     state != ExecState::Running
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use saap_dispatch::spec::{ParamSpec, StepSpec};
+
+    #[test]
+    fn mermaid_draws_events_steps_and_param_kinds() {
+        let spec = WorkflowSpec {
+            format: 1,
+            name: "W".into(),
+            description: None,
+            events: vec![],
+            steps: vec![StepSpec {
+                name: "join".into(),
+                params: vec![
+                    ParamSpec {
+                        name: "parts".into(),
+                        kind: ParamKind::FixedList,
+                        types: vec!["Part".into()],
+                        size: Some(3),
+                    },
+                    ParamSpec {
+                        name: "hint".into(),
+                        kind: ParamKind::Optional,
+                        types: vec!["Hint".into()],
+                        size: None,
+                    },
+                ],
+                outputs: vec!["StopEvent".into()],
+                returns_together: vec![],
+                max_executions_per_run: Some(1),
+                stop_on_error: true,
+                precondition: None,
+                description: None,
+            }],
+            simulation: None,
+        };
+        let m = mermaid(&spec);
+        assert!(m.starts_with("flowchart LR\n"));
+        assert!(m.contains("e_Part -- \"fixed 3\" --> s_join"), "{m}");
+        assert!(m.contains("e_Hint -. optional .-> s_join"), "{m}");
+        assert!(m.contains("s_join[\"join ≤1\"]"), "{m}");
+        assert!(m.contains("s_join --> e_StopEvent"), "{m}");
+    }
+}

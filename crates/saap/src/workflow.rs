@@ -467,3 +467,48 @@ impl WorkflowBuilder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::event::UserMessageEvent;
+    use crate::params::Required;
+
+    #[test]
+    fn parameter_names_default_to_snake_case_type_names() {
+        assert_eq!(snake("UserMessageEvent"), "user_message_event");
+        assert_eq!(snake("A"), "a");
+    }
+
+    #[test]
+    fn duplicate_step_names_are_refused() {
+        let s = || {
+            Step::new("same", |_: Required<UserMessageEvent>, _: StepCtx| async {
+                Ok::<_, StepError>(())
+            })
+        };
+        let err = Workflow::builder("W")
+            .step(s())
+            .step(s())
+            .build()
+            .err()
+            .unwrap();
+        assert_eq!(err.code(), "SAAP-B001");
+    }
+
+    #[test]
+    fn wrong_number_of_param_names_is_refused() {
+        let err = Workflow::builder("W")
+            .step(
+                Step::new("s", |_: Required<UserMessageEvent>, _: StepCtx| async {
+                    Ok::<_, StepError>(())
+                })
+                .param_names(&["a", "b"]),
+            )
+            .build()
+            .err()
+            .unwrap();
+        assert_eq!(err.code(), "SAAP-B003");
+    }
+}
