@@ -38,6 +38,7 @@ pub fn deliver_subject(durable_name: &str) -> String {
 pub struct ControlConsumer {
     name: String,
     stream: String,
+    max_deliver: i64,
     messages: push::Messages,
 }
 
@@ -59,6 +60,10 @@ pub struct DeliveryInfo {
     pub consumer_sequence: u64,
     /// How many times the message has been delivered (1 the first time; ≥ 2 is a redelivery).
     pub delivered: u64,
+    /// True if the consumer will not deliver it again (its maximum number of deliveries is
+    /// reached): unless it is acknowledged now, JetStream gives up on it silently, so the
+    /// engine must record the failure (an ExceptionEvent) before letting go.
+    pub last_attempt: bool,
     /// Messages still pending for the consumer.
     pub pending: u64,
 }
@@ -169,7 +174,7 @@ impl ControlConsumer {
     pub async fn next(&mut self) -> Option<Result<Delivery>> {
         let msg = self.messages.next().await?;
         Some(match msg {
-            Ok(m) => to_delivery(m),
+            Ok(m) => to_delivery(m, self.max_deliver),
             Err(e) => Err(NatsError::Receive {
                 source_name: self.name.clone(),
                 reason: e.to_string(),
@@ -178,7 +183,7 @@ impl ControlConsumer {
     }
 }
 
-fn to_delivery(m: jetstream::Message) -> Result<Delivery> {
+fn to_delivery(m: jetstream::Message, max_deliver: i64) -> Result<Delivery> {
     let info = m.info().map_err(|e| NatsError::NotJetStream {
         subject: m.subject.to_string(),
         reason: e.to_string(),
@@ -187,6 +192,7 @@ fn to_delivery(m: jetstream::Message) -> Result<Delivery> {
         stream_sequence: info.stream_sequence,
         consumer_sequence: info.consumer_sequence,
         delivered: u64::try_from(info.delivered).unwrap_or(0),
+        last_attempt: max_deliver > 0 && info.delivered >= max_deliver,
         pending: info.pending,
     };
     let (msg, acker) = m.split();
@@ -287,6 +293,7 @@ impl SaapNats {
         Ok(ControlConsumer {
             name: config.durable_name.clone(),
             stream: stream_name,
+            max_deliver: consumer.cached_info().config.max_deliver,
             messages,
         })
     }

@@ -1006,3 +1006,42 @@ async fn pipelined_publications_are_acknowledged_in_order_and_deduplicated() {
     assert!(!r[11].as_ref().unwrap().duplicate);
     assert_eq!(stream_messages(&nats, class).await, 1501);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_allowed_delivery_is_flagged() {
+    let server = NatsServer::start();
+    let nats = connect(&server).await;
+    let class = "PoisonAgent";
+    nats.ensure_stream(class).await.unwrap();
+    let mut config = short_ack_wait(class);
+    config.max_deliver = 3;
+    let mut consumer = nats.control_consumer_with(class, &config).await.unwrap();
+    nats.publish_control(&run(class, "run1"), &event("UserMessageEvent", 1))
+        .await
+        .unwrap();
+    for attempt in 1..=3u64 {
+        let d = within(WAIT, "delivery", consumer.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.info.delivered, attempt);
+        assert_eq!(d.info.last_attempt, attempt == 3, "{:?}", d.info);
+        if attempt < 3 {
+            d.nak(None).await.unwrap();
+        } else {
+            // The engine records the failure, then terminates the message.
+            d.term().await.unwrap();
+        }
+    }
+    let stream = nats
+        .jetstream()
+        .get_stream(format!("agent_{class}_stream"))
+        .await
+        .unwrap();
+    let info = stream
+        .consumer_info(format!("agent_runner_{class}"))
+        .await
+        .unwrap();
+    assert_eq!(info.num_ack_pending, 0);
+    assert_eq!(info.config.max_deliver, 3);
+}
