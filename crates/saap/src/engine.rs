@@ -134,6 +134,8 @@ pub(crate) struct Shared {
     pub workflow: Workflow,
     /// `CompiledSpec::fingerprint`, computed once.
     fingerprint: u64,
+    /// Type names by type id (shared into bound events).
+    type_names: Arc<[Arc<str>]>,
     pub backend: Arc<dyn Backend>,
     runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>>>,
     opts: EngineOptions,
@@ -276,6 +278,7 @@ struct Applied {
 /// Answers precondition calls with the user's functions (live) or recorded results (replay).
 struct Pre<'a> {
     steps: &'a [StepImpl],
+    names: &'a [Arc<str>],
     payloads: &'a [Payload],
     pending: &'a [(EventId, Payload)],
     results: Vec<bool>,
@@ -318,7 +321,11 @@ impl PreconditionEvaluator for Pre<'_> {
                                     .map(|(_, p)| p.clone())
                             })
                             .unwrap_or_else(|| Arc::new(serde_json::Value::Null));
-                        BoundEvent { id, payload }
+                        BoundEvent {
+                            id,
+                            name: type_name(self.names, log[seq as usize].ty),
+                            payload,
+                        }
                     })
                     .collect()
             })
@@ -372,9 +379,16 @@ impl Engine {
     /// for a store that may hold runs).
     pub fn new(workflow: Workflow, backend: Arc<dyn Backend>, opts: EngineOptions) -> Engine {
         let fingerprint = workflow.compiled().fingerprint();
+        let type_names = workflow
+            .compiled()
+            .types
+            .iter()
+            .map(|t| Arc::<str>::from(t.name.as_str()))
+            .collect();
         Engine {
             shared: Arc::new(Shared {
                 fingerprint,
+                type_names,
                 workflow,
                 backend,
                 runs: RwLock::new(HashMap::new()),
@@ -686,6 +700,7 @@ impl Shared {
         let mut appended = None;
         let mut pre = Pre {
             steps: &self.workflow.inner.steps,
+            names: &self.type_names,
             payloads: &st.payloads,
             pending: &[],
             results: Vec::new(),
@@ -826,10 +841,10 @@ impl Shared {
         let mut xs = Vec::new();
         st.run.drain_started_into(&mut xs);
         for x in xs {
-            started.push(invocation(st, x, 1));
+            started.push(invocation(st, &self.type_names, x, 1));
         }
         if let Some((x, attempt)) = retried {
-            started.push(invocation(st, x, attempt));
+            started.push(invocation(st, &self.type_names, x, attempt));
         }
         Ok(Applied {
             durable,
@@ -1014,6 +1029,7 @@ impl Shared {
                 };
                 let mut pre = Pre {
                     steps: &self.workflow.inner.steps,
+                    names: &self.type_names,
                     payloads: &st.payloads,
                     pending: &pending,
                     results: Vec::new(),
@@ -1107,7 +1123,17 @@ fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
     }
 }
 
-fn invocation(st: &RunState, x: ExecutionId, attempt: u32) -> Invocation {
+fn type_name(names: &[Arc<str>], ty: EventTy) -> Arc<str> {
+    match ty {
+        EventTy::Known(t) => names
+            .get(t as usize)
+            .cloned()
+            .unwrap_or_else(|| Arc::from("")),
+        EventTy::Foreign(_) => Arc::from(""),
+    }
+}
+
+fn invocation(st: &RunState, names: &[Arc<str>], x: ExecutionId, attempt: u32) -> Invocation {
     let step = st.run.execution(x).map(|e| e.step).unwrap_or(0);
     let log = st.run.log();
     let inputs = st
@@ -1121,6 +1147,7 @@ fn invocation(st: &RunState, x: ExecutionId, attempt: u32) -> Invocation {
                 .iter()
                 .map(|&seq| BoundEvent {
                     id: log[seq as usize].id,
+                    name: type_name(names, log[seq as usize].ty),
                     payload: st.payloads[seq as usize].clone(),
                 })
                 .collect()

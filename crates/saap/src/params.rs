@@ -16,10 +16,12 @@ use saap_dispatch::EventId;
 use saap_dispatch::spec::ParamKind;
 use std::ops::Deref;
 
-/// One event bound to a parameter: its id and payload.
+/// One event bound to a parameter: its id, type name and payload.
 #[derive(Debug, Clone)]
 pub struct BoundEvent {
     pub id: EventId,
+    /// The event's type name (tells the members of a union parameter apart).
+    pub name: std::sync::Arc<str>,
     pub payload: Payload,
 }
 
@@ -29,6 +31,8 @@ pub struct ParamDecl {
     pub kind: ParamKind,
     pub type_name: &'static str,
     pub type_parents: &'static [&'static str],
+    /// Further member types of a union parameter (name, parents).
+    pub also: Vec<(&'static str, &'static [&'static str])>,
     pub size: Option<u32>,
 }
 
@@ -100,6 +104,7 @@ fn decl<T: Event>(kind: ParamKind, size: Option<u32>) -> ParamDecl {
         kind,
         type_name: T::NAME,
         type_parents: T::PARENTS,
+        also: Vec::new(),
         size,
     }
 }
@@ -307,6 +312,22 @@ pub enum Either<A, B> {
     Right(B),
 }
 
+/// A required parameter that takes an `A` or a `B` (a union of event types, DESIGN §3).
+impl<A: Event, B: Event> Param for Either<A, B> {
+    fn decl() -> ParamDecl {
+        let mut d = decl::<A>(ParamKind::Required, None);
+        d.also.push((B::NAME, B::PARENTS));
+        d
+    }
+    fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
+        match bound {
+            [one] if &*one.name == A::NAME => Ok(Either::Left(from_payload(&one.payload)?)),
+            [one] if &*one.name == B::NAME => Ok(Either::Right(from_payload(&one.payload)?)),
+            _ => Err(arity::<A>(index, 1, bound.len())),
+        }
+    }
+}
+
 impl<A: Event, B: Event> Outputs for Either<A, B> {
     fn declare(decl: &mut OutputDecl) {
         decl.add::<A>();
@@ -331,6 +352,7 @@ mod tests {
     fn bound(msg: &str, n: u64) -> BoundEvent {
         BoundEvent {
             id: EventId::from_counter(n),
+            name: "UserMessageEvent".into(),
             payload: Arc::new(serde_json::json!({ "message": msg })),
         }
     }
@@ -369,6 +391,7 @@ mod tests {
         assert!(<FixedList<UserMessageEvent, 3> as Param>::extract(0, &[bound("a", 1)]).is_err());
         let bad = BoundEvent {
             id: EventId::from_counter(9),
+            name: "UserMessageEvent".into(),
             payload: Arc::new(serde_json::json!({ "message": 5 })),
         };
         assert!(matches!(

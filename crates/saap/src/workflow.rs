@@ -341,6 +341,9 @@ impl WorkflowBuilder {
     pub fn step<I: Inputs>(mut self, step: Step<I>) -> WorkflowBuilder {
         for d in &step.decls {
             self.declare(d.type_name, d.type_parents);
+            for (n, p) in &d.also {
+                self.declare(n, p);
+            }
         }
         for (n, p) in &step.outputs.types {
             self.declare(n, p);
@@ -376,14 +379,19 @@ impl WorkflowBuilder {
             .map(|(d, name)| ParamSpec {
                 name,
                 kind: d.kind,
-                types: vec![d.type_name.to_string()],
+                types: std::iter::once(d.type_name)
+                    .chain(d.also.iter().map(|(n, _)| *n))
+                    .map(str::to_string)
+                    .collect(),
                 size: d.size,
             })
             .collect();
         let mut reads: Vec<String> = Vec::new();
         for d in &step.decls {
-            if !reads.iter().any(|r| r == d.type_name) {
-                reads.push(d.type_name.to_string());
+            for n in std::iter::once(d.type_name).chain(d.also.iter().map(|(n, _)| *n)) {
+                if !reads.iter().any(|r| r == n) {
+                    reads.push(n.to_string());
+                }
             }
         }
         let spec = StepSpec {

@@ -26,6 +26,7 @@ fn ok<T>(t: T) -> Result<T, StepError> {
 
 on_both_backends! {
     r4_1_candidacy_exact_name_only => candidacy_exact_name_only;
+    r4_1_union_parameter_takes_either_type => union_parameter_takes_either_type;
     r4_3_readiness_waits_for_every_required_input => readiness_waits_for_every_required_input;
     r4_3_fixed_list_waits_for_n => fixed_list_waits_for_n;
     r4_3_max_executions_per_run_bounds_reruns => max_executions_per_run_bounds_reruns;
@@ -68,6 +69,36 @@ async fn candidacy_exact_name_only(kind: Kind) {
         run.executions_of("wants_parent"),
         0,
         "a subtype must not match a parent-typed parameter"
+    );
+}
+
+async fn union_parameter_takes_either_type(kind: Kind) {
+    let wf = Workflow::builder("Union")
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { R::Ok(()) },
+        ))
+        .step(Step::new(
+            "either",
+            |e: Either<A, B>, _: StepCtx| async move {
+                ok(match e {
+                    Either::Left(a) => Part { n: a.n },
+                    Either::Right(b) => Part { n: 100 + b.n },
+                })
+            },
+        ))
+        .build()
+        .unwrap();
+    assert_eq!(wf.spec().steps[1].params[0].types, vec!["A", "B"]);
+    let h = harness(kind, wf);
+    let run = h.runner.start(UserMessageEvent::new("go")).await.unwrap();
+    run.send(B { n: 2 }).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    run.send(A { n: 1 }).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(
+        run.events_of::<Part>(),
+        vec![Part { n: 102 }, Part { n: 1 }]
     );
 }
 
