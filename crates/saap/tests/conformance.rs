@@ -27,6 +27,7 @@ fn ok<T>(t: T) -> Result<T, StepError> {
 on_both_backends! {
     r4_1_candidacy_exact_name_only => candidacy_exact_name_only;
     r4_1_union_parameter_takes_either_type => union_parameter_takes_either_type;
+    r4_2_view_is_the_log_prefix_at_the_trigger => view_is_the_log_prefix_at_the_trigger;
     r4_3_readiness_waits_for_every_required_input => readiness_waits_for_every_required_input;
     r4_3_fixed_list_waits_for_n => fixed_list_waits_for_n;
     r4_3_max_executions_per_run_bounds_reruns => max_executions_per_run_bounds_reruns;
@@ -42,6 +43,7 @@ on_both_backends! {
     r4_8_panic_is_a_failure => panic_is_a_failure;
     r4_10_run_begins_only_with_a_start_event => run_begins_only_with_a_start_event;
     r4_11_decision_records_explain_skips => decision_records_explain_skips;
+    r4_9_a_redelivered_output_is_dropped_by_its_id => a_redelivered_output_is_dropped_by_its_id;
     test_runner_timeout_says_what_the_run_waits_for => timeout_says_what_the_run_waits_for;
 }
 
@@ -100,6 +102,35 @@ async fn union_parameter_takes_either_type(kind: Kind) {
         run.events_of::<Part>(),
         vec![Part { n: 102 }, Part { n: 1 }]
     );
+}
+
+async fn view_is_the_log_prefix_at_the_trigger(kind: Kind) {
+    let wf = Workflow::builder("View")
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { R::Ok(()) },
+        ))
+        .step(Step::new(
+            "pair",
+            |(a, b): (Required<A>, Required<B>), _: StepCtx| async move {
+                ok(Part { n: a.n * 10 + b.n })
+            },
+        ))
+        .build()
+        .unwrap();
+    let h = harness(kind, wf);
+    let run = h.runner.start(UserMessageEvent::new("go")).await.unwrap();
+    for (is_a, n) in [(true, 1), (false, 1), (true, 2), (false, 2)] {
+        if is_a {
+            run.send(A { n }).await.unwrap();
+        } else {
+            run.send(B { n }).await.unwrap();
+        }
+        run.wait_idle(WAIT).await.unwrap();
+    }
+    // Each trigger binds itself and the latest other input *at its arrival*.
+    let got: Vec<u32> = run.events_of::<Part>().iter().map(|p| p.n).collect();
+    assert_eq!(got, vec![11, 21, 22]);
 }
 
 async fn readiness_waits_for_every_required_input(kind: Kind) {
@@ -482,6 +513,41 @@ async fn decision_records_explain_skips(kind: Kind) {
         "{t}"
     );
     assert!(t.contains("start x0 `start`"), "{t}");
+}
+
+async fn a_redelivered_output_is_dropped_by_its_id(kind: Kind) {
+    let wf = Workflow::builder("Redeliver")
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { ok(A { n: 1 }) },
+        ))
+        .step(Step::new("each", |_: Required<A>, _: StepCtx| async {
+            R::Ok(())
+        }))
+        .build()
+        .unwrap();
+    let h = harness(kind, wf);
+    let run = h.runner.start(UserMessageEvent::new("go")).await.unwrap();
+    let snap = run.wait_idle(WAIT).await.unwrap();
+    let a = snap.events().into_iter().find(|e| e.name == "A").unwrap();
+    // The same output published again (e.g. by a re-run execution) carries the same id.
+    let wire = format!(
+        r#"{{"event_id":"{}","created_at":1,"_event_name":"A","_parent_event_names":["A","ControlEvent"],"n":1}}"#,
+        a.id
+    );
+    h.runner
+        .engine()
+        .send_json(run.run_id(), wire.as_bytes())
+        .await
+        .unwrap();
+    let snap = run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(snap.executions_of("each"), 1);
+    assert_eq!(snap.events_of::<A>().len(), 1);
+    assert!(
+        snap.timeline().contains("duplicate of #1 A"),
+        "{}",
+        snap.timeline()
+    );
 }
 
 async fn timeout_says_what_the_run_waits_for(kind: Kind) {
