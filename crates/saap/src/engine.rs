@@ -97,7 +97,7 @@ pub struct EngineOptions {
     pub inline_single: bool,
     /// Keep ended runs in memory so that they can be inspected (default true). With
     /// `false`, a run leaves the engine's memory once it ended and no execution of it is
-    /// running; the embedded store still holds it.
+    /// running, and `Engine::open` loads only live runs; the embedded store keeps them all.
     pub keep_ended_runs: bool,
 }
 
@@ -411,7 +411,8 @@ impl Engine {
         let shared = &engine.shared;
         let stored = shared
             .backend
-            .load_runs(shared.workflow.name(), false)
+            // An engine that does not keep ended runs does not load them either.
+            .load_runs(shared.workflow.name(), !shared.opts.keep_ended_runs)
             .wait()
             .await?;
         let mut recovery = Recovery::default();

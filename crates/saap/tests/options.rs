@@ -57,3 +57,44 @@ async fn ended_runs_leave_memory_when_not_kept() {
     kept.wait_for_end(&id).await.unwrap();
     assert!(kept.snapshot(&id).unwrap().has_stop());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_does_not_keep_ended_runs_does_not_load_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live-only.db");
+    let wf = || {
+        Workflow::builder("LiveOnly")
+            .step(Step::new(
+                "stop",
+                |_: Required<UserMessageEvent>, _: StepCtx| async {
+                    Ok::<_, StepError>(Done::default())
+                },
+            ))
+            .build()
+            .unwrap()
+    };
+    {
+        let backend = Arc::new(saap::SqliteBackend::open(&path).unwrap());
+        let (engine, _) = Engine::open(wf(), backend, EngineOptions::default())
+            .await
+            .unwrap();
+        let id = engine.start_run(UserMessageEvent::new("x")).await.unwrap();
+        engine.wait_for_end(&id).await.unwrap();
+        engine.halt();
+    }
+    let opts = EngineOptions {
+        keep_ended_runs: false,
+        ..EngineOptions::default()
+    };
+    let backend = Arc::new(saap::SqliteBackend::open(&path).unwrap());
+    let (engine, rec) = Engine::open(wf(), backend, opts).await.unwrap();
+    assert_eq!((rec.resumed_runs, rec.ended_runs), (0, 0));
+    assert!(engine.run_ids().is_empty());
+    drop(engine);
+    let backend = Arc::new(
+        saap::SqliteBackend::open(&path)
+            .ok()
+            .unwrap_or_else(|| panic!("reopen")),
+    );
+    let _ = backend;
+}
