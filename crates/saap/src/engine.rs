@@ -162,6 +162,8 @@ pub(crate) struct RunState {
     journal_len: u64,
     records_sent: usize,
     ended_sent: bool,
+    /// The input that ended the run is durable.
+    end_durable: bool,
     created: bool,
     /// An engine-side failure (storage) that stopped the run.
     pub failure: Option<String>,
@@ -181,6 +183,7 @@ impl RunSlot {
                 journal_len: 0,
                 records_sent: 0,
                 ended_sent: false,
+                end_durable: false,
                 created: false,
                 failure: None,
                 display_by: Vec::new(),
@@ -201,9 +204,11 @@ impl RunSlot {
             self.version.send_modify(|v| *v += 1);
         }
     }
+    /// Ended (and the end is durable) with nothing running, or stopped by a failure.
     fn is_quiet(&self) -> bool {
         let st = self.lock();
-        st.failure.is_some() || (st.run.is_terminated() && st.run.running().next().is_none())
+        st.failure.is_some()
+            || (st.end_durable && st.run.is_terminated() && st.run.running().next().is_none())
     }
 }
 
@@ -273,6 +278,8 @@ struct Applied {
     durable: Pending<()>,
     started: Vec<Invocation>,
     appended: Option<Appended>,
+    /// This input ended the run (its durability makes the end durable).
+    ended: bool,
 }
 
 /// Answers precondition calls with the user's functions (live) or recorded results (replay).
@@ -578,8 +585,8 @@ impl Engine {
         Ok(self.shared.slot(run_id)?.version.subscribe())
     }
 
-    /// Waits until the run has ended and none of its executions is still running (or the
-    /// engine stopped it after a storage failure). No timeout: wrap it in
+    /// Waits until the run has ended, the event that ended it is durable, and none of its
+    /// executions is still running (or the engine stopped the run after a storage failure). No timeout: wrap it in
     /// `tokio::time::timeout` when needed.
     pub async fn wait_for_end(&self, run_id: &str) -> Result<(), EngineError> {
         let slot = self.shared.slot(run_id)?;
@@ -781,6 +788,7 @@ impl Shared {
                             durable: Pending::Ready(Ok(())),
                             started: Vec::new(),
                             appended: None,
+                            ended: false,
                         });
                     }
                     Err(e) => return Err(core_err(&e)),
@@ -851,6 +859,7 @@ impl Shared {
             durable,
             started,
             appended,
+            ended,
         })
     }
 
@@ -864,6 +873,9 @@ impl Shared {
         if let Err(e) = applied.durable.wait().await {
             self.storage_failed(slot, &e);
             return Err(e.into());
+        }
+        if applied.ended {
+            slot.lock().end_durable = true;
         }
         slot.bump();
         let none_started = applied.started.is_empty();
@@ -1079,6 +1091,7 @@ impl Shared {
             st.journal_len = s.journal.len() as u64;
             st.records_sent = st.run.records().len();
             st.ended_sent = s.ended;
+            st.end_durable = s.ended;
             st.created = true;
         }
         Ok((slot, s.ended))
@@ -1195,6 +1208,9 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
         if let Err(e) = applied.durable.wait().await {
             shared.storage_failed(&slot, &e);
             return;
+        }
+        if applied.ended {
+            slot.lock().end_durable = true;
         }
         slot.bump();
         let mut next = applied.started.into_iter();
