@@ -74,8 +74,10 @@ use std::sync::Arc;
 
 /// Default cap on distinct states.
 pub const DEFAULT_MAX_STATES: usize = 200_000;
-/// Default cap on the number of actions along one path.
-pub const DEFAULT_MAX_DEPTH: usize = 1_000;
+/// Default cap on the number of actions (arrivals and completions) along one path: far
+/// above what a workflow without an unbounded cycle needs, low enough that a cycle is
+/// reported in seconds.
+pub const DEFAULT_MAX_DEPTH: usize = 300;
 /// At most this many distinct stalls are kept with a witness (the rest are counted).
 pub const MAX_REPORTED_STALLS: usize = 20;
 /// The progress callback is called about every this many transitions (and once at the end).
