@@ -100,27 +100,31 @@ if [ "$PEERS" = 1 ]; then
       exit 3
     fi
   fi
-  log "running the peers ($REPS rep(s), each scenario in a fresh process)"
-  record "PEERS_VENV=$PEERS_VENV $PEERS_DIR/run.sh --reps $REPS --out $OUT/peers.json"
-  "$PEERS_DIR/run.sh" --reps "$REPS" --out "$OUT/peers.json" > "$OUT/peers.md" 2> "$OUT/peers.log" || {
-    echo "compare.sh: the peer driver failed; last lines of $OUT/peers.log:" >&2
-    tail -n 20 "$OUT/peers.log" | sed 's/^/  | /' >&2; exit 4; }
 fi
 
-# 3. saap runtime bench. S3 runs alone per backend in its own process so its peak-RSS growth
-#    is measured from a fresh process (in an all-scenarios run the S2 N=10,000 runs already
-#    set the process peak and S3 reads 0).
-log "running saap's runtime bench ($REPS rep(s), SAAP_BENCH_THREADS=$THREADS)"
+# 3. Interleave: rep k = one peers' driver pass (--reps 1, every scenario in a fresh process),
+#    then one saap pass, so both sides see the same load drift; medians are taken over reps.
+#    saap's S3 runs alone per backend in its own process so its peak-RSS growth is measured
+#    from a fresh process (in an all-scenarios run the S2 N=10,000 runs already set the
+#    process peak and S3 reads 0).
+PEER_ARGS=()
 for rep in $(seq 1 "$REPS"); do
+  if [ "$PEERS" = 1 ]; then
+    log "rep $rep/$REPS: peers (each scenario in a fresh process)"
+    [ "$rep" = 1 ] && record "PEERS_VENV=$PEERS_VENV $PEERS_DIR/run.sh --reps 1 --out $OUT/peers-rep<k>.json   # x$REPS, interleaved with saap"
+    "$PEERS_DIR/run.sh" --reps 1 --out "$OUT/peers-rep$rep.json" > "$OUT/peers-rep$rep.md" 2>> "$OUT/peers.log" || {
+      echo "compare.sh: the peer driver failed; last lines of $OUT/peers.log:" >&2
+      tail -n 20 "$OUT/peers.log" | sed 's/^/  | /' >&2; exit 4; }
+    PEER_ARGS+=(--peers "$OUT/peers-rep$rep.json")
+  fi
+  log "rep $rep/$REPS: saap runtime bench (SAAP_BENCH_THREADS=$THREADS)"
   for filter in "s1" "s2" "s3 memory" "s3 sqlite"; do
-    # shellcheck disable=SC2086
     [ "$rep" = 1 ] && record "(cd crates/saap && SAAP_BENCH_THREADS=$THREADS $RUNTIME_BIN --bench $filter)   # = cargo bench -p saap --bench runtime -- $filter; x$REPS"
     # shellcheck disable=SC2086
     (cd "$ROOT/crates/saap" && SAAP_BENCH_THREADS="$THREADS" "$RUNTIME_BIN" --bench $filter) \
       2> "$OUT/saap.err" | grep '^{' | sed "s/^{/{\"rep\":$rep,/" >> "$OUT/saap.jsonl" || {
         echo "compare.sh: saap bench ($filter) failed:" >&2; tail -n 20 "$OUT/saap.err" >&2; exit 5; }
   done
-  log "  saap rep $rep/$REPS done"
 done
 
 # 4. Dispatch core alone (text lines, shown verbatim).
@@ -137,12 +141,12 @@ DATE_END="$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 cat > "$OUT/meta.json" <<EOF
 {"date_start": "$DATE_START", "date_end": "$DATE_END", "nproc": $(nproc),
  "load_start": "$LOAD_START", "load_end": "$LOAD_END", "reps": $REPS, "quick": $QUICK,
- "threads": $THREADS, "git": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)",
+ "threads": $THREADS, "git": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$( [ -n "$(git status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null)" ] && echo ' + uncommitted changes in crates/')",
  "invocation": "bench/compare.sh $ORIG_ARGS"}
 EOF
 
 python3 "$HERE/compare_report.py" --meta "$OUT/meta.json" --commands "$OUT/commands.txt" \
   --saap "$OUT/saap.jsonl" \
-  $( [ "$PEERS" = 1 ] && echo "--peers $OUT/peers.json" ) \
+  "${PEER_ARGS[@]}" \
   $( [ "$CORE" != 0 ] && echo "--core $OUT/core.txt" ) | tee "$OUT/report.md"
 log "report: $OUT/report.md"

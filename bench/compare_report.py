@@ -77,7 +77,8 @@ def saap_get(groups, scenario, backend, field, fan_in=None, n=None, scale=1.0):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--saap", required=True)
-    ap.add_argument("--peers")
+    ap.add_argument("--peers", action="append", default=[],
+                    help="driver.py --out JSON; repeat: medians over files")
     ap.add_argument("--core")
     ap.add_argument("--meta", required=True)
     ap.add_argument("--commands", required=True)
@@ -87,9 +88,20 @@ def main():
     sg = load_saap(a.saap)
     peers = {}
     pdoc = None
-    if a.peers:
-        pdoc = json.loads(Path(a.peers).read_text())
-        peers = {r["peer"]: r for r in pdoc["summary"]}
+    pdocs = [json.loads(Path(f).read_text()) for f in a.peers]
+    peer_reps = {}  # peer -> list of summary rows (one per driver pass)
+    for doc in pdocs:
+        for r in doc["summary"]:
+            peer_reps.setdefault(r["peer"], []).append(r)
+    for p, rs in peer_reps.items():
+        row = dict(rs[0])
+        for k, v in rs[0].items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                row[k] = med([r.get(k) for r in rs])
+        peers[p] = row
+    if pdocs:
+        pdoc = {"machine": pdocs[0]["machine"],
+                "raw": {f"{i}|{k}": v for i, doc in enumerate(pdocs) for k, v in doc["raw"].items()}}
 
     def pv(key, scale=1.0):
         out = []
@@ -139,7 +151,8 @@ def main():
         loads = [x for x in loads if x is not None]
         vers = ", ".join(f"{p} {peers[p]['version']}" for p, _ in PEERS if p in peers)
         L.append(f"- Peers: {vers}; Python {pdoc['machine']['python']}; medians of "
-                 f"{meta['reps']} fresh process(es) per scenario; 1-min load before each peer "
+                 f"{len(pdocs)} driver pass(es) (each scenario a fresh process), interleaved "
+                 f"with the saap passes; 1-min load before each peer "
                  f"process min {min(loads):.2f} / median {med(loads):.2f} / max {max(loads):.2f}.")
     else:
         L.append("- Peers: not run (`--no-peers`).")
@@ -163,6 +176,28 @@ def main():
         variants = ", ".join(f"{p}: {peers[p]['s2_variant']}" for p, _ in PEERS if p in peers)
         L.append(f"\nPeer S2 variants: {variants}; the peers' driver runs S2 at N = 100 only, so "
                  "N = 1,000 and 10,000 have saap figures only.")
+
+    # Spread across reps: how much to trust a ratio.
+    def spread(vals, unit):
+        vals = [v for v in vals if v is not None]
+        if len(vals) < 2:
+            return "–"
+        return f"{num(min(vals))}–{num(max(vals))} {unit}"
+    def saap_all(scenario, backend, field, scale=1.0):
+        return [d.get(field) * scale for d in sg.get((scenario, backend, None, None), [])
+                if d.get(field) is not None]
+    def peer_all(p, key, scale=1.0):
+        return [r[key] * scale for r in peer_reps.get(p, []) if r.get(key) is not None]
+    if meta["reps"] > 1:
+        L.append(f"\nSpread over the {meta['reps']} reps (min–max):\n")
+        L.append("| figure | " + " | ".join(n for _, n in PEERS) + " | saap memory | saap sqlite |")
+        L.append("|---|---|---|---|---|---|")
+        L.append("| S1 per step | " + " | ".join(spread(peer_all(p, "per_step_us_avg"), "µs") for p, _ in PEERS)
+                 + f" | {spread(saap_all('s1', 'memory', 'per_step_us'), 'µs')}"
+                 + f" | {spread(saap_all('s1', 'sqlite', 'per_step_us'), 'µs')} |")
+        L.append("| S3 total | " + " | ".join(spread(peer_all(p, "s3_wall_s", 1000.0), "ms") for p, _ in PEERS)
+                 + f" | {spread(saap_all('s3', 'memory', 'total_ms'), 'ms')}"
+                 + f" | {spread(saap_all('s3', 'sqlite', 'total_ms'), 'ms')} |")
 
     # Issue 3 targets against the saap medians.
     def status(v, limit):
