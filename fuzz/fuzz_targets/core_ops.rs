@@ -6,9 +6,9 @@
 use libfuzzer_sys::fuzz_target;
 use saap_dispatch::replay::{RunInput, replay};
 use saap_dispatch::{
-    DeclaredConditions, EventId, ExecutionId, NewEvent, Outcome, Run, SpecSyntax,
-    compile_spec_text,
+    DeclaredConditions, ExecutionId, NewEvent, Outcome, Run, SpecSyntax, compile_spec_text,
 };
+use saap_dispatch::{counter_event_id, derived_event_id};
 use std::sync::{Arc, OnceLock};
 
 const SPECS: [&str; 5] = [
@@ -45,10 +45,10 @@ fuzz_target!(|data: &[u8]| {
             0 | 1 => {
                 let ty = (arg % ntypes) as u32;
                 next += 1;
-                RunInput::Append(NewEvent::known(EventId::from_counter(next), ty))
+                RunInput::Append(NewEvent::known(counter_event_id(next), ty))
             }
             2 => RunInput::Append(NewEvent::known(
-                EventId::from_counter(1 + (arg as u64 % next)),
+                counter_event_id(1 + (arg as u64 % next)),
                 (arg % ntypes) as u32,
             )),
             3 | 4 => {
@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
                         step.outputs
                             .iter()
                             .enumerate()
-                            .map(|(i, t)| NewEvent::known(EventId::derived(9, x, i as u32), *t))
+                            .map(|(i, t)| NewEvent::known(derived_event_id(9, x, i as u32), *t))
                             .collect(),
                     )
                 };

@@ -5,9 +5,9 @@
 //! Run: `cargo bench -p saap-dispatch --bench core` (add `-- --quick` for a short run).
 
 use saap_dispatch::{
-    CompiledSpec, DeclaredConditions, EventId, NewEvent, Outcome, Run, SpecSyntax,
-    compile_spec_text,
+    CompiledSpec, DeclaredConditions, NewEvent, Outcome, Run, SpecSyntax, compile_spec_text,
 };
+use saap_dispatch::{counter_event_id, derived_event_id};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -65,7 +65,7 @@ steps:
 fn drive(run: &mut Run, fan_n: usize, buf: &mut Vec<saap_dispatch::ExecutionId>) -> usize {
     let start = run.spec().type_id("StartEvent").expect("start");
     run.append(
-        NewEvent::known(EventId::from_counter(1), start),
+        NewEvent::known(counter_event_id(1), start),
         &mut DeclaredConditions,
     )
     .expect("start");
@@ -83,7 +83,7 @@ fn drive(run: &mut Run, fan_n: usize, buf: &mut Vec<saap_dispatch::ExecutionId>)
                     .enumerate()
                     .map(move |(j, t)| (i * 8 + j, *t))
             })
-            .map(|(i, t)| NewEvent::known(EventId::derived(run.run_key(), x, i as u32), t))
+            .map(|(i, t)| NewEvent::known(derived_event_id(run.run_key(), x, i as u32), t))
             .collect();
         run.complete(x, 1, Outcome::Returned(outs), &mut DeclaredConditions)
             .expect("complete");
@@ -171,7 +171,7 @@ fn main() {
             .map(|r| {
                 let mut run = proto.sibling(r as u64);
                 run.append(
-                    NewEvent::known(EventId::from_counter(1), start),
+                    NewEvent::known(counter_event_id(1), start),
                     &mut DeclaredConditions,
                 )
                 .expect("start");
@@ -187,7 +187,7 @@ fn main() {
                     live += 1;
                     let s = run.execution(x).expect("exec").step;
                     let out = run.spec().steps[s as usize].outputs[0];
-                    let ev = NewEvent::known(EventId::derived(run.run_key(), x, 0), out);
+                    let ev = NewEvent::known(derived_event_id(run.run_key(), x, 0), out);
                     run.complete(x, 1, Outcome::Returned(vec![ev]), &mut DeclaredConditions)
                         .expect("complete");
                     run.drain_started_into(pending);

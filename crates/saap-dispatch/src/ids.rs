@@ -24,68 +24,28 @@ impl fmt::Display for ExecutionId {
     }
 }
 
-/// A protocol event id: 12 bytes, written as 24 lowercase hex characters.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct EventId(pub [u8; 12]);
+/// The protocol's event id (12 bytes, 24 lowercase hex characters on the wire); the core
+/// uses the very same type as the codec and the engines.
+pub use saap_protocol::{EventId, EventIdError};
 
-impl std::hash::Hash for EventId {
-    // Two word writes instead of a length-prefixed byte slice: the log's id index hashes
-    // one of these per appended event.
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let mut a = [0u8; 8];
-        let mut b = [0u8; 4];
-        a.copy_from_slice(&self.0[..8]);
-        b.copy_from_slice(&self.0[8..]);
-        state.write_u64(u64::from_le_bytes(a));
-        state.write_u32(u32::from_le_bytes(b));
-    }
+/// A deterministic id for the `index`-th event produced by execution `exec` of the run
+/// keyed by `run_key`. Re-running the same execution yields the same ids, so duplicates
+/// are dropped by the log's id dedup (DESIGN §4.9).
+pub fn derived_event_id(run_key: u64, exec: ExecutionId, index: u32) -> EventId {
+    let a = mix64(run_key ^ 0x5341_4150_0000_0001);
+    let b = mix64(a ^ ((exec.0 as u64) << 32 | index as u64));
+    let c = mix64(b ^ a.rotate_left(17));
+    let mut out = [0u8; 12];
+    out[..8].copy_from_slice(&b.to_be_bytes());
+    out[8..].copy_from_slice(&c.to_be_bytes()[..4]);
+    EventId::from_bytes(out)
 }
 
-/// Why a string is not an event id.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{text}` is not an event id: expected 24 lowercase hex characters")]
-pub struct EventIdError {
-    pub text: String,
-}
-
-impl EventId {
-    /// Parses the 24-hex wire form.
-    pub fn parse(text: &str) -> Result<EventId, EventIdError> {
-        let bytes = text.as_bytes();
-        let err = || EventIdError {
-            text: text.chars().take(64).collect(),
-        };
-        if bytes.len() != 24 {
-            return Err(err());
-        }
-        let mut out = [0u8; 12];
-        for (i, chunk) in bytes.chunks_exact(2).enumerate() {
-            let hi = hex_val(chunk[0]).ok_or_else(err)?;
-            let lo = hex_val(chunk[1]).ok_or_else(err)?;
-            out[i] = (hi << 4) | lo;
-        }
-        Ok(EventId(out))
-    }
-
-    /// A deterministic id for the `index`-th event produced by execution `exec` of the run
-    /// keyed by `run_key`. Re-running the same execution yields the same ids, so duplicates
-    /// are dropped by the log's id dedup (DESIGN §4.9).
-    pub fn derived(run_key: u64, exec: ExecutionId, index: u32) -> EventId {
-        let a = mix64(run_key ^ 0x5341_4150_0000_0001);
-        let b = mix64(a ^ ((exec.0 as u64) << 32 | index as u64));
-        let c = mix64(b ^ a.rotate_left(17));
-        let mut out = [0u8; 12];
-        out[..8].copy_from_slice(&b.to_be_bytes());
-        out[8..].copy_from_slice(&c.to_be_bytes()[..4]);
-        EventId(out)
-    }
-
-    /// An id made from a counter, for simulations and tests (`000…0001`, …).
-    pub fn from_counter(n: u64) -> EventId {
-        let mut out = [0u8; 12];
-        out[4..].copy_from_slice(&n.to_be_bytes());
-        EventId(out)
-    }
+/// An id made from a counter, for simulations and tests (`000…0001`, …).
+pub fn counter_event_id(n: u64) -> EventId {
+    let mut out = [0u8; 12];
+    out[4..].copy_from_slice(&n.to_be_bytes());
+    EventId::from_bytes(out)
 }
 
 /// A stable 64-bit key for a run id string, used to derive output ids.
@@ -104,42 +64,6 @@ fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    }
-}
-
-impl fmt::Display for EventId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for EventId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "EventId({self})")
-    }
-}
-
-impl Serialize for EventId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for EventId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        EventId::parse(&s).map_err(serde::de::Error::custom)
-    }
 }
 
 /// A small, fast, deterministic hasher for the core's integer-keyed maps (the std SipHash
@@ -197,10 +121,15 @@ mod tests {
     #[test]
     fn derived_ids_are_deterministic_and_distinct() {
         let k = run_key("run-1");
-        let a = EventId::derived(k, ExecutionId(3), 0);
-        assert_eq!(a, EventId::derived(k, ExecutionId(3), 0));
-        assert_ne!(a, EventId::derived(k, ExecutionId(3), 1));
-        assert_ne!(a, EventId::derived(k, ExecutionId(4), 0));
-        assert_ne!(a, EventId::derived(run_key("run-2"), ExecutionId(3), 0));
+        let a = derived_event_id(k, ExecutionId(3), 0);
+        assert_eq!(a, derived_event_id(k, ExecutionId(3), 0));
+        assert_ne!(a, derived_event_id(k, ExecutionId(3), 1));
+        assert_ne!(a, derived_event_id(k, ExecutionId(4), 0));
+        assert_ne!(a, derived_event_id(run_key("run-2"), ExecutionId(3), 0));
+        // Pinned: ids derived by earlier releases must stay the same (they are in logs).
+        assert_eq!(
+            derived_event_id(run_key("simulated-run"), ExecutionId(0), 0).to_string(),
+            "ed999d8b7d7257ae58f10834"
+        );
     }
 }

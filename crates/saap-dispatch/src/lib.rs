@@ -34,7 +34,9 @@ pub mod sim;
 pub mod spec;
 
 pub use compiled::{CompiledSpec, EventKind, TypeId};
-pub use ids::{EventId, ExecutionId, ParamIdx, Seq, StepIdx};
+pub use ids::{
+    EventId, ExecutionId, ParamIdx, Seq, StepIdx, counter_event_id, derived_event_id, run_key,
+};
 pub use load::{SpecError, SpecSyntax, parse_spec};
 pub use record::{Origin, Record, SkipReason, Termination};
 pub use run::{

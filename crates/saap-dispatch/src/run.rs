@@ -10,6 +10,7 @@
 //! by the caller, and their results are recorded.
 
 use crate::compiled::{CompiledCondition, CompiledSpec, EventKind, TypeId};
+use crate::ids::derived_event_id;
 use crate::ids::{EventId, ExecutionId, FastMap, ParamIdx, Seq, StepIdx};
 use crate::record::{Origin, Record, SkipReason, Termination};
 use crate::spec::ParamKind;
@@ -745,7 +746,7 @@ impl Run {
                     stop_on_error,
                 });
                 if stop_on_error {
-                    let id = EventId::derived(self.run_key, execution, u32::MAX);
+                    let id = derived_event_id(self.run_key, execution, u32::MAX);
                     let ty = self.spec.exception_type();
                     self.append_from(NewEvent::known(id, ty), Origin::Execution(execution), pre)?;
                 }

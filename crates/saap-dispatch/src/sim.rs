@@ -6,6 +6,7 @@
 
 use crate::compiled::{CompiledSpec, TypeId};
 use crate::ids::{EventId, ExecutionId, run_key};
+use crate::ids::{counter_event_id, derived_event_id};
 use crate::replay::RunInput;
 use crate::run::{
     AppendError, CompleteError, DeclaredConditions, NewEvent, Outcome, PreconditionEvaluator, Run,
@@ -50,8 +51,8 @@ pub fn arrivals(spec: &CompiledSpec) -> Vec<Arrival> {
         let id = match &a.label {
             Some(l) => *by_label
                 .entry(l.as_str())
-                .or_insert_with(|| EventId::from_counter(i as u64 + 1)),
-            None => EventId::from_counter(i as u64 + 1),
+                .or_insert_with(|| counter_event_id(i as u64 + 1)),
+            None => counter_event_id(i as u64 + 1),
         };
         out.push(Arrival {
             label,
@@ -96,7 +97,7 @@ pub fn outcome_for(run: &Run, exec: ExecutionId) -> Outcome {
         types
             .into_iter()
             .enumerate()
-            .map(|(i, t)| NewEvent::known(EventId::derived(run.run_key(), exec, i as u32), t))
+            .map(|(i, t)| NewEvent::known(derived_event_id(run.run_key(), exec, i as u32), t))
             .collect(),
     )
 }

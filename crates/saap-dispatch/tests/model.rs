@@ -17,6 +17,7 @@ use saap_dispatch::spec::{
 use saap_dispatch::{
     CompiledSpec, DeclaredConditions, EventId, ExecutionId, NewEvent, Outcome, Run,
 };
+use saap_dispatch::{counter_event_id, derived_event_id};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -321,7 +322,7 @@ fn drive(spec: Arc<CompiledSpec>, ops: &[Op]) -> Outcomes {
                 } else {
                     "Done"
                 };
-                let e = NewEvent::known(EventId::from_counter(next), spec.type_id(name).unwrap());
+                let e = NewEvent::known(counter_event_id(next), spec.type_id(name).unwrap());
                 next += 1;
                 sent.push((e.id, name.into()));
                 journal.push(RunInput::Append(e.clone()));
@@ -353,7 +354,7 @@ fn drive(spec: Arc<CompiledSpec>, ops: &[Op]) -> Outcomes {
                             .outputs
                             .iter()
                             .enumerate()
-                            .map(|(i, t)| NewEvent::known(EventId::derived(42, x, i as u32), *t))
+                            .map(|(i, t)| NewEvent::known(derived_event_id(42, x, i as u32), *t))
                             .collect();
                         RunInput::Complete {
                             execution: x,

@@ -5,9 +5,10 @@ use saap_dispatch::record::{Origin, Record, SkipReason, Termination};
 use saap_dispatch::replay::{ReplayError, RunInput, replay};
 use saap_dispatch::run::{AppendError, Appended, Bound, CompleteError, ExecState};
 use saap_dispatch::{
-    CompiledSpec, DeclaredConditions, EventId, EventKind, ExecutionId, NewEvent, NewEventType,
-    Outcome, Run, RunStatus, SpecSyntax, compile_spec_text,
+    CompiledSpec, DeclaredConditions, EventKind, ExecutionId, NewEvent, NewEventType, Outcome, Run,
+    RunStatus, SpecSyntax, compile_spec_text,
 };
+use saap_dispatch::{counter_event_id, derived_event_id};
 use std::sync::Arc;
 
 /// A run plus a journal of its inputs, with helpers that speak in type names.
@@ -34,7 +35,7 @@ impl H {
             .spec()
             .type_id(ty)
             .unwrap_or_else(|| panic!("type {ty}"));
-        let id = EventId::from_counter(self.next_id);
+        let id = counter_event_id(self.next_id);
         self.next_id += 1;
         NewEvent::known(id, t)
     }
@@ -55,7 +56,7 @@ impl H {
             .enumerate()
             .map(|(i, t)| {
                 NewEvent::known(
-                    EventId::derived(self.run.run_key(), x, i as u32),
+                    derived_event_id(self.run.run_key(), x, i as u32),
                     self.spec().type_id(t).unwrap(),
                 )
             })
@@ -614,7 +615,7 @@ fn delivery_rerun_outputs_with_derived_ids_are_deduplicated() {
     let x = h.started()[0];
     // The first attempt's output reached the log before the crash...
     let out = NewEvent::known(
-        EventId::derived(h.run.run_key(), x, 0),
+        derived_event_id(h.run.run_key(), x, 0),
         h.spec().type_id("A").unwrap(),
     );
     h.run.append(out, &mut DeclaredConditions).unwrap();
@@ -686,7 +687,7 @@ fn lifecycle_foreign_event_types_never_trigger_but_foreign_stops_terminate() {
     ));
     h.send("StartEvent");
     let foreign = NewEvent {
-        id: EventId::from_counter(99),
+        id: counter_event_id(99),
         ty: NewEventType::Foreign {
             name: "PythonOnlyEvent".into(),
             kind: EventKind::from_classification(saap_protocol::hierarchy::Classification {
@@ -700,7 +701,7 @@ fn lifecycle_foreign_event_types_never_trigger_but_foreign_stops_terminate() {
         Appended::Dispatched { started: 0, .. }
     ));
     let foreign_stop = NewEvent {
-        id: EventId::from_counter(100),
+        id: counter_event_id(100),
         ty: NewEventType::Foreign {
             name: "PythonStop".into(),
             kind: EventKind::from_classification(saap_protocol::hierarchy::Classification {

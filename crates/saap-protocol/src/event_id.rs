@@ -21,8 +21,21 @@ pub const EVENT_ID_BYTES: usize = 12;
 pub const EVENT_ID_HEX_LEN: usize = 2 * EVENT_ID_BYTES;
 
 /// A 12-byte event id; its text form is 24 lowercase hex characters.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct EventId([u8; EVENT_ID_BYTES]);
+
+impl std::hash::Hash for EventId {
+    // Two word writes instead of a length-prefixed byte slice: the dispatch core hashes one
+    // id per appended event.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut a = [0u8; 8];
+        let mut b = [0u8; 4];
+        a.copy_from_slice(&self.0[..8]);
+        b.copy_from_slice(&self.0[8..]);
+        state.write_u64(u64::from_le_bytes(a));
+        state.write_u32(u32::from_le_bytes(b));
+    }
+}
 
 /// Why a string is not an event id.
 #[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]

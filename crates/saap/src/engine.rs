@@ -18,6 +18,7 @@ use crate::event::{Event, Payload, PayloadError, to_payload};
 use crate::params::{BoundEvent, OutEvent};
 use crate::snapshot::RunSnapshot;
 use crate::workflow::{StepFuture, StepImpl, Workflow};
+use saap_dispatch::derived_event_id;
 use saap_dispatch::ids::run_key;
 use saap_dispatch::run::{CompleteError, EventTy, ExecState};
 use saap_dispatch::{
@@ -241,7 +242,7 @@ impl IdGen {
             .map(|d| d.as_secs() as u32)
             .unwrap_or(0);
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        EventId(*saap_protocol::EventId::object_id(secs, self.process, n).as_bytes())
+        saap_protocol::EventId::object_id(secs, self.process, n)
     }
 }
 
@@ -530,7 +531,7 @@ impl Engine {
         };
         let env =
             EventEnvelope::decode(bytes, &self.shared.workflow.compiled().hierarchy, &limits)?;
-        let id = EventId(*env.event_id.as_bytes());
+        let id = env.event_id;
         let payload = Arc::new(serde_json::Value::Object(env.fields.clone()));
         let ev = match self
             .shared
@@ -674,7 +675,7 @@ impl Shared {
             }
         };
         Incoming {
-            id: EventId::derived(run_key, x, index),
+            id: derived_event_id(run_key, x, index),
             ty,
             kind,
             name: out.name.into(),

@@ -351,7 +351,7 @@ mod tests {
 
     fn bound(msg: &str, n: u64) -> BoundEvent {
         BoundEvent {
-            id: EventId::from_counter(n),
+            id: saap_dispatch::counter_event_id(n),
             name: "UserMessageEvent".into(),
             payload: Arc::new(serde_json::json!({ "message": msg })),
         }
@@ -372,7 +372,10 @@ mod tests {
     #[test]
     fn extraction_checks_arity_and_fields() {
         let r = <Required<UserMessageEvent> as Param>::extract(0, &[bound("a", 1)]).unwrap();
-        assert_eq!((r.message.as_str(), r.id), ("a", EventId::from_counter(1)));
+        assert_eq!(
+            (r.message.as_str(), r.id),
+            ("a", saap_dispatch::counter_event_id(1))
+        );
         assert!(matches!(
             <Required<UserMessageEvent> as Param>::extract(0, &[]),
             Err(InputError::Arity {
@@ -390,7 +393,7 @@ mod tests {
         assert_eq!(l.len(), 2);
         assert!(<FixedList<UserMessageEvent, 3> as Param>::extract(0, &[bound("a", 1)]).is_err());
         let bad = BoundEvent {
-            id: EventId::from_counter(9),
+            id: saap_dispatch::counter_event_id(9),
             name: "UserMessageEvent".into(),
             payload: Arc::new(serde_json::json!({ "message": 5 })),
         };
