@@ -4,7 +4,7 @@
 # (peer / saap; > 1 means saap is faster or smaller).
 #
 # Usage: bench/compare.sh [--reps N] [--quick] [--no-peers] [--no-core] [--threads N] [--out DIR]
-#   --reps N     repetitions (fresh processes) for the peers and for saap (default 3)
+#   --reps N     interleaved repetitions (fresh processes) of the peers and saap (default 3)
 #   --quick      1 repetition, dispatch-core bench in its --quick mode
 #   --no-peers   saap only (no venv, no Python peers)
 #   --no-core    skip the dispatch-core bench (saap-dispatch --bench core)
@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     --no-core) CORE=0; shift ;;
     --threads) THREADS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
