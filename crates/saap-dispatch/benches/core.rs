@@ -126,6 +126,40 @@ fn main() {
         }
         samples.push(t.elapsed().as_nanos() as f64 / steps as f64);
     }
+    // The harness alone: what `drive` does outside the core for each step (look up the
+    // step's outputs, build the output Vec with derived ids, hand it over), so that the
+    // decision work can be reported as the difference.
+    let mut harness = Vec::new();
+    for _ in 0..if want("s1") { reps } else { 0 } {
+        let t = Instant::now();
+        let mut steps = 0usize;
+        let outputs = &proto.spec().steps[0].outputs;
+        for r in 0..runs {
+            for x in 0..10u32 {
+                let outs: Vec<NewEvent> = outputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        NewEvent::known(
+                            derived_event_id(r as u64, saap_dispatch::ExecutionId(x), i as u32),
+                            *t,
+                        )
+                    })
+                    .collect();
+                std::hint::black_box(outs);
+                steps += 1;
+            }
+        }
+        harness.push(t.elapsed().as_nanos() as f64 / steps as f64);
+    }
+    if want("s1") {
+        let (total, alone) = (median(samples.clone()), median(harness));
+        println!(
+            "S1 chain-10: harness alone {:.3} µs per step; decision work (total − harness) {:.3} µs per step",
+            alone / 1000.0,
+            (total - alone) / 1000.0
+        );
+    }
     println!(
         "S1 chain-10: {:.3} µs per step (median of {reps}, {runs} runs each, run creation included)",
         median(samples) / 1000.0

@@ -502,12 +502,13 @@ impl Run {
 
     /// Candidacy, readiness, binding and start for one trigger (DESIGN §4.1–§4.5).
     fn dispatch(&mut self, seq: Seq, t: TypeId, pre: &mut dyn PreconditionEvaluator) -> u32 {
-        let spec = self.spec.clone();
+        // No Arc clone on this path: the spec is borrowed field by field next to the
+        // mutable bookkeeping (an atomic increment and decrement per trigger add up).
         let mut candidates = std::mem::take(&mut self.candidates);
         candidates.clear();
-        for &(step, param) in spec.consumers(t) {
-            let slot = self.param_slot(step, param);
-            let p = &spec.steps[step as usize].params[param as usize];
+        for &(step, param) in self.spec.consumers(t) {
+            let slot = (self.param_offset[step as usize] + param) as usize;
+            let p = &self.spec.steps[step as usize].params[param as usize];
             match p.kind {
                 ParamKind::Required | ParamKind::Optional => self.last[slot] = seq,
                 ParamKind::List => self.matches[slot].push(seq),
@@ -530,7 +531,7 @@ impl Run {
         let mut started = 0;
         for &step in &candidates {
             self.records.push(Record::Candidate { trigger: seq, step });
-            if self.evaluate(&spec, step, seq, pre) {
+            if self.evaluate(step, seq, pre) {
                 started += 1;
             }
         }
@@ -541,44 +542,39 @@ impl Run {
     /// Readiness in the order of DESIGN §4.3; starts the execution when ready.
     fn evaluate(
         &mut self,
-        spec: &CompiledSpec,
         step: StepIdx,
         trigger: Seq,
         pre: &mut dyn PreconditionEvaluator,
     ) -> bool {
-        let s = &spec.steps[step as usize];
-        let skip = |run: &mut Run, reason| {
-            run.records.push(Record::Skipped {
-                trigger,
-                step,
-                reason,
-            });
-            false
-        };
+        let s = &self.spec.steps[step as usize];
+        macro_rules! skip {
+            ($reason:expr $(,)?) => {{
+                self.records.push(Record::Skipped {
+                    trigger,
+                    step,
+                    reason: $reason,
+                });
+                return false;
+            }};
+        }
         if self.is_terminated() {
-            return skip(self, SkipReason::RunTerminated);
+            skip!(SkipReason::RunTerminated);
         }
         let base = self.param_offset[step as usize] as usize;
         for (pi, p) in s.params.iter().enumerate() {
             match p.kind {
                 ParamKind::Required if self.last[base + pi] == NO_SEQ => {
-                    return skip(
-                        self,
-                        SkipReason::RequiredMissing {
-                            param: pi as ParamIdx,
-                        },
-                    );
+                    skip!(SkipReason::RequiredMissing {
+                        param: pi as ParamIdx,
+                    },);
                 }
                 ParamKind::FixedList if self.matches[base + pi].len() < p.size as usize => {
                     let have = self.matches[base + pi].len();
-                    return skip(
-                        self,
-                        SkipReason::FixedListShort {
-                            param: pi as ParamIdx,
-                            have: have as u32,
-                            need: p.size,
-                        },
-                    );
+                    skip!(SkipReason::FixedListShort {
+                        param: pi as ParamIdx,
+                        have: have as u32,
+                        need: p.size,
+                    },);
                 }
                 _ => {}
             }
@@ -586,7 +582,7 @@ impl Run {
         if let Some(max) = s.max_executions_per_run
             && self.exec_counts[step as usize] >= max
         {
-            return skip(self, SkipReason::BudgetExhausted { max });
+            skip!(SkipReason::BudgetExhausted { max });
         }
         // Binding (§4.4): evaluation happens at append time, so the view is the whole log
         // and "the trigger if it matches, else the latest" is the last match.
@@ -608,7 +604,7 @@ impl Run {
         let key = self.input_set_hash(step, &scratch);
         if let Some(by) = self.find_input_set(step, key, &scratch) {
             self.scratch = scratch;
-            return skip(self, SkipReason::InputSetAlreadyRan { by });
+            skip!(SkipReason::InputSetAlreadyRan { by });
         }
         if s.precondition.is_some() {
             let result = pre.evaluate(&PreconditionCall {
@@ -624,7 +620,7 @@ impl Run {
             });
             if !result {
                 self.scratch = scratch;
-                return skip(self, SkipReason::PreconditionFalse);
+                skip!(SkipReason::PreconditionFalse);
             }
         }
         // Start: count, input set and start record form one decision.
