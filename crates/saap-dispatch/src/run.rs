@@ -602,7 +602,23 @@ impl Run {
             });
         }
         let key = self.input_set_hash(step, &scratch);
-        if let Some(by) = self.find_input_set(step, key, &scratch) {
+        let execution = ExecutionId(self.executions.len() as u32);
+        // One probe of the input-set table: a free slot is taken at once when no
+        // precondition stands between this check and the start (the common case).
+        let mut recorded = false;
+        let first = match self.input_sets.entry((step, key)) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                if s.precondition.is_none() {
+                    v.insert(execution);
+                    recorded = true;
+                }
+                None
+            }
+        };
+        if let Some(first) = first
+            && let Some(by) = self.find_input_set(step, key, first, &scratch)
+        {
             self.scratch = scratch;
             skip!(SkipReason::InputSetAlreadyRan { by });
         }
@@ -624,7 +640,6 @@ impl Run {
             }
         }
         // Start: count, input set and start record form one decision.
-        let execution = ExecutionId(self.executions.len() as u32);
         let bind_start = self.bindings.len() as u32;
         self.bindings.extend_from_slice(&scratch);
         self.scratch = scratch;
@@ -637,13 +652,15 @@ impl Run {
             bind_start,
         });
         self.exec_counts[step as usize] += 1;
-        match self.input_sets.entry((step, key)) {
-            // Same hash, different set (find_input_set compared them): keep both.
-            std::collections::hash_map::Entry::Occupied(_) => {
-                self.input_set_collisions.push((step, key, execution));
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(execution);
+        if !recorded {
+            match self.input_sets.entry((step, key)) {
+                // Same hash, different set (find_input_set compared them): keep both.
+                std::collections::hash_map::Entry::Occupied(_) => {
+                    self.input_set_collisions.push((step, key, execution));
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(execution);
+                }
             }
         }
         self.records.push(Record::ExecutionStarted {
@@ -684,8 +701,16 @@ impl Run {
         }
     }
 
-    fn find_input_set(&self, step: StepIdx, key: u64, bound: &[Bound]) -> Option<ExecutionId> {
-        let hit = *self.input_sets.get(&(step, key))?;
+    /// The execution that already ran this input set, given the first execution stored
+    /// under its hash (`first`); later ones with the same hash are in the collision list.
+    fn find_input_set(
+        &self,
+        step: StepIdx,
+        key: u64,
+        first: ExecutionId,
+        bound: &[Bound],
+    ) -> Option<ExecutionId> {
+        let hit = first;
         if self.same_input_set(step, self.bindings(hit), bound) {
             return Some(hit);
         }
