@@ -336,122 +336,306 @@ pub struct FastEvent<'a> {
     pub timestamp: u64,
 }
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Borrowed<'a> {
-    #[serde(rename = "hypothesisId")]
-    hypothesis_id: &'a str,
-    location: &'a str,
-    message: &'a str,
-    #[serde(borrow)]
-    data: &'a serde_json::value::RawValue,
-    timestamp: u64,
-}
-
 /// Fast path of [`validate_line`] for the common case. Returns `Some` only for records the
 /// full validator accepts *and* the redactor would leave unchanged, with `data` compacted
-/// to the exact text the full path would store; anything unusual (escapes, deep or large
-/// data, non-integer or long numbers, secret-looking content) returns `None` and must take
-/// the full path. So both paths store identical bytes.
+/// to the exact text the full path would store; anything unusual (escapes, duplicate keys,
+/// deep or large data, non-integer or long numbers, secret-looking content) returns `None`
+/// and must take the full path. So both paths store identical bytes.
 pub fn fast_validate(raw: &[u8]) -> Option<FastEvent<'_>> {
-    if raw.len() > MAX_LINE_BYTES || raw.contains(&b'\\') {
-        return None;
-    }
-    let text = std::str::from_utf8(raw).ok()?;
-    let b: Borrowed<'_> = serde_json::from_str(text).ok()?;
-    let ok_str = |s: &str, max: usize| !s.trim().is_empty() && s.len() <= max;
-    if !ok_str(b.hypothesis_id, MAX_HYPOTHESIS_ID_CHARS)
-        || !ok_str(b.location, MAX_LOCATION_CHARS)
-        || !ok_str(b.message, MAX_MESSAGE_CHARS)
-    {
-        return None;
-    }
-    let data = compact_simple_json(b.data.get())?;
-    if !redact::raw_text_is_clean(text) {
-        return None;
-    }
+    let mut data = Vec::new();
+    let mut scratch = FastScratch::default();
+    let f = fast_scan(raw, &mut data, &mut scratch)?;
     Some(FastEvent {
-        hypothesis_id: b.hypothesis_id,
-        location: b.location,
-        message: b.message,
-        data,
-        timestamp: b.timestamp,
+        hypothesis_id: f.hypothesis_id,
+        location: f.location,
+        message: f.message,
+        data: String::from_utf8(data).ok()?,
+        timestamp: f.timestamp,
     })
 }
 
-/// Compacts valid JSON text without escapes, refusing anything whose canonical
-/// re-serialization could differ (floats, long integers, `-0`) or that comes near the
-/// data bounds (depth, items, string length).
-fn compact_simple_json(json: &str) -> Option<String> {
-    let bytes = json.as_bytes();
-    let mut out = String::with_capacity(json.len());
-    let mut depth = 0usize;
-    let mut commas: Vec<usize> = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        match c {
+/// The fields of a fast-path record; `data` was compacted into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastFields<'a> {
+    pub hypothesis_id: &'a str,
+    pub location: &'a str,
+    pub message: &'a str,
+    pub timestamp: u64,
+}
+
+/// The allocation-free core of [`fast_validate`]: one hand-written pass over the line that
+/// checks the JSON grammar, the five-field contract and the bounds, and compacts `data`
+/// into `data_out` (cleared first). `scratch` is reused across calls. Then one secret scan
+/// of the whole line (see [`redact::raw_text_is_clean`]).
+pub fn fast_scan<'a>(
+    raw: &'a [u8],
+    data_out: &mut Vec<u8>,
+    scratch: &mut FastScratch,
+) -> Option<FastFields<'a>> {
+    data_out.clear();
+    if raw.len() > MAX_LINE_BYTES || memchr::memchr(b'\\', raw).is_some() {
+        return None;
+    }
+    let text = std::str::from_utf8(raw).ok()?;
+    scratch.keys.clear();
+    let mut p = Scan {
+        b: raw,
+        i: 0,
+        keys: &mut scratch.keys,
+    };
+    let (hypothesis_id, location, message, timestamp) = scan_record(&mut p, data_out)?;
+    if !redact::raw_text_is_clean_with(text, &mut scratch.lower) {
+        return None;
+    }
+    Some(FastFields {
+        hypothesis_id,
+        location,
+        message,
+        timestamp,
+    })
+}
+
+/// Buffers reused by [`fast_scan`] across lines.
+#[derive(Debug, Default)]
+pub struct FastScratch {
+    keys: Vec<(usize, usize)>,
+    lower: Vec<u8>,
+}
+
+type Fields<'a> = (&'a str, &'a str, &'a str, u64);
+
+fn scan_record<'a>(p: &mut Scan<'a, '_>, data_out: &mut Vec<u8>) -> Option<Fields<'a>> {
+    let raw = p.b;
+    p.ws();
+    p.eat(b'{')?;
+    let (mut h, mut l, mut m, mut t) = (None, None, None, None);
+    let mut have_data = false;
+    loop {
+        p.ws();
+        let key = p.string()?;
+        p.ws();
+        p.eat(b':')?;
+        p.ws();
+        match key {
+            b"hypothesisId" if h.is_none() => h = Some(p.string()?),
+            b"location" if l.is_none() => l = Some(p.string()?),
+            b"message" if m.is_none() => m = Some(p.string()?),
+            b"timestamp" if t.is_none() => t = Some(p.timestamp()?),
+            b"data" if !have_data => {
+                have_data = true;
+                p.value(data_out, 0)?;
+            }
+            _ => return None, // unknown or duplicate field
+        }
+        p.ws();
+        match p.next()? {
+            b',' => {}
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    p.ws();
+    if p.i != raw.len() || !have_data {
+        return None;
+    }
+    let as_str = |s: &'a [u8]| -> Option<&'a str> { std::str::from_utf8(s).ok() };
+    let (hypothesis_id, location, message) = (as_str(h?)?, as_str(l?)?, as_str(m?)?);
+    let ok_str = |s: &str, max: usize| !s.trim().is_empty() && s.len() <= max;
+    if !ok_str(hypothesis_id, MAX_HYPOTHESIS_ID_CHARS)
+        || !ok_str(location, MAX_LOCATION_CHARS)
+        || !ok_str(message, MAX_MESSAGE_CHARS)
+    {
+        return None;
+    }
+    Some((hypothesis_id, location, message, t?))
+}
+
+/// Largest nesting level of `data` the fast path handles (the full path allows 16).
+const FAST_MAX_DEPTH: usize = MAX_DATA_DEPTH - 3;
+/// Most items per array/object the fast path handles (the full path allows 1000).
+const FAST_MAX_ITEMS: usize = MAX_DATA_ITEMS - 100;
+/// Most keys per object the fast path handles (duplicate detection is quadratic).
+const FAST_MAX_KEYS: usize = 64;
+/// Longest string (bytes) the fast path handles (the full path allows 16k characters).
+const FAST_MAX_STRING: usize = MAX_DATA_STRING_CHARS / 2;
+
+/// A strict recursive-descent JSON scanner over a line without backslashes. Every `None`
+/// means "not certain: take the full path".
+struct Scan<'a, 'k> {
+    b: &'a [u8],
+    i: usize,
+    /// Byte ranges of the keys of the objects being scanned (a stack).
+    keys: &'k mut Vec<(usize, usize)>,
+}
+
+impl<'a> Scan<'a, '_> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let c = *self.b.get(self.i)?;
+        self.i += 1;
+        Some(c)
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.next()? == c).then_some(())
+    }
+
+    /// A string without escapes or control characters; returns its content.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let rest = self.b.get(start..)?;
+        let len = memchr::memchr(b'"', rest)?;
+        let s = &rest[..len];
+        if s.len() > FAST_MAX_STRING || s.iter().any(|c| *c < 0x20) {
+            return None;
+        }
+        self.i = start + len + 1;
+        Some(s)
+    }
+
+    /// A non-negative integer (no fraction or exponent: those take the full path).
+    fn timestamp(&mut self) -> Option<u64> {
+        let start = self.i;
+        let mut v: u64 = 0;
+        while let Some(c @ b'0'..=b'9') = self.b.get(self.i) {
+            v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+            self.i += 1;
+        }
+        let digits = self.i - start;
+        if digits == 0 || (digits > 1 && self.b[start] == b'0') || self.number_continues() {
+            return None;
+        }
+        Some(v)
+    }
+
+    fn number_continues(&self) -> bool {
+        matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E' | b'0'..=b'9'))
+    }
+
+    /// One `data` value, compacted into `out` exactly as `serde_json` re-serializes it.
+    fn value(&mut self, out: &mut Vec<u8>, depth: usize) -> Option<()> {
+        match *self.b.get(self.i)? {
             b'"' => {
-                let end = i + 1 + bytes[i + 1..].iter().position(|b| *b == b'"')?;
-                if end - i > MAX_DATA_STRING_CHARS / 2 {
-                    return None;
-                }
-                // An object key (a string followed by `:`) that names a secret means the
-                // full path would redact its value: refuse.
-                let next = bytes[end + 1..].iter().find(|b| !b.is_ascii_whitespace());
-                if next == Some(&b':') && redact::is_secret_key(&json[i + 1..end]) {
-                    return None;
-                }
-                out.push_str(&json[i..=end]);
-                i = end + 1;
-                continue;
+                let s = self.string()?;
+                out.push(b'"');
+                out.extend_from_slice(s);
+                out.push(b'"');
             }
-            b'[' | b'{' => {
-                depth += 1;
-                if depth >= MAX_DATA_DEPTH - 2 {
+            b'{' => {
+                if depth + 1 > FAST_MAX_DEPTH {
                     return None;
                 }
-                commas.push(0);
+                self.i += 1;
+                out.push(b'{');
+                self.ws();
+                if self.b.get(self.i) == Some(&b'}') {
+                    self.i += 1;
+                } else {
+                    let base = self.keys.len();
+                    loop {
+                        self.ws();
+                        let k = self.string()?;
+                        // A key naming a secret means the full path would redact its value;
+                        // a duplicate key means it would keep only the last value.
+                        if redact::is_secret_key_bytes(k)
+                            || self.keys.len() - base >= FAST_MAX_KEYS
+                            || self.keys[base..]
+                                .iter()
+                                .any(|&(s, e)| self.b.get(s..e) == Some(k))
+                        {
+                            return None;
+                        }
+                        self.keys.push((self.i - 1 - k.len(), self.i - 1));
+                        out.push(b'"');
+                        out.extend_from_slice(k);
+                        out.extend_from_slice(b"\":");
+                        self.ws();
+                        self.eat(b':')?;
+                        self.ws();
+                        self.value(out, depth + 1)?;
+                        self.ws();
+                        match self.next()? {
+                            b',' => out.push(b','),
+                            b'}' => break,
+                            _ => return None,
+                        }
+                    }
+                    self.keys.truncate(base);
+                }
+                out.push(b'}');
             }
-            b']' | b'}' => {
-                depth = depth.checked_sub(1)?;
-                commas.pop();
-            }
-            b',' => {
-                let n = commas.last_mut()?;
-                *n += 1;
-                if *n >= MAX_DATA_ITEMS - 100 {
+            b'[' => {
+                if depth + 1 > FAST_MAX_DEPTH {
                     return None;
                 }
+                self.i += 1;
+                out.push(b'[');
+                self.ws();
+                if self.b.get(self.i) == Some(&b']') {
+                    self.i += 1;
+                } else {
+                    let mut items = 0usize;
+                    loop {
+                        items += 1;
+                        if items >= FAST_MAX_ITEMS {
+                            return None;
+                        }
+                        self.ws();
+                        self.value(out, depth + 1)?;
+                        self.ws();
+                        match self.next()? {
+                            b',' => out.push(b','),
+                            b']' => break,
+                            _ => return None,
+                        }
+                    }
+                }
+                out.push(b']');
             }
             b'-' | b'0'..=b'9' => {
-                let start = i;
-                let mut end = i + 1;
-                while end < bytes.len() && bytes[end].is_ascii_digit() {
-                    end += 1;
+                let start = self.i;
+                if self.b[self.i] == b'-' {
+                    self.i += 1;
                 }
-                let num = &json[start..end];
-                let digits = num.trim_start_matches('-');
-                if end < bytes.len() && matches!(bytes[end], b'.' | b'e' | b'E')
+                let digits_start = self.i;
+                while let Some(b'0'..=b'9') = self.b.get(self.i) {
+                    self.i += 1;
+                }
+                let digits = &self.b[digits_start..self.i];
+                // Canonical integers only: no `-0`, no leading zeros (invalid JSON), at most
+                // 15 digits (so `serde_json` keeps them as integers).
+                if digits.is_empty()
                     || digits.len() > 15
-                    || num.starts_with("-0")
+                    || (digits[0] == b'0' && (digits.len() > 1 || digits_start > start))
+                    || self.number_continues()
                 {
                     return None;
                 }
-                out.push_str(num);
-                i = end;
-                continue;
+                out.extend_from_slice(&self.b[start..self.i]);
             }
-            b' ' | b'\t' | b'\r' | b'\n' => {
-                i += 1;
-                continue;
-            }
-            _ => {}
+            b't' => self.literal(out, b"true")?,
+            b'f' => self.literal(out, b"false")?,
+            b'n' => self.literal(out, b"null")?,
+            _ => return None,
         }
-        out.push(c as char);
-        i += 1;
+        Some(())
     }
-    Some(out)
+
+    fn literal(&mut self, out: &mut Vec<u8>, word: &[u8]) -> Option<()> {
+        let end = self.i + word.len();
+        if self.b.get(self.i..end)? != word {
+            return None;
+        }
+        self.i = end;
+        out.extend_from_slice(word);
+        Some(())
+    }
 }
 
 impl ProbeEvent {
@@ -649,6 +833,142 @@ mod tests {
                 proptest::prop_assert_eq!(fast.timestamp, full.timestamp);
                 proptest::prop_assert_eq!(fast.data, serde_json::to_string(&full.data).expect("json"));
             }
+        }
+    }
+
+    /// Whatever the fast path accepts, the full path accepts, does not redact, and stores
+    /// with identical fields and `data` text.
+    fn assert_fast_matches_full(line: &str) -> bool {
+        let Some(fast) = fast_validate(line.as_bytes()) else {
+            return false;
+        };
+        let mut full = validate_line(line.as_bytes()).unwrap_or_else(|m| {
+            panic!("fast path accepted what the full path rejects ({m:?}): {line}")
+        });
+        assert!(!full.redact(), "fast path skipped a redaction: {line}");
+        assert_eq!(fast.hypothesis_id, full.hypothesis_id, "{line}");
+        assert_eq!(fast.location, full.location, "{line}");
+        assert_eq!(fast.message, full.message, "{line}");
+        assert_eq!(fast.timestamp, full.timestamp, "{line}");
+        assert_eq!(
+            fast.data,
+            serde_json::to_string(&full.data).expect("json"),
+            "{line}"
+        );
+        true
+    }
+
+    #[test]
+    fn hand_written_scanner_refuses_what_it_cannot_store_identically() {
+        let wrap = |data: &str| {
+            format!(
+                r#"{{"hypothesisId":"H1","location":"a:1","message":"m","data":{data},"timestamp":1}}"#
+            )
+        };
+        // Accepted, and identical to the full path (unicode, nesting, whitespace, empties).
+        for data in [
+            r#"{"ключ":"значение ✓","e":"😀","n":[0,-1,123456789012345],"o":{"p":{}}}"#,
+            "[ ]",
+            " { } ",
+            "null",
+            "true",
+            "false",
+            "0",
+            r#""""#,
+            "[[[[[[[[[[[[1]]]]]]]]]]]]",
+        ] {
+            assert!(assert_fast_matches_full(&wrap(data)), "{data}");
+        }
+        // Refused: duplicates (the full path keeps the last), invalid JSON, non-canonical
+        // numbers, control characters, secrets, non-ASCII secrets, trailing garbage.
+        for data in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":1,}"#,
+            "[1,]",
+            "[1 2]",
+            "01",
+            "-0",
+            "-",
+            "1.0",
+            "1e5",
+            "1234567890123456",
+            "tru",
+            "nul",
+            "\"a\tb\"",
+            "\"a\u{1}b\"",
+            r#"{"apiKey":1}"#,
+            r#""Bearer abcdefghijkl""#,
+            r#""toKen abcdefghijkl""#,
+            r#""baſic abcdefghijkl""#,
+            r#""ghp_0123456789abcdefghijklmnopqrstuvwxyzAB""#,
+            "{\"a\" 1}",
+            "[[[[[[[[[[[[[[1]]]]]]]]]]]]]]",
+        ] {
+            let line = wrap(data);
+            assert!(fast_validate(line.as_bytes()).is_none(), "{line}");
+        }
+        for line in [
+            r#"{"hypothesisId":"H1","hypothesisId":"H2","location":"a:1","message":"m","data":1,"timestamp":1}"#,
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":1,"timestamp":1} x"#,
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":1,"timestamp":01}"#,
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":1,"timestamp":-1}"#,
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":1,"timestamp":18446744073709551616}"#,
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","timestamp":1}"#,
+            r#"{"hypothesisId":"H1","location":"a:1","message":"m","data":1,"timestamp":1"#,
+            r#"["hypothesisId"]"#,
+            "",
+        ] {
+            assert!(fast_validate(line.as_bytes()).is_none(), "{line}");
+        }
+        // Accepted in any field order and with whitespace, timestamp up to u64::MAX.
+        assert!(assert_fast_matches_full(
+            "\t{ \"timestamp\" : 18446744073709551615 , \"data\":{\"x\":[1, 2]},\"message\":\"m é\",\"location\":\"a:1\",\"hypothesisId\":\"H9\" }\r"
+        ));
+    }
+
+    fn json_fragment() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just("{".to_owned()),
+            Just("}".to_owned()),
+            Just("[".to_owned()),
+            Just("]".to_owned()),
+            Just(",".to_owned()),
+            Just(":".to_owned()),
+            Just(" ".to_owned()),
+            Just("\"".to_owned()),
+            Just("\"k\"".to_owned()),
+            Just("\"k\":".to_owned()),
+            Just("\"é ✓\"".to_owned()),
+            Just("\"token\"".to_owned()),
+            Just("\"sk-abcdefghijklmnopqrstuvwxyz\"".to_owned()),
+            Just("-0".to_owned()),
+            Just("00".to_owned()),
+            Just("7".to_owned()),
+            Just("-12".to_owned()),
+            Just("1.5".to_owned()),
+            Just("true".to_owned()),
+            Just("null".to_owned()),
+            Just("\t".to_owned()),
+            "[ -~]{0,4}",
+        ]
+    }
+
+    proptest::proptest! {
+        /// Raw (often invalid) `data` text assembled from JSON fragments: whatever the fast
+        /// path accepts, the full path stores identically.
+        #[test]
+        fn fast_path_is_equivalent_on_arbitrary_data_text(
+            frags in proptest::collection::vec(json_fragment(), 0..12),
+            field_order in proptest::bool::ANY,
+        ) {
+            let data = frags.concat();
+            let line = if field_order {
+                format!(r#"{{"hypothesisId":"H1","location":"a:1","message":"m","data":{data},"timestamp":1}}"#)
+            } else {
+                format!(r#"{{"data":{data},"timestamp":1,"message":"m","location":"a:1","hypothesisId":"H1"}}"#)
+            };
+            assert_fast_matches_full(&line);
         }
     }
 

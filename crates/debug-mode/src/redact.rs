@@ -45,6 +45,33 @@ pub fn is_secret_key(key: &str) -> bool {
     SECRET_KEYS_EXACT.contains(&norm.as_str()) || SECRET_KEY_PARTS.iter().any(|p| norm.contains(p))
 }
 
+/// [`is_secret_key`] on raw key bytes without allocating (same normalization: ASCII
+/// alphanumerics only, lowercased; non-ASCII bytes are never alphanumeric).
+pub fn is_secret_key_bytes(key: &[u8]) -> bool {
+    let mut norm = [0u8; 64];
+    let mut n = 0;
+    for &c in key {
+        if c.is_ascii_alphanumeric() {
+            if n == norm.len() {
+                // Rare: a long key. Fall back to the allocating version.
+                return std::str::from_utf8(key).map_or(true, is_secret_key);
+            }
+            norm[n] = c.to_ascii_lowercase();
+            n += 1;
+        }
+    }
+    let norm = &norm[..n];
+    SECRET_KEYS_EXACT.iter().any(|k| k.as_bytes() == norm)
+        || (0..norm.len()).any(|i| {
+            let rest = &norm[i..];
+            // Every part starts with one of these letters: test the rest only there.
+            matches!(rest[0], b'a' | b'c' | b'p' | b's' | b't')
+                && SECRET_KEY_PARTS
+                    .iter()
+                    .any(|p| rest.starts_with(p.as_bytes()))
+        })
+}
+
 struct Rule {
     re: Regex,
     with: &'static str,
@@ -104,9 +131,76 @@ static ANY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&all.join("|")).expect("union of valid patterns is valid")
 });
 
+/// Literals (ASCII case-insensitive) at least one of which occurs in any text that a rule
+/// matches, when that text is ASCII: each rule's pattern starts with or contains one of
+/// them (`KEYWORDS` spelled out, `bearer|basic|token`, `-----BEGIN`, `://`, `eyJ`,
+/// `AKIA|ASIA`, `gh?_`, `github_pat_`, `xox`, `sk-`, `k_live_|k_test_`, `AIza`). Non-ASCII
+/// text can match the Unicode case-insensitive rules without these literals (`ſ`, the
+/// Kelvin sign), so it always takes the full regex scan.
+const PREFILTER_LITERALS: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "api_key",
+    "api-key",
+    "accesskey",
+    "access_key",
+    "access-key",
+    "authorization",
+    "cookie",
+    "sessionid",
+    "session_id",
+    "session-id",
+    "bearer",
+    "basic",
+    "-----begin",
+    "://",
+    "eyj",
+    "akia",
+    "asia",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "sk-",
+    "k_live_",
+    "k_test_",
+    "aiza",
+];
+
+/// Searched in an ASCII-lowercased copy of the text with the vectorized (Teddy) literal
+/// searcher, which is case-sensitive; `None` if it cannot be built (then every text takes
+/// the full regex scan).
+static PREFILTER: LazyLock<Option<aho_corasick::packed::Searcher>> =
+    LazyLock::new(|| aho_corasick::packed::Searcher::new(PREFILTER_LITERALS));
+
+/// True when some rule might match `s`: false guarantees that none does. `scratch` holds
+/// the lowercased copy.
+fn might_match_with(s: &str, scratch: &mut Vec<u8>) -> bool {
+    if !s.is_ascii() {
+        return true;
+    }
+    let Some(pre) = PREFILTER.as_ref() else {
+        return true;
+    };
+    scratch.clear();
+    scratch.extend(s.bytes().map(|b| b.to_ascii_lowercase()));
+    pre.find(&scratch[..]).is_some()
+}
+
+fn might_match(s: &str) -> bool {
+    might_match_with(s, &mut Vec::new())
+}
+
 /// Redacts secret-looking substrings of one string.
 pub fn redact_str(s: &str) -> Cow<'_, str> {
-    if !ANY.is_match(s) {
+    if !might_match(s) || !ANY.is_match(s) {
         return Cow::Borrowed(s);
     }
     let mut out = s.to_owned();
@@ -122,7 +216,12 @@ pub fn redact_str(s: &str) -> Cow<'_, str> {
 /// no string in it would be changed by [`redact_str`]). Key names are checked separately
 /// by the caller with [`is_secret_key`]. Used by the ingest fast path.
 pub fn raw_text_is_clean(line: &str) -> bool {
-    !ANY.is_match(line)
+    raw_text_is_clean_with(line, &mut Vec::new())
+}
+
+/// [`raw_text_is_clean`] with a reusable scratch buffer.
+pub fn raw_text_is_clean_with(line: &str, scratch: &mut Vec<u8>) -> bool {
+    !might_match_with(line, scratch) || !ANY.is_match(line)
 }
 
 /// Redacts a JSON value in place (key names and string contents, recursively).
@@ -215,5 +314,46 @@ mod tests {
             redact_str("cache miss for cart:42"),
             Cow::Borrowed(_)
         ));
+    }
+
+    proptest::proptest! {
+        /// The literal prefilter never hides a match: whenever any rule matches, it says so.
+        #[test]
+        fn prefilter_is_conservative(
+            parts in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just("Bearer ".to_owned()),
+                proptest::strategy::Just("BASIC\t".to_owned()),
+                proptest::strategy::Just("toKen ".to_owned()),
+                proptest::strategy::Just("baſic ".to_owned()),
+                proptest::strategy::Just("PassWord=".to_owned()),
+                proptest::strategy::Just("\"Api-Key\": \"".to_owned()),
+                proptest::strategy::Just("session_ID:".to_owned()),
+                proptest::strategy::Just("https://u:p@h".to_owned()),
+                proptest::strategy::Just("-----BEGIN EC PRIVATE KEY-----".to_owned()),
+                proptest::strategy::Just("eyJabcdefghij.eyJabcdefghij.abcdefghij".to_owned()),
+                proptest::strategy::Just("AKIAIOSFODNN7EXAMPLE".to_owned()),
+                proptest::strategy::Just("ghs_0123456789abcdefghijklmnopqrstuvwxyz".to_owned()),
+                proptest::strategy::Just("github_pat_0123456789abcdefghijklmn".to_owned()),
+                proptest::strategy::Just("xoxp-0123456789".to_owned()),
+                proptest::strategy::Just("sk-abcdefghijklmnopqrstuvwxyz".to_owned()),
+                proptest::strategy::Just("rk_test_0123456789abcdef".to_owned()),
+                proptest::strategy::Just("AIza0123456789abcdefghijklmnopqrstuvwxy".to_owned()),
+                "[ -~]{0,6}",
+                "[a-zA-Z0-9_=:/-]{0,20}",
+                "\\PC{0,3}",
+            ], 0..6)
+        ) {
+            let s = parts.concat();
+            if ANY.is_match(&s) {
+                proptest::prop_assert!(might_match(&s), "{:?}", s);
+            }
+            proptest::prop_assert_eq!(redact_str(&s).into_owned(), {
+                let mut out = s.clone();
+                for r in RULES.iter() {
+                    out = r.re.replace_all(&out, r.with).into_owned();
+                }
+                out
+            });
+        }
     }
 }

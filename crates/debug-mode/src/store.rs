@@ -7,6 +7,7 @@
 //! batch is one `write` call. State survives a service restart: the index is rebuilt from the
 //! file on first use, and `state.json` remembers the reset epoch and the file-ingest offset.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -315,15 +316,13 @@ impl Session {
     /// is complete: the request body has ended.
     pub fn ingest_body(&mut self, body: &[u8], source: Source, now: u64) -> Result<IngestOutcome> {
         self.ensure_live()?;
-        let lines: Vec<&[u8]> = body
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-            .collect();
+        let lines: Vec<&[u8]> = split_lines(body);
         let prepared = prepare_all(&lines);
-        let records = lines.iter().zip(prepared).map(|(l, p)| match p {
-            Some(p) => Record::Fast(p),
-            None => Record::Raw(l),
-        });
+        let records = prepared
+            .iter()
+            .flat_map(PreparedChunk::records)
+            .zip(&lines)
+            .map(|(p, l)| p.unwrap_or(Record::Raw(l)));
         self.ingest_records(records, source, now)
     }
 
@@ -342,27 +341,38 @@ impl Session {
         let mut out = IngestOutcome::default();
         let mut buf: Vec<u8> = Vec::new();
         let mut diags: Vec<u8> = Vec::new();
-        let mut new_index: Vec<(u64, String)> = Vec::new();
+        let mut new_index: Vec<(u64, Cow<'a, str>)> = Vec::new();
+        // `,"receivedAt":N,` is the same for the whole batch.
+        let received = format!(",\"receivedAt\":{now},");
         let mut seq = self.next_seq;
         let mut stored = self.stored_diagnostics;
         let mut malformed_total = self.state.malformed_total;
         for rec in records {
-            if let Record::Fast(p) = &rec {
-                // Same bytes as the full path below would write (see event::fast_validate).
+            if let Record::Fast {
+                id,
+                hypothesis_id,
+                tail,
+            } = rec
+            {
+                // Same bytes as the full path below would write (see event::fast_scan).
                 let offset = self.events_len + buf.len() as u64;
-                let _ = write!(
-                    buf,
-                    "{{\"id\":\"{}\",\"sequence\":{seq},\"receivedAt\":{now},",
-                    p.id.hyphenated()
+                buf.extend_from_slice(b"{\"id\":\"");
+                buf.extend_from_slice(
+                    id.hyphenated()
+                        .encode_lower(&mut uuid::Uuid::encode_buffer())
+                        .as_bytes(),
                 );
-                buf.extend_from_slice(p.tail.as_bytes());
-                new_index.push((offset, p.hypothesis_id.to_owned()));
+                buf.extend_from_slice(b"\",\"sequence\":");
+                push_u64(&mut buf, seq);
+                buf.extend_from_slice(received.as_bytes());
+                buf.extend_from_slice(tail);
+                new_index.push((offset, Cow::Borrowed(hypothesis_id)));
                 seq += 1;
                 out.accepted += 1;
                 continue;
             }
             let result = match rec {
-                Record::Fast(_) => continue,
+                Record::Fast { .. } => continue,
                 Record::Raw(line) => event::validate_line(line),
                 Record::Parsed(v) => {
                     let raw = serde_json::to_vec(&v).unwrap_or_default();
@@ -388,7 +398,7 @@ impl Session {
                     serde_json::to_writer(&mut buf, &stored_ev)
                         .map_err(|e| DmError::evidence_io("serialize an event", &e.into()))?;
                     buf.push(b'\n');
-                    new_index.push((offset, stored_ev.hypothesis_id));
+                    new_index.push((offset, Cow::Owned(stored_ev.hypothesis_id)));
                     seq += 1;
                     out.accepted += 1;
                 }
@@ -668,61 +678,120 @@ impl Session {
 }
 
 enum Record<'a> {
-    /// Accepted by the fast path and pre-rendered.
-    Fast(Prepared<'a>),
+    /// Accepted by the fast path and rendered except for its position-dependent prefix
+    /// (id, sequence and receipt time).
+    Fast {
+        id: uuid::Uuid,
+        hypothesis_id: &'a str,
+        /// Everything after `"receivedAt":N,` up to and including the newline.
+        tail: &'a [u8],
+    },
     Raw(&'a [u8]),
     Parsed(Value),
 }
 
-/// A fast-path event rendered except for its position-dependent prefix (sequence and
-/// receipt time), so rendering can run in parallel.
-struct Prepared<'a> {
-    id: uuid::Uuid,
-    hypothesis_id: &'a str,
-    /// Everything after `"receivedAt":N,` up to and including the newline.
-    tail: String,
+/// Splits a body into lines, dropping blank ones.
+fn split_lines(body: &[u8]) -> Vec<&[u8]> {
+    let mut lines = Vec::with_capacity(body.len() / 128 + 1);
+    let mut start = 0;
+    for nl in memchr::memchr_iter(b'\n', body).chain(std::iter::once(body.len())) {
+        let l = &body[start..nl];
+        start = nl + 1;
+        if !l.iter().all(u8::is_ascii_whitespace) {
+            lines.push(l);
+        }
+    }
+    lines
 }
 
-fn prepare_one(line: &[u8]) -> Option<Prepared<'_>> {
-    let e = event::fast_validate(line)?;
-    let tail = format!(
-        "\"hypothesisId\":\"{}\",\"location\":\"{}\",\"message\":\"{}\",\"data\":{},\"timestamp\":{}}}\n",
-        e.hypothesis_id, e.location, e.message, e.data, e.timestamp
-    );
-    Some(Prepared {
-        id: uuid::Uuid::new_v4(),
-        hypothesis_id: e.hypothesis_id,
-        tail,
-    })
+/// Appends the decimal digits of `v`.
+fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+/// The fast-path results of a run of consecutive lines: rendered tails, concatenated.
+struct PreparedChunk<'a> {
+    tails: Vec<u8>,
+    /// Per line: `None` (take the full path) or the id, hypothesis and end of its tail.
+    items: Vec<Option<(uuid::Uuid, &'a str, usize)>>,
+}
+
+impl<'a> PreparedChunk<'a> {
+    fn new(lines: &[&'a [u8]]) -> Self {
+        let mut tails = Vec::with_capacity(lines.iter().map(|l| l.len() + 2).sum());
+        let mut items = Vec::with_capacity(lines.len());
+        let mut data = Vec::new();
+        let mut scratch = event::FastScratch::default();
+        for line in lines {
+            items.push(event::fast_scan(line, &mut data, &mut scratch).map(|e| {
+                tails.extend_from_slice(b"\"hypothesisId\":\"");
+                tails.extend_from_slice(e.hypothesis_id.as_bytes());
+                tails.extend_from_slice(b"\",\"location\":\"");
+                tails.extend_from_slice(e.location.as_bytes());
+                tails.extend_from_slice(b"\",\"message\":\"");
+                tails.extend_from_slice(e.message.as_bytes());
+                tails.extend_from_slice(b"\",\"data\":");
+                tails.extend_from_slice(&data);
+                tails.extend_from_slice(b",\"timestamp\":");
+                push_u64(&mut tails, e.timestamp);
+                tails.extend_from_slice(b"}\n");
+                (uuid::Uuid::new_v4(), e.hypothesis_id, tails.len())
+            }));
+        }
+        Self { tails, items }
+    }
+
+    /// One entry per line, in order.
+    fn records(&self) -> impl Iterator<Item = Option<Record<'_>>> + '_ {
+        let mut start = 0;
+        self.items.iter().map(move |it| {
+            it.map(|(id, hypothesis_id, end)| {
+                let tail = &self.tails[start..end];
+                start = end;
+                Record::Fast {
+                    id,
+                    hypothesis_id,
+                    tail,
+                }
+            })
+        })
+    }
 }
 
 /// Lines per batch below which validation stays on the calling thread.
 const PARALLEL_MIN_LINES: usize = 4096;
 
 /// Runs the fast path over all lines, on several threads for large batches (a file drain
-/// step holds ~20k lines). `None` means "take the full path".
-fn prepare_all<'a>(lines: &[&'a [u8]]) -> Vec<Option<Prepared<'a>>> {
+/// step holds ~20k lines). Chunks are returned in line order.
+fn prepare_all<'a>(lines: &[&'a [u8]]) -> Vec<PreparedChunk<'a>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     if threads <= 1 || lines.len() < PARALLEL_MIN_LINES {
-        return lines.iter().map(|l| prepare_one(l)).collect();
+        return vec![PreparedChunk::new(lines)];
     }
     let chunk = lines.len().div_ceil(threads);
     std::thread::scope(|s| {
         let handles: Vec<_> = lines
             .chunks(chunk)
-            .map(|c| {
-                (
-                    c.len(),
-                    s.spawn(move || c.iter().map(|l| prepare_one(l)).collect::<Vec<_>>()),
-                )
-            })
+            .map(|c| (c.len(), s.spawn(move || PreparedChunk::new(c))))
             .collect();
         handles
             .into_iter()
-            .flat_map(|(len, h)| {
+            .map(|(len, h)| {
                 // A worker that panicked sends its lines down the full path instead.
-                h.join()
-                    .unwrap_or_else(|_| std::iter::repeat_with(|| None).take(len).collect())
+                h.join().unwrap_or_else(|_| PreparedChunk {
+                    tails: Vec::new(),
+                    items: vec![None; len],
+                })
             })
             .collect()
     })
@@ -810,11 +879,11 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 pub fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|b| *b == needle)
+    memchr::memchr(needle, hay)
 }
 
 fn memrchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().rposition(|b| *b == needle)
+    memchr::memrchr(needle, hay)
 }
 
 /// Counts complete lines of a file (0 when missing).
