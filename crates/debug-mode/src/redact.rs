@@ -64,11 +64,16 @@ pub fn is_secret_key_bytes(key: &[u8]) -> bool {
     SECRET_KEYS_EXACT.iter().any(|k| k.as_bytes() == norm)
         || (0..norm.len()).any(|i| {
             let rest = &norm[i..];
-            // Every part starts with one of these letters: test the rest only there.
-            matches!(rest[0], b'a' | b'c' | b'p' | b's' | b't')
-                && SECRET_KEY_PARTS
-                    .iter()
-                    .any(|p| rest.starts_with(p.as_bytes()))
+            // SECRET_KEY_PARTS grouped by first letter (the test below checks they agree).
+            let parts: &[&str] = match rest[0] {
+                b'a' => &["apikey", "accesskey", "authorization"],
+                b'c' => &["cookie", "credential"],
+                b'p' => &["password", "passwd", "passphrase", "privatekey"],
+                b's' => &["secret", "sessionid", "signature"],
+                b't' => &["token"],
+                _ => &[],
+            };
+            parts.iter().any(|p| rest.starts_with(p.as_bytes()))
         })
 }
 
@@ -316,7 +321,43 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn key_name_check_without_allocation_agrees() {
+        let mut keys: Vec<String> = SECRET_KEY_PARTS
+            .iter()
+            .chain(SECRET_KEYS_EXACT)
+            .flat_map(|k| {
+                [
+                    k.to_string(),
+                    k.to_uppercase(),
+                    format!("x_{k}-Y"),
+                    k[1..].to_string(),
+                ]
+            })
+            .collect();
+        keys.extend(
+            [
+                "cacheKey",
+                "n",
+                "hit",
+                "",
+                "ПарольToken",
+                "a".repeat(70).as_str(),
+                &format!("{}token", "b".repeat(70)),
+            ]
+            .map(String::from),
+        );
+        for k in keys {
+            assert_eq!(is_secret_key_bytes(k.as_bytes()), is_secret_key(&k), "{k}");
+        }
+    }
+
     proptest::proptest! {
+        #[test]
+        fn key_name_check_agrees_on_generated_keys(k in "[a-zA-Z_ -]{0,12}(token|pass|cookie|sid|auth|key)?[a-zA-Z_é-]{0,6}") {
+            proptest::prop_assert_eq!(is_secret_key_bytes(k.as_bytes()), is_secret_key(&k));
+        }
+
         /// The literal prefilter never hides a match: whenever any rule matches, it says so.
         #[test]
         fn prefilter_is_conservative(

@@ -270,8 +270,17 @@ impl Session {
     }
 
     fn index_event(&mut self, offset: u64, hypothesis: &str, received_at: u64) {
-        let h = match self.hyp_lookup.get(hypothesis) {
-            Some(h) => *h,
+        // Sessions usually test a handful of hypotheses: a short scan beats hashing.
+        let known = if self.hyp_names.len() <= 8 {
+            self.hyp_names
+                .iter()
+                .position(|n| n == hypothesis)
+                .and_then(|i| u32::try_from(i).ok())
+        } else {
+            self.hyp_lookup.get(hypothesis).copied()
+        };
+        let h = match known {
+            Some(h) => h,
             None => {
                 let h = u32::try_from(self.hyp_names.len()).unwrap_or(u32::MAX);
                 self.hyp_names.push(hypothesis.to_owned());
