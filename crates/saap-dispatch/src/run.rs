@@ -240,8 +240,6 @@ pub struct Run {
     bindings: Vec<Bound>,
     records: Vec<Record>,
     started: Vec<ExecutionId>,
-    scratch: Vec<Bound>,
-    candidates: Vec<StepIdx>,
 }
 
 impl Run {
@@ -289,8 +287,6 @@ impl Run {
             bindings: Vec::with_capacity(total),
             records: Vec::with_capacity(events * 4),
             started: Vec::new(),
-            scratch: Vec::new(),
-            candidates: Vec::new(),
         }
     }
 
@@ -504,8 +500,6 @@ impl Run {
     fn dispatch(&mut self, seq: Seq, t: TypeId, pre: &mut dyn PreconditionEvaluator) -> u32 {
         // No Arc clone on this path: the spec is borrowed field by field next to the
         // mutable bookkeeping (an atomic increment and decrement per trigger add up).
-        let mut candidates = std::mem::take(&mut self.candidates);
-        candidates.clear();
         for &(step, param) in self.spec.consumers(t) {
             let slot = (self.param_offset[step as usize] + param) as usize;
             let p = &self.spec.steps[step as usize].params[param as usize];
@@ -524,18 +518,21 @@ impl Run {
                     }
                 }
             }
-            if candidates.last() != Some(&step) {
-                candidates.push(step);
-            }
         }
+        // The consumers are sorted by step: each step is a candidate once, in step order.
         let mut started = 0;
-        for &step in &candidates {
+        let mut previous = None;
+        for i in 0..self.spec.consumers(t).len() {
+            let step = self.spec.consumers(t)[i].0;
+            if previous == Some(step) {
+                continue;
+            }
+            previous = Some(step);
             self.records.push(Record::Candidate { trigger: seq, step });
             if self.evaluate(step, seq, pre) {
                 started += 1;
             }
         }
-        self.candidates = candidates;
         started
     }
 
@@ -586,10 +583,10 @@ impl Run {
         }
         // Binding (§4.4): evaluation happens at append time, so the view is the whole log
         // and "the trigger if it matches, else the latest" is the last match.
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
+        // Bound straight into the bindings arena; a skip truncates it back.
+        let bind_start = self.bindings.len();
         for (pi, p) in s.params.iter().enumerate() {
-            scratch.push(match p.kind {
+            self.bindings.push(match p.kind {
                 ParamKind::Required | ParamKind::Optional => match self.last[base + pi] {
                     NO_SEQ => Bound::Nothing,
                     last => Bound::One(last),
@@ -601,7 +598,7 @@ impl Run {
                 ParamKind::FixedList => Bound::First(p.size),
             });
         }
-        let key = self.input_set_hash(step, &scratch);
+        let key = self.input_set_hash(step, &self.bindings[bind_start..]);
         let execution = ExecutionId(self.executions.len() as u32);
         // One probe of the input-set table: a free slot is taken at once when no
         // precondition stands between this check and the start (the common case).
@@ -617,9 +614,9 @@ impl Run {
             }
         };
         if let Some(first) = first
-            && let Some(by) = self.find_input_set(step, key, first, &scratch)
+            && let Some(by) = self.find_input_set(step, key, first, &self.bindings[bind_start..])
         {
-            self.scratch = scratch;
+            self.bindings.truncate(bind_start);
             skip!(SkipReason::InputSetAlreadyRan { by });
         }
         if s.precondition.is_some() {
@@ -627,7 +624,7 @@ impl Run {
                 run: self,
                 step,
                 trigger,
-                bindings: &scratch,
+                bindings: &self.bindings[bind_start..],
             });
             self.records.push(Record::PreconditionEvaluated {
                 trigger,
@@ -635,14 +632,12 @@ impl Run {
                 result,
             });
             if !result {
-                self.scratch = scratch;
+                self.bindings.truncate(bind_start);
                 skip!(SkipReason::PreconditionFalse);
             }
         }
         // Start: count, input set and start record form one decision.
-        let bind_start = self.bindings.len() as u32;
-        self.bindings.extend_from_slice(&scratch);
-        self.scratch = scratch;
+        let bind_start = bind_start as u32;
         self.executions.push(Execution {
             step,
             trigger,
