@@ -19,6 +19,19 @@ use std::sync::Arc;
 
 const NO_SEQ: Seq = Seq::MAX;
 
+/// Sequence numbers below this are served from [`IDENTITY`] (no per-run table).
+const SMALL_SEQS: usize = 256;
+/// `IDENTITY[i] == i`: one-element slices for single bindings of short runs.
+static IDENTITY: [Seq; SMALL_SEQS] = {
+    let mut t = [0; SMALL_SEQS];
+    let mut i = 0;
+    while i < SMALL_SEQS {
+        t[i] = i as Seq;
+        i += 1;
+    }
+    t
+};
+
 /// The most events one run's log may hold.
 pub const MAX_LOG_EVENTS: usize = 50_000_000;
 /// The longest error message kept for a failed execution (longer ones are cut).
@@ -230,7 +243,8 @@ pub struct Run {
     /// Per required/optional (step, param): the latest matching event, or `NO_SEQ`. A
     /// single parameter only ever binds the latest, so no list is kept (no allocation).
     last: Vec<Seq>,
-    /// `seq_table[i] == i`: lets a single binding be returned as a one-element slice.
+    /// `seq_table[i] == SMALL_SEQS + i`: lets a single binding past the static table be
+    /// returned as a one-element slice (short runs never allocate it).
     seq_table: Vec<Seq>,
     param_offset: Arc<[u32]>,
     exec_counts: Vec<u32>,
@@ -278,7 +292,7 @@ impl Run {
                 Vec::new()
             },
             last: vec![NO_SEQ; total],
-            seq_table: Vec::with_capacity(events),
+            seq_table: Vec::new(),
             param_offset,
             exec_counts: vec![0; steps],
             input_sets: FastMap::with_capacity_and_hasher(steps, Default::default()),
@@ -336,10 +350,10 @@ impl Run {
     pub fn bound_seqs(&self, step: StepIdx, param: ParamIdx, bound: Bound) -> &[Seq] {
         match bound {
             Bound::Nothing => &[],
-            Bound::One(seq) => self
-                .seq_table
-                .get(seq as usize..=seq as usize)
-                .unwrap_or(&[]),
+            Bound::One(seq) => match (seq as usize).checked_sub(SMALL_SEQS) {
+                None => &IDENTITY[seq as usize..=seq as usize],
+                Some(i) => self.seq_table.get(i..=i).unwrap_or(&[]),
+            },
             Bound::First(n) => &self.matches[self.param_slot(step, param)][..n as usize],
         }
     }
@@ -444,7 +458,9 @@ impl Run {
             kind,
             origin,
         });
-        self.seq_table.push(seq);
+        if seq as usize >= SMALL_SEQS {
+            self.seq_table.push(seq);
+        }
 
         match self.status {
             RunStatus::Terminated { .. } => {

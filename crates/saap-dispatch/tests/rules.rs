@@ -331,6 +331,24 @@ fn binding_single_takes_the_trigger_when_it_matches() {
 }
 
 #[test]
+fn binding_single_in_a_long_log_names_the_latest_event() {
+    // Past the first 256 events, single bindings are served from a per-run table.
+    let mut h = H::new(&spec(
+        "  - {name: s, params: [{name: a, kind: required, types: [A]}, {name: b, kind: optional, types: [B]}]}",
+    ));
+    h.send("StartEvent");
+    for _ in 0..300 {
+        h.send("C");
+    }
+    h.send("A"); // seq 301
+    h.send("B"); // seq 302
+    let x = h.started();
+    assert_eq!(x.len(), 2);
+    assert_eq!(h.bound_types(x[0]), vec![vec!["A@301".to_string()], vec![]]);
+    assert_eq!(h.bound_types(x[1]), vec![vec!["A@301"], vec!["B@302"]]);
+}
+
+#[test]
 fn binding_optional_is_none_when_absent_and_rebinds_when_it_arrives() {
     // The race condition of seed 000: required A + optional B runs twice.
     let mut h = H::new(&spec(
