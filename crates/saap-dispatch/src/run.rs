@@ -240,14 +240,16 @@ pub struct Run {
     /// Per list/fixed-list (step, param), flattened with `param_offset`: the matching
     /// dispatched events in arrival order.
     matches: Vec<Vec<Seq>>,
-    /// Per required/optional (step, param): the latest matching event, or `NO_SEQ`. A
-    /// single parameter only ever binds the latest, so no list is kept (no allocation).
-    last: Vec<Seq>,
+    /// One allocation for two small tables: first, per required/optional (step, param),
+    /// the latest matching event or `NO_SEQ` (a single parameter only ever binds the latest,
+    /// so no list is kept); then, per step, how many executions started (`count_slot`).
+    slots: Vec<u32>,
+    /// Index in `slots` of the first execution count (= the number of parameter slots).
+    count_base: u32,
     /// `seq_table[i] == SMALL_SEQS + i`: lets a single binding past the static table be
     /// returned as a one-element slice (short runs never allocate it).
     seq_table: Vec<Seq>,
     param_offset: Arc<[u32]>,
-    exec_counts: Vec<u32>,
     input_sets: FastMap<(StepIdx, u64), ExecutionId>,
     input_set_collisions: Vec<(StepIdx, u64, ExecutionId)>,
     executions: Vec<Execution>,
@@ -291,10 +293,14 @@ impl Run {
             } else {
                 Vec::new()
             },
-            last: vec![NO_SEQ; total],
+            count_base: total as u32,
+            slots: {
+                let mut v = vec![NO_SEQ; total + steps];
+                v[total..].fill(0);
+                v
+            },
             seq_table: Vec::new(),
             param_offset,
-            exec_counts: vec![0; steps],
             input_sets: FastMap::with_capacity_and_hasher(steps, Default::default()),
             input_set_collisions: Vec::new(),
             executions: Vec::with_capacity(steps),
@@ -388,6 +394,11 @@ impl Run {
     /// Like [`Run::take_started`], into a caller's buffer (no allocation).
     pub fn drain_started_into(&mut self, out: &mut Vec<ExecutionId>) {
         out.append(&mut self.started);
+    }
+
+    /// Where a step's execution count lives in `last` (after every parameter slot).
+    fn count_slot(&self, step: StepIdx) -> usize {
+        (self.count_base + step) as usize
     }
 
     fn param_slot(&self, step: StepIdx, param: ParamIdx) -> usize {
@@ -509,7 +520,8 @@ impl Run {
         // (which let bindings be expanded for reports) are kept as evidence.
         self.input_sets = FastMap::default();
         self.input_set_collisions = Vec::new();
-        self.exec_counts.iter_mut().for_each(|c| *c = 0);
+        let counts = self.count_base as usize;
+        self.slots[counts..].fill(0);
     }
 
     /// Candidacy, readiness, binding and start for one trigger (DESIGN §4.1–§4.5).
@@ -520,7 +532,7 @@ impl Run {
             let slot = (self.param_offset[step as usize] + param) as usize;
             let p = &self.spec.steps[step as usize].params[param as usize];
             match p.kind {
-                ParamKind::Required | ParamKind::Optional => self.last[slot] = seq,
+                ParamKind::Required | ParamKind::Optional => self.slots[slot] = seq,
                 ParamKind::List => self.matches[slot].push(seq),
                 ParamKind::FixedList => {
                     let m = &mut self.matches[slot];
@@ -576,7 +588,7 @@ impl Run {
         let base = self.param_offset[step as usize] as usize;
         for (pi, p) in s.params.iter().enumerate() {
             match p.kind {
-                ParamKind::Required if self.last[base + pi] == NO_SEQ => {
+                ParamKind::Required if self.slots[base + pi] == NO_SEQ => {
                     skip!(SkipReason::RequiredMissing {
                         param: pi as ParamIdx,
                     },);
@@ -593,7 +605,7 @@ impl Run {
             }
         }
         if let Some(max) = s.max_executions_per_run
-            && self.exec_counts[step as usize] >= max
+            && self.slots[self.count_slot(step)] >= max
         {
             skip!(SkipReason::BudgetExhausted { max });
         }
@@ -603,7 +615,7 @@ impl Run {
         let bind_start = self.bindings.len();
         for (pi, p) in s.params.iter().enumerate() {
             self.bindings.push(match p.kind {
-                ParamKind::Required | ParamKind::Optional => match self.last[base + pi] {
+                ParamKind::Required | ParamKind::Optional => match self.slots[base + pi] {
                     NO_SEQ => Bound::Nothing,
                     last => Bound::One(last),
                 },
@@ -662,7 +674,8 @@ impl Run {
             error: None,
             bind_start,
         });
-        self.exec_counts[step as usize] += 1;
+        let c = self.count_slot(step);
+        self.slots[c] += 1;
         if !recorded {
             match self.input_sets.entry((step, key)) {
                 // Same hash, different set (find_input_set compared them): keep both.
@@ -849,9 +862,8 @@ impl Run {
         use std::mem::size_of;
         self.matches.capacity() * size_of::<Vec<Seq>>()
             + self.matches.iter().map(|m| m.capacity() * 4).sum::<usize>()
-            + self.last.capacity() * 4
+            + self.slots.capacity() * 4
             + self.seq_table.capacity() * 4
-            + self.exec_counts.capacity() * 4
             + self.input_sets.capacity()
                 * (size_of::<(StepIdx, u64)>() + size_of::<ExecutionId>() + 1)
             + self.executions.capacity() * size_of::<Execution>()
