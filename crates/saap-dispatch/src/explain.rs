@@ -287,13 +287,6 @@ fn producers(spec: &CompiledSpec, types: &[u32]) -> Vec<(String, StepIdx)> {
         .collect()
 }
 
-/// Explains every step, in declaration order.
-pub fn explain_run(run: &Run, labels: &EventLabels) -> Vec<StepExplanation> {
-    (0..run.spec().steps.len())
-        .map(|i| explain_step(run, labels, i as StepIdx))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -9,7 +9,7 @@ use crate::ids::{EventId, ExecutionId, run_key};
 use crate::ids::{counter_event_id, derived_event_id};
 use crate::replay::RunInput;
 use crate::run::{
-    AppendError, CompleteError, DeclaredConditions, NewEvent, Outcome, PreconditionEvaluator, Run,
+    CompleteError, DeclaredConditions, NewEvent, Outcome, PreconditionEvaluator, Run,
 };
 use crate::spec::ExecutionBehaviour;
 use std::collections::{BTreeMap, VecDeque};
@@ -136,25 +136,13 @@ impl Policy {
     }
 }
 
-/// One step of a simulation, in the order it happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SimAction {
-    /// Outside arrival `index` (into [`arrivals`]) was appended.
-    Arrive { index: usize },
-    /// An execution completed (or failed).
-    Complete { execution: ExecutionId },
-}
-
 /// The result of a simulation.
 #[derive(Debug, Clone)]
 pub struct Simulation {
     pub run: Run,
     pub arrivals: Vec<Arrival>,
-    pub actions: Vec<SimAction>,
     /// The journal of inputs that drove the run (for replay and history files).
     pub journal: Vec<RunInput>,
-    /// Arrivals refused because the run had not begun (kept as orphans in the log).
-    pub refused: Vec<(usize, AppendError)>,
     /// Executions still running at the end (the completion budget ran out).
     pub unfinished: Vec<ExecutionId>,
     pub policy: Policy,
@@ -173,14 +161,11 @@ pub fn simulate(
     let mut run = Run::new(spec, run_key(SIM_RUN_ID));
     let mut pre = DeclaredConditions;
     let mut running: VecDeque<ExecutionId> = VecDeque::new();
-    let mut actions = Vec::new();
-    let mut refused = Vec::new();
     let mut journal = Vec::new();
     let mut completions = 0usize;
 
     let mut drain = |run: &mut Run,
                      running: &mut VecDeque<ExecutionId>,
-                     actions: &mut Vec<SimAction>,
                      journal: &mut Vec<RunInput>,
                      pre: &mut dyn PreconditionEvaluator|
      -> Result<(), CompleteError> {
@@ -199,30 +184,26 @@ pub fn simulate(
             });
             run.complete(x, 1, outcome, pre)?;
             completions += 1;
-            actions.push(SimAction::Complete { execution: x });
             running.extend(run.take_started());
         }
         Ok(())
     };
 
-    for (index, a) in arrivals.iter().enumerate() {
+    for a in &arrivals {
         journal.push(RunInput::Append(a.event.clone()));
-        if let Err(e) = run.append(a.event.clone(), &mut pre) {
-            refused.push((index, e));
-        }
-        actions.push(SimAction::Arrive { index });
+        // An arrival before the start is refused by the core, which records it as an
+        // orphan: the timeline shows it, so the error itself is not kept.
+        let _ = run.append(a.event.clone(), &mut pre);
         if policy != Policy::ArrivalsFirst {
-            drain(&mut run, &mut running, &mut actions, &mut journal, &mut pre)?;
+            drain(&mut run, &mut running, &mut journal, &mut pre)?;
         }
     }
-    drain(&mut run, &mut running, &mut actions, &mut journal, &mut pre)?;
+    drain(&mut run, &mut running, &mut journal, &mut pre)?;
     let unfinished = run.running().collect();
     Ok(Simulation {
         run,
         arrivals,
-        actions,
         journal,
-        refused,
         unfinished,
         policy,
     })
