@@ -141,6 +141,17 @@ pub struct CompiledStep {
     pub overlapping_params: bool,
 }
 
+/// A parameter that an event type binds, as the dispatcher reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConsumerSlot {
+    pub step: StepIdx,
+    pub param: ParamIdx,
+    /// Index of the parameter in a run's flattened per-parameter tables.
+    pub slot: u32,
+    pub kind: ParamKind,
+    pub size: u32,
+}
+
 /// A spec ready for dispatch.
 #[derive(Debug, Clone)]
 pub struct CompiledSpec {
@@ -151,6 +162,12 @@ pub struct CompiledSpec {
     type_index: HashMap<String, TypeId>,
     /// For each type: the (step, param) pairs whose types include it, sorted by step.
     by_type: Vec<Vec<(StepIdx, ParamIdx)>>,
+    /// The same pairs with what the dispatcher needs of each, so that binding an arrival
+    /// reads one table instead of three.
+    consumer_slots: Vec<Vec<ConsumerSlot>>,
+    /// Per step, the index of its first parameter in a run's flattened per-parameter
+    /// tables; one more entry holds the total.
+    param_offsets: Vec<u32>,
     exception_type: TypeId,
     /// The source spec, kept for reports and re-export.
     pub source: WorkflowSpec,
@@ -347,6 +364,31 @@ impl CompiledSpec {
                 }
             }
         }
+        let mut param_offsets = Vec::with_capacity(steps.len() + 1);
+        let mut total = 0u32;
+        for s in &steps {
+            param_offsets.push(total);
+            total += s.params.len() as u32;
+        }
+        param_offsets.push(total);
+        let consumer_slots = by_type
+            .iter()
+            .map(|pairs| {
+                pairs
+                    .iter()
+                    .map(|&(step, param)| {
+                        let p = &steps[step as usize].params[param as usize];
+                        ConsumerSlot {
+                            step,
+                            param,
+                            slot: param_offsets[step as usize] + param,
+                            kind: p.kind,
+                            size: p.size,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
         let exception_type = *type_index.get("ExceptionEvent").ok_or_else(|| {
             SpecError::invalid("events", "the protocol's ExceptionEvent type is missing")
         })?;
@@ -386,6 +428,8 @@ impl CompiledSpec {
             hierarchy,
             type_index,
             by_type,
+            consumer_slots,
+            param_offsets,
             exception_type,
             source: spec.clone(),
         })
@@ -404,6 +448,17 @@ impl CompiledSpec {
     /// The (step, param) pairs that a type can bind, in step order.
     pub fn consumers(&self, id: TypeId) -> &[(StepIdx, ParamIdx)] {
         &self.by_type[id as usize]
+    }
+
+    /// [`CompiledSpec::consumers`] with each parameter's kind, size and table slot.
+    pub(crate) fn consumer_slots(&self, id: TypeId) -> &[ConsumerSlot] {
+        &self.consumer_slots[id as usize]
+    }
+
+    /// Per step, the index of its first parameter in flattened per-parameter tables (one
+    /// more entry at the end: the number of parameters of all steps).
+    pub(crate) fn param_offsets(&self) -> &[u32] {
+        &self.param_offsets
     }
 
     /// The step index for a name (the first, if names repeat).

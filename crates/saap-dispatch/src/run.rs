@@ -32,6 +32,13 @@ static IDENTITY: [Seq; SMALL_SEQS] = {
     t
 };
 
+/// Logs up to this many events find ids by scanning (cheaper than hashing for short runs,
+/// and no table to allocate); past it an id index is built.
+const LINEAR_IDS: usize = 32;
+/// Runs with fewer executions than this find earlier input sets by scanning the executions
+/// of the step; past it (and always for steps whose parameters overlap) they are hashed.
+const LINEAR_INPUT_SETS: usize = 32;
+
 /// The most events one run's log may hold.
 pub const MAX_LOG_EVENTS: usize = 50_000_000;
 /// The longest error message kept for a failed execution (longer ones are cut).
@@ -235,9 +242,17 @@ pub struct Run {
     run_key: u64,
     status: RunStatus,
     log: Vec<LoggedEvent>,
+    /// Event id → seq; empty (and unused) until the log passes [`LINEAR_IDS`] events.
     by_id: FastMap<EventId, Seq>,
+    ids_indexed: bool,
+    /// [`LINEAR_IDS`] and [`LINEAR_INPUT_SETS`], or lower in tests of the index switch.
+    linear_ids: u32,
+    linear_input_sets: u32,
+    /// The seq of the start event that began the run (`NO_SEQ` before): control events
+    /// logged before it are orphans, whose ids are not taken.
+    start_seq: Seq,
     foreign_names: Vec<Box<str>>,
-    /// Per list/fixed-list (step, param), flattened with `param_offset`: the matching
+    /// Per list/fixed-list (step, param), flattened with the spec's parameter offsets: the matching
     /// dispatched events in arrival order.
     matches: Vec<Vec<Seq>>,
     /// One allocation for two small tables: first, per required/optional (step, param),
@@ -249,31 +264,24 @@ pub struct Run {
     /// `seq_table[i] == SMALL_SEQS + i`: lets a single binding past the static table be
     /// returned as a one-element slice (short runs never allocate it).
     seq_table: Vec<Seq>,
-    param_offset: Arc<[u32]>,
+    /// Input-set hash → the execution that ran it. Holds the steps whose parameters overlap
+    /// from the start, and every step once the run has [`LINEAR_INPUT_SETS`] executions.
     input_sets: FastMap<(StepIdx, u64), ExecutionId>,
     input_set_collisions: Vec<(StepIdx, u64, ExecutionId)>,
+    input_sets_indexed: bool,
     executions: Vec<Execution>,
     bindings: Vec<Bound>,
     records: Vec<Record>,
-    started: Vec<ExecutionId>,
+    /// Executions from this index on have not been taken by [`Run::take_started`] (the
+    /// started executions are always the tail of `executions`).
+    untaken: u32,
 }
 
 impl Run {
     /// A new, not yet started run. `run_key` (see [`crate::ids::run_key`]) seeds the
     /// deterministic ids of events the core creates (ExceptionEvents of failed steps).
     pub fn new(spec: Arc<CompiledSpec>, run_key: u64) -> Run {
-        let mut offsets = Vec::with_capacity(spec.steps.len() + 1);
-        let mut total = 0u32;
-        for s in &spec.steps {
-            offsets.push(total);
-            total += s.params.len() as u32;
-        }
-        offsets.push(total);
-        Run::with_offsets(spec, run_key, offsets.into())
-    }
-
-    fn with_offsets(spec: Arc<CompiledSpec>, run_key: u64, param_offset: Arc<[u32]>) -> Run {
-        let total = param_offset.last().copied().unwrap_or(0) as usize;
+        let total = spec.param_offsets().last().copied().unwrap_or(0) as usize;
         let steps = spec.steps.len();
         // Sized for a run that executes each step about once, so that a typical run
         // allocates each table once instead of growing it step by step.
@@ -284,7 +292,11 @@ impl Run {
             run_key,
             status: RunStatus::NotStarted,
             log: Vec::with_capacity(events),
-            by_id: FastMap::with_capacity_and_hasher(events, Default::default()),
+            by_id: FastMap::default(),
+            ids_indexed: false,
+            linear_ids: LINEAR_IDS as u32,
+            linear_input_sets: LINEAR_INPUT_SETS as u32,
+            start_seq: NO_SEQ,
             foreign_names: Vec::new(),
             // Only list and fixed-list parameters keep match lists; a workflow without any
             // (a plain chain) allocates none.
@@ -300,19 +312,63 @@ impl Run {
                 v
             },
             seq_table: Vec::new(),
-            param_offset,
-            input_sets: FastMap::with_capacity_and_hasher(steps, Default::default()),
+            input_sets: FastMap::default(),
             input_set_collisions: Vec::new(),
+            input_sets_indexed: false,
             executions: Vec::with_capacity(steps),
             bindings: Vec::with_capacity(total),
             records: Vec::with_capacity(events * 4),
-            started: Vec::new(),
+            untaken: 0,
         }
+    }
+
+    /// Switches from scanning to hashing earlier than usual: once the log holds `ids` events
+    /// and once the run has `input_sets` executions (0: hash from the start). Decisions do
+    /// not depend on it; tests use it to cover both paths and the switch between them.
+    #[doc(hidden)]
+    pub fn with_index_thresholds(mut self, ids: usize, input_sets: usize) -> Run {
+        assert!(
+            self.log.is_empty(),
+            "thresholds are set on a new run, before its first event"
+        );
+        self.linear_ids = ids.min(LINEAR_IDS) as u32;
+        self.linear_input_sets = input_sets.min(LINEAR_INPUT_SETS) as u32;
+        if input_sets == 0 {
+            self.input_sets_indexed = true;
+        }
+        self
+    }
+
+    /// Turns this run into a fresh, not yet started run of the same workflow with another
+    /// key, keeping its allocations: an engine that recycles ended runs this way pays for
+    /// its tables once, not once per run. Decides exactly like [`Run::sibling`].
+    pub fn reset(&mut self, run_key: u64) {
+        self.run_key = run_key;
+        self.status = RunStatus::NotStarted;
+        self.log.clear();
+        self.by_id.clear();
+        self.ids_indexed = false;
+        self.start_seq = NO_SEQ;
+        self.foreign_names.clear();
+        for m in &mut self.matches {
+            m.clear();
+        }
+        let counts = self.count_base as usize;
+        self.slots[..counts].fill(NO_SEQ);
+        self.slots[counts..].fill(0);
+        self.seq_table.clear();
+        self.input_sets.clear();
+        self.input_set_collisions.clear();
+        self.input_sets_indexed = self.linear_input_sets == 0;
+        self.executions.clear();
+        self.bindings.clear();
+        self.records.clear();
+        self.untaken = 0;
     }
 
     /// A fresh run of the same workflow sharing this run's precomputed tables.
     pub fn sibling(&self, run_key: u64) -> Run {
-        Run::with_offsets(self.spec.clone(), run_key, self.param_offset.clone())
+        Run::new(self.spec.clone(), run_key)
     }
 
     pub fn spec(&self) -> &CompiledSpec {
@@ -372,7 +428,36 @@ impl Run {
     }
     /// The seq of an event id, if it is in the log.
     pub fn seq_of(&self, id: &EventId) -> Option<Seq> {
-        self.by_id.get(id).copied()
+        if self.ids_indexed {
+            self.by_id.get(id).copied()
+        } else {
+            self.scan_id(id)
+        }
+    }
+
+    /// An orphan's id was never taken, so it is not found by id.
+    fn is_orphan(&self, seq: Seq, e: &LoggedEvent) -> bool {
+        seq < self.start_seq && e.kind.is_control()
+    }
+
+    fn scan_id(&self, id: &EventId) -> Option<Seq> {
+        self.log
+            .iter()
+            .enumerate()
+            .find(|(i, e)| e.id == *id && !self.is_orphan(*i as Seq, e))
+            .map(|(i, _)| i as Seq)
+    }
+
+    /// Builds the id index from the log (first non-orphan occurrence of each id).
+    fn index_ids(&mut self) {
+        let mut by_id = FastMap::with_capacity_and_hasher(self.log.len() * 2, Default::default());
+        for (i, e) in self.log.iter().enumerate() {
+            if !self.is_orphan(i as Seq, e) {
+                by_id.entry(e.id).or_insert(i as Seq);
+            }
+        }
+        self.by_id = by_id;
+        self.ids_indexed = true;
     }
     /// How many executions of a step have started.
     pub fn execution_count(&self, step: StepIdx) -> usize {
@@ -389,11 +474,15 @@ impl Run {
 
     /// Takes the executions started since the last call, in start order.
     pub fn take_started(&mut self) -> Vec<ExecutionId> {
-        std::mem::take(&mut self.started)
+        let mut out = Vec::new();
+        self.drain_started_into(&mut out);
+        out
     }
     /// Like [`Run::take_started`], into a caller's buffer (no allocation).
     pub fn drain_started_into(&mut self, out: &mut Vec<ExecutionId>) {
-        out.append(&mut self.started);
+        let end = self.executions.len() as u32;
+        out.extend((self.untaken..end).map(ExecutionId));
+        self.untaken = end;
     }
 
     /// Where a step's execution count lives in `last` (after every parameter slot).
@@ -402,7 +491,7 @@ impl Run {
     }
 
     fn param_slot(&self, step: StepIdx, param: ParamIdx) -> usize {
-        (self.param_offset[step as usize] + param) as usize
+        (self.spec.param_offsets()[step as usize] + param) as usize
     }
 
     /// An event arrives from outside the workflow.
@@ -437,17 +526,25 @@ impl Run {
         // taken: the publisher may deliver the same event again once the run has begun.
         let orphan = self.status == RunStatus::NotStarted && kind.is_control() && !kind.is_start();
         if !orphan {
-            // One hash for the duplicate check and the insert.
-            match self.by_id.entry(event.id) {
-                std::collections::hash_map::Entry::Occupied(e) => {
-                    let first_seq = *e.get();
-                    self.records
-                        .push(Record::DuplicateEvent { first_seq, origin });
-                    return Ok(Appended::Duplicate { first_seq });
+            if !self.ids_indexed && self.log.len() >= self.linear_ids as usize {
+                self.index_ids();
+            }
+            let first = if self.ids_indexed {
+                // One hash for the duplicate check and the insert.
+                match self.by_id.entry(event.id) {
+                    std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(seq);
+                        None
+                    }
                 }
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(seq);
-                }
+            } else {
+                self.scan_id(&event.id)
+            };
+            if let Some(first_seq) = first {
+                self.records
+                    .push(Record::DuplicateEvent { first_seq, origin });
+                return Ok(Appended::Duplicate { first_seq });
             }
         }
         let ty = match event.ty {
@@ -481,6 +578,7 @@ impl Run {
             RunStatus::NotStarted => {
                 if kind.is_control() && kind.is_start() {
                     self.status = RunStatus::Live;
+                    self.start_seq = seq;
                     self.records.push(Record::RunStarted { seq });
                 } else if kind.is_control() {
                     self.records.push(Record::OrphanEvent { seq });
@@ -528,20 +626,19 @@ impl Run {
     fn dispatch(&mut self, seq: Seq, t: TypeId, pre: &mut dyn PreconditionEvaluator) -> u32 {
         // No Arc clone on this path: the spec is borrowed field by field next to the
         // mutable bookkeeping (an atomic increment and decrement per trigger add up).
-        for &(step, param) in self.spec.consumers(t) {
-            let slot = (self.param_offset[step as usize] + param) as usize;
-            let p = &self.spec.steps[step as usize].params[param as usize];
-            match p.kind {
+        for c in self.spec.consumer_slots(t) {
+            let slot = c.slot as usize;
+            match c.kind {
                 ParamKind::Required | ParamKind::Optional => self.slots[slot] = seq,
                 ParamKind::List => self.matches[slot].push(seq),
                 ParamKind::FixedList => {
                     let m = &mut self.matches[slot];
                     m.push(seq);
-                    if m.len() > p.size as usize {
+                    if m.len() > c.size as usize {
                         self.records.push(Record::FixedListOverflow {
                             trigger: seq,
-                            step,
-                            param,
+                            step: c.step,
+                            param: c.param,
                         });
                     }
                 }
@@ -550,8 +647,8 @@ impl Run {
         // The consumers are sorted by step: each step is a candidate once, in step order.
         let mut started = 0;
         let mut previous = None;
-        for i in 0..self.spec.consumers(t).len() {
-            let step = self.spec.consumers(t)[i].0;
+        for i in 0..self.spec.consumer_slots(t).len() {
+            let step = self.spec.consumer_slots(t)[i].step;
             if previous == Some(step) {
                 continue;
             }
@@ -585,7 +682,7 @@ impl Run {
         if self.is_terminated() {
             skip!(SkipReason::RunTerminated);
         }
-        let base = self.param_offset[step as usize] as usize;
+        let base = self.spec.param_offsets()[step as usize] as usize;
         for (pi, p) in s.params.iter().enumerate() {
             match p.kind {
                 ParamKind::Required if self.slots[base + pi] == NO_SEQ => {
@@ -626,23 +723,33 @@ impl Run {
                 ParamKind::FixedList => Bound::First(p.size),
             });
         }
-        let key = self.input_set_hash(step, &self.bindings[bind_start..]);
         let execution = ExecutionId(self.executions.len() as u32);
-        // One probe of the input-set table: a free slot is taken at once when no
-        // precondition stands between this check and the start (the common case).
+        let hashed = self.input_sets_indexed || s.overlapping_params;
+        let mut key = 0;
         let mut recorded = false;
-        let first = match self.input_sets.entry((step, key)) {
-            std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                if s.precondition.is_none() {
-                    v.insert(execution);
-                    recorded = true;
+        if hashed {
+            key = self.input_set_hash(step, &self.bindings[bind_start..]);
+            // One probe of the input-set table: a free slot is taken at once when no
+            // precondition stands between this check and the start (the common case).
+            let first = match self.input_sets.entry((step, key)) {
+                std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    if s.precondition.is_none() {
+                        v.insert(execution);
+                        recorded = true;
+                    }
+                    None
                 }
-                None
+            };
+            if let Some(first) = first
+                && let Some(by) =
+                    self.find_input_set(step, key, first, &self.bindings[bind_start..])
+            {
+                self.bindings.truncate(bind_start);
+                skip!(SkipReason::InputSetAlreadyRan { by });
             }
-        };
-        if let Some(first) = first
-            && let Some(by) = self.find_input_set(step, key, first, &self.bindings[bind_start..])
+        } else if self.slots[self.count_slot(step)] > 0
+            && let Some(by) = self.scan_input_sets(step, bind_start)
         {
             self.bindings.truncate(bind_start);
             skip!(SkipReason::InputSetAlreadyRan { by });
@@ -676,7 +783,7 @@ impl Run {
         });
         let c = self.count_slot(step);
         self.slots[c] += 1;
-        if !recorded {
+        if hashed && !recorded {
             match self.input_sets.entry((step, key)) {
                 // Same hash, different set (find_input_set compared them): keep both.
                 std::collections::hash_map::Entry::Occupied(_) => {
@@ -692,8 +799,46 @@ impl Run {
             step,
             trigger,
         });
-        self.started.push(execution);
+        if !self.input_sets_indexed && self.executions.len() >= self.linear_input_sets as usize {
+            self.index_input_sets();
+        }
         true
+    }
+
+    /// The execution of `step` that already ran the input set bound at `bind_start` (the
+    /// candidate's bindings, at the end of the arena), found by scanning; only for steps
+    /// whose parameters do not overlap, whose input sets are equal iff their bindings are.
+    fn scan_input_sets(&self, step: StepIdx, bind_start: usize) -> Option<ExecutionId> {
+        let candidate = &self.bindings[bind_start..];
+        let n = candidate.len();
+        self.executions
+            .iter()
+            .position(|x| {
+                x.step == step
+                    && self.bindings[x.bind_start as usize..x.bind_start as usize + n] == *candidate
+            })
+            .map(|i| ExecutionId(i as u32))
+    }
+
+    /// Moves the scanned input sets into the hash table once the run has many executions.
+    fn index_input_sets(&mut self) {
+        for i in 0..self.executions.len() {
+            let step = self.executions[i].step;
+            if self.spec.steps[step as usize].overlapping_params {
+                continue; // already hashed when it started
+            }
+            let execution = ExecutionId(i as u32);
+            let key = self.input_set_hash(step, self.bindings(execution));
+            match self.input_sets.entry((step, key)) {
+                std::collections::hash_map::Entry::Occupied(_) => {
+                    self.input_set_collisions.push((step, key, execution));
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(execution);
+                }
+            }
+        }
+        self.input_sets_indexed = true;
     }
 
     fn input_set_hash(&self, step: StepIdx, bound: &[Bound]) -> u64 {

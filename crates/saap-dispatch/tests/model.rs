@@ -490,4 +490,46 @@ proptest! {
         prop_assert_eq!(again.records(), out.run.records());
         prop_assert_eq!(again.log(), out.run.log());
     }
+
+    #[test]
+    fn decisions_do_not_depend_on_when_the_id_and_input_set_indexes_are_built(
+        wf in arb_workflow(),
+        ops in arb_ops(),
+        ids_from in 0usize..6,
+        sets_from in 0usize..4,
+    ) {
+        // Short runs scan for ids and input sets, long ones hash them; a run switched to
+        // hashing early (from the start, or in the middle) decides exactly the same.
+        let spec = Arc::new(CompiledSpec::compile(&wf).unwrap());
+        let out = drive(spec.clone(), &ops);
+        let mut indexed = Run::new(spec.clone(), 42).with_index_thresholds(ids_from, sets_from);
+        for input in &out.journal {
+            indexed.apply(input.clone(), &mut DeclaredConditions).unwrap();
+        }
+        prop_assert_eq!(indexed.records(), out.run.records());
+        prop_assert_eq!(indexed.log(), out.run.log());
+        for (i, e) in out.run.log().iter().enumerate() {
+            prop_assert_eq!(indexed.seq_of(&e.id), out.run.seq_of(&e.id), "seq_of for log entry {}", i);
+        }
+    }
+
+    #[test]
+    fn a_reset_run_decides_like_a_fresh_one(wf in arb_workflow(), ops in arb_ops(), other in arb_ops()) {
+        // Engines recycle ended runs with `Run::reset`; nothing of the earlier run may leak.
+        let spec = Arc::new(CompiledSpec::compile(&wf).unwrap());
+        let out = drive(spec.clone(), &ops);
+        let mut recycled = drive(spec.clone(), &other).run;
+        recycled.reset(42);
+        for input in &out.journal {
+            recycled.apply(input.clone(), &mut DeclaredConditions).unwrap();
+        }
+        prop_assert_eq!(recycled.records(), out.run.records());
+        prop_assert_eq!(recycled.log(), out.run.log());
+        prop_assert_eq!(recycled.executions().len(), out.run.executions().len());
+        for i in 0..out.run.executions().len() {
+            let x = ExecutionId(i as u32);
+            prop_assert_eq!(recycled.bound_event_ids(x), out.run.bound_event_ids(x));
+        }
+        prop_assert_eq!(recycled.take_started(), out.run.clone().take_started());
+    }
 }
