@@ -19,6 +19,9 @@ macro_rules! ev {
         impl saap::Event for $name {
             const NAME: &'static str = stringify!($name);
             const PARENTS: &'static [&'static str] = &[$parent];
+            fn try_clone_event(&self) -> Option<Self> {
+                Some(self.clone())
+            }
         }
     )*};
 }
@@ -239,7 +242,12 @@ fn main() {
             return;
         }
         for kind in ["memory", "sqlite"] {
-            let seq_runs = if kind == "memory" { 1000 } else { 100 };
+            // SAAP_BENCH_RUNS overrides the S1 run count (instruction counts per step are
+            // the difference of two counts under callgrind).
+            let seq_runs = std::env::var("SAAP_BENCH_RUNS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(if kind == "memory" { 1000 } else { 100 });
             if want("s1", kind) {
                 println!("{}", s1(kind, seq_runs).await);
             }

@@ -133,6 +133,8 @@ pub struct Engine {
 
 pub(crate) struct Shared {
     pub workflow: Workflow,
+    /// `backend.wants_journal()`, asked once.
+    journal: bool,
     /// `CompiledSpec::fingerprint`, computed once.
     fingerprint: u64,
     /// Type names by type id (shared into bound events).
@@ -328,7 +330,7 @@ impl PreconditionEvaluator for Pre<'_> {
                                     .find(|(i, _)| *i == id)
                                     .map(|(_, p)| p.clone())
                             })
-                            .unwrap_or_else(|| Arc::new(serde_json::Value::Null));
+                            .unwrap_or_else(|| Payload::from_json(serde_json::Value::Null));
                         BoundEvent {
                             id,
                             name: type_name(self.names, log[seq as usize].ty),
@@ -395,6 +397,7 @@ impl Engine {
             .collect();
         Engine {
             shared: Arc::new(Shared {
+                journal: backend.wants_journal(),
                 fingerprint,
                 type_names,
                 workflow,
@@ -532,7 +535,7 @@ impl Engine {
         let env =
             EventEnvelope::decode(bytes, &self.shared.workflow.compiled().hierarchy, &limits)?;
         let id = env.event_id;
-        let payload = Arc::new(serde_json::Value::Object(env.fields.clone()));
+        let payload = Payload::from_json(serde_json::Value::Object(env.fields.clone()));
         let ev = match self
             .shared
             .incoming(&env.event_name, payload.clone(), Some(id))
@@ -698,7 +701,7 @@ impl Shared {
                 ),
             }));
         }
-        let journal = self.backend.wants_journal();
+        let journal = self.journal;
         let core_err = |e: &dyn std::fmt::Display| EngineError::Core {
             run_id: slot.run_id.to_string(),
             detail: e.to_string(),
@@ -1128,10 +1131,9 @@ fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
                         .and_then(|e| e.error.as_deref())
                         .unwrap_or("step failed")
                         .to_string();
-                    to_payload(&crate::event::ExceptionEvent::new(msg))
-                        .unwrap_or_else(|_| Arc::new(serde_json::Value::Null))
+                    Payload::typed(crate::event::ExceptionEvent::new(msg))
                 }
-                _ => Arc::new(serde_json::Value::Null),
+                _ => Payload::from_json(serde_json::Value::Null),
             }
         });
         st.payloads.push(p);
@@ -1184,7 +1186,16 @@ fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 /// execution when exactly one became ready, spawns the rest.
 async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
     loop {
-        let result = shared.execute(&slot, &inv).await;
+        let mut result = shared.execute(&slot, &inv).await;
+        if shared.journal
+            && let Ok(outs) = &result
+            && let Some(e) = outs.iter().find_map(|o| o.payload.try_json().err())
+        {
+            // A store needs the JSON form: an output that cannot be serialized fails the
+            // step here, as it would have when returned (the in-memory backend never
+            // serializes, see `Payload`).
+            result = Err(e.to_string());
+        }
         let run_key = slot.run_key;
         let outcome = result.map(|outs| {
             outs.into_iter()

@@ -88,20 +88,8 @@ pub struct StoredEvent {
     /// Classification bits (see `saap_dispatch::EventKind`).
     #[serde(rename = "k")]
     pub kind: u8,
-    #[serde(
-        rename = "p",
-        serialize_with = "ser_payload",
-        deserialize_with = "de_payload"
-    )]
+    #[serde(rename = "p")]
     pub payload: crate::event::Payload,
-}
-
-fn ser_payload<S: serde::Serializer>(p: &crate::event::Payload, s: S) -> Result<S::Ok, S::Error> {
-    p.as_ref().serialize(s)
-}
-
-fn de_payload<'de, D: serde::Deserializer<'de>>(d: D) -> Result<crate::event::Payload, D::Error> {
-    serde_json::Value::deserialize(d).map(Arc::new)
 }
 
 /// One journal input (the stored form of `saap_dispatch::replay::RunInput`).
