@@ -14,7 +14,7 @@ use crate::backend::{
     StoredRun,
 };
 use crate::context::{ContextError, StepCtx};
-use crate::event::{Event, Payload, PayloadError, to_payload};
+use crate::event::{Event, Payload, PayloadError};
 use crate::params::{BoundEvent, OutEvent};
 use crate::snapshot::RunSnapshot;
 use crate::workflow::{StepFuture, StepImpl, Workflow};
@@ -140,7 +140,9 @@ pub(crate) struct Shared {
     /// Type names by type id (shared into bound events).
     type_names: Arc<[Arc<str>]>,
     pub backend: Arc<dyn Backend>,
-    runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>>>,
+    runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>, FnvBuild>>,
+    /// Type ids by name (FNV; the spec's own index uses SipHash).
+    type_ids: HashMap<Box<str>, saap_dispatch::TypeId, FnvBuild>,
     opts: EngineOptions,
     ids: IdGen,
 }
@@ -172,6 +174,9 @@ pub(crate) struct RunState {
     pub failure: Option<String>,
     /// Display events shown by executions: (seq, execution).
     pub display_by: Vec<(u32, ExecutionId)>,
+    /// Reused buffers of `apply` (no allocation per input once warm).
+    scratch_pending: Vec<(EventId, Payload)>,
+    scratch_started: Vec<ExecutionId>,
 }
 
 impl RunSlot {
@@ -190,6 +195,8 @@ impl RunSlot {
                 created: false,
                 failure: None,
                 display_by: Vec::new(),
+                scratch_pending: Vec::new(),
+                scratch_started: Vec::new(),
             }),
             version: watch::channel(0).0,
             quiet: tokio::sync::Notify::new(),
@@ -212,6 +219,57 @@ impl RunSlot {
         let st = self.lock();
         st.failure.is_some()
             || (st.end_durable && st.run.is_terminated() && st.run.running().next().is_none())
+    }
+}
+
+/// FNV-1a for the run table: run ids are made by the engine (or the store), so a keyed hash
+/// (SipHash) buys nothing and costs ~200 instructions per lookup.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FnvHasher(u64);
+
+impl std::hash::Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+pub(crate) type FnvBuild = std::hash::BuildHasherDefault<FnvHasher>;
+
+/// An id as its 24 lowercase hex characters (the protocol's text form), without going
+/// through `fmt` one byte at a time.
+fn hex_id(id: &EventId) -> Arc<str> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 24];
+    for (i, b) in id.as_bytes().iter().enumerate() {
+        out[2 * i] = HEX[(b >> 4) as usize];
+        out[2 * i + 1] = HEX[(b & 15) as usize];
+    }
+    // Only ASCII hex digits were written.
+    Arc::from(std::str::from_utf8(&out).unwrap_or_default())
+}
+
+/// Counts the bytes of a serialization without keeping them.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -264,7 +322,8 @@ enum Input {
     Complete {
         execution: ExecutionId,
         attempt: u32,
-        outcome: Result<Vec<Incoming>, String>,
+        /// What the step returned (turned into events with derived ids under the lock).
+        outcome: Result<Vec<OutEvent>, String>,
     },
     Retry(ExecutionId),
 }
@@ -277,9 +336,54 @@ pub(crate) struct Invocation {
     inputs: Vec<Vec<BoundEvent>>,
 }
 
+/// The executions an input started: usually none or one, so no vector for those.
+#[derive(Default)]
+pub(crate) enum Started {
+    #[default]
+    None,
+    One(Invocation),
+    Many(Vec<Invocation>),
+}
+
+impl Started {
+    fn push(&mut self, inv: Invocation) {
+        *self = match std::mem::take(self) {
+            Started::None => Started::One(inv),
+            Started::One(first) => Started::Many(vec![first, inv]),
+            Started::Many(mut v) => {
+                v.push(inv);
+                Started::Many(v)
+            }
+        };
+    }
+    fn len(&self) -> usize {
+        match self {
+            Started::None => 0,
+            Started::One(_) => 1,
+            Started::Many(v) => v.len(),
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl IntoIterator for Started {
+    type Item = Invocation;
+    type IntoIter =
+        std::iter::Chain<std::option::IntoIter<Invocation>, std::vec::IntoIter<Invocation>>;
+    fn into_iter(self) -> Self::IntoIter {
+        match self {
+            Started::None => None.into_iter().chain(Vec::new()),
+            Started::One(inv) => Some(inv).into_iter().chain(Vec::new()),
+            Started::Many(v) => None.into_iter().chain(v),
+        }
+    }
+}
+
 struct Applied {
     durable: Pending<()>,
-    started: Vec<Invocation>,
+    started: Started,
     appended: Option<Appended>,
     /// This input ended the run (its durability makes the end durable).
     ended: bool,
@@ -395,6 +499,13 @@ impl Engine {
             .iter()
             .map(|t| Arc::<str>::from(t.name.as_str()))
             .collect();
+        let type_ids = workflow
+            .compiled()
+            .types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str().into(), i as saap_dispatch::TypeId))
+            .collect();
         Engine {
             shared: Arc::new(Shared {
                 journal: backend.wants_journal(),
@@ -402,7 +513,8 @@ impl Engine {
                 type_names,
                 workflow,
                 backend,
-                runs: RwLock::new(HashMap::new()),
+                runs: RwLock::new(HashMap::default()),
+                type_ids,
                 opts,
                 ids: IdGen::new(),
             }),
@@ -494,17 +606,19 @@ impl Engine {
         thread_id: Option<&str>,
         start: T,
     ) -> Result<String, EngineError> {
-        let payload = to_payload(&start)?;
-        let ev = self.shared.incoming(T::NAME, payload, None)?;
+        let size = json_size(&start)?;
+        let ev = self
+            .shared
+            .incoming(T::NAME, Payload::typed(start), size, None)?;
         if !(ev.kind.is_start() && ev.kind.is_control()) {
             return Err(EngineError::NotAStartEvent {
                 name: T::NAME.to_string(),
             });
         }
-        let run_id: Arc<str> = self.shared.ids.next().to_string().into();
+        let run_id: Arc<str> = hex_id(&self.shared.ids.next());
         let thread_id: Arc<str> = match thread_id {
             Some(t) => t.into(),
-            None => self.shared.ids.next().to_string().into(),
+            None => hex_id(&self.shared.ids.next()),
         };
         let run = Run::new(self.shared.workflow.compiled().clone(), run_key(&run_id));
         let slot = Arc::new(RunSlot::new(run_id.clone(), thread_id, run));
@@ -517,8 +631,10 @@ impl Engine {
     /// that has ended is kept as after-stop evidence and never dispatched.
     pub async fn send<T: Event>(&self, run_id: &str, event: T) -> Result<EventId, EngineError> {
         let slot = self.shared.slot(run_id)?;
-        let payload = to_payload(&event)?;
-        let ev = self.shared.incoming(T::NAME, payload, None)?;
+        let size = json_size(&event)?;
+        let ev = self
+            .shared
+            .incoming(T::NAME, Payload::typed(event), size, None)?;
         let id = ev.id;
         self.shared.submit(&slot, Input::Append(ev)).await?;
         Ok(id)
@@ -538,7 +654,7 @@ impl Engine {
         let payload = Payload::from_json(serde_json::Value::Object(env.fields.clone()));
         let ev = match self
             .shared
-            .incoming(&env.event_name, payload.clone(), Some(id))
+            .incoming(&env.event_name, payload.clone(), bytes.len(), Some(id))
         {
             Ok(ev) => ev,
             Err(EngineError::UnknownEventType { .. }) => {
@@ -631,10 +747,12 @@ impl Shared {
             })
     }
 
+    /// An outside event of `size` bytes of JSON.
     fn incoming(
         &self,
         name: &str,
         payload: Payload,
+        size: usize,
         id: Option<EventId>,
     ) -> Result<Incoming, EngineError> {
         let spec = self.workflow.compiled();
@@ -644,7 +762,6 @@ impl Shared {
                 workflow: self.workflow.name().to_string(),
             });
         };
-        let size = serde_json::to_vec(&*payload).map(|v| v.len()).unwrap_or(0);
         if size > self.opts.max_event_bytes {
             return Err(EngineError::EventTooLarge {
                 name: name.to_string(),
@@ -664,7 +781,7 @@ impl Shared {
 
     fn output(&self, run_key: u64, x: ExecutionId, index: u32, out: OutEvent) -> Incoming {
         let spec = self.workflow.compiled();
-        let (ty, kind) = match spec.type_id(out.name) {
+        let (ty, kind) = match self.type_ids.get(out.name).copied() {
             Some(t) => (NewEventType::Known(t), spec.type_info(t).kind),
             None => {
                 let kind = kind_from_bits(EventKind::CONTROL);
@@ -706,7 +823,8 @@ impl Shared {
             run_id: slot.run_id.to_string(),
             detail: e.to_string(),
         };
-        let mut pending: Vec<(EventId, Payload)> = Vec::new();
+        let mut pending = std::mem::take(&mut st.scratch_pending);
+        pending.clear();
         let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
         let mut retried: Option<(ExecutionId, u32)> = None;
         let mut appended = None;
@@ -755,21 +873,26 @@ impl Shared {
                 outcome,
             } => {
                 let outcome = match outcome {
-                    Ok(events) => {
-                        stored_input = journal.then(|| StoredInput::Complete {
-                            execution: execution.0,
-                            attempt,
-                            outputs: Some(events.iter().map(stored).collect()),
-                            error: None,
-                        });
-                        let mut news = Vec::with_capacity(events.len());
-                        for ev in events {
+                    Ok(outs) => {
+                        let mut stored_outs = Vec::new();
+                        let mut news = Vec::with_capacity(outs.len());
+                        for (i, o) in outs.into_iter().enumerate() {
+                            let ev = self.output(slot.run_key, execution, i as u32, o);
+                            if journal {
+                                stored_outs.push(stored(&ev));
+                            }
                             news.push(NewEvent {
                                 id: ev.id,
                                 ty: ev.ty,
                             });
                             pending.push((ev.id, ev.payload));
                         }
+                        stored_input = journal.then(|| StoredInput::Complete {
+                            execution: execution.0,
+                            attempt,
+                            outputs: Some(stored_outs),
+                            error: None,
+                        });
                         Outcome::Returned(news)
                     }
                     Err(msg) => {
@@ -790,7 +913,7 @@ impl Shared {
                         tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
                         return Ok(Applied {
                             durable: Pending::Ready(Ok(())),
-                            started: Vec::new(),
+                            started: Started::None,
                             appended: None,
                             ended: false,
                         });
@@ -807,6 +930,8 @@ impl Shared {
         let results = std::mem::take(&mut pre.results);
         drop(pre);
         fill_payloads(st, &pending);
+        pending.clear();
+        st.scratch_pending = pending;
         st.display_by.extend(display_by);
 
         // Hand the entry to the store while still holding the lock: journal order.
@@ -850,12 +975,14 @@ impl Shared {
             Pending::Ready(Ok(()))
         };
 
-        let mut started = Vec::new();
-        let mut xs = Vec::new();
+        let mut started = Started::None;
+        let mut xs = std::mem::take(&mut st.scratch_started);
         st.run.drain_started_into(&mut xs);
-        for x in xs {
+        for &x in &xs {
             started.push(invocation(st, &self.type_names, x, 1));
         }
+        xs.clear();
+        st.scratch_started = xs;
         if let Some((x, attempt)) = retried {
             started.push(invocation(st, &self.type_names, x, attempt));
         }
@@ -1102,6 +1229,17 @@ impl Shared {
     }
 }
 
+/// The size of an event's JSON form, in bytes (an unserializable event is an error here,
+/// before it enters a run).
+fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
+    let mut n = ByteCount(0);
+    serde_json::to_writer(&mut n, event).map_err(|e| PayloadError::Serialize {
+        name: T::NAME.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(n.0)
+}
+
 fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
     let log_len = st.run.log().len();
     // New events are logged in the order they were offered (minus dropped duplicates), so
@@ -1196,19 +1334,12 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
             // serializes, see `Payload`).
             result = Err(e.to_string());
         }
-        let run_key = slot.run_key;
-        let outcome = result.map(|outs| {
-            outs.into_iter()
-                .enumerate()
-                .map(|(i, o)| shared.output(run_key, inv.execution, i as u32, o))
-                .collect()
-        });
         let applied = match shared.apply(
             &slot,
             Input::Complete {
                 execution: inv.execution,
                 attempt: inv.attempt,
-                outcome,
+                outcome: result,
             },
         ) {
             Ok(a) => a,
