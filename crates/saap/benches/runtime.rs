@@ -252,7 +252,14 @@ fn main() {
                 println!("{}", s1(kind, seq_runs).await);
             }
             if want("s2", kind) {
+                // SAAP_BENCH_N restricts S2 to one fan-out size (for profiling).
+                let only_n: Option<u32> = std::env::var("SAAP_BENCH_N")
+                    .ok()
+                    .and_then(|s| s.parse().ok());
                 for n in [100u32, 1000, 10000] {
+                    if only_n.is_some_and(|o| o != n) {
+                        continue;
+                    }
                     let runs = if n >= 10000 {
                         3
                     } else if kind == "memory" {

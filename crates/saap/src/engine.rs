@@ -10,8 +10,7 @@
 //! 3. run the started executions; their completions come back as step 1.
 
 use crate::backend::{
-    Backend, JournalEntry, Pending, PersistBatch, RunMeta, StoreError, StoredEvent, StoredInput,
-    StoredRun,
+    Backend, Pending, PersistBatch, RunMeta, StoreError, StoredEvent, StoredInput, StoredRun,
 };
 use crate::context::{ContextError, StepCtx};
 use crate::event::{Event, Payload, PayloadError};
@@ -959,12 +958,19 @@ impl Shared {
                 new_run,
                 index,
                 // Encoded here, on the engine's thread, so the store thread only writes.
+                // An entry that cannot be encoded is left empty: the store refuses it and
+                // the run stops with a storage error.
                 entry_json: match stored_input {
-                    Some(input) => serde_json::to_string(&JournalEntry {
-                        input,
-                        preconditions: results,
-                    })
-                    .unwrap_or_default(),
+                    Some(input) => {
+                        let mut out = Vec::with_capacity(256);
+                        match crate::backend::encode_entry(&input, &results, &mut out) {
+                            Ok(()) => String::from_utf8(out).unwrap_or_default(),
+                            Err(e) => {
+                                tracing::error!(run_id = %slot.run_id, error = %e, "journal entry cannot be encoded");
+                                String::new()
+                            }
+                        }
+                    }
                     None => String::new(),
                 },
                 records_json,

@@ -29,6 +29,9 @@ trait PayloadData: Send + Sync + 'static {
     fn typed(&self) -> Option<&dyn Any>;
     /// Whether the JSON form exists already.
     fn has_json(&self) -> bool;
+    /// Appends the JSON text (straight from the typed value when the JSON form was never
+    /// needed: no intermediate `serde_json::Value`).
+    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), PayloadError>;
 }
 
 struct Typed<T: Event> {
@@ -54,6 +57,17 @@ impl<T: Event> PayloadData for Typed<T> {
     fn has_json(&self) -> bool {
         self.json.get().is_some()
     }
+    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), PayloadError> {
+        let r = match self.json.get() {
+            Some(Ok(v)) => serde_json::to_writer(out, v),
+            Some(Err(e)) => return Err(e.clone()),
+            None => serde_json::to_writer(out, &self.value),
+        };
+        r.map_err(|e| PayloadError::Serialize {
+            name: T::NAME.to_string(),
+            message: e.to_string(),
+        })
+    }
 }
 
 struct Json(serde_json::Value);
@@ -67,6 +81,12 @@ impl PayloadData for Json {
     }
     fn has_json(&self) -> bool {
         true
+    }
+    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), PayloadError> {
+        serde_json::to_writer(out, &self.0).map_err(|e| PayloadError::Serialize {
+            name: "(json)".to_string(),
+            message: e.to_string(),
+        })
     }
 }
 
@@ -97,6 +117,11 @@ impl Payload {
     /// The typed value when this payload holds a `T` (not its JSON form).
     pub fn get<T: Event>(&self) -> Option<&T> {
         self.0.typed().and_then(|v| v.downcast_ref::<T>())
+    }
+    /// Appends the JSON text of the fields to `out` (without building a
+    /// `serde_json::Value` when the payload is typed).
+    pub fn write_json(&self, out: &mut Vec<u8>) -> Result<(), PayloadError> {
+        self.0.write_json(out)
     }
     /// Whether the JSON form has been computed (or the payload was made from JSON).
     pub fn has_json(&self) -> bool {
