@@ -153,8 +153,9 @@ pub(crate) struct RunSlot {
     /// Seeds the derived ids of this run's outputs.
     pub run_key: u64,
     state: Mutex<RunState>,
-    /// Bumped on every change while someone watches (test runner, snapshots in a loop).
-    pub version: watch::Sender<u64>,
+    /// Bumped on every change while someone watches (test runner, snapshots in a loop);
+    /// made by the first watcher (a watch channel is ~350 bytes per run otherwise).
+    version: std::sync::OnceLock<watch::Sender<u64>>,
     /// Notified when the run has ended and none of its executions is running.
     quiet: tokio::sync::Notify,
 }
@@ -197,7 +198,7 @@ impl RunSlot {
                 scratch_pending: Vec::new(),
                 scratch_started: Vec::new(),
             }),
-            version: watch::channel(0).0,
+            version: std::sync::OnceLock::new(),
             quiet: tokio::sync::Notify::new(),
         }
     }
@@ -209,8 +210,10 @@ impl RunSlot {
     fn bump(&self) {
         // A watcher checks the state after subscribing, so skipping the notification when
         // nobody watches loses no change.
-        if self.version.receiver_count() > 0 {
-            self.version.send_modify(|v| *v += 1);
+        if let Some(tx) = self.version.get()
+            && tx.receiver_count() > 0
+        {
+            tx.send_modify(|v| *v += 1);
         }
     }
     /// Ended (and the end is durable) with nothing running, or stopped by a failure.
@@ -257,19 +260,6 @@ fn hex_id(id: &EventId) -> Arc<str> {
     }
     // Only ASCII hex digits were written.
     Arc::from(std::str::from_utf8(&out).unwrap_or_default())
-}
-
-/// Counts the bytes of a serialization without keeping them.
-struct ByteCount(usize);
-
-impl std::io::Write for ByteCount {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Process-unique ObjectId-style ids (protocol layout: seconds, 5 process bytes, counter).
@@ -701,7 +691,12 @@ impl Engine {
 
     /// A receiver that changes whenever the run changes (for waiting without polling).
     pub fn watch(&self, run_id: &str) -> Result<watch::Receiver<u64>, EngineError> {
-        Ok(self.shared.slot(run_id)?.version.subscribe())
+        Ok(self
+            .shared
+            .slot(run_id)?
+            .version
+            .get_or_init(|| watch::channel(0).0)
+            .subscribe())
     }
 
     /// Waits until the run has ended, the event that ended it is durable, and none of its
@@ -1238,7 +1233,7 @@ impl Shared {
 /// The size of an event's JSON form, in bytes (an unserializable event is an error here,
 /// before it enters a run).
 fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
-    let mut n = ByteCount(0);
+    let mut n = crate::event::ByteCount(0);
     serde_json::to_writer(&mut n, event).map_err(|e| PayloadError::Serialize {
         name: T::NAME.to_string(),
         message: e.to_string(),
@@ -1333,7 +1328,7 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
         let mut result = shared.execute(&slot, &inv).await;
         if shared.journal
             && let Ok(outs) = &result
-            && let Some(e) = outs.iter().find_map(|o| o.payload.try_json().err())
+            && let Some(e) = outs.iter().find_map(|o| o.payload.check_json().err())
         {
             // A store needs the JSON form: an output that cannot be serialized fails the
             // step here, as it would have when returned (the in-memory backend never

@@ -29,25 +29,29 @@ trait PayloadData: Send + Sync + 'static {
     fn typed(&self) -> Option<&dyn Any>;
     /// Whether the JSON form exists already.
     fn has_json(&self) -> bool;
-    /// Appends the JSON text (straight from the typed value when the JSON form was never
+    /// Writes the JSON text (straight from the typed value when the JSON form was never
     /// needed: no intermediate `serde_json::Value`).
-    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), PayloadError>;
+    fn write_json(&self, out: &mut dyn std::io::Write) -> Result<(), PayloadError>;
 }
 
 struct Typed<T: Event> {
     value: T,
-    json: OnceLock<Result<serde_json::Value, PayloadError>>,
+    /// Boxed: most payloads never need it, and a `Value` plus an error is ~100 bytes.
+    json: OnceLock<Box<Result<serde_json::Value, PayloadError>>>,
 }
 
 impl<T: Event> PayloadData for Typed<T> {
     fn json(&self) -> Result<&serde_json::Value, PayloadError> {
         self.json
             .get_or_init(|| {
-                serde_json::to_value(&self.value).map_err(|e| PayloadError::Serialize {
-                    name: T::NAME.to_string(),
-                    message: e.to_string(),
-                })
+                Box::new(
+                    serde_json::to_value(&self.value).map_err(|e| PayloadError::Serialize {
+                        name: T::NAME.to_string(),
+                        message: e.to_string(),
+                    }),
+                )
             })
+            .as_ref()
             .as_ref()
             .map_err(Clone::clone)
     }
@@ -57,8 +61,8 @@ impl<T: Event> PayloadData for Typed<T> {
     fn has_json(&self) -> bool {
         self.json.get().is_some()
     }
-    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), PayloadError> {
-        let r = match self.json.get() {
+    fn write_json(&self, out: &mut dyn std::io::Write) -> Result<(), PayloadError> {
+        let r = match self.json.get().map(|b| b.as_ref()) {
             Some(Ok(v)) => serde_json::to_writer(out, v),
             Some(Err(e)) => return Err(e.clone()),
             None => serde_json::to_writer(out, &self.value),
@@ -82,7 +86,7 @@ impl PayloadData for Json {
     fn has_json(&self) -> bool {
         true
     }
-    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), PayloadError> {
+    fn write_json(&self, out: &mut dyn std::io::Write) -> Result<(), PayloadError> {
         serde_json::to_writer(out, &self.0).map_err(|e| PayloadError::Serialize {
             name: "(json)".to_string(),
             message: e.to_string(),
@@ -91,6 +95,19 @@ impl PayloadData for Json {
 }
 
 static NULL: serde_json::Value = serde_json::Value::Null;
+
+/// Counts bytes written without keeping them.
+pub(crate) struct ByteCount(pub usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 impl Payload {
     /// A payload holding a typed event (serialized only if its JSON form is read).
@@ -122,6 +139,13 @@ impl Payload {
     /// `serde_json::Value` when the payload is typed).
     pub fn write_json(&self, out: &mut Vec<u8>) -> Result<(), PayloadError> {
         self.0.write_json(out)
+    }
+    /// The size of the JSON text in bytes, or why the payload cannot be serialized (a
+    /// serialization pass that keeps nothing).
+    pub fn check_json(&self) -> Result<usize, PayloadError> {
+        let mut n = ByteCount(0);
+        self.0.write_json(&mut n)?;
+        Ok(n.0)
     }
     /// Whether the JSON form has been computed (or the payload was made from JSON).
     pub fn has_json(&self) -> bool {
@@ -422,6 +446,11 @@ mod tests {
         assert!(!p.has_json());
         assert_eq!(from_payload::<Cloneable>(&p).unwrap(), Cloneable { v: 7 });
         assert!(!p.has_json(), "same-type extraction is a clone, no JSON");
+        assert_eq!(p.check_json(), Ok(r#"{"v":7}"#.len()));
+        let mut text = Vec::new();
+        p.write_json(&mut text).unwrap();
+        assert_eq!(text, br#"{"v":7}"#);
+        assert!(!p.has_json(), "checking and writing the text keep no Value");
         assert_eq!(p.json(), &serde_json::json!({ "v": 7 }));
         assert!(p.has_json());
     }
@@ -445,6 +474,10 @@ mod tests {
         let mut m = HashMap::new();
         m.insert((1, 2), 3);
         let p = Payload::typed(BadKeys { m });
+        assert!(matches!(
+            p.check_json(),
+            Err(PayloadError::Serialize { .. })
+        ));
         assert!(matches!(p.try_json(), Err(PayloadError::Serialize { .. })));
         assert!(p.json().is_null());
         assert!(serde_json::to_string(&p).is_err());
