@@ -114,6 +114,12 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         impl ::saap::Event for #ident {
             const NAME: &'static str = #name;
             const PARENTS: &'static [&'static str] = &[#(#parents),*];
+            // A clone when the type implements `Clone` (autoref picks `ViaClone` first).
+            fn try_clone_event(&self) -> ::core::option::Option<Self> {
+                #[allow(unused_imports)]
+                use ::saap::event::__clone::{NoClone as _, ViaClone as _};
+                (&&::saap::event::__clone::Probe(self)).probe_clone()
+            }
         }
     })
 }

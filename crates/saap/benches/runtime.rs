@@ -19,6 +19,9 @@ macro_rules! ev {
         impl saap::Event for $name {
             const NAME: &'static str = stringify!($name);
             const PARENTS: &'static [&'static str] = &[$parent];
+            fn try_clone_event(&self) -> Option<Self> {
+                Some(self.clone())
+            }
         }
     )*};
 }
@@ -239,12 +242,24 @@ fn main() {
             return;
         }
         for kind in ["memory", "sqlite"] {
-            let seq_runs = if kind == "memory" { 1000 } else { 100 };
+            // SAAP_BENCH_RUNS overrides the S1 run count (instruction counts per step are
+            // the difference of two counts under callgrind).
+            let seq_runs = std::env::var("SAAP_BENCH_RUNS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(if kind == "memory" { 1000 } else { 100 });
             if want("s1", kind) {
                 println!("{}", s1(kind, seq_runs).await);
             }
             if want("s2", kind) {
+                // SAAP_BENCH_N restricts S2 to one fan-out size (for profiling).
+                let only_n: Option<u32> = std::env::var("SAAP_BENCH_N")
+                    .ok()
+                    .and_then(|s| s.parse().ok());
                 for n in [100u32, 1000, 10000] {
+                    if only_n.is_some_and(|o| o != n) {
+                        continue;
+                    }
                     let runs = if n >= 10000 {
                         3
                     } else if kind == "memory" {

@@ -10,11 +10,10 @@
 //! 3. run the started executions; their completions come back as step 1.
 
 use crate::backend::{
-    Backend, JournalEntry, Pending, PersistBatch, RunMeta, StoreError, StoredEvent, StoredInput,
-    StoredRun,
+    Backend, Pending, PersistBatch, RunMeta, StoreError, StoredEvent, StoredInput, StoredRun,
 };
 use crate::context::{ContextError, StepCtx};
-use crate::event::{Event, Payload, PayloadError, to_payload};
+use crate::event::{Event, Payload, PayloadError};
 use crate::params::{BoundEvent, OutEvent};
 use crate::snapshot::RunSnapshot;
 use crate::workflow::{StepFuture, StepImpl, Workflow};
@@ -133,12 +132,16 @@ pub struct Engine {
 
 pub(crate) struct Shared {
     pub workflow: Workflow,
+    /// `backend.wants_journal()`, asked once.
+    journal: bool,
     /// `CompiledSpec::fingerprint`, computed once.
     fingerprint: u64,
     /// Type names by type id (shared into bound events).
     type_names: Arc<[Arc<str>]>,
     pub backend: Arc<dyn Backend>,
-    runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>>>,
+    runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>, FnvBuild>>,
+    /// Type ids by name (FNV; the spec's own index uses SipHash).
+    type_ids: HashMap<Box<str>, saap_dispatch::TypeId, FnvBuild>,
     opts: EngineOptions,
     ids: IdGen,
 }
@@ -150,8 +153,9 @@ pub(crate) struct RunSlot {
     /// Seeds the derived ids of this run's outputs.
     pub run_key: u64,
     state: Mutex<RunState>,
-    /// Bumped on every change while someone watches (test runner, snapshots in a loop).
-    pub version: watch::Sender<u64>,
+    /// Bumped on every change while someone watches (test runner, snapshots in a loop);
+    /// made by the first watcher (a watch channel is ~350 bytes per run otherwise).
+    version: std::sync::OnceLock<watch::Sender<u64>>,
     /// Notified when the run has ended and none of its executions is running.
     quiet: tokio::sync::Notify,
 }
@@ -170,6 +174,9 @@ pub(crate) struct RunState {
     pub failure: Option<String>,
     /// Display events shown by executions: (seq, execution).
     pub display_by: Vec<(u32, ExecutionId)>,
+    /// Reused buffers of `apply` (no allocation per input once warm).
+    scratch_pending: Vec<(EventId, Payload)>,
+    scratch_started: Vec<ExecutionId>,
 }
 
 impl RunSlot {
@@ -188,8 +195,10 @@ impl RunSlot {
                 created: false,
                 failure: None,
                 display_by: Vec::new(),
+                scratch_pending: Vec::new(),
+                scratch_started: Vec::new(),
             }),
-            version: watch::channel(0).0,
+            version: std::sync::OnceLock::new(),
             quiet: tokio::sync::Notify::new(),
         }
     }
@@ -201,8 +210,10 @@ impl RunSlot {
     fn bump(&self) {
         // A watcher checks the state after subscribing, so skipping the notification when
         // nobody watches loses no change.
-        if self.version.receiver_count() > 0 {
-            self.version.send_modify(|v| *v += 1);
+        if let Some(tx) = self.version.get()
+            && tx.receiver_count() > 0
+        {
+            tx.send_modify(|v| *v += 1);
         }
     }
     /// Ended (and the end is durable) with nothing running, or stopped by a failure.
@@ -211,6 +222,44 @@ impl RunSlot {
         st.failure.is_some()
             || (st.end_durable && st.run.is_terminated() && st.run.running().next().is_none())
     }
+}
+
+/// FNV-1a for the run table: run ids are made by the engine (or the store), so a keyed hash
+/// (SipHash) buys nothing and costs ~200 instructions per lookup.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FnvHasher(u64);
+
+impl std::hash::Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+pub(crate) type FnvBuild = std::hash::BuildHasherDefault<FnvHasher>;
+
+/// An id as its 24 lowercase hex characters (the protocol's text form), without going
+/// through `fmt` one byte at a time.
+fn hex_id(id: &EventId) -> Arc<str> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 24];
+    for (i, b) in id.as_bytes().iter().enumerate() {
+        out[2 * i] = HEX[(b >> 4) as usize];
+        out[2 * i + 1] = HEX[(b & 15) as usize];
+    }
+    // Only ASCII hex digits were written.
+    Arc::from(std::str::from_utf8(&out).unwrap_or_default())
 }
 
 /// Process-unique ObjectId-style ids (protocol layout: seconds, 5 process bytes, counter).
@@ -262,7 +311,8 @@ enum Input {
     Complete {
         execution: ExecutionId,
         attempt: u32,
-        outcome: Result<Vec<Incoming>, String>,
+        /// What the step returned (turned into events with derived ids under the lock).
+        outcome: Result<Vec<OutEvent>, String>,
     },
     Retry(ExecutionId),
 }
@@ -275,9 +325,54 @@ pub(crate) struct Invocation {
     inputs: Vec<Vec<BoundEvent>>,
 }
 
+/// The executions an input started: usually none or one, so no vector for those.
+#[derive(Default)]
+pub(crate) enum Started {
+    #[default]
+    None,
+    One(Invocation),
+    Many(Vec<Invocation>),
+}
+
+impl Started {
+    fn push(&mut self, inv: Invocation) {
+        *self = match std::mem::take(self) {
+            Started::None => Started::One(inv),
+            Started::One(first) => Started::Many(vec![first, inv]),
+            Started::Many(mut v) => {
+                v.push(inv);
+                Started::Many(v)
+            }
+        };
+    }
+    fn len(&self) -> usize {
+        match self {
+            Started::None => 0,
+            Started::One(_) => 1,
+            Started::Many(v) => v.len(),
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl IntoIterator for Started {
+    type Item = Invocation;
+    type IntoIter =
+        std::iter::Chain<std::option::IntoIter<Invocation>, std::vec::IntoIter<Invocation>>;
+    fn into_iter(self) -> Self::IntoIter {
+        match self {
+            Started::None => None.into_iter().chain(Vec::new()),
+            Started::One(inv) => Some(inv).into_iter().chain(Vec::new()),
+            Started::Many(v) => None.into_iter().chain(v),
+        }
+    }
+}
+
 struct Applied {
     durable: Pending<()>,
-    started: Vec<Invocation>,
+    started: Started,
     appended: Option<Appended>,
     /// This input ended the run (its durability makes the end durable).
     ended: bool,
@@ -328,7 +423,7 @@ impl PreconditionEvaluator for Pre<'_> {
                                     .find(|(i, _)| *i == id)
                                     .map(|(_, p)| p.clone())
                             })
-                            .unwrap_or_else(|| Arc::new(serde_json::Value::Null));
+                            .unwrap_or_else(|| Payload::from_json(serde_json::Value::Null));
                         BoundEvent {
                             id,
                             name: type_name(self.names, log[seq as usize].ty),
@@ -393,13 +488,22 @@ impl Engine {
             .iter()
             .map(|t| Arc::<str>::from(t.name.as_str()))
             .collect();
+        let type_ids = workflow
+            .compiled()
+            .types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str().into(), i as saap_dispatch::TypeId))
+            .collect();
         Engine {
             shared: Arc::new(Shared {
+                journal: backend.wants_journal(),
                 fingerprint,
                 type_names,
                 workflow,
                 backend,
-                runs: RwLock::new(HashMap::new()),
+                runs: RwLock::new(HashMap::default()),
+                type_ids,
                 opts,
                 ids: IdGen::new(),
             }),
@@ -491,17 +595,19 @@ impl Engine {
         thread_id: Option<&str>,
         start: T,
     ) -> Result<String, EngineError> {
-        let payload = to_payload(&start)?;
-        let ev = self.shared.incoming(T::NAME, payload, None)?;
+        let size = json_size(&start)?;
+        let ev = self
+            .shared
+            .incoming(T::NAME, Payload::typed(start), size, None)?;
         if !(ev.kind.is_start() && ev.kind.is_control()) {
             return Err(EngineError::NotAStartEvent {
                 name: T::NAME.to_string(),
             });
         }
-        let run_id: Arc<str> = self.shared.ids.next().to_string().into();
+        let run_id: Arc<str> = hex_id(&self.shared.ids.next());
         let thread_id: Arc<str> = match thread_id {
             Some(t) => t.into(),
-            None => self.shared.ids.next().to_string().into(),
+            None => hex_id(&self.shared.ids.next()),
         };
         let run = Run::new(self.shared.workflow.compiled().clone(), run_key(&run_id));
         let slot = Arc::new(RunSlot::new(run_id.clone(), thread_id, run));
@@ -514,8 +620,10 @@ impl Engine {
     /// that has ended is kept as after-stop evidence and never dispatched.
     pub async fn send<T: Event>(&self, run_id: &str, event: T) -> Result<EventId, EngineError> {
         let slot = self.shared.slot(run_id)?;
-        let payload = to_payload(&event)?;
-        let ev = self.shared.incoming(T::NAME, payload, None)?;
+        let size = json_size(&event)?;
+        let ev = self
+            .shared
+            .incoming(T::NAME, Payload::typed(event), size, None)?;
         let id = ev.id;
         self.shared.submit(&slot, Input::Append(ev)).await?;
         Ok(id)
@@ -532,10 +640,10 @@ impl Engine {
         let env =
             EventEnvelope::decode(bytes, &self.shared.workflow.compiled().hierarchy, &limits)?;
         let id = env.event_id;
-        let payload = Arc::new(serde_json::Value::Object(env.fields.clone()));
+        let payload = Payload::from_json(serde_json::Value::Object(env.fields.clone()));
         let ev = match self
             .shared
-            .incoming(&env.event_name, payload.clone(), Some(id))
+            .incoming(&env.event_name, payload.clone(), bytes.len(), Some(id))
         {
             Ok(ev) => ev,
             Err(EngineError::UnknownEventType { .. }) => {
@@ -583,7 +691,12 @@ impl Engine {
 
     /// A receiver that changes whenever the run changes (for waiting without polling).
     pub fn watch(&self, run_id: &str) -> Result<watch::Receiver<u64>, EngineError> {
-        Ok(self.shared.slot(run_id)?.version.subscribe())
+        Ok(self
+            .shared
+            .slot(run_id)?
+            .version
+            .get_or_init(|| watch::channel(0).0)
+            .subscribe())
     }
 
     /// Waits until the run has ended, the event that ended it is durable, and none of its
@@ -628,10 +741,12 @@ impl Shared {
             })
     }
 
+    /// An outside event of `size` bytes of JSON.
     fn incoming(
         &self,
         name: &str,
         payload: Payload,
+        size: usize,
         id: Option<EventId>,
     ) -> Result<Incoming, EngineError> {
         let spec = self.workflow.compiled();
@@ -641,7 +756,6 @@ impl Shared {
                 workflow: self.workflow.name().to_string(),
             });
         };
-        let size = serde_json::to_vec(&*payload).map(|v| v.len()).unwrap_or(0);
         if size > self.opts.max_event_bytes {
             return Err(EngineError::EventTooLarge {
                 name: name.to_string(),
@@ -661,7 +775,7 @@ impl Shared {
 
     fn output(&self, run_key: u64, x: ExecutionId, index: u32, out: OutEvent) -> Incoming {
         let spec = self.workflow.compiled();
-        let (ty, kind) = match spec.type_id(out.name) {
+        let (ty, kind) = match self.type_ids.get(out.name).copied() {
             Some(t) => (NewEventType::Known(t), spec.type_info(t).kind),
             None => {
                 let kind = kind_from_bits(EventKind::CONTROL);
@@ -698,12 +812,13 @@ impl Shared {
                 ),
             }));
         }
-        let journal = self.backend.wants_journal();
+        let journal = self.journal;
         let core_err = |e: &dyn std::fmt::Display| EngineError::Core {
             run_id: slot.run_id.to_string(),
             detail: e.to_string(),
         };
-        let mut pending: Vec<(EventId, Payload)> = Vec::new();
+        let mut pending = std::mem::take(&mut st.scratch_pending);
+        pending.clear();
         let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
         let mut retried: Option<(ExecutionId, u32)> = None;
         let mut appended = None;
@@ -752,21 +867,26 @@ impl Shared {
                 outcome,
             } => {
                 let outcome = match outcome {
-                    Ok(events) => {
-                        stored_input = journal.then(|| StoredInput::Complete {
-                            execution: execution.0,
-                            attempt,
-                            outputs: Some(events.iter().map(stored).collect()),
-                            error: None,
-                        });
-                        let mut news = Vec::with_capacity(events.len());
-                        for ev in events {
+                    Ok(outs) => {
+                        let mut stored_outs = Vec::new();
+                        let mut news = Vec::with_capacity(outs.len());
+                        for (i, o) in outs.into_iter().enumerate() {
+                            let ev = self.output(slot.run_key, execution, i as u32, o);
+                            if journal {
+                                stored_outs.push(stored(&ev));
+                            }
                             news.push(NewEvent {
                                 id: ev.id,
                                 ty: ev.ty,
                             });
                             pending.push((ev.id, ev.payload));
                         }
+                        stored_input = journal.then(|| StoredInput::Complete {
+                            execution: execution.0,
+                            attempt,
+                            outputs: Some(stored_outs),
+                            error: None,
+                        });
                         Outcome::Returned(news)
                     }
                     Err(msg) => {
@@ -787,7 +907,7 @@ impl Shared {
                         tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
                         return Ok(Applied {
                             durable: Pending::Ready(Ok(())),
-                            started: Vec::new(),
+                            started: Started::None,
                             appended: None,
                             ended: false,
                         });
@@ -804,6 +924,8 @@ impl Shared {
         let results = std::mem::take(&mut pre.results);
         drop(pre);
         fill_payloads(st, &pending);
+        pending.clear();
+        st.scratch_pending = pending;
         st.display_by.extend(display_by);
 
         // Hand the entry to the store while still holding the lock: journal order.
@@ -831,12 +953,19 @@ impl Shared {
                 new_run,
                 index,
                 // Encoded here, on the engine's thread, so the store thread only writes.
+                // An entry that cannot be encoded is left empty: the store refuses it and
+                // the run stops with a storage error.
                 entry_json: match stored_input {
-                    Some(input) => serde_json::to_string(&JournalEntry {
-                        input,
-                        preconditions: results,
-                    })
-                    .unwrap_or_default(),
+                    Some(input) => {
+                        let mut out = Vec::with_capacity(256);
+                        match crate::backend::encode_entry(&input, &results, &mut out) {
+                            Ok(()) => String::from_utf8(out).unwrap_or_default(),
+                            Err(e) => {
+                                tracing::error!(run_id = %slot.run_id, error = %e, "journal entry cannot be encoded");
+                                String::new()
+                            }
+                        }
+                    }
                     None => String::new(),
                 },
                 records_json,
@@ -847,12 +976,14 @@ impl Shared {
             Pending::Ready(Ok(()))
         };
 
-        let mut started = Vec::new();
-        let mut xs = Vec::new();
+        let mut started = Started::None;
+        let mut xs = std::mem::take(&mut st.scratch_started);
         st.run.drain_started_into(&mut xs);
-        for x in xs {
+        for &x in &xs {
             started.push(invocation(st, &self.type_names, x, 1));
         }
+        xs.clear();
+        st.scratch_started = xs;
         if let Some((x, attempt)) = retried {
             started.push(invocation(st, &self.type_names, x, attempt));
         }
@@ -1099,6 +1230,17 @@ impl Shared {
     }
 }
 
+/// The size of an event's JSON form, in bytes (an unserializable event is an error here,
+/// before it enters a run).
+fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
+    let mut n = crate::event::ByteCount(0);
+    serde_json::to_writer(&mut n, event).map_err(|e| PayloadError::Serialize {
+        name: T::NAME.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(n.0)
+}
+
 fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
     let log_len = st.run.log().len();
     // New events are logged in the order they were offered (minus dropped duplicates), so
@@ -1128,10 +1270,9 @@ fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
                         .and_then(|e| e.error.as_deref())
                         .unwrap_or("step failed")
                         .to_string();
-                    to_payload(&crate::event::ExceptionEvent::new(msg))
-                        .unwrap_or_else(|_| Arc::new(serde_json::Value::Null))
+                    Payload::typed(crate::event::ExceptionEvent::new(msg))
                 }
-                _ => Arc::new(serde_json::Value::Null),
+                _ => Payload::from_json(serde_json::Value::Null),
             }
         });
         st.payloads.push(p);
@@ -1184,20 +1325,22 @@ fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 /// execution when exactly one became ready, spawns the rest.
 async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
     loop {
-        let result = shared.execute(&slot, &inv).await;
-        let run_key = slot.run_key;
-        let outcome = result.map(|outs| {
-            outs.into_iter()
-                .enumerate()
-                .map(|(i, o)| shared.output(run_key, inv.execution, i as u32, o))
-                .collect()
-        });
+        let mut result = shared.execute(&slot, &inv).await;
+        if shared.journal
+            && let Ok(outs) = &result
+            && let Some(e) = outs.iter().find_map(|o| o.payload.check_json().err())
+        {
+            // A store needs the JSON form: an output that cannot be serialized fails the
+            // step here, as it would have when returned (the in-memory backend never
+            // serializes, see `Payload`).
+            result = Err(e.to_string());
+        }
         let applied = match shared.apply(
             &slot,
             Input::Complete {
                 execution: inv.execution,
                 attempt: inv.attempt,
-                outcome,
+                outcome: result,
             },
         ) {
             Ok(a) => a,

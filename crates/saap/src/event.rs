@@ -2,18 +2,197 @@
 //! events the runtime needs, and the payload adapter between typed values and the stored
 //! representation.
 //!
-//! The stored payload is a `serde_json::Value` holding the event's class fields (the wire
-//! envelope keys — `event_id`, `created_at`, `_event_name`, `_parent_event_names` — are
-//! added by [`crate::wire`] when an event leaves the runtime). Every conversion between a
-//! typed event and a payload goes through [`to_payload`] / [`from_payload`], so switching
-//! the payload type later touches this module only.
+//! A [`Payload`] holds an event's class fields. Inside the process it keeps the Rust value a
+//! step returned and serializes it to JSON only when something reads the JSON form (a
+//! durable store, the wire, a snapshot); a step that binds an event of the same Rust type
+//! receives a clone of the value without a JSON round trip. Events that arrive as JSON
+//! (the wire, a store being replayed) hold their JSON form only, and steps deserialize
+//! them. The wire envelope keys (`event_id`, `created_at`, `_event_name`,
+//! `_parent_event_names`) are added when an event leaves the runtime.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::sync::Arc;
+use std::any::Any;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
 
-/// The stored form of an event's fields.
-pub type Payload = Arc<serde_json::Value>;
+/// An event's fields: the typed Rust value (in-process) and/or its JSON form (serialized
+/// on first use). Cheap to clone (one reference count).
+#[derive(Clone)]
+pub struct Payload(Arc<dyn PayloadData>);
+
+/// The two representations behind a [`Payload`].
+trait PayloadData: Send + Sync + 'static {
+    /// The JSON form, serialized on first call.
+    fn json(&self) -> Result<&serde_json::Value, PayloadError>;
+    /// The typed value, when the payload was made from one.
+    fn typed(&self) -> Option<&dyn Any>;
+    /// Whether the JSON form exists already.
+    fn has_json(&self) -> bool;
+    /// Writes the JSON text (straight from the typed value when the JSON form was never
+    /// needed: no intermediate `serde_json::Value`).
+    fn write_json(&self, out: &mut dyn std::io::Write) -> Result<(), PayloadError>;
+}
+
+struct Typed<T: Event> {
+    value: T,
+    /// Boxed: most payloads never need it, and a `Value` plus an error is ~100 bytes.
+    json: OnceLock<Box<Result<serde_json::Value, PayloadError>>>,
+}
+
+impl<T: Event> PayloadData for Typed<T> {
+    fn json(&self) -> Result<&serde_json::Value, PayloadError> {
+        self.json
+            .get_or_init(|| {
+                Box::new(
+                    serde_json::to_value(&self.value).map_err(|e| PayloadError::Serialize {
+                        name: T::NAME.to_string(),
+                        message: e.to_string(),
+                    }),
+                )
+            })
+            .as_ref()
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+    fn typed(&self) -> Option<&dyn Any> {
+        Some(&self.value)
+    }
+    fn has_json(&self) -> bool {
+        self.json.get().is_some()
+    }
+    fn write_json(&self, out: &mut dyn std::io::Write) -> Result<(), PayloadError> {
+        let r = match self.json.get().map(|b| b.as_ref()) {
+            Some(Ok(v)) => serde_json::to_writer(out, v),
+            Some(Err(e)) => return Err(e.clone()),
+            None => serde_json::to_writer(out, &self.value),
+        };
+        r.map_err(|e| PayloadError::Serialize {
+            name: T::NAME.to_string(),
+            message: e.to_string(),
+        })
+    }
+}
+
+struct Json(serde_json::Value);
+
+impl PayloadData for Json {
+    fn json(&self) -> Result<&serde_json::Value, PayloadError> {
+        Ok(&self.0)
+    }
+    fn typed(&self) -> Option<&dyn Any> {
+        None
+    }
+    fn has_json(&self) -> bool {
+        true
+    }
+    fn write_json(&self, out: &mut dyn std::io::Write) -> Result<(), PayloadError> {
+        serde_json::to_writer(out, &self.0).map_err(|e| PayloadError::Serialize {
+            name: "(json)".to_string(),
+            message: e.to_string(),
+        })
+    }
+}
+
+static NULL: serde_json::Value = serde_json::Value::Null;
+
+/// Counts bytes written without keeping them.
+pub(crate) struct ByteCount(pub usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Payload {
+    /// A payload holding a typed event (serialized only if its JSON form is read).
+    pub fn typed<T: Event>(value: T) -> Payload {
+        Payload(Arc::new(Typed {
+            value,
+            json: OnceLock::new(),
+        }))
+    }
+    /// A payload holding a JSON object of fields (an event from the wire or a store).
+    pub fn from_json(value: serde_json::Value) -> Payload {
+        Payload(Arc::new(Json(value)))
+    }
+    /// The JSON form (serialized on first use); an error when the typed value cannot be
+    /// serialized.
+    pub fn try_json(&self) -> Result<&serde_json::Value, PayloadError> {
+        self.0.json()
+    }
+    /// The JSON form, or `null` when the typed value cannot be serialized (see
+    /// [`Payload::try_json`] for the error).
+    pub fn json(&self) -> &serde_json::Value {
+        self.0.json().unwrap_or(&NULL)
+    }
+    /// The typed value when this payload holds a `T` (not its JSON form).
+    pub fn get<T: Event>(&self) -> Option<&T> {
+        self.0.typed().and_then(|v| v.downcast_ref::<T>())
+    }
+    /// Appends the JSON text of the fields to `out` (without building a
+    /// `serde_json::Value` when the payload is typed).
+    pub fn write_json(&self, out: &mut Vec<u8>) -> Result<(), PayloadError> {
+        self.0.write_json(out)
+    }
+    /// The size of the JSON text in bytes, or why the payload cannot be serialized (a
+    /// serialization pass that keeps nothing).
+    pub fn check_json(&self) -> Result<usize, PayloadError> {
+        let mut n = ByteCount(0);
+        self.0.write_json(&mut n)?;
+        Ok(n.0)
+    }
+    /// Whether the JSON form has been computed (or the payload was made from JSON).
+    pub fn has_json(&self) -> bool {
+        self.0.has_json()
+    }
+}
+
+impl std::ops::Deref for Payload {
+    type Target = serde_json::Value;
+    /// The JSON form (see [`Payload::json`]).
+    fn deref(&self) -> &serde_json::Value {
+        self.json()
+    }
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.json(), f)
+    }
+}
+
+/// The JSON text of the fields.
+impl fmt::Display for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.json(), f)
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Payload) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.json() == other.json()
+    }
+}
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.try_json()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Payload, D::Error> {
+        serde_json::Value::deserialize(d).map(Payload::from_json)
+    }
+}
 
 /// A typed event. `NAME` is the wire name (`_event_name`); `PARENTS` are its direct parents
 /// (`ControlEvent` for a plain control event, `StopEvent` for an event that ends the run,
@@ -21,15 +200,18 @@ pub type Payload = Arc<serde_json::Value>;
 ///
 /// ```
 /// use saap::Event;
-/// #[derive(serde::Serialize, serde::Deserialize)]
+/// #[derive(Clone, serde::Serialize, serde::Deserialize)]
 /// struct Retrieved { docs: Vec<String> }
 /// impl Event for Retrieved {
 ///     const NAME: &'static str = "Retrieved";
 ///     const PARENTS: &'static [&'static str] = &["ControlEvent"];
+///     // Optional: lets steps receive a clone instead of a JSON round trip.
+///     fn try_clone_event(&self) -> Option<Self> { Some(self.clone()) }
 /// }
 /// ```
 ///
-/// Or with the derive (`parent` defaults to `ControlEvent`):
+/// Or with the derive (`parent` defaults to `ControlEvent`; `try_clone_event` clones when
+/// the type implements `Clone`):
 ///
 /// ```
 /// #[derive(saap::Event, serde::Serialize, serde::Deserialize)]
@@ -55,6 +237,34 @@ pub type Payload = Arc<serde_json::Value>;
 pub trait Event: Serialize + DeserializeOwned + Send + Sync + 'static {
     const NAME: &'static str;
     const PARENTS: &'static [&'static str];
+    /// A copy of this event for a step that binds it, so that the step does not read it
+    /// back from JSON. `None` (the default) makes the runtime deserialize the event from
+    /// its JSON form; `#[derive(Event)]` returns a clone when the type implements `Clone`.
+    fn try_clone_event(&self) -> Option<Self> {
+        None
+    }
+}
+
+/// Support for `#[derive(Event)]`: picks `Clone` when the (concrete) type has it.
+#[doc(hidden)]
+pub mod __clone {
+    pub struct Probe<'a, T>(pub &'a T);
+    pub trait ViaClone<T> {
+        fn probe_clone(&self) -> Option<T>;
+    }
+    impl<T: Clone> ViaClone<T> for &Probe<'_, T> {
+        fn probe_clone(&self) -> Option<T> {
+            Some(self.0.clone())
+        }
+    }
+    pub trait NoClone<T> {
+        fn probe_clone(&self) -> Option<T>;
+    }
+    impl<T> NoClone<T> for Probe<'_, T> {
+        fn probe_clone(&self) -> Option<T> {
+            None
+        }
+    }
 }
 
 /// Why a payload could not be converted.
@@ -70,19 +280,24 @@ pub enum PayloadError {
     Deserialize { name: String, message: String },
 }
 
-/// Typed event → payload.
+/// Typed event → payload in its JSON form (serialized now; for events that are only
+/// borrowed).
 pub fn to_payload<T: Event>(event: &T) -> Result<Payload, PayloadError> {
     serde_json::to_value(event)
-        .map(Arc::new)
+        .map(Payload::from_json)
         .map_err(|e| PayloadError::Serialize {
             name: T::NAME.to_string(),
             message: e.to_string(),
         })
 }
 
-/// Payload → typed event.
-pub fn from_payload<T: Event>(payload: &serde_json::Value) -> Result<T, PayloadError> {
-    T::deserialize(payload).map_err(|e| PayloadError::Deserialize {
+/// Payload → typed event: a clone of the typed value when the payload holds a `T` and `T`
+/// can be cloned, otherwise deserialized from the JSON form.
+pub fn from_payload<T: Event>(payload: &Payload) -> Result<T, PayloadError> {
+    if let Some(v) = payload.get::<T>().and_then(T::try_clone_event) {
+        return Ok(v);
+    }
+    T::deserialize(payload.try_json()?).map_err(|e| PayloadError::Deserialize {
         name: T::NAME.to_string(),
         message: e.to_string(),
     })
@@ -96,6 +311,9 @@ macro_rules! builtin_event {
         impl Event for $name {
             const NAME: &'static str = stringify!($name);
             const PARENTS: &'static [&'static str] = &[$parent];
+            fn try_clone_event(&self) -> Option<Self> {
+                Some(self.clone())
+            }
         }
     };
 }
@@ -184,4 +402,94 @@ impl UserMessageEvent {
 /// Whether a name is built into the protocol hierarchy (and so needs no declaration).
 pub(crate) fn is_builtin(name: &str) -> bool {
     saap_protocol::Hierarchy::builtin().contains(name)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::collections::HashMap;
+
+    #[derive(Debug, PartialEq, saap::Event, Serialize, serde::Deserialize)]
+    struct NotClone {
+        v: u32,
+    }
+
+    #[derive(Debug, Clone, PartialEq, saap::Event, Serialize, serde::Deserialize)]
+    struct Cloneable {
+        v: u32,
+    }
+
+    /// Same fields as `Cloneable`, another Rust type (e.g. a parent-type binding).
+    #[derive(Debug, Clone, PartialEq, saap::Event, Serialize, serde::Deserialize)]
+    struct Other {
+        v: u32,
+    }
+
+    #[derive(Clone, saap::Event, Serialize, serde::Deserialize)]
+    struct BadKeys {
+        m: HashMap<(u8, u8), u8>,
+    }
+
+    #[test]
+    fn derive_clones_exactly_the_types_that_implement_clone() {
+        assert_eq!(
+            Cloneable { v: 1 }.try_clone_event(),
+            Some(Cloneable { v: 1 })
+        );
+        assert_eq!(NotClone { v: 1 }.try_clone_event(), None);
+    }
+
+    #[test]
+    fn a_typed_payload_is_not_serialized_until_its_json_is_read() {
+        let p = Payload::typed(Cloneable { v: 7 });
+        assert!(!p.has_json());
+        assert_eq!(from_payload::<Cloneable>(&p).unwrap(), Cloneable { v: 7 });
+        assert!(!p.has_json(), "same-type extraction is a clone, no JSON");
+        assert_eq!(p.check_json(), Ok(r#"{"v":7}"#.len()));
+        let mut text = Vec::new();
+        p.write_json(&mut text).unwrap();
+        assert_eq!(text, br#"{"v":7}"#);
+        assert!(!p.has_json(), "checking and writing the text keep no Value");
+        assert_eq!(p.json(), &serde_json::json!({ "v": 7 }));
+        assert!(p.has_json());
+    }
+
+    #[test]
+    fn other_types_and_non_clone_types_read_the_json_form() {
+        let p = Payload::typed(Cloneable { v: 3 });
+        assert_eq!(from_payload::<Other>(&p).unwrap(), Other { v: 3 });
+        let q = Payload::typed(NotClone { v: 4 });
+        assert_eq!(from_payload::<NotClone>(&q).unwrap(), NotClone { v: 4 });
+        let j = Payload::from_json(serde_json::json!({ "v": 5 }));
+        assert_eq!(from_payload::<Cloneable>(&j).unwrap(), Cloneable { v: 5 });
+        assert!(matches!(
+            from_payload::<Cloneable>(&Payload::from_json(serde_json::json!({ "v": "x" }))),
+            Err(PayloadError::Deserialize { .. })
+        ));
+    }
+
+    #[test]
+    fn a_payload_that_cannot_be_serialized_reports_why() {
+        let mut m = HashMap::new();
+        m.insert((1, 2), 3);
+        let p = Payload::typed(BadKeys { m });
+        assert!(matches!(
+            p.check_json(),
+            Err(PayloadError::Serialize { .. })
+        ));
+        assert!(matches!(p.try_json(), Err(PayloadError::Serialize { .. })));
+        assert!(p.json().is_null());
+        assert!(serde_json::to_string(&p).is_err());
+    }
+
+    #[test]
+    fn payloads_compare_and_print_by_their_json() {
+        let a = Payload::typed(Cloneable { v: 1 });
+        let b = Payload::from_json(serde_json::json!({ "v": 1 }));
+        assert_eq!(a, b);
+        assert_eq!(a.to_string(), r#"{"v":1}"#);
+        let back: Payload = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        assert_eq!(back, a);
+    }
 }

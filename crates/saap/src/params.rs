@@ -215,6 +215,15 @@ pub struct OutEvent {
 }
 
 impl OutEvent {
+    /// An output holding the typed value (serialized only when a store or the wire needs
+    /// it; steps of the same type receive a clone).
+    pub fn new<T: Event>(event: T) -> OutEvent {
+        OutEvent {
+            name: T::NAME,
+            payload: Payload::typed(event),
+        }
+    }
+    /// An output serialized from a borrowed event.
     pub fn of<T: Event>(event: &T) -> Result<OutEvent, PayloadError> {
         Ok(OutEvent {
             name: T::NAME,
@@ -258,7 +267,7 @@ impl<T: Event> Outputs for T {
         decl.add::<T>();
     }
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
-        out.push(OutEvent::of(&self)?);
+        out.push(OutEvent::new(self));
         Ok(())
     }
 }
@@ -269,7 +278,7 @@ impl<T: Event> Outputs for Option<T> {
     }
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
         if let Some(e) = self {
-            out.push(OutEvent::of(&e)?);
+            out.push(OutEvent::new(e));
         }
         Ok(())
     }
@@ -280,8 +289,9 @@ impl<T: Event> Outputs for Vec<T> {
         decl.add::<T>();
     }
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
-        for e in &self {
-            out.push(OutEvent::of(e)?);
+        out.reserve(self.len());
+        for e in self {
+            out.push(OutEvent::new(e));
         }
         Ok(())
     }
@@ -295,7 +305,7 @@ macro_rules! tuple_outputs {
                 decl.together.push(vec![$($p::NAME),+]);
             }
             fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
-                $(out.push(OutEvent::of(&self.$i)?);)+
+                $(out.push(OutEvent::new(self.$i));)+
                 Ok(())
             }
         }
@@ -335,8 +345,8 @@ impl<A: Event, B: Event> Outputs for Either<A, B> {
     }
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
         out.push(match self {
-            Either::Left(a) => OutEvent::of(&a)?,
-            Either::Right(b) => OutEvent::of(&b)?,
+            Either::Left(a) => OutEvent::new(a),
+            Either::Right(b) => OutEvent::new(b),
         });
         Ok(())
     }
@@ -347,13 +357,12 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::event::{StopEvent, UserMessageEvent};
-    use std::sync::Arc;
 
     fn bound(msg: &str, n: u64) -> BoundEvent {
         BoundEvent {
             id: saap_dispatch::counter_event_id(n),
             name: "UserMessageEvent".into(),
-            payload: Arc::new(serde_json::json!({ "message": msg })),
+            payload: Payload::from_json(serde_json::json!({ "message": msg })),
         }
     }
 
@@ -395,7 +404,7 @@ mod tests {
         let bad = BoundEvent {
             id: saap_dispatch::counter_event_id(9),
             name: "UserMessageEvent".into(),
-            payload: Arc::new(serde_json::json!({ "message": 5 })),
+            payload: Payload::from_json(serde_json::json!({ "message": 5 })),
         };
         assert!(matches!(
             <Required<UserMessageEvent> as Param>::extract(0, &[bad]),

@@ -201,3 +201,53 @@ async fn a_journal_that_no_longer_reproduces_its_records_is_refused() {
         "a run that does not replay is not resumed"
     );
 }
+
+/// An event whose JSON cannot be written (a map with non-string keys).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Unwritable {
+    m: std::collections::HashMap<(u8, u8), u8>,
+}
+impl saap::Event for Unwritable {
+    const NAME: &'static str = "Unwritable";
+    const PARENTS: &'static [&'static str] = &["ControlEvent"];
+}
+
+#[tokio::test]
+async fn an_output_that_cannot_be_serialized_fails_its_step_on_the_durable_store() {
+    let wf = Workflow::builder("Unwritable")
+        .step(Step::new(
+            "make",
+            |_: Required<UserMessageEvent>, _: StepCtx| async {
+                let mut m = std::collections::HashMap::new();
+                m.insert((1, 2), 3);
+                Ok::<_, StepError>(Unwritable { m })
+            },
+        ))
+        .step(Step::new(
+            "take",
+            |_: Required<Unwritable>, _: StepCtx| async { Ok::<_, StepError>(Done::default()) },
+        ))
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(SqliteBackend::open(dir.path().join("u.db")).unwrap());
+    let engine = Engine::new(wf, backend, EngineOptions::default());
+    let run = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        engine.wait_for_end(&run),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let snap = engine.snapshot(&run).unwrap();
+    let exceptions = snap.events_of::<saap::ExceptionEvent>();
+    assert_eq!(exceptions.len(), 1, "{:?}", snap.events());
+    assert!(
+        exceptions[0].message.contains("could not be serialized"),
+        "{}",
+        exceptions[0].message
+    );
+    assert_eq!(snap.executions_of("take"), 0);
+    assert!(snap.events_of::<Done>().is_empty());
+}

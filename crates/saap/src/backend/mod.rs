@@ -88,20 +88,8 @@ pub struct StoredEvent {
     /// Classification bits (see `saap_dispatch::EventKind`).
     #[serde(rename = "k")]
     pub kind: u8,
-    #[serde(
-        rename = "p",
-        serialize_with = "ser_payload",
-        deserialize_with = "de_payload"
-    )]
+    #[serde(rename = "p")]
     pub payload: crate::event::Payload,
-}
-
-fn ser_payload<S: serde::Serializer>(p: &crate::event::Payload, s: S) -> Result<S::Ok, S::Error> {
-    p.as_ref().serialize(s)
-}
-
-fn de_payload<'de, D: serde::Deserializer<'de>>(d: D) -> Result<crate::event::Payload, D::Error> {
-    serde_json::Value::deserialize(d).map(Arc::new)
 }
 
 /// One journal input (the stored form of `saap_dispatch::replay::RunInput`).
@@ -135,6 +123,103 @@ pub struct JournalEntry {
     pub input: StoredInput,
     #[serde(rename = "pre", default, skip_serializing_if = "Vec::is_empty")]
     pub preconditions: Vec<bool>,
+}
+
+/// Appends an id as its 24 hex characters in quotes (what `EventId`'s `Serialize` writes,
+/// without formatting one byte at a time).
+fn write_id(id: &EventId, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    for b in id.as_bytes() {
+        out.push(HEX[(b >> 4) as usize]);
+        out.push(HEX[(b & 15) as usize]);
+    }
+    out.push(b'"');
+}
+
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    // A string always serializes.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn write_u32(n: u32, out: &mut Vec<u8>) {
+    use std::io::Write;
+    let _ = write!(out, "{n}");
+}
+
+fn write_event(e: &StoredEvent, out: &mut Vec<u8>) -> Result<(), crate::event::PayloadError> {
+    out.extend_from_slice(b"{\"id\":");
+    write_id(&e.id, out);
+    out.extend_from_slice(b",\"n\":");
+    write_str(&e.name, out);
+    out.extend_from_slice(b",\"k\":");
+    write_u32(u32::from(e.kind), out);
+    out.extend_from_slice(b",\"p\":");
+    e.payload.write_json(out)?;
+    out.push(b'}');
+    Ok(())
+}
+
+/// Encodes a journal entry as the JSON that `JournalEntry`'s `Deserialize` reads (the same
+/// text serde would write, built directly: payloads go from their typed value to text).
+pub fn encode_entry(
+    input: &StoredInput,
+    preconditions: &[bool],
+    out: &mut Vec<u8>,
+) -> Result<(), crate::event::PayloadError> {
+    out.extend_from_slice(b"{\"i\":{\"in\":");
+    match input {
+        StoredInput::Append { event, by } => {
+            out.extend_from_slice(b"\"append\",\"event\":");
+            write_event(event, out)?;
+            if let Some(x) = by {
+                out.extend_from_slice(b",\"by\":");
+                write_u32(*x, out);
+            }
+        }
+        StoredInput::Complete {
+            execution,
+            attempt,
+            outputs,
+            error,
+        } => {
+            out.extend_from_slice(b"\"complete\",\"execution\":");
+            write_u32(*execution, out);
+            out.extend_from_slice(b",\"attempt\":");
+            write_u32(*attempt, out);
+            if let Some(outs) = outputs {
+                out.extend_from_slice(b",\"outputs\":[");
+                for (i, e) in outs.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_event(e, out)?;
+                }
+                out.push(b']');
+            }
+            if let Some(msg) = error {
+                out.extend_from_slice(b",\"error\":");
+                write_str(msg, out);
+            }
+        }
+        StoredInput::Retry { execution } => {
+            out.extend_from_slice(b"\"retry\",\"execution\":");
+            write_u32(*execution, out);
+        }
+    }
+    out.push(b'}');
+    if !preconditions.is_empty() {
+        out.extend_from_slice(b",\"pre\":[");
+        for (i, r) in preconditions.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(if *r { b"true" } else { b"false" });
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 /// A run's identity as stored.
@@ -189,4 +274,72 @@ pub trait Backend: Send + Sync + 'static {
     /// Stops accepting writes at once, dropping what is not yet durable (a crash, for
     /// tests), and releases the store.
     fn halt(&self);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::event::{Payload, UserMessageEvent};
+
+    fn ev(n: u64, payload: Payload) -> StoredEvent {
+        StoredEvent {
+            id: saap_dispatch::counter_event_id(n),
+            name: "Odd \"name\"".to_string(),
+            kind: 5,
+            payload,
+        }
+    }
+
+    #[test]
+    fn the_direct_entry_encoding_reads_back_like_serde_and_says_the_same() {
+        let typed = Payload::typed(UserMessageEvent::new("hi \"there\"\n"));
+        let json = Payload::from_json(serde_json::json!({ "a": [1, 2], "b": null }));
+        let entries = [
+            JournalEntry {
+                input: StoredInput::Append {
+                    event: ev(1, typed.clone()),
+                    by: Some(3),
+                },
+                preconditions: vec![true, false],
+            },
+            JournalEntry {
+                input: StoredInput::Append {
+                    event: ev(2, json.clone()),
+                    by: None,
+                },
+                preconditions: vec![],
+            },
+            JournalEntry {
+                input: StoredInput::Complete {
+                    execution: 4,
+                    attempt: 2,
+                    outputs: Some(vec![ev(5, typed), ev(6, json)]),
+                    error: None,
+                },
+                preconditions: vec![false],
+            },
+            JournalEntry {
+                input: StoredInput::Complete {
+                    execution: 7,
+                    attempt: 1,
+                    outputs: None,
+                    error: Some("step `x` failed: \"quoted\"".into()),
+                },
+                preconditions: vec![],
+            },
+            JournalEntry {
+                input: StoredInput::Retry { execution: 9 },
+                preconditions: vec![],
+            },
+        ];
+        for e in &entries {
+            let mut out = Vec::new();
+            encode_entry(&e.input, &e.preconditions, &mut out).unwrap();
+            let back: JournalEntry = serde_json::from_slice(&out).unwrap();
+            assert_eq!(&back, e);
+            let ours: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(ours, serde_json::to_value(e).unwrap());
+        }
+    }
 }

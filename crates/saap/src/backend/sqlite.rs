@@ -171,6 +171,10 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
         "synchronous",
         if opts.full_sync { "FULL" } else { "NORMAL" },
     )?;
+    // Journal rows live in a rowid table: rows from many interleaved runs append at the end
+    // of its b-tree instead of splitting pages of full rows keyed by run id (databases made
+    // before kept their WITHOUT ROWID table; both read and write the same columns). The
+    // unique index keeps (run_id, idx) unique and ordered.
     conn.execute_batch(
         "BEGIN;
          CREATE TABLE IF NOT EXISTS saap_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -181,7 +185,8 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
          CREATE INDEX IF NOT EXISTS runs_live ON runs(workflow, ended);
          CREATE TABLE IF NOT EXISTS journal(
             run_id TEXT NOT NULL, idx INTEGER NOT NULL, input TEXT NOT NULL,
-            records TEXT NOT NULL, PRIMARY KEY(run_id, idx)) WITHOUT ROWID;
+            records TEXT NOT NULL);
+         CREATE UNIQUE INDEX IF NOT EXISTS journal_run ON journal(run_id, idx);
          CREATE TABLE IF NOT EXISTS run_context(
             run_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
             PRIMARY KEY(run_id, key)) WITHOUT ROWID;
