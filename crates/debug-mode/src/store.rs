@@ -746,13 +746,13 @@ impl<'a> PreparedChunk<'a> {
                 tails.extend_from_slice(b"\"hypothesisId\":\"");
                 tails.extend_from_slice(e.hypothesis_id.as_bytes());
                 tails.extend_from_slice(b"\",\"location\":\"");
-                tails.extend_from_slice(e.location.as_bytes());
+                tails.extend_from_slice(e.location);
                 tails.extend_from_slice(b"\",\"message\":\"");
-                tails.extend_from_slice(e.message.as_bytes());
+                tails.extend_from_slice(e.message);
                 tails.extend_from_slice(b"\",\"data\":");
                 tails.extend_from_slice(&data);
                 tails.extend_from_slice(b",\"timestamp\":");
-                push_u64(&mut tails, e.timestamp);
+                tails.extend_from_slice(e.timestamp_text);
                 tails.extend_from_slice(b"}\n");
                 (uuid::Uuid::new_v4(), e.hypothesis_id, tails.len())
             }));
