@@ -22,6 +22,22 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code (the reference documents each one).
+    pub const ALL: [Self; 12] = [
+        Self::InvalidArguments,
+        Self::UnsupportedLanguage,
+        Self::InvalidSessionId,
+        Self::InvalidCursor,
+        Self::QueryInvalid,
+        Self::QueryFailed,
+        Self::QueryLimitExceeded,
+        Self::VersionIncompatible,
+        Self::ServiceUnavailable,
+        Self::SessionNotFound,
+        Self::EvidenceMalformed,
+        Self::StateUnsafe,
+    ];
+
     /// Process exit code for this error (seed §2.3 "Exit codes").
     pub fn exit_code(self) -> i32 {
         match self {

@@ -347,8 +347,8 @@ pub fn fast_validate(raw: &[u8]) -> Option<FastEvent<'_>> {
     let f = fast_scan(raw, &mut data, &mut scratch)?;
     Some(FastEvent {
         hypothesis_id: f.hypothesis_id,
-        location: f.location,
-        message: f.message,
+        location: std::str::from_utf8(f.location).ok()?,
+        message: std::str::from_utf8(f.message).ok()?,
         data: String::from_utf8(data).ok()?,
         timestamp: f.timestamp,
     })
@@ -358,33 +358,39 @@ pub fn fast_validate(raw: &[u8]) -> Option<FastEvent<'_>> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FastFields<'a> {
     pub hypothesis_id: &'a str,
-    pub location: &'a str,
-    pub message: &'a str,
+    /// UTF-8 (checked as part of the whole line).
+    pub location: &'a [u8],
+    /// UTF-8 (checked as part of the whole line).
+    pub message: &'a [u8],
     pub timestamp: u64,
+    /// The timestamp's digits as they appear in the line (canonical: equal to the rendering
+    /// of `timestamp`).
+    pub timestamp_text: &'a [u8],
 }
 
 /// The allocation-free core of [`fast_validate`]: one hand-written pass over the line that
-/// checks the JSON grammar, the five-field contract and the bounds, and compacts `data`
-/// into `data_out` (cleared first). `scratch` is reused across calls. Then one secret scan
-/// of the whole line (see [`redact::raw_text_is_clean`]).
+/// checks the JSON grammar, the five-field contract, the bounds and the key names, and
+/// compacts `data` into `data_out` (cleared first). `scratch` is reused across calls. Then
+/// one secret scan of the whole line (see [`redact::line_is_clean`]).
 pub fn fast_scan<'a>(
     raw: &'a [u8],
     data_out: &mut Vec<u8>,
     scratch: &mut FastScratch,
 ) -> Option<FastFields<'a>> {
     data_out.clear();
-    if raw.len() > MAX_LINE_BYTES || memchr::memchr(b'\\', raw).is_some() {
+    if raw.len() > MAX_LINE_BYTES {
         return None;
     }
-    let text = std::str::from_utf8(raw).ok()?;
     scratch.keys.clear();
     let mut p = Scan {
         b: raw,
         i: 0,
-        keys: &mut scratch.keys,
+        scratch,
     };
-    let (hypothesis_id, location, message, timestamp) = scan_record(&mut p, data_out)?;
-    if !redact::raw_text_is_clean_with(text, &mut scratch.lower) {
+    let (hypothesis_id, location, message, (timestamp, timestamp_text)) =
+        scan_record(&mut p, data_out)?;
+    // Non-ASCII lines are checked to be valid UTF-8 as a whole by `line_is_clean`.
+    if !redact::line_is_clean(raw, &mut scratch.lower) {
         return None;
     }
     Some(FastFields {
@@ -392,6 +398,7 @@ pub fn fast_scan<'a>(
         location,
         message,
         timestamp,
+        timestamp_text,
     })
 }
 
@@ -400,9 +407,28 @@ pub fn fast_scan<'a>(
 pub struct FastScratch {
     keys: Vec<(usize, usize)>,
     lower: Vec<u8>,
+    /// Key names already found not to be secret (probes repeat their keys line after line).
+    clean_keys: Vec<Box<[u8]>>,
 }
 
-type Fields<'a> = (&'a str, &'a str, &'a str, u64);
+/// Most remembered non-secret key names per [`FastScratch`].
+const CLEAN_KEY_CACHE: usize = 32;
+
+impl FastScratch {
+    /// [`redact::is_secret_key_bytes`], remembering up to [`CLEAN_KEY_CACHE`] clean names.
+    fn is_secret_key(&mut self, key: &[u8]) -> bool {
+        if self.clean_keys.iter().any(|k| **k == *key) {
+            return false;
+        }
+        let secret = redact::is_secret_key_bytes(key);
+        if !secret && self.clean_keys.len() < CLEAN_KEY_CACHE && key.len() <= 64 {
+            self.clean_keys.push(key.into());
+        }
+        secret
+    }
+}
+
+type Fields<'a> = (&'a str, &'a [u8], &'a [u8], (u64, &'a [u8]));
 
 fn scan_record<'a>(p: &mut Scan<'a, '_>, data_out: &mut Vec<u8>) -> Option<Fields<'a>> {
     let raw = p.b;
@@ -438,10 +464,15 @@ fn scan_record<'a>(p: &mut Scan<'a, '_>, data_out: &mut Vec<u8>) -> Option<Field
     if p.i != raw.len() || !have_data {
         return None;
     }
-    let as_str = |s: &'a [u8]| -> Option<&'a str> { std::str::from_utf8(s).ok() };
-    let (hypothesis_id, location, message) = (as_str(h?)?, as_str(l?)?, as_str(m?)?);
-    let ok_str = |s: &str, max: usize| !s.trim().is_empty() && s.len() <= max;
-    if !ok_str(hypothesis_id, MAX_HYPOTHESIS_ID_CHARS)
+    let (hypothesis_id, location, message) = (std::str::from_utf8(h?).ok()?, l?, m?);
+    // A first byte that is visible ASCII proves the trimmed string non-empty. (The whole
+    // line's UTF-8 validity is checked by the caller.)
+    let ok_str = |s: &[u8], max: usize| {
+        s.len() <= max
+            && (s.first().is_some_and(u8::is_ascii_graphic)
+                || std::str::from_utf8(s).is_ok_and(|t| !t.trim().is_empty()))
+    };
+    if !ok_str(hypothesis_id.as_bytes(), MAX_HYPOTHESIS_ID_CHARS)
         || !ok_str(location, MAX_LOCATION_CHARS)
         || !ok_str(message, MAX_MESSAGE_CHARS)
     {
@@ -464,9 +495,35 @@ const FAST_MAX_STRING: usize = MAX_DATA_STRING_CHARS / 2;
 struct Scan<'a, 'k> {
     b: &'a [u8],
     i: usize,
-    /// Byte ranges of the keys of the objects being scanned (a stack).
-    keys: &'k mut Vec<(usize, usize)>,
+    /// `keys`: byte ranges of the keys of the objects being scanned (a stack).
+    scratch: &'k mut FastScratch,
 }
+
+/// Whether any of the 8 bytes packed in `v` is a quote, a backslash or a control character
+/// (the classic "has zero byte" and "has byte less than" bit tricks: no false negatives).
+fn may_stop_string(v: u64) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
+    let quote = has_zero(v ^ (LO * u64::from(b'"')));
+    let backslash = has_zero(v ^ (LO * u64::from(b'\\')));
+    let control = v.wrapping_sub(LO * 0x20) & !v & HI;
+    quote | backslash | control != 0
+}
+
+/// Bytes that end the fast scan of a string's content: the quote, a backslash (escapes take
+/// the full path) and control characters (invalid inside JSON strings).
+static STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = true;
+        c += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
 
 impl<'a> Scan<'a, '_> {
     fn ws(&mut self) {
@@ -490,17 +547,30 @@ impl<'a> Scan<'a, '_> {
         self.eat(b'"')?;
         let start = self.i;
         let rest = self.b.get(start..)?;
-        let len = memchr::memchr(b'"', rest)?;
-        let s = &rest[..len];
-        if s.len() > FAST_MAX_STRING || s.iter().any(|c| *c < 0x20) {
+        let mut len = 0;
+        // Skip 8 bytes at a time while none of them can stop the string, then find the
+        // exact stop byte one at a time.
+        while let Some(word) = rest.get(len..len + 8) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(word);
+            if may_stop_string(u64::from_le_bytes(w)) {
+                break;
+            }
+            len += 8;
+        }
+        while len < rest.len() && !STRING_STOP[usize::from(rest[len])] {
+            len += 1;
+        }
+        if len > FAST_MAX_STRING || rest.get(len) != Some(&b'"') {
             return None;
         }
         self.i = start + len + 1;
-        Some(s)
+        Some(&rest[..len])
     }
 
-    /// A non-negative integer (no fraction or exponent: those take the full path).
-    fn timestamp(&mut self) -> Option<u64> {
+    /// A non-negative integer (no fraction or exponent: those take the full path), and its
+    /// digits.
+    fn timestamp(&mut self) -> Option<(u64, &'a [u8])> {
         let start = self.i;
         let mut v: u64 = 0;
         while let Some(c @ b'0'..=b'9') = self.b.get(self.i) {
@@ -511,7 +581,7 @@ impl<'a> Scan<'a, '_> {
         if digits == 0 || (digits > 1 && self.b[start] == b'0') || self.number_continues() {
             return None;
         }
-        Some(v)
+        Some((v, &self.b[start..self.i]))
     }
 
     fn number_continues(&self) -> bool {
@@ -537,21 +607,21 @@ impl<'a> Scan<'a, '_> {
                 if self.b.get(self.i) == Some(&b'}') {
                     self.i += 1;
                 } else {
-                    let base = self.keys.len();
+                    let base = self.scratch.keys.len();
                     loop {
                         self.ws();
                         let k = self.string()?;
                         // A key naming a secret means the full path would redact its value;
                         // a duplicate key means it would keep only the last value.
-                        if redact::is_secret_key_bytes(k)
-                            || self.keys.len() - base >= FAST_MAX_KEYS
-                            || self.keys[base..]
+                        if self.scratch.is_secret_key(k)
+                            || self.scratch.keys.len() - base >= FAST_MAX_KEYS
+                            || self.scratch.keys[base..]
                                 .iter()
                                 .any(|&(s, e)| self.b.get(s..e) == Some(k))
                         {
                             return None;
                         }
-                        self.keys.push((self.i - 1 - k.len(), self.i - 1));
+                        self.scratch.keys.push((self.i - 1 - k.len(), self.i - 1));
                         out.push(b'"');
                         out.extend_from_slice(k);
                         out.extend_from_slice(b"\":");
@@ -566,7 +636,7 @@ impl<'a> Scan<'a, '_> {
                             _ => return None,
                         }
                     }
-                    self.keys.truncate(base);
+                    self.scratch.keys.truncate(base);
                 }
                 out.push(b'}');
             }
@@ -798,7 +868,14 @@ mod tests {
                         prop_oneof![
                             "[a-z]{1,6}",
                             Just("apiKey".to_owned()),
-                            Just("auth".to_owned())
+                            Just("auth".to_owned()),
+                            // Secret only by a part the redaction prefilter lacks, by an
+                            // exact name in capitals, or through a separator.
+                            Just("userCredential".to_owned()),
+                            Just("Signature2".to_owned()),
+                            Just("PIN".to_owned()),
+                            Just("private_key".to_owned()),
+                            Just("sig".to_owned())
                         ],
                         inner
                     ),
@@ -924,6 +1001,69 @@ mod tests {
         assert!(assert_fast_matches_full(
             "\t{ \"timestamp\" : 18446744073709551615 , \"data\":{\"x\":[1, 2]},\"message\":\"m é\",\"location\":\"a:1\",\"hypothesisId\":\"H9\" }\r"
         ));
+    }
+
+    #[test]
+    fn word_at_a_time_string_scan_never_misses_a_stop_byte() {
+        for b in 0..=255u8 {
+            for pos in 0..8 {
+                let mut w = [b'a'; 8];
+                w[pos] = b;
+                let stops = STRING_STOP[usize::from(b)];
+                if stops {
+                    assert!(may_stop_string(u64::from_le_bytes(w)), "{b} at {pos}");
+                }
+                let mut clean = [b; 8];
+                clean[pos] = b'a';
+                assert_eq!(may_stop_string(u64::from_le_bytes(clean)), stops, "{b}");
+            }
+        }
+    }
+
+    #[test]
+    fn remembered_clean_key_names_never_hide_a_secret_one() {
+        let mut scratch = FastScratch::default();
+        let mut data = Vec::new();
+        let keys = (0..40)
+            .map(|i| format!("k{i}"))
+            .chain(["token", "k1", "apiKey", "k39", "pwd"].map(String::from));
+        for key in keys {
+            let line = format!(
+                r#"{{"hypothesisId":"H1","location":"a:1","message":"m","data":{{"{key}":1}},"timestamp":1}}"#
+            );
+            let fast = fast_scan(line.as_bytes(), &mut data, &mut scratch).is_some();
+            assert_eq!(fast, !redact::is_secret_key(&key), "{key}");
+        }
+        assert_eq!(scratch.clean_keys.len(), CLEAN_KEY_CACHE);
+    }
+
+    #[test]
+    fn fast_path_refuses_every_kind_of_secret_key_name() {
+        for key in [
+            "userCredential",
+            "SIGNATURE",
+            "privateKey",
+            "private-key",
+            "PWD",
+            "Auth",
+            "x_token_y",
+            "sessionId",
+            "p_a_s_s_w_o_r_d",
+        ] {
+            let line = format!(
+                r#"{{"hypothesisId":"H1","location":"a:1","message":"m","data":{{"ok":1,"{key}":"v"}},"timestamp":1}}"#
+            );
+            assert!(fast_validate(line.as_bytes()).is_none(), "{line}");
+            assert!(!assert_fast_matches_full(&line));
+        }
+        // Look-alikes that are not secret stay on the fast path.
+        for key in ["sig", "pins", "author", "tokenize_x"] {
+            let line = format!(
+                r#"{{"hypothesisId":"H1","location":"a:1","message":"m","data":{{"{key}":"v"}},"timestamp":1}}"#
+            );
+            let secret = redact::is_secret_key(key);
+            assert_eq!(fast_validate(line.as_bytes()).is_none(), secret, "{line}");
+        }
     }
 
     fn json_fragment() -> impl proptest::strategy::Strategy<Value = String> {

@@ -48,11 +48,12 @@ pub fn is_secret_key(key: &str) -> bool {
 /// [`is_secret_key`] on raw key bytes without allocating (same normalization: ASCII
 /// alphanumerics only, lowercased; non-ASCII bytes are never alphanumeric).
 pub fn is_secret_key_bytes(key: &[u8]) -> bool {
-    let mut norm = [0u8; 64];
+    // 8 bytes of zero padding, so every position can be read as a little-endian u64.
+    let mut norm = [0u8; 64 + 8];
     let mut n = 0;
     for &c in key {
         if c.is_ascii_alphanumeric() {
-            if n == norm.len() {
+            if n == 64 {
                 // Rare: a long key. Fall back to the allocating version.
                 return std::str::from_utf8(key).map_or(true, is_secret_key);
             }
@@ -60,22 +61,69 @@ pub fn is_secret_key_bytes(key: &[u8]) -> bool {
             n += 1;
         }
     }
-    let norm = &norm[..n];
-    SECRET_KEYS_EXACT.iter().any(|k| k.as_bytes() == norm)
-        || (0..norm.len()).any(|i| {
-            let rest = &norm[i..];
-            // SECRET_KEY_PARTS grouped by first letter (the test below checks they agree).
-            let parts: &[&str] = match rest[0] {
-                b'a' => &["apikey", "accesskey", "authorization"],
-                b'c' => &["cookie", "credential"],
-                b'p' => &["password", "passwd", "passphrase", "privatekey"],
-                b's' => &["secret", "sessionid", "signature"],
-                b't' => &["token"],
-                _ => &[],
-            };
-            parts.iter().any(|p| rest.starts_with(p.as_bytes()))
-        })
+    // Exact names have 3 or 4 characters, parts at least 5.
+    if n < 3 {
+        return false;
+    }
+    if n < 5 {
+        return SECRET_KEYS_EXACT.iter().any(|k| k.as_bytes() == &norm[..n]);
+    }
+    (0..=n - 5).any(|i| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&norm[i..i + 8]);
+        let w = u64::from_le_bytes(w);
+        // SECRET_KEY_PARTS grouped by first letter (the tests check that both agree). The
+        // padding is zero and no part contains a zero byte, so nothing matches past the end.
+        let parts: &[Part] = match norm[i] {
+            b'a' => &PARTS_A,
+            b'c' => &PARTS_C,
+            b'p' => &PARTS_P,
+            b's' => &PARTS_S,
+            b't' => &PARTS_T,
+            _ => &[],
+        };
+        parts
+            .iter()
+            .any(|p| w & p.mask == p.head && norm[i + 8..].starts_with(p.tail))
+    })
 }
+
+/// A secret key part as its first 8 bytes (packed little-endian, with a mask for shorter
+/// parts) and the bytes after them.
+struct Part {
+    head: u64,
+    mask: u64,
+    tail: &'static [u8],
+}
+
+const fn part(p: &'static str) -> Part {
+    let b = p.as_bytes();
+    let l = if b.len() < 8 { b.len() } else { 8 };
+    let mut head = 0u64;
+    let mut i = 0;
+    while i < l {
+        head |= (b[i] as u64) << (8 * i);
+        i += 1;
+    }
+    let mask = if l == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * l)) - 1
+    };
+    let (_, tail) = b.split_at(l);
+    Part { head, mask, tail }
+}
+
+const PARTS_A: [Part; 3] = [part("apikey"), part("accesskey"), part("authorization")];
+const PARTS_C: [Part; 2] = [part("cookie"), part("credential")];
+const PARTS_P: [Part; 4] = [
+    part("password"),
+    part("passwd"),
+    part("passphrase"),
+    part("privatekey"),
+];
+const PARTS_S: [Part; 3] = [part("secret"), part("sessionid"), part("signature")];
+const PARTS_T: [Part; 1] = [part("token")];
 
 struct Rule {
     re: Regex,
@@ -195,8 +243,26 @@ fn might_match_with(s: &str, scratch: &mut Vec<u8>) -> bool {
         return true;
     };
     scratch.clear();
-    scratch.extend(s.bytes().map(|b| b.to_ascii_lowercase()));
+    scratch.extend_from_slice(s.as_bytes());
+    scratch.make_ascii_lowercase();
     pre.find(&scratch[..]).is_some()
+}
+
+/// Fast-path line scan: false guarantees that no redaction rule matches anywhere in `line`.
+/// `scratch` holds the lowercased copy of an ASCII line; non-ASCII lines run the rules.
+pub fn line_is_clean(line: &[u8], scratch: &mut Vec<u8>) -> bool {
+    if line.is_ascii() {
+        let Some(pre) = PREFILTER.as_ref() else {
+            return std::str::from_utf8(line).is_ok_and(|t| !ANY.is_match(t));
+        };
+        scratch.clear();
+        scratch.extend_from_slice(line);
+        scratch.make_ascii_lowercase();
+        if pre.find(&scratch[..]).is_none() {
+            return true;
+        }
+    }
+    std::str::from_utf8(line).is_ok_and(|t| !ANY.is_match(t))
 }
 
 fn might_match(s: &str) -> bool {
@@ -215,18 +281,6 @@ pub fn redact_str(s: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
-}
-
-/// True when no value pattern matches anywhere in a raw record without JSON escapes (so
-/// no string in it would be changed by [`redact_str`]). Key names are checked separately
-/// by the caller with [`is_secret_key`]. Used by the ingest fast path.
-pub fn raw_text_is_clean(line: &str) -> bool {
-    raw_text_is_clean_with(line, &mut Vec::new())
-}
-
-/// [`raw_text_is_clean`] with a reusable scratch buffer.
-pub fn raw_text_is_clean_with(line: &str, scratch: &mut Vec<u8>) -> bool {
-    !might_match_with(line, scratch) || !ANY.is_match(line)
 }
 
 /// Redacts a JSON value in place (key names and string contents, recursively).

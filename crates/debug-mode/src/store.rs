@@ -746,13 +746,13 @@ impl<'a> PreparedChunk<'a> {
                 tails.extend_from_slice(b"\"hypothesisId\":\"");
                 tails.extend_from_slice(e.hypothesis_id.as_bytes());
                 tails.extend_from_slice(b"\",\"location\":\"");
-                tails.extend_from_slice(e.location.as_bytes());
+                tails.extend_from_slice(e.location);
                 tails.extend_from_slice(b"\",\"message\":\"");
-                tails.extend_from_slice(e.message.as_bytes());
+                tails.extend_from_slice(e.message);
                 tails.extend_from_slice(b"\",\"data\":");
                 tails.extend_from_slice(&data);
                 tails.extend_from_slice(b",\"timestamp\":");
-                push_u64(&mut tails, e.timestamp);
+                tails.extend_from_slice(e.timestamp_text);
                 tails.extend_from_slice(b"}\n");
                 (uuid::Uuid::new_v4(), e.hypothesis_id, tails.len())
             }));
@@ -1178,6 +1178,45 @@ mod tests {
             0,
             "no re-ingest"
         );
+    }
+
+    #[test]
+    fn a_full_disk_refuses_batches_with_a_clear_error_and_loses_no_line() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        // /dev/full fails every write with ENOSPC, as a full file system does.
+        let full = std::fs::OpenOptions::new()
+            .append(true)
+            .open("/dev/full")
+            .expect("/dev/full exists on Linux");
+        let real = std::mem::replace(&mut lock(&s).events, full);
+        // HTTP: the whole batch is refused (the client gets an error), nothing is counted.
+        let body = format!("{}\n", line("H1", 1));
+        let err = lock(&s)
+            .ingest_body(body.as_bytes(), Source::Http, 5)
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::EvidenceMalformed);
+        assert!(err.hint.contains("disk space"), "{}", err.hint);
+        // File: the lines stay unconsumed in the append path.
+        let mut f = paths::open_append(&info.append_path).unwrap();
+        write!(f, "{}\n{}\n", line("H1", 2), line("H2", 3)).unwrap();
+        assert!(lock(&s).drain_incoming(6).is_err());
+        assert_eq!(lock(&s).event_count(), 0);
+        // Space is back: every line arrives once, in order, with sequences from 1.
+        lock(&s).events = real;
+        assert_eq!(lock(&s).drain_incoming(7).unwrap().accepted, 2);
+        let store2 =
+            Store::open(store.root().to_owned(), Arc::new(ManualClock::default())).unwrap();
+        let page = lock(&store2.get(&info.session_id).unwrap())
+            .logs(0, 10, &[])
+            .unwrap();
+        let got: Vec<(u64, String)> = page
+            .events
+            .iter()
+            .map(|e| (e.sequence, e.hypothesis_id.clone()))
+            .collect();
+        assert_eq!(got, vec![(1, "H1".to_owned()), (2, "H2".to_owned())]);
     }
 
     #[test]

@@ -855,6 +855,15 @@ fn large_sessions_stay_memory_bounded() {
         v["data"]["results"],
         serde_json::json!([50000, 100000, 150000, 200000])
     );
+    // --slurp is capped: one more batch puts the session over 200,000 events.
+    assert_eq!(
+        post(port, &id, "application/x-ndjson", batch.as_bytes()).0,
+        200
+    );
+    let o = env.run(&["--json", "query", "--session", &id, "--slurp", "length"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "QUERY_LIMIT_EXCEEDED");
     let pid = env.service_pid().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     if let Some(kb) = status
@@ -863,7 +872,7 @@ fn large_sessions_stay_memory_bounded() {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|k| k.parse::<u64>().ok())
     {
-        assert!(kb < 64 * 1024, "service RSS {kb} KiB with 200k events");
+        assert!(kb < 64 * 1024, "service RSS {kb} KiB with 210k events");
     }
 }
 
@@ -876,4 +885,31 @@ fn service_that_cannot_start_is_exit_4() {
     assert_eq!(o.status.code(), Some(4));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["error"]["code"], "SERVICE_UNAVAILABLE");
+}
+
+#[test]
+fn state_lives_in_home_agent_debug_mode_without_the_override() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let run = |args: &[&str]| {
+        let mut c = env.cmd();
+        c.env_remove("AGENT_DEBUG_MODE_HOME_OVERRIDE")
+            .env("HOME", &home)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--json", "create"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let id = v["data"]["sessionId"].as_str().unwrap();
+    let session_dir = home.join(".agent-debug-mode").join("sessions").join(id);
+    assert!(session_dir.is_dir(), "{}", session_dir.display());
+    assert_eq!(
+        v["data"]["appendPath"].as_str().unwrap(),
+        session_dir.join("incoming.ndjson").display().to_string()
+    );
+    assert!(!env.root().exists(), "the override directory was not used");
+    assert_eq!(run(&["stop"]).status.code(), Some(0));
 }
