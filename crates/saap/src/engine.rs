@@ -492,10 +492,21 @@ impl Engine {
         start: T,
     ) -> Result<String, EngineError> {
         let payload = to_payload(&start)?;
-        let ev = self.shared.incoming(T::NAME, payload, None)?;
+        self.start_run_named(thread_id, T::NAME, payload).await
+    }
+
+    /// Starts a run with a start event given by type name and fields (JSON), e.g. from a
+    /// command line. The type must be a start event declared by the workflow.
+    pub async fn start_run_named(
+        &self,
+        thread_id: Option<&str>,
+        name: &str,
+        payload: Payload,
+    ) -> Result<String, EngineError> {
+        let ev = self.shared.incoming(name, payload, None)?;
         if !(ev.kind.is_start() && ev.kind.is_control()) {
             return Err(EngineError::NotAStartEvent {
-                name: T::NAME.to_string(),
+                name: name.to_string(),
             });
         }
         let run_id: Arc<str> = self.shared.ids.next().to_string().into();

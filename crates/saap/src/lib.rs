@@ -13,15 +13,19 @@
 //! - [`engine`]: [`Engine`] — one core `Run` per run, durable before dispatch, recovery;
 //! - [`backend`]: the [`Backend`](backend::Backend) trait, in-memory and SQLite stores;
 //! - [`snapshot`]: run snapshots, timelines, "waiting for" explanations, Mermaid graphs;
-//! - [`testing`]: the test runner.
+//! - [`testing`]: the test runner;
+//! - [`history`]: stored runs read back (no resume) and exported as History files;
+//! - [`cli`]: the per-agent command line ([`main`]): `spec`, `check`, `run`, `runs`, `show`.
 
 /// Lets the derive macros name `::saap` inside this crate too.
 extern crate self as saap;
 
 pub mod backend;
+pub mod cli;
 pub mod context;
 pub mod engine;
 pub mod event;
+pub mod history;
 pub mod params;
 pub mod snapshot;
 pub mod testing;
@@ -29,6 +33,8 @@ pub mod workflow;
 
 pub use backend::memory::MemoryBackend;
 pub use backend::sqlite::{SqliteBackend, SqliteOptions};
+/// The per-agent command line: `fn main() -> ExitCode { saap::main(workflow()) }`.
+pub use cli::main;
 pub use context::{ContextError, RunContext, StepCtx, ThreadContext};
 pub use engine::{Engine, EngineError, EngineOptions, Recovery};
 pub use event::{
