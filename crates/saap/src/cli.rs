@@ -182,7 +182,9 @@ struct StoreArgs {
 #[command(
     after_help = "The start event is either --message TEXT (a UserMessageEvent) or --event JSON: an object
 with `_event_name` (a start event type of the agent) and the event's fields. --event @FILE reads
-the JSON from a file, --event - from stdin.
+the JSON from a file, --event - from stdin. --config JSON (or @FILE) is the run's config: it
+travels in the start event's `_config`, is merged over the agent's defaults and is checked
+before the run starts (SAAP-C001/C002, exit 2).
 
 Display events (chunks, thoughts, costs, questions) are printed as they arrive; chunks are
 streamed as text. With --json every display event is one JSON line, and the last line is the
@@ -198,6 +200,10 @@ struct RunArgs {
     /// Start with this event: JSON `{"_event_name": "...", ...fields}`, `@FILE` or `-`.
     #[arg(long, short, value_name = "JSON")]
     event: Option<String>,
+    /// The run's config (JSON object, `@FILE` or `-`): put in the start event's `_config`,
+    /// merged over the agent's defaults and checked before the run starts.
+    #[arg(long, value_name = "JSON")]
+    config: Option<String>,
     /// Continue a conversation: run in this thread (shares its ThreadContext).
     #[arg(long, value_name = "ID")]
     thread: Option<String>,
@@ -413,40 +419,29 @@ fn open_store(path: &Path) -> Result<Arc<dyn Backend>, Fail> {
     Ok(Arc::new(backend))
 }
 
-/// The start event: (type name, fields).
-fn start_event(a: &RunArgs) -> Result<(String, Value), Fail> {
-    if let Some(m) = &a.message {
-        return Ok((
-            "UserMessageEvent".to_string(),
-            json!({ "message": m.as_str() }),
-        ));
-    }
-    let Some(src) = &a.event else {
-        return Err(invalid(
-            "no start event: pass --message TEXT or --event JSON (e.g. --event '{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}')",
-        ));
-    };
+/// Reads a JSON argument: literal text, `@FILE` or `-` (stdin), bounded.
+fn json_arg(flag: &str, src: &str) -> Result<(String, Value), Fail> {
     let (what, text) = if src == "-" {
         let mut buf = String::new();
         std::io::stdin()
             .take(MAX_START_EVENT_BYTES + 1)
             .read_to_string(&mut buf)
-            .map_err(|e| invalid(format!("cannot read the start event from stdin: {e}")))?;
+            .map_err(|e| invalid(format!("cannot read {flag} from stdin: {e}")))?;
         ("stdin".to_string(), buf)
     } else if let Some(file) = src.strip_prefix('@') {
         let mut buf = String::new();
         std::fs::File::open(file)
-            .map_err(|e| invalid(format!("cannot open start event file `{file}`: {e}")))?
+            .map_err(|e| invalid(format!("cannot open {flag} file `{file}`: {e}")))?
             .take(MAX_START_EVENT_BYTES + 1)
             .read_to_string(&mut buf)
-            .map_err(|e| invalid(format!("cannot read start event file `{file}`: {e}")))?;
+            .map_err(|e| invalid(format!("cannot read {flag} file `{file}`: {e}")))?;
         (file.to_string(), buf)
     } else {
-        ("--event".to_string(), src.clone())
+        (flag.to_string(), src.to_string())
     };
     if text.len() as u64 > MAX_START_EVENT_BYTES {
         return Err(invalid(format!(
-            "{what}: the start event is larger than {MAX_START_EVENT_BYTES} bytes; pass large data by reference"
+            "{what}: larger than {MAX_START_EVENT_BYTES} bytes; pass large data by reference"
         )));
     }
     let value: Value = serde_json::from_str(&text).map_err(|e| {
@@ -456,21 +451,47 @@ fn start_event(a: &RunArgs) -> Result<(String, Value), Fail> {
             e.column()
         ))
     })?;
-    let Value::Object(mut fields) = value else {
-        return Err(invalid(format!(
-            "{what}: the start event must be a JSON object like {{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}}"
-        )));
-    };
-    let name = match fields.remove("_event_name") {
-        Some(Value::String(n)) => n,
-        _ => {
+    Ok((what, value))
+}
+
+/// The start event: (type name, fields), with `--config` in `_config`.
+fn start_event(a: &RunArgs) -> Result<(String, Value), Fail> {
+    let (name, mut fields) = if let Some(m) = &a.message {
+        let mut f = serde_json::Map::new();
+        f.insert("message".into(), Value::from(m.as_str()));
+        ("UserMessageEvent".to_string(), f)
+    } else if let Some(src) = &a.event {
+        let (what, value) = json_arg("--event", src)?;
+        let Value::Object(mut fields) = value else {
             return Err(invalid(format!(
-                "{what}: the start event needs `_event_name`, the name of a start event type, e.g. \"UserMessageEvent\""
+                "{what}: the start event must be a JSON object like {{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}}"
+            )));
+        };
+        let name = match fields.remove("_event_name") {
+            Some(Value::String(n)) => n,
+            _ => {
+                return Err(invalid(format!(
+                    "{what}: the start event needs `_event_name`, the name of a start event type, e.g. \"UserMessageEvent\""
+                )));
+            }
+        };
+        for envelope in ["_parent_event_names", "event_id", "created_at"] {
+            fields.remove(envelope);
+        }
+        (name, fields)
+    } else {
+        return Err(invalid(
+            "no start event: pass --message TEXT or --event JSON (e.g. --event '{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}')",
+        ));
+    };
+    if let Some(src) = &a.config {
+        let (what, value) = json_arg("--config", src)?;
+        if !value.is_object() {
+            return Err(invalid(format!(
+                "{what}: the config must be a JSON object of the agent's config fields, e.g. {{\"top_k\": 3}}"
             )));
         }
-    };
-    for envelope in ["_parent_event_names", "event_id", "created_at"] {
-        fields.remove(envelope);
+        fields.insert(crate::config::CONFIG_FIELD.to_string(), value);
     }
     Ok((name, Value::Object(fields)))
 }

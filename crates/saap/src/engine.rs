@@ -66,6 +66,8 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error("SAAP-E007: run `{run_id}` cannot be resumed: {detail}")]
     Replay { run_id: String, detail: String },
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
     #[error(
         "SAAP-E008: the dispatch core refused an input for run `{run_id}`: {detail}; this is an engine bug, please report it with the run's timeline"
     )]
@@ -84,6 +86,7 @@ impl EngineError {
             EngineError::Store(e) => e.code(),
             EngineError::Replay { .. } => "SAAP-E007",
             EngineError::Core { .. } => "SAAP-E008",
+            EngineError::Config(e) => e.code(),
         }
     }
 }
@@ -509,6 +512,7 @@ impl Engine {
                 name: name.to_string(),
             });
         }
+        self.shared.workflow.validate_start(&ev.payload)?;
         let run_id: Arc<str> = self.shared.ids.next().to_string().into();
         let thread_id: Arc<str> = match thread_id {
             Some(t) => t.into(),

@@ -22,6 +22,7 @@ extern crate self as saap;
 
 pub mod backend;
 pub mod cli;
+pub mod config;
 pub mod context;
 pub mod engine;
 pub mod event;
@@ -35,6 +36,7 @@ pub use backend::memory::MemoryBackend;
 pub use backend::sqlite::{SqliteBackend, SqliteOptions};
 /// The per-agent command line: `fn main() -> ExitCode { saap::main(workflow()) }`.
 pub use cli::main;
+pub use config::{AgentConfig, Config, StepConfig};
 pub use context::{ContextError, RunContext, StepCtx, ThreadContext};
 pub use engine::{Engine, EngineError, EngineOptions, Recovery};
 pub use event::{
@@ -44,7 +46,9 @@ pub use event::{
 pub use params::{Either, FixedList, Required};
 /// `#[derive(Event)]` with `#[event(name = "...", parent = X, parents = [X, Y])]`.
 pub use saap_macros::Event;
+/// `#[agent]` on an `impl` block: its `#[step]` functions become the agent's workflow.
+pub use saap_macros::agent;
 /// `#[step(...)]` on an `async fn`: generates `fn <name>_step() -> Step<..>`.
 pub use saap_macros::step;
 pub use snapshot::{RunSnapshot, mermaid};
-pub use workflow::{BuildError, Step, StepError, Workflow, WorkflowBuilder};
+pub use workflow::{Agent, BuildError, Step, StepError, Workflow, WorkflowBuilder, agent_main};

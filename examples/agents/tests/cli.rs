@@ -301,3 +301,70 @@ fn a_run_that_never_ends_is_left_stored_and_show_says_what_it_waits_for() {
     assert_eq!(show.code, 0, "{}", show.stderr);
     snap!("show_live", show.stdout);
 }
+
+fn support(db: &Path, args: &[&str]) -> Out {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--db", db.to_str().unwrap()]);
+    agent("support-agent", db, &all)
+}
+
+#[test]
+fn an_agent_written_with_the_macro_runs_with_its_config_from_the_command_line() {
+    let (_d, db) = temp_db();
+    let routine = support(
+        &db,
+        &[
+            "run",
+            "--message",
+            "how do I export a report",
+            "--config",
+            r#"{"steps": {"reply": {"signature": "the support team"}}}"#,
+        ],
+    );
+    assert_eq!(routine.code, 0, "{}", routine.stderr);
+    snap!("support_routine", routine.stdout);
+
+    let urgent = support(
+        &db,
+        &[
+            "run",
+            "--json",
+            "--message",
+            "my invoice is wrong",
+            "--config",
+            r#"{"urgent_words": ["invoice"], "on_call": "billing"}"#,
+        ],
+    );
+    assert_eq!(urgent.code, 0, "{}", urgent.stderr);
+    let last: serde_json::Value =
+        serde_json::from_str(urgent.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["result"]["event"], "Escalated");
+    assert_eq!(last["result"]["fields"]["to"], "billing");
+    assert_eq!(last["executions"]["reply"], 0);
+}
+
+#[test]
+fn a_config_that_fails_validation_is_refused_before_the_run_starts() {
+    let (_d, db) = temp_db();
+    let cases: [(&str, &str); 3] = [
+        (r#"{"on_call": " "}"#, "SAAP-C001"),
+        (r#"{"urgent_words": "invoice"}"#, "SAAP-C001"),
+        (r#"{"steps": {"reply": {"signature": 7}}}"#, "SAAP-C002"),
+    ];
+    for (config, code) in cases {
+        let out = support(&db, &["run", "--message", "hi", "--config", config]);
+        assert_eq!(out.code, 2, "{config}: {}", out.stderr);
+        assert!(out.stderr.contains(code), "{config}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("fix `_config"),
+            "{config}: {}",
+            out.stderr
+        );
+    }
+    let not_object = support(&db, &["run", "--message", "hi", "--config", "[1]"]);
+    assert_eq!(not_object.code, 2);
+    assert!(not_object.stderr.contains("must be a JSON object"));
+    let runs: serde_json::Value =
+        serde_json::from_str(&support(&db, &["runs", "--json"]).stdout).unwrap();
+    assert_eq!(runs, serde_json::json!([]), "no run was stored");
+}
