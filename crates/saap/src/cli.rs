@@ -98,6 +98,7 @@ fn after_help(bin: &str) -> String {
   {bin} check                               the static checks of `saap check`
   {bin} run --message \"reset my password\"   start a run, stream its display events, print the result
   {bin} run --event '{{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}}'
+  {bin} send RUN --event JSON               continue a waiting run (e.g. a human's answer)
   {bin} runs                                stored runs with their status
   {bin} show RUN                            the run's timeline: events and decisions
   {bin} show RUN --history-out run.json     then: saap explain agent.json --history run.json
@@ -125,6 +126,8 @@ enum Command {
     Check(CheckArgs),
     /// Start a run, stream its display events, and print how it ended.
     Run(RunArgs),
+    /// Send an event to a stored live run (e.g. a human's answer) and follow it.
+    Send(SendArgs),
     /// List the stored runs with their status.
     Runs(RunsArgs),
     /// Show a stored run: its events and the dispatcher's decisions.
@@ -221,6 +224,33 @@ struct RunArgs {
 }
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "The run is opened from the database (live runs are resumed), the event is appended to
+it, and its display events are streamed until it ends or --timeout passes, as with `run`.
+
+Example (the approval agent waits for a human):
+  send RUN --event '{\"_event_name\": \"ApprovalGiven\", \"approved\": true, \"by\": \"ann\"}'
+
+Exit codes: 0 the run stopped, 1 it failed or still waits, 2 unknown run, ended run or invalid
+event, 3 database failure."
+)]
+struct SendArgs {
+    /// The run id (or a unique prefix of it).
+    run: String,
+    /// The event: JSON `{"_event_name": "...", ...fields}`, `@FILE` or `-`.
+    #[arg(long, short, value_name = "JSON")]
+    event: String,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Seconds to wait for the run to end.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    timeout: f64,
+    /// Print JSON lines (display events, then the result).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
 struct RunsArgs {
     #[command(flatten)]
     store: StoreArgs,
@@ -289,6 +319,7 @@ fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
         Command::Spec(a) => spec(workflow, &a),
         Command::Check(a) => check_cmd(workflow, &a),
         Command::Run(a) => block_on(run_cmd(workflow, a)),
+        Command::Send(a) => block_on(send_cmd(workflow, a)),
         Command::Runs(a) => block_on(runs_cmd(workflow, a)),
         Command::Show(a) => block_on(show_cmd(workflow, a)),
     }
@@ -496,12 +527,15 @@ fn start_event(a: &RunArgs) -> Result<(String, Value), Fail> {
     Ok((name, Value::Object(fields)))
 }
 
-async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
-    let (name, fields) = start_event(&a)?;
-    let engine = match a.engine {
+async fn open_engine(
+    workflow: &Workflow,
+    kind: EngineKind,
+    store: &StoreArgs,
+) -> Result<Engine, Fail> {
+    Ok(match kind {
         EngineKind::Memory => Engine::in_memory(workflow.clone()),
         EngineKind::Sqlite => {
-            let path = db_path(workflow, &a.store);
+            let path = db_path(workflow, store);
             let backend = open_store(&path)?;
             let (engine, recovery) =
                 Engine::open(workflow.clone(), backend, EngineOptions::default())
@@ -520,33 +554,117 @@ async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
             }
             engine
         }
-    };
+    })
+}
+
+async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
+    let (name, fields) = start_event(&a)?;
+    let engine = open_engine(workflow, a.engine, &a.store).await?;
     let run_id = engine
         .start_run_named(a.thread.as_deref(), &name, Arc::new(fields))
         .await
         .map_err(engine_fail)?;
     eprintln!("run {run_id} started ({name})");
-    let mut watch = engine.watch(&run_id).map_err(engine_fail)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(a.timeout.max(0.0));
-    let mut shown = 0usize;
+    follow(&engine, &run_id, 0, None, a.timeout, a.json).await
+}
+
+async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fail> {
+    let (what, value) = json_arg("--event", &a.event)?;
+    let Value::Object(mut fields) = value else {
+        return Err(invalid(format!(
+            "{what}: the event must be a JSON object like {{\"_event_name\": \"ApprovalGiven\", ...fields}}"
+        )));
+    };
+    let Some(Value::String(name)) = fields.remove("_event_name") else {
+        return Err(invalid(format!(
+            "{what}: the event needs `_event_name`, the name of an event type of the agent"
+        )));
+    };
+    for envelope in ["_parent_event_names", "event_id", "created_at"] {
+        fields.remove(envelope);
+    }
+    let path = db_path(workflow, &a.store);
+    if !path.exists() {
+        return Err(invalid(format!(
+            "no database {}; start a run first with `run`",
+            path.display()
+        )));
+    }
+    let engine = open_engine(workflow, EngineKind::Sqlite, &a.store).await?;
+    let ids: Vec<String> = engine
+        .run_ids()
+        .into_iter()
+        .filter(|id| id.starts_with(&a.run))
+        .collect();
+    let run_id = match ids.as_slice() {
+        [one] => one.clone(),
+        [] => {
+            return Err(invalid(format!(
+                "no stored run `{}` of `{}` in {}; list them with `runs`",
+                a.run,
+                workflow.name(),
+                path.display()
+            )));
+        }
+        many => {
+            return Err(invalid(format!(
+                "`{}` matches {} runs; give more of the run id (see `runs`)",
+                a.run,
+                many.len()
+            )));
+        }
+    };
+    let snap = engine
+        .snapshot(&run_id)
+        .ok_or_else(|| internal(format!("run `{run_id}` vanished from the engine")))?;
+    if snap.run.is_terminated() {
+        return Err(invalid(format!(
+            "run {run_id} has ended ({}); an event sent now would only be kept as evidence, never dispatched: start a new run",
+            RunOutcome::of(&snap.run).as_str()
+        )));
+    }
+    let from = snap.run.log().len();
+    let id = engine
+        .send_named(&run_id, &name, Arc::new(Value::Object(fields)))
+        .await
+        .map_err(engine_fail)?;
+    eprintln!("sent {name} {id} to run {run_id}");
+    follow(&engine, &run_id, from, Some(id), a.timeout, a.json).await
+}
+
+/// Streams a run's display events from `from` on until it ends or `timeout` passes, then
+/// prints how it stands. Exit code: 0 stopped, 1 failed or still live.
+async fn follow(
+    engine: &Engine,
+    run_id: &str,
+    from: usize,
+    sent: Option<saap_dispatch::EventId>,
+    timeout: f64,
+    json_lines: bool,
+) -> Result<u8, Fail> {
+    let mut watch = engine.watch(run_id).map_err(engine_fail)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
+    let mut shown = from;
     let mut out = std::io::stdout();
     let mut mid_line = false;
     let snap = loop {
         let snap = engine
-            .snapshot(&run_id)
+            .snapshot(run_id)
             .ok_or_else(|| internal(format!("run `{run_id}` vanished from the engine")))?;
         for seq in shown..snap.run.log().len() {
-            mid_line = show_display(&snap, seq, a.json, &mut out, mid_line).map_err(io)?;
+            if Some(snap.run.log()[seq].id) == sent {
+                continue; // the event this command sent
+            }
+            mid_line = show_display(&snap, seq, json_lines, &mut out, mid_line).map_err(io)?;
         }
-        shown = snap.run.log().len();
+        shown = shown.max(snap.run.log().len());
         let ended = snap.run.is_terminated() && snap.running() == 0;
         if ended || snap.failure.is_some() {
             break snap;
         }
         match tokio::time::timeout_at(deadline, watch.changed()).await {
             Ok(Ok(())) => {}
-            Ok(Err(_)) => break snap,
-            Err(_) => break snap,
+            Ok(Err(_)) | Err(_) => break snap,
         }
     };
     if mid_line {
@@ -554,11 +672,11 @@ async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
     }
     // The end is reported only once it is durable.
     if snap.run.is_terminated() {
-        let _ = tokio::time::timeout_at(deadline, engine.wait_for_end(&run_id)).await;
+        let _ = tokio::time::timeout_at(deadline, engine.wait_for_end(run_id)).await;
     }
     let outcome = RunOutcome::of(&snap.run);
     let result = terminal(&snap);
-    if a.json {
+    if json_lines {
         let line = json!({
             "run_id": run_id,
             "thread_id": snap.thread_id,
@@ -581,8 +699,7 @@ async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
             }
             None => {
                 eprintln!(
-                    "run {run_id} is still live after {}s; it stays stored: `show {run_id}` reads it.\n{}",
-                    a.timeout,
+                    "run {run_id} is still live after {timeout}s; it stays stored: `show {run_id}` reads it, `send {run_id} --event JSON` continues it.\n{}",
                     snap.waiting_for()
                 );
             }

@@ -536,6 +536,20 @@ impl Engine {
         Ok(id)
     }
 
+    /// Sends an event given by type name and fields (JSON), e.g. from a command line.
+    pub async fn send_named(
+        &self,
+        run_id: &str,
+        name: &str,
+        payload: Payload,
+    ) -> Result<EventId, EngineError> {
+        let slot = self.shared.slot(run_id)?;
+        let ev = self.shared.incoming(name, payload, None)?;
+        let id = ev.id;
+        self.shared.submit(&slot, Input::Append(ev)).await?;
+        Ok(id)
+    }
+
     /// Sends an event in its wire JSON form (DESIGN §6). Decoding is bounded (size, depth)
     /// and every failure is a typed error.
     pub async fn send_json(&self, run_id: &str, bytes: &[u8]) -> Result<EventId, EngineError> {

@@ -368,3 +368,67 @@ fn a_config_that_fails_validation_is_refused_before_the_run_starts() {
         serde_json::from_str(&support(&db, &["runs", "--json"]).stdout).unwrap();
     assert_eq!(runs, serde_json::json!([]), "no run was stored");
 }
+
+fn approval(db: &Path, args: &[&str]) -> Out {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--db", db.to_str().unwrap()]);
+    agent("approval-agent", db, &all)
+}
+
+#[test]
+fn a_waiting_run_is_continued_by_send_in_another_process() {
+    let (_d, db) = temp_db();
+    let asked = approval(
+        &db,
+        &[
+            "run",
+            "--json",
+            "--message",
+            "restart the database",
+            "--timeout",
+            "1",
+        ],
+    );
+    assert_eq!(asked.code, 1, "the run waits for a human: {}", asked.stderr);
+    let lines: Vec<serde_json::Value> = asked
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["display"]["event"], "ApprovalRequested");
+    let last = lines.last().unwrap();
+    assert_eq!(last["status"], "live");
+    assert!(
+        last["waiting_for"]
+            .as_str()
+            .unwrap()
+            .contains("approval_given"),
+        "{last}"
+    );
+    let run_id = last["run_id"].as_str().unwrap().to_string();
+
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
+    let done = approval(&db, &["send", &run_id[..12], "--event", answer]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    snap!("approval_send", done.stdout);
+    assert!(
+        done.stderr.contains("resumed 1 live run(s)"),
+        "{}",
+        done.stderr
+    );
+
+    let again = approval(&db, &["send", &run_id, "--event", answer]);
+    assert_eq!(again.code, 2, "an ended run takes no more events");
+    assert!(
+        again.stderr.contains("has ended (stopped)"),
+        "{}",
+        again.stderr
+    );
+    let unknown = approval(&db, &["send", "ffff", "--event", answer]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("list them with `runs`"),
+        "{}",
+        unknown.stderr
+    );
+}
