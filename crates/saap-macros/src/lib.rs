@@ -1,4 +1,5 @@
-//! Derive macros for saap.
+//! Derive and attribute macros for saap: `#[derive(Event)]`, `#[derive(EventUnion)]`,
+//! `#[step]` and `#[agent]`.
 //!
 //! `#[derive(Event)]` implements `saap::Event` for a struct or enum:
 //!
@@ -533,6 +534,85 @@ fn expand_agent(
                     #(.event::<#events>())*
                     #(.step(#steps))*
                     .build()
+            }
+        }
+    })
+}
+
+/// `#[derive(EventUnion)]` on an enum whose variants each hold one event type: a union
+/// parameter (one event of any member type) and a step result (one of them).
+#[proc_macro_derive(EventUnion)]
+pub fn derive_event_union(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match expand_union(&input) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn expand_union(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
+    const HELP: &str = "an event union is an enum with one event type per variant: `enum Decision { Approved(Approved), Rejected(Rejected) }`";
+    let syn::Data::Enum(data) = &input.data else {
+        return Err(syn::Error::new_spanned(&input.ident, HELP));
+    };
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &input.generics,
+            "an event union cannot be generic: name its event types",
+        ));
+    }
+    if data.variants.len() < 2 {
+        return Err(syn::Error::new_spanned(
+            &input.ident,
+            "an event union needs at least two variants; for one event type take the type itself (`Required<T>`)",
+        ));
+    }
+    let mut variants = Vec::new();
+    let mut types = Vec::new();
+    for v in &data.variants {
+        let syn::Fields::Unnamed(f) = &v.fields else {
+            return Err(syn::Error::new_spanned(v, HELP));
+        };
+        if f.unnamed.len() != 1 {
+            return Err(syn::Error::new_spanned(v, HELP));
+        }
+        variants.push(v.ident.clone());
+        types.push(f.unnamed[0].ty.clone());
+    }
+    let ident = &input.ident;
+    let first = &types[0];
+    Ok(quote! {
+        impl ::saap::params::Param for #ident {
+            fn decl() -> ::saap::params::ParamDecl {
+                ::saap::union::decl(&[#((<#types as ::saap::Event>::NAME, <#types as ::saap::Event>::PARENTS)),*])
+            }
+            fn extract(
+                index: usize,
+                bound: &[::saap::params::BoundEvent],
+            ) -> ::std::result::Result<Self, ::saap::params::InputError> {
+                match bound {
+                    #(
+                        [one] if &*one.name == <#types as ::saap::Event>::NAME => {
+                            Ok(#ident::#variants(::saap::event::from_payload(&one.payload)?))
+                        }
+                    )*
+                    _ => Err(::saap::union::mismatch(index, <#first as ::saap::Event>::NAME, bound.len())),
+                }
+            }
+        }
+
+        impl ::saap::params::Outputs for #ident {
+            fn declare(decl: &mut ::saap::params::OutputDecl) {
+                #(decl.add::<#types>();)*
+            }
+            fn collect(
+                self,
+                out: &mut ::std::vec::Vec<::saap::params::OutEvent>,
+            ) -> ::std::result::Result<(), ::saap::event::PayloadError> {
+                out.push(match self {
+                    #(#ident::#variants(e) => ::saap::params::OutEvent::of(&e)?,)*
+                });
+                Ok(())
             }
         }
     })

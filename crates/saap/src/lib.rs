@@ -30,6 +30,7 @@ pub mod history;
 pub mod params;
 pub mod snapshot;
 pub mod testing;
+pub mod union;
 pub mod workflow;
 
 pub use backend::memory::MemoryBackend;
@@ -46,6 +47,8 @@ pub use event::{
 pub use params::{Either, FixedList, Required};
 /// `#[derive(Event)]` with `#[event(name = "...", parent = X, parents = [X, Y])]`.
 pub use saap_macros::Event;
+/// `#[derive(EventUnion)]` on an enum of event types: a union parameter or result.
+pub use saap_macros::EventUnion;
 /// `#[agent]` on an `impl` block: its `#[step]` functions become the agent's workflow.
 pub use saap_macros::agent;
 /// `#[step(...)]` on an `async fn`: generates `fn <name>_step() -> Step<..>`.
