@@ -242,3 +242,44 @@ async fn a_config_that_fails_inside_a_step_ends_the_run_with_an_exception() {
     let ex = snap.events_of::<ExceptionEvent>();
     assert!(ex[0].message.contains("SAAP-C001"), "{}", ex[0].message);
 }
+
+struct Tolerant;
+
+#[agent(name = "TolerantAgent")]
+impl Tolerant {
+    /// Fails; with `stop_on_error = false` the run goes on.
+    #[step(name = "flaky_lookup", stop_on_error = false)]
+    async fn lookup(_q: Required<UserMessageEvent>) -> Result<Retrieved, StepError> {
+        Err(StepError::new("the index is down"))
+    }
+
+    #[step]
+    async fn fallback(q: Required<UserMessageEvent>) -> Result<Answered, StepError> {
+        Ok(Answered {
+            text: format!("no lookup for {}", q.message),
+        })
+    }
+}
+
+#[tokio::test]
+async fn step_options_name_and_stop_on_error_reach_the_spec_and_the_run() {
+    let wf = Tolerant::workflow().unwrap();
+    assert_eq!(Tolerant::NAME, "TolerantAgent");
+    assert_eq!(wf.spec().name, "TolerantAgent");
+    let lookup = &wf.spec().steps[0];
+    assert_eq!(lookup.name, "flaky_lookup");
+    assert!(!lookup.stop_on_error);
+    assert!(wf.spec().steps[1].stop_on_error, "the default is true");
+    let run = TestRunner::in_memory(wf)
+        .start(UserMessageEvent::new("q"))
+        .await
+        .unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    assert!(
+        snap.has_stop() && !snap.has_exception(),
+        "{}",
+        snap.timeline()
+    );
+    assert_eq!(snap.executions_of("flaky_lookup"), 1);
+    assert!(snap.timeline().contains("the index is down"));
+}
