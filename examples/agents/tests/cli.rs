@@ -432,3 +432,32 @@ fn a_waiting_run_is_continued_by_send_in_another_process() {
         unknown.stderr
     );
 }
+
+#[test]
+fn a_run_that_ends_with_an_exception_exits_1_and_prints_it() {
+    let (_d, db) = temp_db();
+    // `message` is not a string: `plan` cannot read its input and fails (stop_on_error).
+    let out = rag(
+        &db,
+        &[
+            "run",
+            "--event",
+            r#"{"_event_name": "UserMessageEvent", "message": 5}"#,
+        ],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stdout.starts_with("ExceptionEvent "), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("cannot read its inputs"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("failed (ExceptionEvent)"),
+        "{}",
+        out.stderr
+    );
+    let runs: serde_json::Value =
+        serde_json::from_str(&rag(&db, &["runs", "--json"]).stdout).unwrap();
+    assert_eq!(runs[0]["status"], "failed");
+}
