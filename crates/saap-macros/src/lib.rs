@@ -41,6 +41,13 @@
 //!     async fn answer(r: Required<Retrieved>, hints: Option<Hints>, cfg: Config<RagConfig>)
 //!         -> Result<Answered, StepError> { … }
 //!     fn hints_arrived(_r: &Required<Retrieved>, hints: &Option<Hints>) -> bool { hints.is_some() }
+//!
+//!     // `config_precondition` also passes the run's agent config (last argument).
+//!     #[step(config_precondition = Self::ready)]
+//!     async fn review(d: Required<Draft>, notes: Option<Notes>) -> Result<Reviewed, StepError> { … }
+//!     fn ready(_d: &Required<Draft>, notes: &Option<Notes>, cfg: &RagConfig) -> bool {
+//!         !cfg.wait_for_notes || notes.is_some()
+//!     }
 //! }
 //! saap::agent_main::<RagAgent>()
 //! ```
@@ -281,16 +288,24 @@ fn step_expr(
     let mut step_name = sig.ident.to_string();
     let mut options = Vec::new();
     let mut precondition = None;
+    let mut with_config = false;
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(attr)?;
     for meta in metas {
         let Meta::NameValue(nv) = &meta else {
             return Err(syn::Error::new_spanned(
                 &meta,
-                "write `precondition = path`, `max_executions_per_run = N`, `stop_on_error = bool` or `name = \"...\"`",
+                "write `precondition = path`, `config_precondition = path`, `max_executions_per_run = N`, `stop_on_error = bool` or `name = \"...\"`",
             ));
         };
         let v = &nv.value;
-        if nv.path.is_ident("precondition") {
+        if nv.path.is_ident("precondition") || nv.path.is_ident("config_precondition") {
+            if precondition.is_some() {
+                return Err(syn::Error::new_spanned(
+                    &nv.path,
+                    "a step has one precondition; combine the conditions in one function",
+                ));
+            }
+            with_config = nv.path.is_ident("config_precondition");
             precondition = Some(v.clone());
         } else if nv.path.is_ident("max_executions_per_run") {
             options.push(quote! { .max_executions_per_run(#v) });
@@ -301,7 +316,7 @@ fn step_expr(
         } else {
             return Err(syn::Error::new_spanned(
                 &nv.path,
-                "unknown step option; write `precondition = path`, `max_executions_per_run = N`, `stop_on_error = bool` or `name = \"...\"`",
+                "unknown step option; write `precondition = path`, `config_precondition = path` (a precondition that also reads the agent config), `max_executions_per_run = N`, `stop_on_error = bool` or `name = \"...\"`",
             ));
         }
     }
@@ -360,10 +375,16 @@ fn step_expr(
     };
     if let Some(v) = precondition {
         let pname = name_of(&v)?;
-        options.push(match style {
-            PreconditionStyle::Tuple => quote! { .precondition(#pname, #v) },
-            PreconditionStyle::PerParam => {
+        options.push(match (style, with_config) {
+            (PreconditionStyle::Tuple, false) => quote! { .precondition(#pname, #v) },
+            (PreconditionStyle::Tuple, true) => {
+                quote! { .precondition_with_config(#pname, #v) }
+            }
+            (PreconditionStyle::PerParam, false) => {
                 quote! { .precondition(#pname, |#input_pat: &#input_ty| #v(#(#pats),*)) }
+            }
+            (PreconditionStyle::PerParam, true) => {
+                quote! { .precondition_with_config(#pname, |#input_pat: &#input_ty, __cfg| #v(#(#pats,)* __cfg)) }
             }
         });
     }

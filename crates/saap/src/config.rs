@@ -178,6 +178,29 @@ pub(crate) fn step_check<S: AgentConfig>(step: String) -> ConfigCheck {
     Arc::new(move |fields| step_config::<S>(fields, &step).map(|_| ()))
 }
 
+/// The fields of the event that started `run`: from the stored payloads, or from the
+/// events being applied (the start event itself, on the run's first input).
+pub(crate) fn start_payload(
+    run: &saap_dispatch::Run,
+    payloads: &[Payload],
+    pending: &[(saap_dispatch::EventId, Payload)],
+) -> Payload {
+    let seq = run.records().iter().find_map(|r| match r {
+        Record::RunStarted { seq } => Some(*seq),
+        _ => None,
+    });
+    seq.and_then(|s| {
+        payloads.get(s as usize).cloned().or_else(|| {
+            let id = run.log().get(s as usize)?.id;
+            pending
+                .iter()
+                .find(|(i, _)| *i == id)
+                .map(|(_, p)| p.clone())
+        })
+    })
+    .unwrap_or_else(|| Arc::new(Value::Null))
+}
+
 impl StepCtx {
     /// The fields of the event that started this run (with its `_config`).
     pub fn start_fields(&self) -> Payload {

@@ -341,7 +341,9 @@ impl PreconditionEvaluator for Pre<'_> {
                     .collect()
             })
             .collect();
-        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| f(&bound))) {
+        // A precondition that reads the run's config asks for the start event's fields.
+        let start = || crate::config::start_payload(call.run, self.payloads, self.pending);
+        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| f(&bound, &start))) {
             Ok(Ok(b)) => b,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "precondition could not read its inputs; treated as false");

@@ -93,8 +93,13 @@ impl<E: std::error::Error> From<E> for StepError {
 pub(crate) type StepFuture = Pin<Box<dyn Future<Output = Result<Vec<OutEvent>, String>> + Send>>;
 pub(crate) type ErasedHandler =
     Arc<dyn Fn(&[Vec<BoundEvent>], StepCtx) -> Result<StepFuture, InputError> + Send + Sync>;
-pub(crate) type ErasedPrecondition =
-    Arc<dyn Fn(&[Vec<BoundEvent>]) -> Result<bool, InputError> + Send + Sync>;
+/// A precondition over the bound inputs; the second argument yields the start event's
+/// fields (for preconditions that read the run's config).
+pub(crate) type ErasedPrecondition = Arc<
+    dyn Fn(&[Vec<BoundEvent>], &dyn Fn() -> crate::event::Payload) -> Result<bool, InputError>
+        + Send
+        + Sync,
+>;
 
 /// One typed step, before it is added to a workflow.
 pub struct Step<I: Inputs> {
@@ -158,9 +163,32 @@ impl<I: Inputs> Step<I> {
         name: &str,
         check: impl Fn(&I) -> bool + Send + Sync + 'static,
     ) -> Step<I> {
-        let f: ErasedPrecondition = Arc::new(move |bound| Ok(check(&I::extract(bound)?)));
+        let f: ErasedPrecondition = Arc::new(move |bound, _| Ok(check(&I::extract(bound)?)));
         self.precondition = Some((name.to_string(), f));
         self
+    }
+
+    /// A precondition over the step's own inputs and the run's agent config `C` (the seeds'
+    /// "config lie" fix: decide whether to wait for an optional input in the precondition,
+    /// where the dispatcher can still wait, not in the body). `C` is checked at start like
+    /// [`Step::uses_config`].
+    pub fn precondition_with_config<C: AgentConfig>(
+        mut self,
+        name: &str,
+        check: impl Fn(&I, &C) -> bool + Send + Sync + 'static,
+    ) -> Step<I> {
+        let f: ErasedPrecondition = Arc::new(move |bound, start| {
+            let inputs = I::extract(bound)?;
+            let config = crate::config::agent_config::<C>(&start()).map_err(|e| {
+                InputError::Payload(crate::event::PayloadError::Deserialize {
+                    name: crate::config::CONFIG_FIELD.to_string(),
+                    message: e.to_string(),
+                })
+            })?;
+            Ok(check(&inputs, &config))
+        });
+        self.precondition = Some((name.to_string(), f));
+        self.uses_config::<C>()
     }
 
     /// At most `n` executions per run.

@@ -283,3 +283,118 @@ async fn step_options_name_and_stop_on_error_reach_the_spec_and_the_run() {
     assert_eq!(snap.executions_of("flaky_lookup"), 1);
     assert!(snap.timeline().contains("the index is down"));
 }
+
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+struct Draft {
+    text: String,
+}
+
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+struct Notes {
+    text: String,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq)]
+struct ReviewConfig {
+    wait_for_notes: bool,
+}
+
+impl AgentConfig for ReviewConfig {}
+
+struct Reviewer;
+
+/// The seeds' "config lie", fixed: whether to wait for the notes is decided by the
+/// precondition (where the dispatcher can still wait), reading the run's config.
+#[agent(config = ReviewConfig)]
+impl Reviewer {
+    #[step]
+    async fn draft(q: Required<UserMessageEvent>) -> Result<Draft, StepError> {
+        Ok(Draft {
+            text: q.message.clone(),
+        })
+    }
+
+    #[step(config_precondition = Self::ready, max_executions_per_run = 1)]
+    async fn publish(d: Required<Draft>, notes: Option<Notes>) -> Result<Answered, StepError> {
+        Ok(Answered {
+            text: format!(
+                "{} [{}]",
+                d.text,
+                notes.map(|n| n.text.clone()).unwrap_or_default()
+            ),
+        })
+    }
+
+    fn ready(_d: &Required<Draft>, notes: &Option<Notes>, cfg: &ReviewConfig) -> bool {
+        !cfg.wait_for_notes || notes.is_some()
+    }
+}
+
+#[tokio::test]
+async fn a_config_precondition_reads_the_run_config_and_waits_only_when_configured() {
+    let wf = Reviewer::workflow().unwrap();
+    let pre = wf.spec().steps[1].precondition.as_ref().unwrap();
+    assert_eq!(pre.name, "ready");
+    let engine = Engine::in_memory(wf);
+    let runner = TestRunner::new(engine.clone());
+
+    let waiting = engine
+        .start_run_with_config(
+            None,
+            UserMessageEvent::new("doc"),
+            &ReviewConfig {
+                wait_for_notes: true,
+            },
+        )
+        .await
+        .unwrap();
+    let run = runner.attach(&waiting).unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(run.executions_of("publish"), 0, "{}", run.timeline());
+    run.send(Notes { text: "ok".into() }).await.unwrap();
+    let answered = run.wait_for_event::<Answered>(WAIT).await.unwrap();
+    assert_eq!(answered.text, "doc [ok]");
+
+    let eager = runner.start(UserMessageEvent::new("doc")).await.unwrap();
+    let answered = eager.wait_for_event::<Answered>(WAIT).await.unwrap();
+    assert_eq!(answered.text, "doc []", "the default config does not wait");
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq)]
+struct GateConfig {
+    open: bool,
+}
+
+impl AgentConfig for GateConfig {}
+
+struct Gate;
+
+#[agent(config = GateConfig)]
+impl Gate {
+    #[step(config_precondition = Self::is_open)]
+    async fn pass(q: Required<UserMessageEvent>) -> Result<Answered, StepError> {
+        Ok(Answered {
+            text: q.message.clone(),
+        })
+    }
+
+    fn is_open(_q: &Required<UserMessageEvent>, cfg: &GateConfig) -> bool {
+        cfg.open
+    }
+}
+
+/// The precondition of a step triggered by the start event itself sees that event's config.
+#[tokio::test]
+async fn a_config_precondition_on_the_start_event_sees_its_config() {
+    let engine = Engine::in_memory(Gate::workflow().unwrap());
+    let runner = TestRunner::new(engine.clone());
+    for (open, runs) in [(true, 1), (false, 0)] {
+        let id = engine
+            .start_run_with_config(None, UserMessageEvent::new("in"), &GateConfig { open })
+            .await
+            .unwrap();
+        let run = runner.attach(&id).unwrap();
+        run.wait_idle(WAIT).await.unwrap();
+        assert_eq!(run.executions_of("pass"), runs, "open = {open}");
+    }
+}
