@@ -65,6 +65,8 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error("SAAP-E007: run `{run_id}` cannot be resumed: {detail}")]
     Replay { run_id: String, detail: String },
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
     #[error(
         "SAAP-E008: the dispatch core refused an input for run `{run_id}`: {detail}; this is an engine bug, please report it with the run's timeline"
     )]
@@ -83,6 +85,7 @@ impl EngineError {
             EngineError::Store(e) => e.code(),
             EngineError::Replay { .. } => "SAAP-E007",
             EngineError::Core { .. } => "SAAP-E008",
+            EngineError::Config(e) => e.code(),
         }
     }
 }
@@ -433,7 +436,9 @@ impl PreconditionEvaluator for Pre<'_> {
                     .collect()
             })
             .collect();
-        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| f(&bound))) {
+        // A precondition that reads the run's config asks for the start event's fields.
+        let start = || crate::config::start_payload(call.run, self.payloads, self.pending);
+        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| f(&bound, &start))) {
             Ok(Ok(b)) => b,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "precondition could not read its inputs; treated as false");
@@ -599,11 +604,34 @@ impl Engine {
         let ev = self
             .shared
             .incoming(T::NAME, Payload::typed(start), size, None)?;
+        self.start_run_with(thread_id, ev).await
+    }
+
+    /// Starts a run with a start event given by type name and fields (JSON), e.g. from a
+    /// command line. The type must be a start event declared by the workflow.
+    pub async fn start_run_named(
+        &self,
+        thread_id: Option<&str>,
+        name: &str,
+        payload: Payload,
+    ) -> Result<String, EngineError> {
+        let size = payload.check_json()?;
+        let ev = self.shared.incoming(name, payload, size, None)?;
+        self.start_run_with(thread_id, ev).await
+    }
+
+    async fn start_run_with(
+        &self,
+        thread_id: Option<&str>,
+        ev: Incoming,
+    ) -> Result<String, EngineError> {
+        let name = ev.name.clone();
         if !(ev.kind.is_start() && ev.kind.is_control()) {
             return Err(EngineError::NotAStartEvent {
-                name: T::NAME.to_string(),
+                name: name.to_string(),
             });
         }
+        self.shared.workflow.validate_start(&ev.payload)?;
         let run_id: Arc<str> = hex_id(&self.shared.ids.next());
         let thread_id: Arc<str> = match thread_id {
             Some(t) => t.into(),
@@ -624,6 +652,21 @@ impl Engine {
         let ev = self
             .shared
             .incoming(T::NAME, Payload::typed(event), size, None)?;
+        let id = ev.id;
+        self.shared.submit(&slot, Input::Append(ev)).await?;
+        Ok(id)
+    }
+
+    /// Sends an event given by type name and fields (JSON), e.g. from a command line.
+    pub async fn send_named(
+        &self,
+        run_id: &str,
+        name: &str,
+        payload: Payload,
+    ) -> Result<EventId, EngineError> {
+        let slot = self.shared.slot(run_id)?;
+        let size = payload.check_json()?;
+        let ev = self.shared.incoming(name, payload, size, None)?;
         let id = ev.id;
         self.shared.submit(&slot, Input::Append(ev)).await?;
         Ok(id)

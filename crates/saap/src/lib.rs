@@ -13,22 +13,31 @@
 //! - [`engine`]: [`Engine`] — one core `Run` per run, durable before dispatch, recovery;
 //! - [`backend`]: the [`Backend`](backend::Backend) trait, in-memory and SQLite stores;
 //! - [`snapshot`]: run snapshots, timelines, "waiting for" explanations, Mermaid graphs;
-//! - [`testing`]: the test runner.
+//! - [`testing`]: the test runner;
+//! - [`history`]: stored runs read back (no resume) and exported as History files;
+//! - [`cli`]: the per-agent command line ([`main`]): `spec`, `check`, `run`, `runs`, `show`.
 
 /// Lets the derive macros name `::saap` inside this crate too.
 extern crate self as saap;
 
 pub mod backend;
+pub mod cli;
+pub mod config;
 pub mod context;
 pub mod engine;
 pub mod event;
+pub mod history;
 pub mod params;
 pub mod snapshot;
 pub mod testing;
+pub mod union;
 pub mod workflow;
 
 pub use backend::memory::MemoryBackend;
 pub use backend::sqlite::{SqliteBackend, SqliteOptions};
+/// The per-agent command line: `fn main() -> ExitCode { saap::main(workflow()) }`.
+pub use cli::main;
+pub use config::{AgentConfig, Config, StepConfig};
 pub use context::{ContextError, RunContext, StepCtx, ThreadContext};
 pub use engine::{Engine, EngineError, EngineOptions, Recovery};
 pub use event::{
@@ -38,7 +47,11 @@ pub use event::{
 pub use params::{Either, FixedList, Required};
 /// `#[derive(Event)]` with `#[event(name = "...", parent = X, parents = [X, Y])]`.
 pub use saap_macros::Event;
+/// `#[derive(EventUnion)]` on an enum of event types: a union parameter or result.
+pub use saap_macros::EventUnion;
+/// `#[agent]` on an `impl` block: its `#[step]` functions become the agent's workflow.
+pub use saap_macros::agent;
 /// `#[step(...)]` on an `async fn`: generates `fn <name>_step() -> Step<..>`.
 pub use saap_macros::step;
 pub use snapshot::{RunSnapshot, mermaid};
-pub use workflow::{BuildError, Step, StepError, Workflow, WorkflowBuilder};
+pub use workflow::{Agent, BuildError, Step, StepError, Workflow, WorkflowBuilder, agent_main};

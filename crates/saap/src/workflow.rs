@@ -52,6 +52,7 @@
 //! no agent value to keep state on, so state between steps goes through events, RunContext
 //! or ThreadContext (DESIGN §4.6).
 
+use crate::config::{AgentConfig, ConfigCheck, ConfigError};
 use crate::context::StepCtx;
 use crate::event::{Event, is_builtin};
 use crate::params::{BoundEvent, InputError, Inputs, OutEvent, OutputDecl, Outputs, ParamDecl};
@@ -92,8 +93,13 @@ impl<E: std::error::Error> From<E> for StepError {
 pub(crate) type StepFuture = Pin<Box<dyn Future<Output = Result<Vec<OutEvent>, String>> + Send>>;
 pub(crate) type ErasedHandler =
     Arc<dyn Fn(&[Vec<BoundEvent>], StepCtx) -> Result<StepFuture, InputError> + Send + Sync>;
-pub(crate) type ErasedPrecondition =
-    Arc<dyn Fn(&[Vec<BoundEvent>]) -> Result<bool, InputError> + Send + Sync>;
+/// A precondition over the bound inputs; the second argument yields the start event's
+/// fields (for preconditions that read the run's config).
+pub(crate) type ErasedPrecondition = Arc<
+    dyn Fn(&[Vec<BoundEvent>], &dyn Fn() -> crate::event::Payload) -> Result<bool, InputError>
+        + Send
+        + Sync,
+>;
 
 /// One typed step, before it is added to a workflow.
 pub struct Step<I: Inputs> {
@@ -105,6 +111,7 @@ pub struct Step<I: Inputs> {
     stop_on_error: bool,
     description: Option<String>,
     precondition: Option<(String, ErasedPrecondition)>,
+    config_checks: Vec<ConfigCheck>,
     handler: ErasedHandler,
     _inputs: std::marker::PhantomData<fn(I)>,
 }
@@ -143,6 +150,7 @@ impl<I: Inputs> Step<I> {
             stop_on_error: true,
             description: None,
             precondition: None,
+            config_checks: Vec::new(),
             handler,
             _inputs: std::marker::PhantomData,
         }
@@ -155,9 +163,32 @@ impl<I: Inputs> Step<I> {
         name: &str,
         check: impl Fn(&I) -> bool + Send + Sync + 'static,
     ) -> Step<I> {
-        let f: ErasedPrecondition = Arc::new(move |bound| Ok(check(&I::extract(bound)?)));
+        let f: ErasedPrecondition = Arc::new(move |bound, _| Ok(check(&I::extract(bound)?)));
         self.precondition = Some((name.to_string(), f));
         self
+    }
+
+    /// A precondition over the step's own inputs and the run's agent config `C` (the seeds'
+    /// "config lie" fix: decide whether to wait for an optional input in the precondition,
+    /// where the dispatcher can still wait, not in the body). `C` is checked at start like
+    /// [`Step::uses_config`].
+    pub fn precondition_with_config<C: AgentConfig>(
+        mut self,
+        name: &str,
+        check: impl Fn(&I, &C) -> bool + Send + Sync + 'static,
+    ) -> Step<I> {
+        let f: ErasedPrecondition = Arc::new(move |bound, start| {
+            let inputs = I::extract(bound)?;
+            let config = crate::config::agent_config::<C>(&start()).map_err(|e| {
+                InputError::Payload(crate::event::PayloadError::Deserialize {
+                    name: crate::config::CONFIG_FIELD.to_string(),
+                    message: e.to_string(),
+                })
+            })?;
+            Ok(check(&inputs, &config))
+        });
+        self.precondition = Some((name.to_string(), f));
+        self.uses_config::<C>()
     }
 
     /// At most `n` executions per run.
@@ -188,6 +219,22 @@ impl<I: Inputs> Step<I> {
         self.description = Some(text.to_string());
         self
     }
+
+    /// Declares that the step reads the agent config `C` (`ctx.config::<C>()`, or a
+    /// `Config<C>` parameter with the macros): a run whose start event carries a config
+    /// that does not fit `C` is refused at start (`SAAP-C001`).
+    pub fn uses_config<C: AgentConfig>(mut self) -> Step<I> {
+        self.config_checks.push(crate::config::agent_check::<C>());
+        self
+    }
+
+    /// Declares that the step reads its own config `S` (`_config.steps.<step>`): checked
+    /// at start like [`Step::uses_config`] (`SAAP-C002`).
+    pub fn uses_step_config<S: AgentConfig>(mut self) -> Step<I> {
+        self.config_checks
+            .push(crate::config::step_check::<S>(self.name.clone()));
+        self
+    }
 }
 
 /// The runtime side of a step.
@@ -198,6 +245,8 @@ pub(crate) struct StepImpl {
 
 pub(crate) struct WorkflowInner {
     pub spec: WorkflowSpec,
+    /// Checks of a start event's `_config`, one per injected config type.
+    pub config_checks: Vec<ConfigCheck>,
     pub compiled: Arc<CompiledSpec>,
     pub steps: Vec<StepImpl>,
 }
@@ -266,6 +315,7 @@ pub struct WorkflowBuilder {
     event_order: Vec<&'static str>,
     conflicts: Vec<BuildError>,
     steps: Vec<(StepSpec, StepImpl)>,
+    config_checks: Vec<ConfigCheck>,
 }
 
 impl Workflow {
@@ -277,6 +327,7 @@ impl Workflow {
             event_order: Vec::new(),
             conflicts: Vec::new(),
             steps: Vec::new(),
+            config_checks: Vec::new(),
         }
     }
     /// The workflow spec (exactly what runs).
@@ -292,6 +343,15 @@ impl Workflow {
     }
     pub fn name(&self) -> &str {
         &self.inner.spec.name
+    }
+    /// Checks a start event's fields against every config type the workflow injects.
+    pub fn validate_start(&self, fields: &crate::event::Payload) -> Result<(), ConfigError> {
+        // The JSON form of a typed start event is made only when a config is checked.
+        if self.inner.config_checks.is_empty() {
+            return Ok(());
+        }
+        let fields = fields.json();
+        self.inner.config_checks.iter().try_for_each(|c| c(fields))
     }
 }
 
@@ -313,6 +373,13 @@ fn snake(name: &str) -> String {
 impl WorkflowBuilder {
     pub fn description(mut self, text: &str) -> WorkflowBuilder {
         self.description = Some(text.to_string());
+        self
+    }
+
+    /// Declares the agent config `C`: every start event's `_config` is checked against it
+    /// (even when no step reads it).
+    pub fn config<C: AgentConfig>(mut self) -> WorkflowBuilder {
+        self.config_checks.push(crate::config::agent_check::<C>());
         self
     }
 
@@ -421,6 +488,7 @@ impl WorkflowBuilder {
                 }),
             description: step.description.clone(),
         };
+        self.config_checks.extend(step.config_checks);
         self.steps.push((
             spec,
             StepImpl {
@@ -469,10 +537,35 @@ impl WorkflowBuilder {
         Ok(Workflow {
             inner: Arc::new(WorkflowInner {
                 spec,
+                config_checks: self.config_checks,
                 compiled,
                 steps: impls,
             }),
         })
+    }
+}
+
+/// An agent written with `#[agent]` on its `impl` block: a name and the workflow generated
+/// from its `#[step]` functions. The agent type is never instantiated by saap: steps take no
+/// `self`, so no state can live on it between executions (the "context smuggle" cannot
+/// compile); settings come from an injected `Config<C>`, run state from events or RunContext.
+pub trait Agent {
+    /// The workflow's name.
+    const NAME: &'static str;
+    /// The agent's workflow (and spec), exactly what runs.
+    fn workflow() -> Result<Workflow, BuildError>;
+}
+
+/// The per-agent command line for an `#[agent]` type: `fn main() -> ExitCode {
+/// saap::agent_main::<MyAgent>() }`. An agent whose workflow cannot be built exits 3 with
+/// the build error.
+pub fn agent_main<A: Agent>() -> std::process::ExitCode {
+    match A::workflow() {
+        Ok(w) => crate::cli::main(w),
+        Err(e) => {
+            eprintln!("error: agent `{}` cannot be built: {e}", A::NAME);
+            std::process::ExitCode::from(3)
+        }
     }
 }
 

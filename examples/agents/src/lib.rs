@@ -1,4 +1,4 @@
-//! Example agents for saap, written with the builder API (no macros).
+//! Example agents for saap, written with the builder API and with `#[agent]`.
 //!
 //! - [`rag`]: a retrieval agent — plan (fan-out into three searches), search (runs three
 //!   times in parallel), rank (fan-in with a fixed list of 3), answer with a scripted model
@@ -6,10 +6,15 @@
 //! - [`approval`]: a human-approval agent — it proposes an action, the run waits for a
 //!   human's response event, then executes or declines.
 //! - [`broken`]: agents with a known failure pattern (DESIGN §5) and their fixed twins.
+//! - [`support`]: written with `#[agent]`: typed agent and step configs, preconditions.
+//!
+//! Binaries (each gets `spec`, `check`, `run`, `runs`, `show` from `saap::main`):
+//! `rag-agent`, `support-agent`, `optional-trap-agent`, `short-panel-agent`.
 
 pub mod approval;
 pub mod broken;
 pub mod rag;
+pub mod support;
 
 /// Declares an event type: `event!(Name, "Parent", { field: Type, ... })`.
 #[macro_export]

@@ -4,7 +4,7 @@
 //! count as errors, 2 invalid input (unreadable file, syntax error, unknown event type…).
 
 use crate::input::load_spec;
-use saap_dispatch::check::{Finding, RULES, Severity, Summary, check, summarize};
+use saap_dispatch::check::{RULES, check, summarize};
 use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
@@ -66,7 +66,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
-        out.write_all(render_text(&shown, spec.steps.len(), &findings, summary).as_bytes())?;
+        // One renderer for `saap check` and every agent's `check` (saap::cli).
+        out.write_all(
+            saap::cli::render_check(&shown, spec.steps.len(), &findings, summary).as_bytes(),
+        )?;
     }
     out.flush()?;
     let failed = summary.errors > 0 || (deny_warnings && summary.warnings > 0);
@@ -94,40 +97,4 @@ fn list_rules(json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The human report: errors, then warnings, each finding with indented `why:` and `fix:`
-/// lines, and a summary line.
-fn render_text(spec: &str, steps: usize, findings: &[Finding], summary: Summary) -> String {
-    let mut s = String::new();
-    for sev in [Severity::Error, Severity::Warning] {
-        for f in findings.iter().filter(|f| f.severity == sev) {
-            s.push_str(&format!("{}[{}]", f.severity.as_str(), f.code));
-            if let Some(step) = &f.step {
-                s.push_str(&format!(" step `{step}`"));
-            }
-            if let Some(param) = &f.param {
-                s.push_str(&format!(" param `{param}`"));
-            }
-            s.push_str(&format!(": {}\n", f.message));
-            s.push_str(&format!("  rule: {}\n", f.rule));
-            s.push_str(&format!("  why: {}\n", f.why));
-            s.push_str(&format!("  fix: {}\n\n", f.fix));
-        }
-    }
-    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-    if findings.is_empty() {
-        s.push_str(&format!(
-            "{spec}: ok, no findings ({} checked)\n",
-            plural(steps, "step")
-        ));
-    } else {
-        s.push_str(&format!(
-            "{spec}: {}, {} ({} checked)\n",
-            plural(summary.errors, "error"),
-            plural(summary.warnings, "warning"),
-            plural(steps, "step")
-        ));
-    }
-    s
 }

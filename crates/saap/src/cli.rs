@@ -1,0 +1,1007 @@
+//! The per-agent command line: one call gives every agent binary `spec`, `check`, `run`,
+//! `runs` and `show`.
+//!
+//! ```no_run
+//! # fn workflow() -> saap::Workflow { unimplemented!() }
+//! fn main() -> std::process::ExitCode {
+//!     saap::main(workflow())
+//! }
+//! ```
+//!
+//! Conventions (DESIGN §8, `docs/cli.md`): data on stdout, diagnostics on stderr, `--json`
+//! on every command, and exit codes 0 success, 1 the command found problems (check errors,
+//! a run that ended with an exception or is still waiting), 2 invalid input or usage,
+//! 3 internal or I/O failure.
+//!
+//! Runs are kept in an embedded SQLite database: `--db PATH`, or by default
+//! `<state dir>/<agent>.db` where the state dir is `$SAAP_STATE_DIR`, else
+//! `$XDG_STATE_HOME/saap`, else `$HOME/.local/state/saap`, else `./.saap`.
+
+use crate::backend::Backend;
+use crate::backend::sqlite::SqliteBackend;
+use crate::engine::{Engine, EngineError, EngineOptions};
+use crate::history::{HistoryExportError, RunOutcome, StoredRunView, utc_time};
+use crate::snapshot::{RunSnapshot, timeline_with};
+use crate::workflow::Workflow;
+use clap::{Parser, Subcommand};
+use saap_dispatch::check::{Finding, Severity, Summary, check, summarize};
+use serde_json::{Value, json};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Largest start event accepted on the command line or from a file, in bytes.
+pub const MAX_START_EVENT_BYTES: u64 = 1024 * 1024;
+
+/// Runs the agent's command line with the process arguments; returns the exit code.
+pub fn main(workflow: Workflow) -> ExitCode {
+    main_with(workflow, std::env::args_os())
+}
+
+/// [`main`] with explicit arguments (the first is the program name).
+pub fn main_with<I, T>(workflow: Workflow, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let name = program_name(&workflow);
+    let cmd = <Cli as clap::CommandFactory>::command()
+        .name(name.clone())
+        .bin_name(name.clone())
+        .about(format!(
+            "{name}: the `{}` agent (saap). Inspect its spec, check it, run it, read its stored runs.",
+            workflow.name()
+        ))
+        .after_help(after_help(&name));
+    let matches = match cmd.try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+    };
+    match dispatch(&workflow, cli.command) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn program_name(workflow: &Workflow) -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| workflow.name().to_string())
+}
+
+fn after_help(bin: &str) -> String {
+    format!(
+        "Examples:
+  {bin} spec > agent.json                   the WorkflowSpec (what `saap check`/`explore` read)
+  {bin} check                               the static checks of `saap check`
+  {bin} run --message \"reset my password\"   start a run, stream its display events, print the result
+  {bin} run --event '{{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}}'
+  {bin} send RUN --event JSON               continue a waiting run (e.g. a human's answer)
+  {bin} runs                                stored runs with their status
+  {bin} show RUN                            the run's timeline: events and decisions
+  {bin} show RUN --history-out run.json     then: saap explain agent.json --history run.json
+
+Runs are stored in --db PATH (default: $SAAP_STATE_DIR, $XDG_STATE_HOME/saap or
+~/.local/state/saap, file <agent>.db).
+
+Exit codes: 0 ok, 1 problems found (check errors; a run that failed or still waits),
+2 invalid input or usage, 3 internal or I/O failure."
+    )
+}
+
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the agent's WorkflowSpec as JSON (the input of `saap check`, `simulate`, `explore`).
+    Spec(SpecArgs),
+    /// Run the static checks of `saap check` on this agent's spec.
+    Check(CheckArgs),
+    /// Start a run, stream its display events, and print how it ended.
+    Run(RunArgs),
+    /// Send an event to a stored live run (e.g. a human's answer) and follow it.
+    Send(SendArgs),
+    /// List the stored runs with their status.
+    Runs(RunsArgs),
+    /// Show a stored run: its events and the dispatcher's decisions.
+    Show(ShowArgs),
+}
+
+#[derive(clap::Args)]
+struct SpecArgs {
+    /// Accepted for uniformity: the spec is always JSON.
+    #[arg(long)]
+    json: bool,
+    /// Print the workflow graph as Mermaid instead of the JSON spec.
+    #[arg(long, conflicts_with = "json")]
+    mermaid: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Deny {
+    /// Warnings count as errors for the exit code.
+    Warnings,
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Each finding names a stable code (SAAP001…, see docs/checks.md), the step and parameter, what is
+wrong, why it breaks at runtime and the fix. Same output as `saap check` on the spec.
+
+Exit codes: 0 no errors (warnings allowed unless denied), 1 errors found."
+)]
+struct CheckArgs {
+    /// Print JSON: {spec, name, findings, summary: {errors, warnings}}.
+    #[arg(long)]
+    json: bool,
+    /// Treat warnings as errors for the exit code (`--deny warnings`).
+    #[arg(long, value_enum)]
+    deny: Vec<Deny>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum EngineKind {
+    /// Embedded and durable: the run is kept in the SQLite database (--db).
+    Sqlite,
+    /// In memory: nothing is kept (`runs`/`show` will not see the run).
+    Memory,
+}
+
+#[derive(clap::Args)]
+struct StoreArgs {
+    /// The database of runs (default: <state dir>/<agent>.db, see --help of the agent).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "The start event is either --message TEXT (a UserMessageEvent) or --event JSON: an object
+with `_event_name` (a start event type of the agent) and the event's fields. --event @FILE reads
+the JSON from a file, --event - from stdin. --config JSON (or @FILE) is the run's config: it
+travels in the start event's `_config`, is merged over the agent's defaults and is checked
+before the run starts (SAAP-C001/C002, exit 2).
+
+Display events (chunks, thoughts, costs, questions) are printed as they arrive; chunks are
+streamed as text. With --json every display event is one JSON line, and the last line is the
+result: {run_id, status, result: {event, fields}, executions}.
+
+Exit codes: 0 the run stopped, 1 it ended with an exception or still waits after --timeout
+(it stays stored: see `show RUN`), 2 invalid start event, 3 database failure."
+)]
+struct RunArgs {
+    /// Start with a UserMessageEvent carrying this message.
+    #[arg(long, short, value_name = "TEXT", conflicts_with = "event")]
+    message: Option<String>,
+    /// Start with this event: JSON `{"_event_name": "...", ...fields}`, `@FILE` or `-`.
+    #[arg(long, short, value_name = "JSON")]
+    event: Option<String>,
+    /// The run's config (JSON object, `@FILE` or `-`): put in the start event's `_config`,
+    /// merged over the agent's defaults and checked before the run starts.
+    #[arg(long, value_name = "JSON")]
+    config: Option<String>,
+    /// Continue a conversation: run in this thread (shares its ThreadContext).
+    #[arg(long, value_name = "ID")]
+    thread: Option<String>,
+    /// Where runs are kept: sqlite (default, durable) or memory.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    engine: EngineKind,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Seconds to wait for the run to end before leaving it stored and live.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    timeout: f64,
+    /// Print JSON lines (display events, then the result).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "The run is opened from the database (live runs are resumed), the event is appended to
+it, and its display events are streamed until it ends or --timeout passes, as with `run`.
+
+Example (the approval agent waits for a human):
+  send RUN --event '{\"_event_name\": \"ApprovalGiven\", \"approved\": true, \"by\": \"ann\"}'
+
+Exit codes: 0 the run stopped, 1 it failed or still waits, 2 unknown run, ended run or invalid
+event, 3 database failure."
+)]
+struct SendArgs {
+    /// The run id (or a unique prefix of it).
+    run: String,
+    /// The event: JSON `{"_event_name": "...", ...fields}`, `@FILE` or `-`.
+    #[arg(long, short, value_name = "JSON")]
+    event: String,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Seconds to wait for the run to end.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    timeout: f64,
+    /// Print JSON lines (display events, then the result).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct RunsArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Print a JSON list of {run_id, thread_id, status, started, events, executions, ended_by}.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "RUN is a run id as printed by `run` and `runs` (a unique prefix is enough).
+
+Examples:
+  show RUN                              the timeline of events and decisions
+  show RUN --json                       events with fields, records, executions
+  show RUN --history-out run.json       a History file for `saap explain SPEC --history run.json`"
+)]
+struct ShowArgs {
+    /// The run id (or a unique prefix of it).
+    run: String,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Print JSON: {run_id, thread_id, workflow, status, events, records, executions, result}.
+    #[arg(long)]
+    json: bool,
+    /// Also write the run as a History file (the input of `saap explain --history`).
+    #[arg(long, value_name = "FILE")]
+    history_out: Option<PathBuf>,
+}
+
+/// A failure with its exit code.
+struct Fail {
+    code: u8,
+    message: String,
+}
+
+fn invalid(message: impl Into<String>) -> Fail {
+    Fail {
+        code: 2,
+        message: message.into(),
+    }
+}
+
+fn internal(message: impl Into<String>) -> Fail {
+    Fail {
+        code: 3,
+        message: message.into(),
+    }
+}
+
+fn io(e: std::io::Error) -> Fail {
+    internal(format!("cannot write the output: {e}"))
+}
+
+fn engine_fail(e: EngineError) -> Fail {
+    match e {
+        EngineError::Store(_) | EngineError::Core { .. } | EngineError::Replay { .. } => {
+            internal(e.to_string())
+        }
+        _ => invalid(e.to_string()),
+    }
+}
+
+fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
+    match command {
+        Command::Spec(a) => spec(workflow, &a),
+        Command::Check(a) => check_cmd(workflow, &a),
+        Command::Run(a) => block_on(run_cmd(workflow, a)),
+        Command::Send(a) => block_on(send_cmd(workflow, a)),
+        Command::Runs(a) => block_on(runs_cmd(workflow, a)),
+        Command::Show(a) => block_on(show_cmd(workflow, a)),
+    }
+}
+
+fn block_on<F: std::future::Future<Output = Result<u8, Fail>>>(f: F) -> Result<u8, Fail> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| internal(format!("cannot start the async runtime: {e}")))?
+        .block_on(f)
+}
+
+fn spec(workflow: &Workflow, a: &SpecArgs) -> Result<u8, Fail> {
+    let mut out = std::io::stdout().lock();
+    if a.mermaid {
+        out.write_all(crate::snapshot::mermaid(workflow.spec()).as_bytes())
+            .map_err(io)?;
+    } else {
+        writeln!(out, "{}", workflow.spec_json()).map_err(io)?;
+    }
+    Ok(0)
+}
+
+fn check_cmd(workflow: &Workflow, a: &CheckArgs) -> Result<u8, Fail> {
+    let spec = workflow.compiled();
+    let findings = check(spec);
+    let summary = summarize(&findings);
+    let shown = format!("agent {}", workflow.name());
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let doc = json!({
+            "spec": shown,
+            "name": spec.name,
+            "findings": findings,
+            "summary": summary,
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)
+            .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
+        writeln!(out).map_err(io)?;
+    } else {
+        out.write_all(render_check(&shown, spec.steps.len(), &findings, summary).as_bytes())
+            .map_err(io)?;
+    }
+    let deny = a.deny.contains(&Deny::Warnings);
+    let failed = summary.errors > 0 || (deny && summary.warnings > 0);
+    if failed && deny && summary.errors == 0 {
+        eprintln!("check: warnings are denied (--deny warnings)");
+    }
+    Ok(u8::from(failed))
+}
+
+/// The human report of `check`: errors, then warnings, each finding with indented `rule:`,
+/// `why:` and `fix:` lines, and a summary line. `saap check` prints the same.
+pub fn render_check(spec: &str, steps: usize, findings: &[Finding], summary: Summary) -> String {
+    let mut s = String::new();
+    for sev in [Severity::Error, Severity::Warning] {
+        for f in findings.iter().filter(|f| f.severity == sev) {
+            s.push_str(&format!("{}[{}]", f.severity.as_str(), f.code));
+            if let Some(step) = &f.step {
+                s.push_str(&format!(" step `{step}`"));
+            }
+            if let Some(param) = &f.param {
+                s.push_str(&format!(" param `{param}`"));
+            }
+            s.push_str(&format!(": {}\n", f.message));
+            s.push_str(&format!("  rule: {}\n", f.rule));
+            s.push_str(&format!("  why: {}\n", f.why));
+            s.push_str(&format!("  fix: {}\n\n", f.fix));
+        }
+    }
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    if findings.is_empty() {
+        s.push_str(&format!(
+            "{spec}: ok, no findings ({} checked)\n",
+            plural(steps, "step")
+        ));
+    } else {
+        s.push_str(&format!(
+            "{spec}: {}, {} ({} checked)\n",
+            plural(summary.errors, "error"),
+            plural(summary.warnings, "warning"),
+            plural(steps, "step")
+        ));
+    }
+    s
+}
+
+/// The default database of an agent: `<state dir>/<agent>.db`.
+pub fn default_db(workflow: &Workflow) -> PathBuf {
+    let dir = if let Some(d) = std::env::var_os("SAAP_STATE_DIR").filter(|d| !d.is_empty()) {
+        PathBuf::from(d)
+    } else if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        PathBuf::from(d).join("saap")
+    } else if let Some(h) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        PathBuf::from(h).join(".local/state/saap")
+    } else {
+        PathBuf::from(".saap")
+    };
+    let file: String = workflow
+        .name()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    dir.join(format!("{file}.db"))
+}
+
+fn db_path(workflow: &Workflow, store: &StoreArgs) -> PathBuf {
+    store.db.clone().unwrap_or_else(|| default_db(workflow))
+}
+
+fn open_store(path: &Path) -> Result<Arc<dyn Backend>, Fail> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            internal(format!(
+                "cannot create the state directory `{}`: {e}; pass --db PATH or set SAAP_STATE_DIR",
+                dir.display()
+            ))
+        })?;
+    }
+    let backend = SqliteBackend::open(path).map_err(|e| internal(e.to_string()))?;
+    Ok(Arc::new(backend))
+}
+
+/// Reads a JSON argument: literal text, `@FILE` or `-` (stdin), bounded.
+fn json_arg(flag: &str, src: &str) -> Result<(String, Value), Fail> {
+    let (what, text) = if src == "-" {
+        let mut buf = String::new();
+        std::io::stdin()
+            .take(MAX_START_EVENT_BYTES + 1)
+            .read_to_string(&mut buf)
+            .map_err(|e| invalid(format!("cannot read {flag} from stdin: {e}")))?;
+        ("stdin".to_string(), buf)
+    } else if let Some(file) = src.strip_prefix('@') {
+        let mut buf = String::new();
+        std::fs::File::open(file)
+            .map_err(|e| invalid(format!("cannot open {flag} file `{file}`: {e}")))?
+            .take(MAX_START_EVENT_BYTES + 1)
+            .read_to_string(&mut buf)
+            .map_err(|e| invalid(format!("cannot read {flag} file `{file}`: {e}")))?;
+        (file.to_string(), buf)
+    } else {
+        (flag.to_string(), src.to_string())
+    };
+    if text.len() as u64 > MAX_START_EVENT_BYTES {
+        return Err(invalid(format!(
+            "{what}: larger than {MAX_START_EVENT_BYTES} bytes; pass large data by reference"
+        )));
+    }
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        invalid(format!(
+            "{what}:{}:{}: not valid JSON: {e}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    Ok((what, value))
+}
+
+/// The start event: (type name, fields), with `--config` in `_config`.
+fn start_event(a: &RunArgs) -> Result<(String, Value), Fail> {
+    let (name, mut fields) = if let Some(m) = &a.message {
+        let mut f = serde_json::Map::new();
+        f.insert("message".into(), Value::from(m.as_str()));
+        ("UserMessageEvent".to_string(), f)
+    } else if let Some(src) = &a.event {
+        let (what, value) = json_arg("--event", src)?;
+        let Value::Object(mut fields) = value else {
+            return Err(invalid(format!(
+                "{what}: the start event must be a JSON object like {{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}}"
+            )));
+        };
+        let name = match fields.remove("_event_name") {
+            Some(Value::String(n)) => n,
+            _ => {
+                return Err(invalid(format!(
+                    "{what}: the start event needs `_event_name`, the name of a start event type, e.g. \"UserMessageEvent\""
+                )));
+            }
+        };
+        for envelope in ["_parent_event_names", "event_id", "created_at"] {
+            fields.remove(envelope);
+        }
+        (name, fields)
+    } else {
+        return Err(invalid(
+            "no start event: pass --message TEXT or --event JSON (e.g. --event '{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}')",
+        ));
+    };
+    if let Some(src) = &a.config {
+        let (what, value) = json_arg("--config", src)?;
+        if !value.is_object() {
+            return Err(invalid(format!(
+                "{what}: the config must be a JSON object of the agent's config fields, e.g. {{\"top_k\": 3}}"
+            )));
+        }
+        fields.insert(crate::config::CONFIG_FIELD.to_string(), value);
+    }
+    Ok((name, Value::Object(fields)))
+}
+
+async fn open_engine(
+    workflow: &Workflow,
+    kind: EngineKind,
+    store: &StoreArgs,
+) -> Result<Engine, Fail> {
+    Ok(match kind {
+        EngineKind::Memory => Engine::in_memory(workflow.clone()),
+        EngineKind::Sqlite => {
+            let path = db_path(workflow, store);
+            let backend = open_store(&path)?;
+            let (engine, recovery) =
+                Engine::open(workflow.clone(), backend, EngineOptions::default())
+                    .await
+                    .map_err(|e| internal(e.to_string()))?;
+            if recovery.resumed_runs > 0 {
+                eprintln!(
+                    "resumed {} live run(s) found in {} ({} execution(s) re-run)",
+                    recovery.resumed_runs,
+                    path.display(),
+                    recovery.retried_executions
+                );
+            }
+            for f in &recovery.failed {
+                eprintln!("warning: {f}");
+            }
+            engine
+        }
+    })
+}
+
+async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
+    let (name, fields) = start_event(&a)?;
+    let engine = open_engine(workflow, a.engine, &a.store).await?;
+    let run_id = engine
+        .start_run_named(a.thread.as_deref(), &name, crate::event::Payload::from_json(fields))
+        .await
+        .map_err(engine_fail)?;
+    eprintln!("run {run_id} started ({name})");
+    follow(&engine, &run_id, 0, None, a.timeout, a.json).await
+}
+
+async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fail> {
+    let (what, value) = json_arg("--event", &a.event)?;
+    let Value::Object(mut fields) = value else {
+        return Err(invalid(format!(
+            "{what}: the event must be a JSON object like {{\"_event_name\": \"ApprovalGiven\", ...fields}}"
+        )));
+    };
+    let Some(Value::String(name)) = fields.remove("_event_name") else {
+        return Err(invalid(format!(
+            "{what}: the event needs `_event_name`, the name of an event type of the agent"
+        )));
+    };
+    for envelope in ["_parent_event_names", "event_id", "created_at"] {
+        fields.remove(envelope);
+    }
+    let path = db_path(workflow, &a.store);
+    if !path.exists() {
+        return Err(invalid(format!(
+            "no database {}; start a run first with `run`",
+            path.display()
+        )));
+    }
+    let engine = open_engine(workflow, EngineKind::Sqlite, &a.store).await?;
+    let ids: Vec<String> = engine
+        .run_ids()
+        .into_iter()
+        .filter(|id| id.starts_with(&a.run))
+        .collect();
+    let run_id = match ids.as_slice() {
+        [one] => one.clone(),
+        [] => {
+            return Err(invalid(format!(
+                "no stored run `{}` of `{}` in {}; list them with `runs`",
+                a.run,
+                workflow.name(),
+                path.display()
+            )));
+        }
+        many => {
+            return Err(invalid(format!(
+                "`{}` matches {} runs; give more of the run id (see `runs`)",
+                a.run,
+                many.len()
+            )));
+        }
+    };
+    let snap = engine
+        .snapshot(&run_id)
+        .ok_or_else(|| internal(format!("run `{run_id}` vanished from the engine")))?;
+    if snap.run.is_terminated() {
+        return Err(invalid(format!(
+            "run {run_id} has ended ({}); an event sent now would only be kept as evidence, never dispatched: start a new run",
+            RunOutcome::of(&snap.run).as_str()
+        )));
+    }
+    let from = snap.run.log().len();
+    let id = engine
+        .send_named(&run_id, &name, crate::event::Payload::from_json(Value::Object(fields)))
+        .await
+        .map_err(engine_fail)?;
+    eprintln!("sent {name} {id} to run {run_id}");
+    follow(&engine, &run_id, from, Some(id), a.timeout, a.json).await
+}
+
+/// Streams a run's display events from `from` on until it ends or `timeout` passes, then
+/// prints how it stands. Exit code: 0 stopped, 1 failed or still live.
+async fn follow(
+    engine: &Engine,
+    run_id: &str,
+    from: usize,
+    sent: Option<saap_dispatch::EventId>,
+    timeout: f64,
+    json_lines: bool,
+) -> Result<u8, Fail> {
+    let mut watch = engine.watch(run_id).map_err(engine_fail)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
+    let mut shown = from;
+    let mut out = std::io::stdout();
+    let mut mid_line = false;
+    let snap = loop {
+        let snap = engine
+            .snapshot(run_id)
+            .ok_or_else(|| internal(format!("run `{run_id}` vanished from the engine")))?;
+        for seq in shown..snap.run.log().len() {
+            if Some(snap.run.log()[seq].id) == sent {
+                continue; // the event this command sent
+            }
+            mid_line = show_display(&snap, seq, json_lines, &mut out, mid_line).map_err(io)?;
+        }
+        shown = shown.max(snap.run.log().len());
+        let ended = snap.run.is_terminated() && snap.running() == 0;
+        if ended || snap.failure.is_some() {
+            break snap;
+        }
+        match tokio::time::timeout_at(deadline, watch.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => break snap,
+        }
+    };
+    if mid_line {
+        writeln!(out).map_err(io)?;
+    }
+    // The end is reported only once it is durable.
+    if snap.run.is_terminated() {
+        let _ = tokio::time::timeout_at(deadline, engine.wait_for_end(run_id)).await;
+    }
+    let outcome = RunOutcome::of(&snap.run);
+    let result = terminal(&snap);
+    if json_lines {
+        let line = json!({
+            "run_id": run_id,
+            "thread_id": snap.thread_id,
+            "status": outcome.as_str(),
+            "result": result.as_ref().map(|(n, f)| json!({"event": n, "fields": f})),
+            "executions": counts_json(&snap.run),
+            "waiting_for": (outcome == RunOutcome::Live).then(|| snap.waiting_for()),
+        });
+        writeln!(out, "{line}").map_err(io)?;
+    } else {
+        match &result {
+            Some((n, f)) => {
+                writeln!(out, "{n} {f}").map_err(io)?;
+                eprintln!(
+                    "run {run_id} {} ({}); executions: {}",
+                    outcome.as_str(),
+                    n,
+                    counts_text(&snap.run)
+                );
+            }
+            None => {
+                eprintln!(
+                    "run {run_id} is still live after {timeout}s; it stays stored: `show {run_id}` reads it, `send {run_id} --event JSON` continues it.\n{}",
+                    snap.waiting_for()
+                );
+            }
+        }
+    }
+    Ok(match outcome {
+        RunOutcome::Stopped => 0,
+        _ => 1,
+    })
+}
+
+/// Prints the event at `seq` if it is a display event that does not end the run. Returns
+/// whether the output is in the middle of a line (after streamed chunks).
+fn show_display(
+    snap: &RunSnapshot,
+    seq: usize,
+    json_lines: bool,
+    out: &mut impl Write,
+    mid_line: bool,
+) -> std::io::Result<bool> {
+    let e = snap.run.log()[seq];
+    if !e.kind.is_display() || e.kind.is_terminal() || e.kind.is_start() {
+        return Ok(mid_line);
+    }
+    let name = snap.run.type_name(e.ty);
+    let fields = snap.payloads.get(seq).map(|p| (**p).clone());
+    let fields = fields.unwrap_or(Value::Null);
+    if json_lines {
+        writeln!(
+            out,
+            "{}",
+            json!({"display": {"event": name, "event_id": e.id.to_string(), "fields": fields}})
+        )?;
+        return Ok(false);
+    }
+    if name == "ChunkEvent"
+        && let Some(chunk) = fields.get("chunk").and_then(Value::as_str)
+    {
+        write!(out, "{chunk}")?;
+        out.flush()?;
+        return Ok(true);
+    }
+    if mid_line {
+        writeln!(out)?;
+    }
+    writeln!(out, "[{name}] {fields}")?;
+    out.flush()?;
+    Ok(false)
+}
+
+fn terminal(snap: &RunSnapshot) -> Option<(String, Value)> {
+    match snap.run.status() {
+        saap_dispatch::RunStatus::Terminated { by } => {
+            let ty = snap.run.log()[by as usize].ty;
+            let fields = snap
+                .payloads
+                .get(by as usize)
+                .map(|p| (**p).clone())
+                .unwrap_or(Value::Null);
+            Some((snap.run.type_name(ty).to_string(), fields))
+        }
+        _ => None,
+    }
+}
+
+fn counts(run: &saap_dispatch::Run) -> Vec<(String, usize)> {
+    run.spec()
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.clone(), run.execution_count(i as u32)))
+        .collect()
+}
+
+fn counts_text(run: &saap_dispatch::Run) -> String {
+    counts(run)
+        .iter()
+        .map(|(n, c)| format!("{n} ×{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn counts_json(run: &saap_dispatch::Run) -> Value {
+    Value::Object(
+        counts(run)
+            .into_iter()
+            .map(|(n, c)| (n, Value::from(c)))
+            .collect(),
+    )
+}
+
+/// Stored runs of this agent, rebuilt; a missing database has none.
+async fn stored_views(
+    workflow: &Workflow,
+    store: &StoreArgs,
+) -> Result<
+    (
+        PathBuf,
+        Vec<Result<StoredRunView, (String, HistoryExportError)>>,
+    ),
+    Fail,
+> {
+    let path = db_path(workflow, store);
+    if !path.exists() {
+        return Ok((path, Vec::new()));
+    }
+    let backend = open_store(&path)?;
+    let stored = crate::history::load(&backend, workflow)
+        .await
+        .map_err(|e| internal(e.to_string()))?;
+    backend.halt();
+    Ok((
+        path,
+        stored
+            .iter()
+            .map(|s| {
+                StoredRunView::rebuild(workflow, s).map_err(|e| (s.meta.run_id.to_string(), e))
+            })
+            .collect(),
+    ))
+}
+
+async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fail> {
+    let (path, views) = stored_views(workflow, &a.store).await?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let list: Vec<Value> = views
+            .iter()
+            .map(|v| match v {
+                Ok(v) => json!({
+                    "run_id": v.run_id,
+                    "thread_id": v.thread_id,
+                    "status": v.outcome().as_str(),
+                    "started": v.started_unix().map(utc_time),
+                    "events": v.run.log().len(),
+                    "executions": v.run.executions().len(),
+                    "ended_by": v.result().map(|(n, _)| n),
+                }),
+                Err((id, e)) => {
+                    json!({"run_id": id, "status": "unreadable", "error": e.to_string()})
+                }
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &list)
+            .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
+        writeln!(out).map_err(io)?;
+        return Ok(0);
+    }
+    if views.is_empty() {
+        eprintln!(
+            "no stored runs of `{}` in {}; start one with `run --message TEXT`",
+            workflow.name(),
+            path.display()
+        );
+        return Ok(0);
+    }
+    writeln!(
+        out,
+        "{:<24}  {:<10}  {:<19}  {:>6}  {:>10}  ended by",
+        "run", "status", "started (UTC)", "events", "executions"
+    )
+    .map_err(io)?;
+    for v in &views {
+        match v {
+            Ok(v) => writeln!(
+                out,
+                "{:<24}  {:<10}  {:<19}  {:>6}  {:>10}  {}",
+                v.run_id,
+                v.outcome().as_str(),
+                v.started_unix().map(utc_time).unwrap_or_default(),
+                v.run.log().len(),
+                v.run.executions().len(),
+                v.result().map(|(n, _)| n).unwrap_or_else(|| "-".into())
+            )
+            .map_err(io)?,
+            Err((id, e)) => writeln!(out, "{id:<24}  unreadable: {e}").map_err(io)?,
+        }
+    }
+    Ok(0)
+}
+
+async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
+    let (path, views) = stored_views(workflow, &a.store).await?;
+    let matching: Vec<&Result<StoredRunView, (String, HistoryExportError)>> = views
+        .iter()
+        .filter(|v| match v {
+            Ok(v) => v.run_id.starts_with(&a.run),
+            Err((id, _)) => id.starts_with(&a.run),
+        })
+        .collect();
+    let view = match matching.as_slice() {
+        [] => {
+            return Err(invalid(format!(
+                "no stored run `{}` of `{}` in {}; list them with `runs`",
+                a.run,
+                workflow.name(),
+                path.display()
+            )));
+        }
+        [Ok(v)] => v,
+        [Err((_, e))] => return Err(internal(e.to_string())),
+        many => {
+            return Err(invalid(format!(
+                "`{}` matches {} runs; give more of the run id (see `runs`)",
+                a.run,
+                many.len()
+            )));
+        }
+    };
+    if let Some(file) = &a.history_out {
+        let text = serde_json::to_string_pretty(&view.history())
+            .map_err(|e| internal(format!("cannot encode the history: {e}")))?;
+        std::fs::write(file, text + "\n").map_err(|e| {
+            internal(format!(
+                "cannot write the history to `{}`: {e}",
+                file.display()
+            ))
+        })?;
+        eprintln!(
+            "history of run {} written to {}; explain it with `saap explain SPEC --history {}` (SPEC from `spec`)",
+            view.run_id,
+            file.display(),
+            file.display()
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    let run = &view.run;
+    if a.json {
+        let events: Vec<Value> = run
+            .log()
+            .iter()
+            .enumerate()
+            .map(|(seq, e)| {
+                json!({
+                    "seq": seq,
+                    "event_id": e.id.to_string(),
+                    "event": run.type_name(e.ty),
+                    "kind": e.kind.label(),
+                    "origin": match e.origin {
+                        saap_dispatch::Origin::Outside => Value::Null,
+                        saap_dispatch::Origin::Execution(x) => Value::from(x.to_string()),
+                    },
+                    "fields": view.fields(seq as u32),
+                })
+            })
+            .collect();
+        let executions: Vec<Value> = run
+            .executions()
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                json!({
+                    "execution": saap_dispatch::ExecutionId(i as u32).to_string(),
+                    "step": run.spec().steps[x.step as usize].name,
+                    "trigger": x.trigger,
+                    "state": format!("{:?}", x.state),
+                    "attempt": x.attempt,
+                    "error": x.error.as_deref(),
+                })
+            })
+            .collect();
+        let doc = json!({
+            "run_id": view.run_id,
+            "thread_id": view.thread_id,
+            "workflow": view.workflow,
+            "status": view.outcome().as_str(),
+            "result": view.result().map(|(n, f)| json!({"event": n, "fields": f})),
+            "events": events,
+            "records": run.records(),
+            "executions": executions,
+            "execution_counts": counts_json(run),
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)
+            .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
+        writeln!(out).map_err(io)?;
+        return Ok(0);
+    }
+    writeln!(
+        out,
+        "run {} of {} ({}), thread {}{}",
+        view.run_id,
+        view.workflow,
+        view.outcome().as_str(),
+        view.thread_id,
+        view.started_unix()
+            .map(|s| format!(", started {} UTC", utc_time(s)))
+            .unwrap_or_default()
+    )
+    .map_err(io)?;
+    writeln!(out).map_err(io)?;
+    out.write_all(timeline_with(run, &view.display_by).as_bytes())
+        .map_err(io)?;
+    writeln!(out).map_err(io)?;
+    writeln!(out, "executions: {}", counts_text(run)).map_err(io)?;
+    match view.result() {
+        Some((n, f)) => writeln!(out, "result: {n} {f}").map_err(io)?,
+        None => writeln!(
+            out,
+            "still live:\n{}",
+            crate::snapshot::waiting_for(run, None)
+        )
+        .map_err(io)?,
+    }
+    Ok(0)
+}

@@ -1,0 +1,280 @@
+//! Stored runs, read back without running anything: a run kept by the embedded store is
+//! rebuilt by the dispatch core from its journal (recorded precondition results, no user
+//! code), checked against its stored decision records, and can be exported as the
+//! `saap-dispatch` [`History`] file that `saap explain --history FILE` reads.
+//!
+//! This is what the per-agent CLI's `runs` and `show` use; it never resumes a run (use
+//! [`Engine::open`](crate::Engine::open) for that).
+
+use crate::backend::{Backend, StoredEvent, StoredInput, StoredRun};
+use crate::event::Payload;
+use crate::workflow::Workflow;
+use saap_dispatch::ids::run_key;
+use saap_dispatch::record::Record;
+use saap_dispatch::replay::{History, ReplayError, RunInput, replay};
+use saap_dispatch::run::{EventTy, NewEventType, RunStatus};
+use saap_dispatch::{EventId, EventKind, ExecutionId, NewEvent, Origin, Outcome, Run};
+use saap_protocol::Classification;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Why a stored run cannot be read back.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HistoryExportError {
+    #[error(
+        "SAAP-H001: the decision records of run `{run_id}` cannot be read ({detail}); the store was written by another saap version or damaged"
+    )]
+    BadRecords { run_id: String, detail: String },
+    #[error("SAAP-H002: run `{run_id}` does not replay against this agent: {source}")]
+    Replay {
+        run_id: String,
+        #[source]
+        source: ReplayError,
+    },
+}
+
+impl HistoryExportError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            HistoryExportError::BadRecords { .. } => "SAAP-H001",
+            HistoryExportError::Replay { .. } => "SAAP-H002",
+        }
+    }
+}
+
+/// How a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Still live: waiting for events or running steps.
+    Live,
+    /// Ended by a stop event.
+    Stopped,
+    /// Ended by an exception event.
+    Failed,
+}
+
+impl RunOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Live => "live",
+            RunOutcome::Stopped => "stopped",
+            RunOutcome::Failed => "failed",
+        }
+    }
+
+    /// The outcome of a run's current state.
+    pub fn of(run: &Run) -> RunOutcome {
+        match run.status() {
+            RunStatus::Terminated { by } => {
+                if run.log()[by as usize].kind.is_exception() {
+                    RunOutcome::Failed
+                } else {
+                    RunOutcome::Stopped
+                }
+            }
+            _ => RunOutcome::Live,
+        }
+    }
+}
+
+/// A stored run rebuilt by the core: its state, the journal that drove it, and payloads.
+#[derive(Debug, Clone)]
+pub struct StoredRunView {
+    pub run_id: String,
+    pub thread_id: String,
+    pub workflow: String,
+    pub run: Run,
+    /// The journal, as the core's inputs.
+    pub inputs: Vec<RunInput>,
+    /// Fields of every stored event, by id.
+    pub payloads: HashMap<EventId, Payload>,
+    /// Display events shown by executions: (seq, execution).
+    pub display_by: Vec<(u32, ExecutionId)>,
+}
+
+impl StoredRunView {
+    /// Rebuilds a stored run: the journal goes through the core with the recorded
+    /// precondition results, and the rebuilt records must equal the stored ones.
+    pub fn rebuild(workflow: &Workflow, stored: &StoredRun) -> Result<Self, HistoryExportError> {
+        let run_id = stored.meta.run_id.to_string();
+        let spec = workflow.compiled();
+        let records: Vec<Record> = stored
+            .records
+            .iter()
+            .map(|r| serde_json::from_value(r.clone()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| HistoryExportError::BadRecords {
+                run_id: run_id.clone(),
+                detail: e.to_string(),
+            })?;
+        let mut payloads = HashMap::new();
+        let mut shown_by = Vec::new();
+        let mut to_new = |e: &StoredEvent| {
+            payloads.insert(e.id, e.payload.clone());
+            let ty = match spec.type_id(&e.name) {
+                Some(t) => NewEventType::Known(t),
+                None => NewEventType::Foreign {
+                    name: e.name.clone(),
+                    kind: kind_from_bits(e.kind),
+                },
+            };
+            NewEvent { id: e.id, ty }
+        };
+        let inputs: Vec<RunInput> = stored
+            .journal
+            .iter()
+            .map(|entry| match &entry.input {
+                StoredInput::Append { event, by } => {
+                    if let Some(x) = by {
+                        shown_by.push((event.id, ExecutionId(*x)));
+                    }
+                    RunInput::Append(to_new(event))
+                }
+                StoredInput::Complete {
+                    execution,
+                    attempt,
+                    outputs,
+                    error,
+                } => RunInput::Complete {
+                    execution: ExecutionId(*execution),
+                    attempt: *attempt,
+                    outcome: match (outputs, error) {
+                        (_, Some(msg)) => Outcome::Failed(msg.clone()),
+                        (Some(outs), None) => {
+                            Outcome::Returned(outs.iter().map(&mut to_new).collect())
+                        }
+                        (None, None) => Outcome::Returned(Vec::new()),
+                    },
+                },
+                StoredInput::Retry { execution } => RunInput::Retry {
+                    execution: ExecutionId(*execution),
+                },
+            })
+            .collect();
+        let run = replay(
+            spec.clone(),
+            run_key(&run_id),
+            Some(stored.meta.fingerprint),
+            &inputs,
+            &records,
+        )
+        .map_err(|source| HistoryExportError::Replay {
+            run_id: run_id.clone(),
+            source,
+        })?;
+        let display_by = shown_by
+            .into_iter()
+            .filter_map(|(id, x)| run.seq_of(&id).map(|seq| (seq, x)))
+            .collect();
+        Ok(StoredRunView {
+            run_id,
+            thread_id: stored.meta.thread_id.to_string(),
+            workflow: stored.meta.workflow.clone(),
+            run,
+            inputs,
+            payloads,
+            display_by,
+        })
+    }
+
+    /// The run as a `saap-dispatch` History file (what `saap explain --history` reads).
+    pub fn history(&self) -> History {
+        History::new(&self.run, &self.inputs)
+    }
+
+    pub fn outcome(&self) -> RunOutcome {
+        RunOutcome::of(&self.run)
+    }
+
+    /// The fields of the event at `seq` (the ExceptionEvent the core made for a failed
+    /// step carries the step's error).
+    pub fn fields(&self, seq: u32) -> serde_json::Value {
+        let Some(e) = self.run.log().get(seq as usize) else {
+            return serde_json::Value::Null;
+        };
+        if let Some(p) = self.payloads.get(&e.id) {
+            return (**p).clone();
+        }
+        match (e.ty, e.origin) {
+            (EventTy::Known(t), Origin::Execution(x)) if t == self.run.spec().exception_type() => {
+                let msg = self
+                    .run
+                    .execution(x)
+                    .and_then(|ex| ex.error.as_deref())
+                    .unwrap_or("step failed");
+                serde_json::json!({ "message": msg, "http_status_code": 500 })
+            }
+            _ => serde_json::Value::Null,
+        }
+    }
+
+    /// The event that ended the run and its fields, if it ended.
+    pub fn result(&self) -> Option<(String, serde_json::Value)> {
+        match self.run.status() {
+            RunStatus::Terminated { by } => {
+                let ty = self.run.log()[by as usize].ty;
+                Some((self.run.type_name(ty).to_string(), self.fields(by)))
+            }
+            _ => None,
+        }
+    }
+
+    /// When the run was started (seconds since the epoch, from its ObjectId-style id).
+    pub fn started_unix(&self) -> Option<u32> {
+        saap_protocol::EventId::parse(&self.run_id)
+            .ok()
+            .map(|id| id.object_id_seconds())
+    }
+}
+
+/// Every stored run of `workflow` in a backend (ended ones included), oldest first.
+pub async fn load(
+    backend: &Arc<dyn Backend>,
+    workflow: &Workflow,
+) -> Result<Vec<StoredRun>, crate::backend::StoreError> {
+    backend.load_runs(workflow.name(), false).wait().await
+}
+
+fn kind_from_bits(bits: u8) -> EventKind {
+    EventKind::from_classification(Classification {
+        control: bits & EventKind::CONTROL != 0,
+        display: bits & EventKind::DISPLAY != 0,
+        start: bits & EventKind::START != 0,
+        stop: bits & EventKind::STOP != 0,
+        exception: bits & EventKind::EXCEPTION != 0,
+    })
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC) for seconds since the epoch.
+pub fn utc_time(secs: u32) -> String {
+    let days = i64::from(secs / 86_400);
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_time_formats_known_instants() {
+        assert_eq!(utc_time(0), "1970-01-01 00:00:00");
+        assert_eq!(utc_time(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(utc_time(1_798_761_599), "2026-12-31 23:59:59");
+    }
+}

@@ -1,0 +1,463 @@
+//! The per-agent command line (`saap::main`) end to end, through the example binaries:
+//! `spec`, `check`, `run`, `runs`, `show`, their exit codes and their outputs (snapshots with
+//! run ids, event ids, times and paths filtered).
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use std::path::Path;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn agent(bin: &str, db: &Path, args: &[&str]) -> Out {
+    let out = Command::cargo_bin(bin)
+        .unwrap()
+        .args(args)
+        .env("SAAP_STATE_DIR", db.parent().unwrap())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn rag(db: &Path, args: &[&str]) -> Out {
+    let mut all: Vec<&str> = args.to_vec();
+    if matches!(args.first(), Some(&"run" | &"runs" | &"show")) {
+        all.extend(["--db", db.to_str().unwrap()]);
+    }
+    agent("rag-agent", db, &all)
+}
+
+/// Snapshots with the ids, times and temporary paths that change between runs replaced.
+macro_rules! snap {
+    ($name:expr, $value:expr) => {{
+        let mut settings = insta::Settings::clone_current();
+        settings.add_filter(r"[0-9a-f]{24}", "[ID]");
+        settings.add_filter(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "[TIME]");
+        settings.add_filter(r"/tmp/\S+\.db", "[DB]");
+        settings.bind(|| insta::assert_snapshot!($name, $value));
+    }};
+}
+
+fn temp_db() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    (dir, db)
+}
+
+#[test]
+fn help_lists_the_commands_with_examples_and_exit_codes() {
+    let (_d, db) = temp_db();
+    let out = rag(&db, &["--help"]);
+    assert_eq!(out.code, 0);
+    snap!("help", out.stdout);
+}
+
+#[test]
+fn spec_prints_exactly_the_workflow_spec() {
+    let (_d, db) = temp_db();
+    let out = rag(&db, &["spec"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let printed: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let expected = serde_json::to_value(saap_examples::rag::workflow().spec()).unwrap();
+    assert_eq!(printed, expected);
+    let mermaid = rag(&db, &["spec", "--mermaid"]);
+    assert!(
+        mermaid.stdout.starts_with("flowchart"),
+        "{}",
+        mermaid.stdout
+    );
+}
+
+#[test]
+fn check_reports_like_saap_check_with_its_exit_codes() {
+    let (_d, db) = temp_db();
+    let ok = rag(&db, &["check"]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    snap!("check_rag", ok.stdout);
+
+    let broken = agent("optional-trap-agent", &db, &["check"]);
+    snap!("check_optional_trap", broken.stdout);
+    let json = agent("optional-trap-agent", &db, &["check", "--json"]);
+    assert_eq!(json.code, broken.code);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let findings = doc["findings"].as_array().unwrap();
+    assert!(!findings.is_empty(), "the optional trap must be found");
+    let errors = doc["summary"]["errors"].as_u64().unwrap();
+    let warnings = doc["summary"]["warnings"].as_u64().unwrap();
+    assert_eq!(broken.code, i32::from(errors > 0));
+    let denied = agent("optional-trap-agent", &db, &["check", "--deny", "warnings"]);
+    assert_eq!(denied.code, i32::from(errors + warnings > 0));
+}
+
+#[test]
+fn run_streams_display_events_and_prints_the_result() {
+    let (_d, db) = temp_db();
+    let out = rag(&db, &["run", "--message", "how do I reset my password"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    snap!("run_human", out.stdout);
+    assert!(out.stderr.contains("stopped (Answered)"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("executions: plan ×1, search ×3, rank ×1, answer ×1"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn run_json_is_one_line_per_display_event_then_the_result() {
+    let (_d, db) = temp_db();
+    let out = rag(
+        &db,
+        &[
+            "run",
+            "--json",
+            "--event",
+            r#"{"_event_name": "UserMessageEvent", "message": "reset link expired"}"#,
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (last, display) = lines.split_last().unwrap();
+    assert!(!display.is_empty());
+    for d in display {
+        assert_eq!(d["display"]["event"], "ChunkEvent");
+    }
+    assert_eq!(last["status"], "stopped");
+    assert_eq!(last["result"]["event"], "Answered");
+    assert_eq!(last["executions"]["search"], 3);
+}
+
+#[test]
+fn runs_and_show_read_the_stored_run() {
+    let (_d, db) = temp_db();
+    let first = rag(&db, &["run", "--json", "--message", "password reset"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let last: serde_json::Value =
+        serde_json::from_str(first.stdout.lines().last().unwrap()).unwrap();
+    let run_id = last["run_id"].as_str().unwrap().to_string();
+
+    let runs = rag(&db, &["runs"]);
+    assert_eq!(runs.code, 0, "{}", runs.stderr);
+    assert!(runs.stdout.contains(&run_id), "{}", runs.stdout);
+    snap!("runs", runs.stdout);
+    let runs_json: serde_json::Value =
+        serde_json::from_str(&rag(&db, &["runs", "--json"]).stdout).unwrap();
+    assert_eq!(runs_json[0]["run_id"], run_id.as_str());
+    assert_eq!(runs_json[0]["status"], "stopped");
+    assert_eq!(runs_json[0]["ended_by"], "Answered");
+
+    let show = rag(&db, &["show", &run_id[..10]]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(
+        show.stdout.contains("run ended by #13 Answered (stop)"),
+        "{}",
+        show.stdout
+    );
+    assert!(
+        show.stdout
+            .contains("executions: plan ×1, search ×3, rank ×1, answer ×1")
+    );
+
+    let json = rag(&db, &["show", &run_id, "--json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(doc["status"], "stopped");
+    assert_eq!(doc["execution_counts"]["search"], 3);
+    assert_eq!(doc["events"][0]["event"], "UserMessageEvent");
+    assert_eq!(doc["events"][0]["fields"]["message"], "password reset");
+    assert_eq!(doc["result"]["event"], "Answered");
+    let chunks = doc["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "ChunkEvent")
+        .count();
+    assert!(chunks > 0);
+}
+
+#[test]
+fn memory_engine_keeps_nothing() {
+    let (_d, db) = temp_db();
+    let out = rag(&db, &["run", "--engine", "memory", "--message", "reset"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        !db.exists(),
+        "the memory engine must not create the database"
+    );
+    let runs = rag(&db, &["runs"]);
+    assert_eq!(runs.code, 0);
+    assert_eq!(runs.stdout, "");
+    assert!(runs.stderr.contains("no stored runs"), "{}", runs.stderr);
+}
+
+#[test]
+fn default_database_is_under_the_state_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("rag-agent")
+        .unwrap()
+        .args(["run", "--message", "reset"])
+        .env("SAAP_STATE_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(dir.path().join("RagAgent.db").exists());
+}
+
+#[test]
+fn bad_start_events_are_invalid_input_with_what_to_write() {
+    let (_d, db) = temp_db();
+    let cases: [(&[&str], &str); 5] = [
+        (&["run"], "pass --message TEXT or --event JSON"),
+        (
+            &["run", "--event", "{not json"],
+            "--event:1:2: not valid JSON",
+        ),
+        (
+            &["run", "--event", r#"{"message": "hi"}"#],
+            "needs `_event_name`",
+        ),
+        (
+            &["run", "--event", r#"{"_event_name": "Nope"}"#],
+            "SAAP-E004",
+        ),
+        (
+            &[
+                "run",
+                "--event",
+                r#"{"_event_name": "ChunkEvent", "chunk": "x"}"#,
+            ],
+            "SAAP-E002",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = rag(&db, args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(expected), "{args:?}: {}", out.stderr);
+        assert_eq!(out.stdout, "", "{args:?}");
+    }
+    let unknown = rag(&db, &["show", "0000"]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("list them with `runs`"),
+        "{}",
+        unknown.stderr
+    );
+    let usage = rag(&db, &["frobnicate"]);
+    assert_eq!(usage.code, 2);
+}
+
+#[test]
+fn a_corrupt_database_is_an_io_failure_that_names_the_file() {
+    let (_d, db) = temp_db();
+    std::fs::write(&db, b"this is not sqlite, it is plain text and long enough").unwrap();
+    let out = rag(&db, &["runs"]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(out.stderr.contains("SAAP-S001"), "{}", out.stderr);
+}
+
+fn panel(db: &Path, args: &[&str]) -> Out {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--db", db.to_str().unwrap()]);
+    agent("short-panel-agent", db, &all)
+}
+
+#[test]
+fn a_run_that_never_ends_is_left_stored_and_show_says_what_it_waits_for() {
+    let (_d, db) = temp_db();
+    let run = panel(&db, &["run", "--message", "budget", "--timeout", "1"]);
+    assert_eq!(
+        run.code, 1,
+        "a run still live after --timeout: {}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("is still live after 1s"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("fixed list `expert_answer`"),
+        "waiting_for names the short list: {}",
+        run.stderr
+    );
+    let id = run.stderr.split_whitespace().nth(1).unwrap().to_string();
+    let runs = panel(&db, &["runs", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
+    assert_eq!(list[0]["status"], "live");
+    let show = panel(&db, &["show", &id]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    snap!("show_live", show.stdout);
+}
+
+fn support(db: &Path, args: &[&str]) -> Out {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--db", db.to_str().unwrap()]);
+    agent("support-agent", db, &all)
+}
+
+#[test]
+fn an_agent_written_with_the_macro_runs_with_its_config_from_the_command_line() {
+    let (_d, db) = temp_db();
+    let routine = support(
+        &db,
+        &[
+            "run",
+            "--message",
+            "how do I export a report",
+            "--config",
+            r#"{"steps": {"reply": {"signature": "the support team"}}}"#,
+        ],
+    );
+    assert_eq!(routine.code, 0, "{}", routine.stderr);
+    snap!("support_routine", routine.stdout);
+
+    let urgent = support(
+        &db,
+        &[
+            "run",
+            "--json",
+            "--message",
+            "my invoice is wrong",
+            "--config",
+            r#"{"urgent_words": ["invoice"], "on_call": "billing"}"#,
+        ],
+    );
+    assert_eq!(urgent.code, 0, "{}", urgent.stderr);
+    let last: serde_json::Value =
+        serde_json::from_str(urgent.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["result"]["event"], "Escalated");
+    assert_eq!(last["result"]["fields"]["to"], "billing");
+    assert_eq!(last["executions"]["reply"], 0);
+}
+
+#[test]
+fn a_config_that_fails_validation_is_refused_before_the_run_starts() {
+    let (_d, db) = temp_db();
+    let cases: [(&str, &str); 3] = [
+        (r#"{"on_call": " "}"#, "SAAP-C001"),
+        (r#"{"urgent_words": "invoice"}"#, "SAAP-C001"),
+        (r#"{"steps": {"reply": {"signature": 7}}}"#, "SAAP-C002"),
+    ];
+    for (config, code) in cases {
+        let out = support(&db, &["run", "--message", "hi", "--config", config]);
+        assert_eq!(out.code, 2, "{config}: {}", out.stderr);
+        assert!(out.stderr.contains(code), "{config}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("fix `_config"),
+            "{config}: {}",
+            out.stderr
+        );
+    }
+    let not_object = support(&db, &["run", "--message", "hi", "--config", "[1]"]);
+    assert_eq!(not_object.code, 2);
+    assert!(not_object.stderr.contains("must be a JSON object"));
+    let runs: serde_json::Value =
+        serde_json::from_str(&support(&db, &["runs", "--json"]).stdout).unwrap();
+    assert_eq!(runs, serde_json::json!([]), "no run was stored");
+}
+
+fn approval(db: &Path, args: &[&str]) -> Out {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--db", db.to_str().unwrap()]);
+    agent("approval-agent", db, &all)
+}
+
+#[test]
+fn a_waiting_run_is_continued_by_send_in_another_process() {
+    let (_d, db) = temp_db();
+    let asked = approval(
+        &db,
+        &[
+            "run",
+            "--json",
+            "--message",
+            "restart the database",
+            "--timeout",
+            "1",
+        ],
+    );
+    assert_eq!(asked.code, 1, "the run waits for a human: {}", asked.stderr);
+    let lines: Vec<serde_json::Value> = asked
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["display"]["event"], "ApprovalRequested");
+    let last = lines.last().unwrap();
+    assert_eq!(last["status"], "live");
+    assert!(
+        last["waiting_for"]
+            .as_str()
+            .unwrap()
+            .contains("approval_given"),
+        "{last}"
+    );
+    let run_id = last["run_id"].as_str().unwrap().to_string();
+
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
+    let done = approval(&db, &["send", &run_id[..12], "--event", answer]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    snap!("approval_send", done.stdout);
+    assert!(
+        done.stderr.contains("resumed 1 live run(s)"),
+        "{}",
+        done.stderr
+    );
+
+    let again = approval(&db, &["send", &run_id, "--event", answer]);
+    assert_eq!(again.code, 2, "an ended run takes no more events");
+    assert!(
+        again.stderr.contains("has ended (stopped)"),
+        "{}",
+        again.stderr
+    );
+    let unknown = approval(&db, &["send", "ffff", "--event", answer]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("list them with `runs`"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+#[test]
+fn a_run_that_ends_with_an_exception_exits_1_and_prints_it() {
+    let (_d, db) = temp_db();
+    // `message` is not a string: `plan` cannot read its input and fails (stop_on_error).
+    let out = rag(
+        &db,
+        &[
+            "run",
+            "--event",
+            r#"{"_event_name": "UserMessageEvent", "message": 5}"#,
+        ],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stdout.starts_with("ExceptionEvent "), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("cannot read its inputs"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("failed (ExceptionEvent)"),
+        "{}",
+        out.stderr
+    );
+    let runs: serde_json::Value =
+        serde_json::from_str(&rag(&db, &["runs", "--json"]).stdout).unwrap();
+    assert_eq!(runs[0]["status"], "failed");
+}
