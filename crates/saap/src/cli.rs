@@ -561,7 +561,11 @@ async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
     let (name, fields) = start_event(&a)?;
     let engine = open_engine(workflow, a.engine, &a.store).await?;
     let run_id = engine
-        .start_run_named(a.thread.as_deref(), &name, crate::event::Payload::from_json(fields))
+        .start_run_named(
+            a.thread.as_deref(),
+            &name,
+            crate::event::Payload::from_json(fields),
+        )
         .await
         .map_err(engine_fail)?;
     eprintln!("run {run_id} started ({name})");
@@ -625,7 +629,11 @@ async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fail> {
     }
     let from = snap.run.log().len();
     let id = engine
-        .send_named(&run_id, &name, crate::event::Payload::from_json(Value::Object(fields)))
+        .send_named(
+            &run_id,
+            &name,
+            crate::event::Payload::from_json(Value::Object(fields)),
+        )
         .await
         .map_err(engine_fail)?;
     eprintln!("sent {name} {id} to run {run_id}");
