@@ -358,20 +358,14 @@ impl Session {
         let mut malformed_total = self.state.malformed_total;
         for rec in records {
             if let Record::Fast {
-                id,
+                head,
                 hypothesis_id,
                 tail,
             } = rec
             {
                 // Same bytes as the full path below would write (see event::fast_scan).
                 let offset = self.events_len + buf.len() as u64;
-                buf.extend_from_slice(b"{\"id\":\"");
-                buf.extend_from_slice(
-                    id.hyphenated()
-                        .encode_lower(&mut uuid::Uuid::encode_buffer())
-                        .as_bytes(),
-                );
-                buf.extend_from_slice(b"\",\"sequence\":");
+                buf.extend_from_slice(head);
                 push_u64(&mut buf, seq);
                 buf.extend_from_slice(received.as_bytes());
                 buf.extend_from_slice(tail);
@@ -690,7 +684,8 @@ enum Record<'a> {
     /// Accepted by the fast path and rendered except for its position-dependent prefix
     /// (id, sequence and receipt time).
     Fast {
-        id: uuid::Uuid,
+        /// `{"id":"<random uuid>","sequence":`
+        head: &'a [u8],
         hypothesis_id: &'a str,
         /// Everything after `"receivedAt":N,` up to and including the newline.
         tail: &'a [u8],
@@ -728,21 +723,33 @@ fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     out.extend_from_slice(&digits[i..]);
 }
 
-/// The fast-path results of a run of consecutive lines: rendered tails, concatenated.
+/// Length of `{"id":"<uuid>","sequence":`.
+const HEAD_LEN: usize = "{\"id\":\"".len() + 36 + "\",\"sequence\":".len();
+
+/// The fast-path results of a run of consecutive lines: for each accepted line its head
+/// (with a fresh random id) and its tail, concatenated.
 struct PreparedChunk<'a> {
     tails: Vec<u8>,
-    /// Per line: `None` (take the full path) or the id, hypothesis and end of its tail.
-    items: Vec<Option<(uuid::Uuid, &'a str, usize)>>,
+    /// Per line: `None` (take the full path) or the hypothesis and the end of its tail.
+    items: Vec<Option<(&'a str, usize)>>,
 }
 
 impl<'a> PreparedChunk<'a> {
     fn new(lines: &[&'a [u8]]) -> Self {
-        let mut tails = Vec::with_capacity(lines.iter().map(|l| l.len() + 2).sum());
+        let mut tails = Vec::with_capacity(lines.iter().map(|l| l.len() + HEAD_LEN + 2).sum());
         let mut items = Vec::with_capacity(lines.len());
         let mut data = Vec::new();
         let mut scratch = event::FastScratch::default();
         for line in lines {
             items.push(event::fast_scan(line, &mut data, &mut scratch).map(|e| {
+                tails.extend_from_slice(b"{\"id\":\"");
+                tails.extend_from_slice(
+                    uuid::Uuid::new_v4()
+                        .hyphenated()
+                        .encode_lower(&mut uuid::Uuid::encode_buffer())
+                        .as_bytes(),
+                );
+                tails.extend_from_slice(b"\",\"sequence\":");
                 tails.extend_from_slice(b"\"hypothesisId\":\"");
                 tails.extend_from_slice(e.hypothesis_id.as_bytes());
                 tails.extend_from_slice(b"\",\"location\":\"");
@@ -754,7 +761,7 @@ impl<'a> PreparedChunk<'a> {
                 tails.extend_from_slice(b",\"timestamp\":");
                 tails.extend_from_slice(e.timestamp_text);
                 tails.extend_from_slice(b"}\n");
-                (uuid::Uuid::new_v4(), e.hypothesis_id, tails.len())
+                (e.hypothesis_id, tails.len())
             }));
         }
         Self { tails, items }
@@ -764,11 +771,12 @@ impl<'a> PreparedChunk<'a> {
     fn records(&self) -> impl Iterator<Item = Option<Record<'_>>> + '_ {
         let mut start = 0;
         self.items.iter().map(move |it| {
-            it.map(|(id, hypothesis_id, end)| {
-                let tail = &self.tails[start..end];
+            it.map(|(hypothesis_id, end)| {
+                let head = &self.tails[start..start + HEAD_LEN];
+                let tail = &self.tails[start + HEAD_LEN..end];
                 start = end;
                 Record::Fast {
-                    id,
+                    head,
                     hypothesis_id,
                     tail,
                 }
