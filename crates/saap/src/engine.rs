@@ -17,6 +17,8 @@ use crate::event::{Event, Payload, PayloadError};
 use crate::params::{BoundEvent, OutEvent};
 use crate::snapshot::RunSnapshot;
 use crate::workflow::{StepFuture, StepImpl, Workflow};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use saap_dispatch::derived_event_id;
 use saap_dispatch::ids::run_key;
 use saap_dispatch::run::{CompleteError, EventTy, ExecState};
@@ -1365,49 +1367,47 @@ fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 }
 
 /// Runs an execution and feeds its completion back; continues inline with the next
-/// execution when exactly one became ready, spawns the rest.
+/// execution when exactly one became ready. Executions that became ready together run on
+/// their own tasks — except on a current-thread runtime with the in-memory backend, where
+/// tasks would add no parallelism: there [`drive_together`] polls them on this task (same
+/// concurrency, no spawn per execution).
 async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
     loop {
-        let mut result = shared.execute(&slot, &inv).await;
-        if shared.journal
-            && let Ok(outs) = &result
-            && let Some(e) = outs.iter().find_map(|o| o.payload.check_json().err())
-        {
-            // A store needs the JSON form: an output that cannot be serialized fails the
-            // step here, as it would have when returned (the in-memory backend never
-            // serializes, see `Payload`).
-            result = Err(e.to_string());
+        let result = shared.execute(&slot, &inv).await;
+        let Some(applied) = complete(&shared, &slot, &inv, result) else {
+            return;
+        };
+        let stored = applied.durable.wait().await;
+        if durable(&shared, &slot, applied.ended, stored).is_none() {
+            return;
         }
-        let applied = match shared.apply(
-            &slot,
-            Input::Complete {
-                execution: inv.execution,
-                attempt: inv.attempt,
-                outcome: result,
-            },
-        ) {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::error!(run_id = %slot.run_id, error = %e, "completion refused");
+        let first = match applied.started {
+            Started::None => {
+                shared.maybe_evict(&slot);
                 return;
             }
+            Started::One(first) => first,
+            Started::Many(all) if shares_task(&shared) => {
+                let together: FuturesUnordered<Running> = all
+                    .into_iter()
+                    .map(|inv| running(&shared, &slot, inv))
+                    .collect();
+                // Boxed: a chain's future stays small.
+                Box::pin(drive_together(shared, slot, None, together)).await;
+                return;
+            }
+            Started::Many(all) => {
+                let mut all = all.into_iter();
+                let Some(first) = all.next() else {
+                    shared.maybe_evict(&slot);
+                    return;
+                };
+                for other in all {
+                    spawn_drive(shared.clone(), slot.clone(), other);
+                }
+                first
+            }
         };
-        if let Err(e) = applied.durable.wait().await {
-            shared.storage_failed(&slot, &e);
-            return;
-        }
-        if applied.ended {
-            slot.lock().end_durable = true;
-        }
-        slot.bump();
-        let mut next = applied.started.into_iter();
-        let Some(first) = next.next() else {
-            shared.maybe_evict(&slot);
-            return;
-        };
-        for other in next {
-            spawn_drive(shared.clone(), slot.clone(), other);
-        }
         if !shared.opts.inline_single {
             spawn_drive(shared.clone(), slot.clone(), first);
             return;
@@ -1416,6 +1416,120 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
         // scheduler run other tasks once this task used its budget.
         tokio::task::consume_budget().await;
         inv = first;
+    }
+}
+
+/// Whether executions that became ready together should share the completing task: on a
+/// current-thread runtime tasks add no parallelism, and with the in-memory backend the
+/// task never waits for a store while others are pending on it.
+fn shares_task(shared: &Shared) -> bool {
+    !shared.journal
+        && tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
+}
+
+type Running = Pin<Box<dyn Future<Output = (Invocation, Result<Vec<OutEvent>, String>)> + Send>>;
+
+fn running(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) -> Running {
+    let (shared, slot) = (shared.clone(), slot.clone());
+    Box::pin(async move {
+        let r = shared.execute(&slot, &inv).await;
+        (inv, r)
+    })
+}
+
+/// Feeds a finished execution back to the core (not yet durable); `None` when the
+/// completion was refused.
+fn complete(
+    shared: &Shared,
+    slot: &RunSlot,
+    inv: &Invocation,
+    mut result: Result<Vec<OutEvent>, String>,
+) -> Option<Applied> {
+    if shared.journal
+        && let Ok(outs) = &result
+        && let Some(e) = outs.iter().find_map(|o| o.payload.check_json().err())
+    {
+        // A store needs the JSON form: an output that cannot be serialized fails the
+        // step here, as it would have when returned (the in-memory backend never
+        // serializes, see `Payload`).
+        result = Err(e.to_string());
+    }
+    match shared.apply(
+        slot,
+        Input::Complete {
+            execution: inv.execution,
+            attempt: inv.attempt,
+            outcome: result,
+        },
+    ) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            tracing::error!(run_id = %slot.run_id, error = %e, "completion refused");
+            None
+        }
+    }
+}
+
+/// After a completion's entry is durable (or the store failed: `None`).
+fn durable(
+    shared: &Shared,
+    slot: &RunSlot,
+    ended: bool,
+    stored: Result<(), StoreError>,
+) -> Option<()> {
+    if let Err(e) = stored {
+        shared.storage_failed(slot, &e);
+        return None;
+    }
+    if ended {
+        slot.lock().end_durable = true;
+    }
+    slot.bump();
+    Some(())
+}
+
+/// [`drive`] for several executions on one task: polls them together, applies each
+/// completion as it comes, and adds what it started to the set (the one started execution
+/// of a completion runs in the set too, so that none waits for another's await).
+async fn drive_together(
+    shared: Arc<Shared>,
+    slot: Arc<RunSlot>,
+    mut inline: Option<Invocation>,
+    mut together: FuturesUnordered<Running>,
+) {
+    loop {
+        if let Some(inv) = inline.take() {
+            together.push(running(&shared, &slot, inv));
+        }
+        let Some((inv, result)) = together.next().await else {
+            return;
+        };
+        let Some(applied) = complete(&shared, &slot, &inv, result) else {
+            // The others still complete (their inputs are refused the same way).
+            continue;
+        };
+        let stored = applied.durable.wait().await;
+        if durable(&shared, &slot, applied.ended, stored).is_none() {
+            continue;
+        }
+        let mut next = applied.started.into_iter();
+        let Some(first) = next.next() else {
+            if together.is_empty() {
+                shared.maybe_evict(&slot);
+                return;
+            }
+            continue;
+        };
+        for other in next {
+            together.push(running(&shared, &slot, other));
+        }
+        if !shared.opts.inline_single {
+            spawn_drive(shared.clone(), slot.clone(), first);
+            continue;
+        }
+        tokio::task::consume_budget().await;
+        inline = Some(first);
     }
 }
 

@@ -91,3 +91,57 @@ async fn an_engine_that_does_not_keep_ended_runs_does_not_load_them() {
     assert_eq!((rec.resumed_runs, rec.ended_runs), (0, 0));
     assert!(engine.run_ids().is_empty());
 }
+
+event!(Ping, "ControlEvent");
+event!(Pong, "ControlEvent");
+
+/// Steps that become ready together must run concurrently even where the engine does not
+/// spawn them (a current-thread runtime with the in-memory backend polls them on one task):
+/// `wait` can only finish after `signal` ran, whichever is polled first.
+#[tokio::test]
+async fn steps_ready_together_run_concurrently_on_a_current_thread_runtime() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+    let tx = Arc::new(std::sync::Mutex::new(Some(tx)));
+    let rx = Arc::new(std::sync::Mutex::new(Some(rx)));
+    let wf = Workflow::builder("Together")
+        .step(Step::new(
+            "fork",
+            |_: Required<UserMessageEvent>, _: StepCtx| async {
+                Ok::<_, StepError>((Ping::default(), Pong::default()))
+            },
+        ))
+        .step(Step::new("wait", move |_: Required<Ping>, _: StepCtx| {
+            let rx = rx.lock().unwrap().take();
+            async move {
+                let n = rx
+                    .ok_or_else(|| StepError::new("ran twice"))?
+                    .await
+                    .map_err(|_| StepError::new("signal dropped"))?;
+                Ok::<_, StepError>(Done { n })
+            }
+        }))
+        .step(Step::new("signal", move |_: Required<Pong>, _: StepCtx| {
+            let tx = tx.lock().unwrap().take();
+            async move {
+                tokio::task::yield_now().await;
+                if let Some(tx) = tx {
+                    let _ = tx.send(7);
+                }
+                Ok::<_, StepError>(())
+            }
+        }))
+        .build()
+        .unwrap();
+    let engine = Engine::in_memory(wf);
+    let id = engine.start_run(UserMessageEvent::new("x")).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), engine.wait_for_end(&id))
+        .await
+        .expect("the two steps ran concurrently")
+        .unwrap();
+    let snap = engine.snapshot(&id).unwrap();
+    assert_eq!(snap.events_of::<Done>(), vec![Done { n: 7 }]);
+    assert_eq!(
+        (snap.executions_of("wait"), snap.executions_of("signal")),
+        (1, 1)
+    );
+}
