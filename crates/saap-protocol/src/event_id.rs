@@ -116,12 +116,41 @@ fn hex_value(b: u8) -> Option<u8> {
     }
 }
 
+impl EventId {
+    /// The 24-character text form in a stack buffer (no allocation, no formatter
+    /// machinery: ids are written for every stored and published event).
+    pub fn hex(&self) -> EventIdHex {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; EVENT_ID_HEX_LEN];
+        for (i, b) in self.0.iter().enumerate() {
+            out[2 * i] = DIGITS[(b >> 4) as usize];
+            out[2 * i + 1] = DIGITS[(b & 0x0f) as usize];
+        }
+        EventIdHex(out)
+    }
+}
+
+/// The text form of an [`EventId`], made by [`EventId::hex`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct EventIdHex([u8; EVENT_ID_HEX_LEN]);
+
+impl EventIdHex {
+    pub fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever written into the buffer.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for EventIdHex {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        f.write_str(self.hex().as_str())
     }
 }
 
@@ -140,7 +169,7 @@ impl FromStr for EventId {
 
 impl Serialize for EventId {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        serializer.serialize_str(self.hex().as_str())
     }
 }
 
@@ -219,6 +248,20 @@ mod tests {
         assert_eq!(EventId::parse(&s).unwrap(), id);
         assert_eq!(s.parse::<EventId>().unwrap(), id);
         assert_eq!(format!("{id:?}"), "EventId(ab0102030405060708090aff)");
+    }
+
+    #[test]
+    fn event_id_hex_matches_the_formatted_bytes() {
+        let id = EventId::from_bytes([
+            0, 1, 0x0f, 0x10, 0x7f, 0x80, 0xa5, 0xff, 0x3c, 0xc3, 0x99, 0x66,
+        ]);
+        let by_format: String = id.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(id.hex().as_str(), by_format);
+        assert_eq!(id.to_string(), by_format);
+        assert_eq!(
+            serde_json::to_string(&id).unwrap(),
+            format!("\"{by_format}\"")
+        );
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub mod hierarchy;
 pub mod subject;
 
 pub use event::{DecodeError, DecodeLimits, EventEnvelope, LocaleString, NestedEvent};
-pub use event_id::{EventId, EventIdError, derive_event_id, new_event_id};
+pub use event_id::{EventId, EventIdError, EventIdHex, derive_event_id, new_event_id};
 pub use hierarchy::{Classification, Hierarchy, HierarchyError};
 pub use subject::{
     AgentEventFilter, AgentEventSubject, ConfigRpcSubject, DiscoverySubject, EventKind, RunAddress,

@@ -401,7 +401,11 @@ impl UserMessageEvent {
 
 /// Whether a name is built into the protocol hierarchy (and so needs no declaration).
 pub(crate) fn is_builtin(name: &str) -> bool {
-    saap_protocol::Hierarchy::builtin().contains(name)
+    // Built once: building the hierarchy dominated the setup of short workflows.
+    static BUILTIN: std::sync::OnceLock<saap_protocol::Hierarchy> = std::sync::OnceLock::new();
+    BUILTIN
+        .get_or_init(saap_protocol::Hierarchy::builtin)
+        .contains(name)
 }
 
 #[cfg(test)]
