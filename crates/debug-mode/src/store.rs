@@ -326,14 +326,14 @@ impl Session {
     pub fn ingest_body(&mut self, body: &[u8], source: Source, now: u64) -> Result<IngestOutcome> {
         let lines: Vec<&[u8]> = split_lines(body);
         let prepared = prepare_all(&lines);
-        self.ingest_prepared(&lines, &prepared, source, now)
+        self.ingest_prepared(lines.iter().copied(), &prepared, source, now)
     }
 
     /// Appends lines whose fast-path results `prepared` were computed by `prepare_all`.
-    fn ingest_prepared(
+    fn ingest_prepared<'a>(
         &mut self,
-        lines: &[&[u8]],
-        prepared: &[PreparedChunk],
+        lines: impl Iterator<Item = &'a [u8]>,
+        prepared: &'a [PreparedChunk],
         source: Source,
         now: u64,
     ) -> Result<IngestOutcome> {
@@ -525,12 +525,12 @@ impl Session {
                 match step {
                     Step::Lines {
                         buf,
-                        body,
+                        spans,
                         consumed,
                         prepared,
                     } => {
-                        let lines = split_lines(&buf[body]);
-                        let out = self.ingest_prepared(&lines, &prepared, Source::File, now)?;
+                        let lines = spans.iter().map(|r| buf.get(r.clone()).unwrap_or_default());
+                        let out = self.ingest_prepared(lines, &prepared, Source::File, now)?;
                         total.accepted += out.accepted;
                         total.rejected += out.rejected;
                         total.redacted += out.redacted;
@@ -539,7 +539,6 @@ impl Session {
                         // between can re-ingest a step, never lose one.
                         self.state.incoming_offset += consumed;
                         self.save_state()?;
-                        drop(lines);
                         drop(prepared);
                         let _ = back_tx.send(buf);
                     }
@@ -872,12 +871,12 @@ enum RunEnd {
 
 /// One message from the drain reader thread to the appending thread.
 enum Step {
-    /// `buf[body]` holds complete lines whose fast-path results are `prepared`; `consumed`
+    /// `buf[spans[i]]` are complete lines whose fast-path results are `prepared`; `consumed`
     /// bytes of the append path (including a skipped remainder of an oversized line) are
     /// done once they are appended.
     Lines {
         buf: Vec<u8>,
-        body: std::ops::Range<usize>,
+        spans: Vec<std::ops::Range<usize>>,
         consumed: u64,
         prepared: Vec<PreparedChunk>,
     },
@@ -900,7 +899,7 @@ fn produce_steps(
         if pos >= len {
             break RunEnd::Done;
         }
-        let mut buf = back.try_recv().unwrap_or_default();
+        let mut buf = back.try_recv().unwrap_or_else(|_| vec![0; DRAIN_CHUNK]);
         buf.resize(DRAIN_CHUNK, 0);
         let want = usize::try_from(len - pos)
             .unwrap_or(usize::MAX)
@@ -926,10 +925,20 @@ fn produce_steps(
             body.start = memchr(b'\n', &buf[body.clone()]).map_or(body.end, |i| i + 1);
             skipping = false;
         }
-        let prepared = prepare_all(&split_lines(&buf[body.clone()]));
+        let lines = split_lines(&buf[body]);
+        let prepared = prepare_all(&lines);
+        let base = buf.as_ptr() as usize;
+        let spans = lines
+            .iter()
+            .map(|l| {
+                let start = l.as_ptr() as usize - base;
+                start..start + l.len()
+            })
+            .collect();
+        drop(lines);
         let step = Step::Lines {
             buf,
-            body,
+            spans,
             consumed: last_nl as u64 + 1,
             prepared,
         };
