@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -324,13 +324,24 @@ impl Session {
     /// Ingests a body of newline-delimited records (HTTP). A final record without a newline
     /// is complete: the request body has ended.
     pub fn ingest_body(&mut self, body: &[u8], source: Source, now: u64) -> Result<IngestOutcome> {
-        self.ensure_live()?;
         let lines: Vec<&[u8]> = split_lines(body);
         let prepared = prepare_all(&lines);
+        self.ingest_prepared(lines.iter().copied(), &prepared, source, now)
+    }
+
+    /// Appends lines whose fast-path results `prepared` were computed by `prepare_all`.
+    fn ingest_prepared<'a>(
+        &mut self,
+        lines: impl Iterator<Item = &'a [u8]>,
+        prepared: &'a [PreparedChunk],
+        source: Source,
+        now: u64,
+    ) -> Result<IngestOutcome> {
+        self.ensure_live()?;
         let records = prepared
             .iter()
             .flat_map(PreparedChunk::records)
-            .zip(&lines)
+            .zip(lines)
             .map(|(p, l)| p.unwrap_or(Record::Raw(l)));
         self.ingest_records(records, source, now)
     }
@@ -452,7 +463,7 @@ impl Session {
         self.ensure_live()?;
         let path = self.paths.incoming();
         paths::reject_symlink(&path)?;
-        let mut f = match paths::open_rw_existing(&path) {
+        let f = match paths::open_rw_existing(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(IngestOutcome::default()),
             Err(e) => return Err(DmError::evidence_io("read the append path", &e)),
@@ -468,53 +479,79 @@ impl Session {
         }
         let mut total = IngestOutcome::default();
         let start_offset = self.state.incoming_offset;
-        let mut chunk = vec![0u8; DRAIN_CHUNK];
         while self.state.incoming_offset < len {
-            f.seek(SeekFrom::Start(self.state.incoming_offset))
-                .map_err(io_err("read the append path"))?;
-            let want = usize::try_from(len - self.state.incoming_offset)
-                .unwrap_or(usize::MAX)
-                .min(DRAIN_CHUNK);
-            let n =
-                read_full(&mut f, &mut chunk[..want]).map_err(io_err("read the append path"))?;
-            if n == 0 {
-                break;
-            }
-            let data = &chunk[..n];
-            let Some(last_nl) = memrchr(b'\n', data) else {
-                if n >= event::MAX_LINE_BYTES + 2 || self.state.skipping_long_line {
+            match self.drain_run(&f, len, now, &mut total)? {
+                RunEnd::Done => break,
+                RunEnd::Oversized(head, n) => {
                     // A line longer than any valid record: report once, skip to its end.
                     if !self.state.skipping_long_line {
-                        self.record_oversized(data, now)?;
+                        self.record_oversized(&head, now)?;
                         total.rejected += 1;
                     }
                     self.state.skipping_long_line = true;
-                    self.state.incoming_offset += n as u64;
+                    self.state.incoming_offset += n;
                     self.save_state()?;
-                    continue;
                 }
-                break; // incomplete trailing line: wait for its newline
-            };
-            let complete = &data[..=last_nl];
-            let mut body = complete;
-            if self.state.skipping_long_line {
-                let first = memchr(b'\n', body).unwrap_or(0);
-                body = &body[first + 1..];
-                self.state.skipping_long_line = false;
             }
-            let out = self.ingest_body(body, Source::File, now)?;
-            total.accepted += out.accepted;
-            total.rejected += out.rejected;
-            total.redacted += out.redacted;
-            // Persist the offset only after the events are appended: a crash in between can
-            // re-ingest a batch, never lose one.
-            self.state.incoming_offset += complete.len() as u64;
-            self.save_state()?;
         }
         if self.state.incoming_offset > start_offset {
             scrub_consumed(&f, start_offset, self.state.incoming_offset);
         }
         Ok(total)
+    }
+
+    /// Drains steps of complete lines from the current offset as a two-stage pipeline: a
+    /// reader thread reads step k+1 and runs the fast path over it (on all cores) while this
+    /// thread appends step k. Steps are appended, and the offset persisted, in file order,
+    /// exactly as a one-step-at-a-time loop would. Ends at the end of the file, at an
+    /// incomplete trailing line, or at a step without any newline that is too long to be a
+    /// record (returned to the caller, which reports it and skips it).
+    fn drain_run(
+        &mut self,
+        f: &File,
+        len: u64,
+        now: u64,
+        total: &mut IngestOutcome,
+    ) -> Result<RunEnd> {
+        let start = self.state.incoming_offset;
+        let skipping = self.state.skipping_long_line;
+        std::thread::scope(|s| {
+            // Rendezvous channel: at most one prepared step waits while one is appended, so
+            // two step buffers are in use at a time.
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Step>(0);
+            let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+            s.spawn(move || produce_steps(f, start, len, skipping, &tx, &back_rx));
+            for step in rx.iter() {
+                match step {
+                    Step::Lines {
+                        buf,
+                        spans,
+                        consumed,
+                        prepared,
+                    } => {
+                        let lines = spans.iter().map(|r| buf.get(r.clone()).unwrap_or_default());
+                        let out = self.ingest_prepared(lines, &prepared, Source::File, now)?;
+                        total.accepted += out.accepted;
+                        total.rejected += out.rejected;
+                        total.redacted += out.redacted;
+                        self.state.skipping_long_line = false;
+                        // Persist the offset only after the events are appended: a crash in
+                        // between can re-ingest a step, never lose one.
+                        self.state.incoming_offset += consumed;
+                        self.save_state()?;
+                        drop(prepared);
+                        let _ = back_tx.send(buf);
+                    }
+                    Step::End(end) => return Ok(end),
+                    Step::Failed(e) => {
+                        return Err(DmError::evidence_io("read the append path", &e));
+                    }
+                }
+            }
+            // The reader stopped without a final message (it panicked): stop here; the
+            // remaining lines are drained on the next tail interval.
+            Ok(RunEnd::Done)
+        })
     }
 
     fn record_oversized(&mut self, head: &[u8], now: u64) -> Result<()> {
@@ -728,14 +765,19 @@ const HEAD_LEN: usize = "{\"id\":\"".len() + 36 + "\",\"sequence\":".len();
 
 /// The fast-path results of a run of consecutive lines: for each accepted line its head
 /// (with a fresh random id) and its tail, concatenated.
-struct PreparedChunk<'a> {
+struct PreparedChunk {
     tails: Vec<u8>,
-    /// Per line: `None` (take the full path) or the hypothesis and the end of its tail.
-    items: Vec<Option<(&'a str, usize)>>,
+    /// Per line: `None` (take the full path) or the byte length of its hypothesis id and
+    /// the end of its tail. The id is read back from the tail, so a chunk owns its data and
+    /// can be handed from the reader thread to the appending one.
+    items: Vec<Option<(usize, usize)>>,
 }
 
-impl<'a> PreparedChunk<'a> {
-    fn new(lines: &[&'a [u8]]) -> Self {
+/// Offset of the hypothesis id within one rendered fast-path record.
+const HYP_AT: usize = HEAD_LEN + "\"hypothesisId\":\"".len();
+
+impl PreparedChunk {
+    fn new(lines: &[&[u8]]) -> Self {
         let mut tails = Vec::with_capacity(lines.iter().map(|l| l.len() + HEAD_LEN + 2).sum());
         let mut items = Vec::with_capacity(lines.len());
         let mut data = Vec::new();
@@ -761,7 +803,7 @@ impl<'a> PreparedChunk<'a> {
                 tails.extend_from_slice(b",\"timestamp\":");
                 tails.extend_from_slice(e.timestamp_text);
                 tails.extend_from_slice(b"}\n");
-                (e.hypothesis_id, tails.len())
+                (e.hypothesis_id.len(), tails.len())
             }));
         }
         Self { tails, items }
@@ -771,8 +813,12 @@ impl<'a> PreparedChunk<'a> {
     fn records(&self) -> impl Iterator<Item = Option<Record<'_>>> + '_ {
         let mut start = 0;
         self.items.iter().map(move |it| {
-            it.map(|(hypothesis_id, end)| {
+            it.map(|(hyp_len, end)| {
                 let head = &self.tails[start..start + HEAD_LEN];
+                // Copied from a `&str` in `new`, so always valid UTF-8.
+                let hypothesis_id =
+                    std::str::from_utf8(&self.tails[start + HYP_AT..start + HYP_AT + hyp_len])
+                        .unwrap_or_default();
                 let tail = &self.tails[start + HEAD_LEN..end];
                 start = end;
                 Record::Fast {
@@ -790,7 +836,7 @@ const PARALLEL_MIN_LINES: usize = 4096;
 
 /// Runs the fast path over all lines, on several threads for large batches (a file drain
 /// step holds ~20k lines). Chunks are returned in line order.
-fn prepare_all<'a>(lines: &[&'a [u8]]) -> Vec<PreparedChunk<'a>> {
+fn prepare_all(lines: &[&[u8]]) -> Vec<PreparedChunk> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     if threads <= 1 || lines.len() < PARALLEL_MIN_LINES {
         return vec![PreparedChunk::new(lines)];
@@ -812,6 +858,110 @@ fn prepare_all<'a>(lines: &[&'a [u8]]) -> Vec<PreparedChunk<'a>> {
             })
             .collect()
     })
+}
+
+/// How a pipelined drain run ended.
+enum RunEnd {
+    /// End of the file, or an incomplete trailing line that waits for its newline.
+    Done,
+    /// A step of `n` bytes without any newline that is too long to be a record (or continues
+    /// one): its first bytes, for the diagnostic.
+    Oversized(Vec<u8>, u64),
+}
+
+/// One message from the drain reader thread to the appending thread.
+enum Step {
+    /// `buf[spans[i]]` are complete lines whose fast-path results are `prepared`; `consumed`
+    /// bytes of the append path (including a skipped remainder of an oversized line) are
+    /// done once they are appended.
+    Lines {
+        buf: Vec<u8>,
+        spans: Vec<std::ops::Range<usize>>,
+        consumed: u64,
+        prepared: Vec<PreparedChunk>,
+    },
+    End(RunEnd),
+    Failed(io::Error),
+}
+
+/// The reader stage of `Session::drain_run`: reads the append path from `pos` up to `len`
+/// in steps of at most `DRAIN_CHUNK` bytes, each cut after its last newline, and runs the
+/// fast path over each step's lines. Stops when the receiver is gone.
+fn produce_steps(
+    f: &File,
+    mut pos: u64,
+    len: u64,
+    mut skipping: bool,
+    tx: &std::sync::mpsc::SyncSender<Step>,
+    back: &std::sync::mpsc::Receiver<Vec<u8>>,
+) {
+    let end = loop {
+        if pos >= len {
+            break RunEnd::Done;
+        }
+        let mut buf = back.try_recv().unwrap_or_else(|_| vec![0; DRAIN_CHUNK]);
+        buf.resize(DRAIN_CHUNK, 0);
+        let want = usize::try_from(len - pos)
+            .unwrap_or(usize::MAX)
+            .min(DRAIN_CHUNK);
+        let n = match read_full_at(f, &mut buf[..want], pos) {
+            Ok(0) => break RunEnd::Done,
+            Ok(n) => n,
+            Err(e) => {
+                let _ = tx.send(Step::Failed(e));
+                return;
+            }
+        };
+        let Some(last_nl) = memrchr(b'\n', &buf[..n]) else {
+            if n >= event::MAX_LINE_BYTES + 2 || skipping {
+                buf.truncate(n);
+                break RunEnd::Oversized(buf, n as u64);
+            }
+            break RunEnd::Done; // incomplete trailing line: wait for its newline
+        };
+        let mut body = 0..last_nl + 1;
+        if skipping {
+            // The first line is the rest of an oversized one.
+            body.start = memchr(b'\n', &buf[body.clone()]).map_or(body.end, |i| i + 1);
+            skipping = false;
+        }
+        let lines = split_lines(&buf[body]);
+        let prepared = prepare_all(&lines);
+        let base = buf.as_ptr() as usize;
+        let spans = lines
+            .iter()
+            .map(|l| {
+                let start = l.as_ptr() as usize - base;
+                start..start + l.len()
+            })
+            .collect();
+        drop(lines);
+        let step = Step::Lines {
+            buf,
+            spans,
+            consumed: last_nl as u64 + 1,
+            prepared,
+        };
+        if tx.send(step).is_err() {
+            return;
+        }
+        pos += last_nl as u64 + 1;
+    };
+    let _ = tx.send(Step::End(end));
+}
+
+/// Reads into `buf` from `offset` until it is full or the file ends.
+fn read_full_at(f: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 fn write_diagnostic(
@@ -880,19 +1030,6 @@ fn scrub_consumed(f: &File, from: u64, to: u64) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (f, from, to);
-}
-
-fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 pub fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
@@ -1457,6 +1594,78 @@ mod tests {
             store.get("../../etc").err().unwrap().code,
             ErrorCode::InvalidSessionId
         );
+    }
+
+    #[test]
+    fn a_pipelined_multi_step_drain_appends_in_file_order_and_skips_an_oversized_line() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        let mut body = String::new();
+        let mut expected_n = Vec::new();
+        let mut push = |body: &mut String, n: u64| {
+            match n {
+                100 => body.push_str("not json A"),
+                90_000 => body.push_str("not json B"),
+                _ => {
+                    body.push_str(&line(&format!("H{}", n % 4), n));
+                    expected_n.push(n);
+                }
+            }
+            body.push('\n');
+        };
+        // ~4.8 MiB of lines (two drain steps), a line longer than a whole step (reported
+        // once, then skipped up to its newline), ~4.8 MiB more: one drain, five steps.
+        for n in 1..=60_000 {
+            push(&mut body, n);
+        }
+        body.push_str(&"x".repeat(DRAIN_CHUNK + 1000));
+        body.push('\n');
+        for n in 60_001..=120_000 {
+            push(&mut body, n);
+        }
+        assert!(body.len() > 2 * DRAIN_CHUNK + DRAIN_CHUNK);
+        let mut f = paths::open_append(&info.append_path).unwrap();
+        f.write_all(body.as_bytes()).unwrap();
+        let out = lock(&s).drain_incoming(5).unwrap();
+        assert_eq!(out.accepted, expected_n.len() as u64);
+        assert_eq!(out.rejected, 3);
+        let paths = SessionPaths::new(store.root(), &info.session_id);
+        let stored: Vec<Value> = std::fs::read_to_string(paths.events())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let ns: Vec<u64> = stored
+            .iter()
+            .map(|e| e["data"]["n"].as_u64().unwrap())
+            .collect();
+        assert_eq!(ns, expected_n, "events are stored in file order");
+        let seqs: Vec<u64> = stored
+            .iter()
+            .map(|e| e["sequence"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs, (1..=expected_n.len() as u64).collect::<Vec<_>>());
+        let diags: Vec<Value> = std::fs::read_to_string(paths.diagnostics())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let previews: Vec<String> = diags
+            .iter()
+            .map(|d| d["preview"].as_str().unwrap().chars().take(10).collect())
+            .collect();
+        assert_eq!(previews, ["not json A", "xxxxxxxxxx", "not json B"]);
+        assert_eq!(lock(&s).state.incoming_offset, body.len() as u64);
+        assert!(!lock(&s).state.skipping_long_line);
+        // Nothing is left to drain, and a later line is ingested after the earlier ones.
+        assert_eq!(
+            lock(&s).drain_incoming(6).unwrap(),
+            IngestOutcome::default()
+        );
+        writeln!(f, "{}", line("H1", 120_001)).unwrap();
+        assert_eq!(lock(&s).drain_incoming(7).unwrap().accepted, 1);
+        assert_eq!(lock(&s).event_count(), expected_n.len() as u64 + 1);
     }
 
     #[test]
