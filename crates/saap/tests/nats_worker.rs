@@ -1,0 +1,412 @@
+//! The distributed engine's reliability (issue 4): workers of one class on a real nats-server
+//! (started per test on a free loopback port with a temporary store, `sync_interval: always`)
+//! share runs, make every input set execute once under duplicate and delayed deliveries, and
+//! finish every run of a worker killed with SIGKILL while its steps run.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use saap::event::to_payload;
+use saap::nats::{NatsBackend, Worker, WorkerOptions};
+use saap::{Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
+use saap_nats::testing::{NatsServer, connect, within};
+use saap_nats::{NatsOptions, SaapNats};
+use saap_protocol::{EventEnvelope, EventKind, RunAddress};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+event!(A, "ControlEvent");
+event!(B, "ControlEvent");
+event!(X, "ControlEvent");
+event!(Y, "ControlEvent");
+event!(Z, "ControlEvent");
+event!(Done, "StopEvent");
+
+/// Bounds every wait (a hung test fails; nothing is asserted about time).
+const BOUND: Duration = Duration::from_secs(90);
+const LEASE: Duration = Duration::from_millis(1500);
+
+fn opts() -> WorkerOptions {
+    WorkerOptions {
+        lease: LEASE,
+        ..WorkerOptions::default()
+    }
+}
+
+/// Executions per step, counted by the step bodies of this process.
+#[derive(Clone, Default)]
+struct Counts(Arc<HashMap<&'static str, AtomicUsize>>);
+
+impl Counts {
+    fn new(steps: &[&'static str]) -> Counts {
+        Counts(Arc::new(
+            steps.iter().map(|s| (*s, AtomicUsize::new(0))).collect(),
+        ))
+    }
+    fn hit(&self, step: &str) {
+        self.0[step].fetch_add(1, Ordering::SeqCst);
+    }
+    fn get(&self, step: &str) -> usize {
+        self.0[step].load(Ordering::SeqCst)
+    }
+}
+
+/// `begin(UserMessage) -> A`, `middle(A) -> B` (sleeps `middle_sleep`), `finish(B) -> Done`.
+fn relay(counts: Counts, middle_sleep: Duration) -> Workflow {
+    let (c1, c2, c3) = (counts.clone(), counts.clone(), counts);
+    Workflow::builder("Relay")
+        .step(Step::new(
+            "begin",
+            move |_: Required<UserMessageEvent>, _: StepCtx| {
+                c1.hit("begin");
+                async { Ok::<_, StepError>(A { n: 1 }) }
+            },
+        ))
+        .step(Step::new("middle", move |a: Required<A>, _: StepCtx| {
+            c2.hit("middle");
+            async move {
+                tokio::time::sleep(middle_sleep).await;
+                Ok::<_, StepError>(B { n: a.n + 1 })
+            }
+        }))
+        .step(Step::new("finish", move |b: Required<B>, _: StepCtx| {
+            c3.hit("finish");
+            async move { Ok::<_, StepError>(Done { n: b.n + 1 }) }
+        }))
+        .build()
+        .unwrap()
+}
+
+fn address(class: &str, run: &str) -> RunAddress {
+    RunAddress::new(class, "agent1", &format!("t{run}"), "d1", run).unwrap()
+}
+
+fn envelope<T: saap::Event>(wf: &Workflow, ev: &T) -> EventEnvelope {
+    let mut env = EventEnvelope::new(
+        &wf.compiled().hierarchy,
+        T::NAME,
+        saap_nats::ids::fresh_event_id(),
+        saap_nats::ids::now_ns(),
+    )
+    .unwrap();
+    if let serde_json::Value::Object(fields) = &*to_payload(ev).unwrap() {
+        for (k, v) in fields {
+            env = env.with_field(k, v.clone());
+        }
+    }
+    env
+}
+
+/// Publishes `ev` to run `run` the way any client does (JetStream, Msg-Id = event id).
+async fn publish<T: saap::Event>(
+    nats: &SaapNats,
+    wf: &Workflow,
+    run: &str,
+    ev: &T,
+) -> EventEnvelope {
+    let env = envelope(wf, ev);
+    nats.publish_control(&address(wf.name(), run), &env)
+        .await
+        .unwrap();
+    env
+}
+
+/// Publishes an already published event again *without* Msg-Id, so the stream stores and
+/// delivers a second copy (a duplicate the stream's deduplication cannot catch).
+async fn publish_copy(nats: &SaapNats, class: &str, run: &str, env: &EventEnvelope) {
+    let subject = address(class, run)
+        .event_subject(
+            EventKind::Control,
+            &env.event_name,
+            &env.event_id.to_string(),
+        )
+        .unwrap()
+        .to_string();
+    nats.jetstream()
+        .publish(subject, env.encode_bytes().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
+/// A store handle of the test itself, to read the journals the workers wrote.
+async fn reader(nats: SaapNats, wf: &Workflow) -> NatsBackend {
+    NatsBackend::open(
+        nats,
+        wf.name(),
+        wf.compiled().hierarchy.clone(),
+        Default::default(),
+    )
+    .await
+    .unwrap()
+}
+
+/// Waits until `n` runs of the workflow have ended in the journal; returns them.
+async fn ended_runs(store: &NatsBackend, wf: &str, n: usize) -> Vec<saap::backend::StoredRun> {
+    use saap::backend::Backend;
+    within(BOUND, "every run to end", async {
+        loop {
+            let runs = store.load_runs(wf, false).wait().await.unwrap();
+            if runs.iter().filter(|r| r.ended).count() >= n {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+fn record_text(run: &saap::backend::StoredRun) -> String {
+    serde_json::to_string(&run.records).unwrap()
+}
+
+fn ended_with_done(run: &saap::backend::StoredRun) -> bool {
+    run.journal.iter().any(|e| match &e.input {
+        saap::backend::StoredInput::Complete {
+            outputs: Some(outs),
+            ..
+        } => outs.iter().any(|o| o.name == "Done"),
+        _ => false,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_share_runs_and_each_input_set_runs_once() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::from_millis(5));
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let nats = connect(&server).await;
+        let w = Worker::with_connection(nats, wf.clone(), opts())
+            .await
+            .unwrap();
+        let serving = w.clone();
+        tokio::spawn(async move { serving.serve().await.unwrap() });
+        workers.push(w);
+    }
+    let client = connect(&server).await;
+    const RUNS: usize = 40;
+    for i in 0..RUNS {
+        publish(
+            &client,
+            &wf,
+            &format!("run{i}"),
+            &UserMessageEvent::new("go"),
+        )
+        .await;
+    }
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, wf.name(), RUNS).await;
+    assert_eq!(runs.len(), RUNS);
+    assert!(runs.iter().all(ended_with_done), "every run ends with Done");
+    for step in ["begin", "middle", "finish"] {
+        assert_eq!(counts.get(step), RUNS, "{step} ran once per run");
+    }
+    for w in &workers {
+        w.shutdown();
+    }
+}
+
+/// `on_x(X) -> Y`, `finish(Y, Z) -> Done`: X is delivered three times (twice at once, once
+/// after the run moved on), and must execute `on_x` once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_and_delayed_deliveries_execute_each_input_set_once() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "on_x", "finish"]);
+    let (c1, c2, c3) = (counts.clone(), counts.clone(), counts.clone());
+    let wf = Workflow::builder("Dup")
+        .step(Step::new(
+            "begin",
+            move |_: Required<UserMessageEvent>, _: StepCtx| {
+                c1.hit("begin");
+                async { Ok::<_, StepError>(()) }
+            },
+        ))
+        .step(Step::new("on_x", move |x: Required<X>, _: StepCtx| {
+            c2.hit("on_x");
+            async move { Ok::<_, StepError>(Y { n: x.n }) }
+        }))
+        .step(Step::new(
+            "finish",
+            move |(y, z): (Required<Y>, Required<Z>), _: StepCtx| {
+                c3.hit("finish");
+                async move { Ok::<_, StepError>(Done { n: y.n + z.n }) }
+            },
+        ))
+        .build()
+        .unwrap();
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+            .await
+            .unwrap();
+        let serving = w.clone();
+        tokio::spawn(async move { serving.serve().await.unwrap() });
+        workers.push(w);
+    }
+    let client = connect(&server).await;
+    publish(&client, &wf, "r1", &UserMessageEvent::new("go")).await;
+    let x = publish(&client, &wf, "r1", &X { n: 3 }).await;
+    // The same event id published again through the stream's Msg-Id dedup (dropped by
+    // JetStream) and twice more without it (stored and delivered: only the engine can drop it).
+    let again = client
+        .publish_control(&address("Dup", "r1"), &x)
+        .await
+        .unwrap();
+    assert!(
+        again.duplicate,
+        "JetStream drops a re-publication with the same Msg-Id"
+    );
+    publish_copy(&client, "Dup", "r1", &x).await;
+    within(BOUND, "on_x to run", async {
+        while counts.get("on_x") == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    // Delayed: another copy after the run moved on.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    publish_copy(&client, "Dup", "r1", &x).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    publish(&client, &wf, "r1", &Z { n: 4 }).await;
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, "Dup", 1).await;
+    assert!(ended_with_done(&runs[0]));
+    assert_eq!(counts.get("on_x"), 1, "one input set, one execution");
+    assert_eq!(counts.get("finish"), 1);
+    assert_eq!(counts.get("begin"), 1);
+    for w in &workers {
+        w.shutdown();
+    }
+}
+
+/// The child process of `worker_killed_mid_step_another_finishes_every_run`: a worker of
+/// `Relay` serving until killed. Runs only when that test starts it.
+#[test]
+#[ignore = "child process of worker_killed_mid_step_another_finishes_every_run"]
+fn relay_worker_process() {
+    let url = std::env::var("SAAP_TEST_WORKER_URL").expect("started by the kill test");
+    let sleep_ms: u64 = std::env::var("SAAP_TEST_MIDDLE_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let wf = relay(
+            Counts::new(&["begin", "middle", "finish"]),
+            Duration::from_millis(sleep_ms),
+        );
+        let w = Worker::connect(&NatsOptions::new(url), wf, opts())
+            .await
+            .unwrap();
+        w.serve().await.unwrap();
+    });
+}
+
+fn spawn_worker(url: &str, middle_ms: u64) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "relay_worker_process",
+            "--nocapture",
+        ])
+        .env("SAAP_TEST_WORKER_URL", url)
+        .env("SAAP_TEST_MIDDLE_MS", middle_ms.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_killed_mid_step_another_finishes_every_run() {
+    let server = NatsServer::start();
+    let wf = relay(Counts::new(&["begin", "middle", "finish"]), Duration::ZERO);
+    let client = connect(&server).await;
+    client.ensure_stream(wf.name()).await.unwrap();
+    // The first worker's `middle` never finishes in time: it is killed inside it.
+    let mut first = spawn_worker(&server.url(), 600_000);
+    const RUNS: usize = 10;
+    for i in 0..RUNS {
+        publish(&client, &wf, &format!("k{i}"), &UserMessageEvent::new("go")).await;
+    }
+    let store = reader(connect(&server).await, &wf).await;
+    // Wait until every run's `middle` has started (begin completed: two journal entries).
+    within(BOUND, "every run to reach `middle`", async {
+        use saap::backend::Backend;
+        loop {
+            let runs = store.load_runs("Relay", false).wait().await.unwrap();
+            if runs.len() == RUNS && runs.iter().all(|r| r.journal.len() >= 2) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let mut second = spawn_worker(&server.url(), 0);
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let runs = ended_runs(&store, "Relay", RUNS).await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    assert_eq!(runs.len(), RUNS, "0 lost runs");
+    for r in &runs {
+        assert!(ended_with_done(r), "run {} ended with Done", r.meta.run_id);
+        let text = record_text(r);
+        assert!(
+            text.contains("execution_retried"),
+            "run {}: the killed execution ran again: {text}",
+            r.meta.run_id
+        );
+    }
+}
+
+/// DESIGN §4.9 on the JetStream store without workers: an engine that stops mid-step (its
+/// store halted, as by a crash) is reopened by another engine from the journal, which re-runs
+/// the unfinished execution and finishes the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_reopened_on_the_journal_resumes_its_runs() {
+    use saap::{Engine, EngineOptions};
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::from_secs(600));
+    let first = Engine::new(
+        wf.clone(),
+        Arc::new(reader(connect(&server).await, &wf).await),
+        EngineOptions::default(),
+    );
+    let run = first.start_run(UserMessageEvent::new("go")).await.unwrap();
+    within(BOUND, "middle to start", async {
+        while counts.get("middle") == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    first.halt();
+    let wf2 = relay(Counts::new(&["begin", "middle", "finish"]), Duration::ZERO);
+    let store = reader(connect(&server).await, &wf2).await;
+    let (second, recovery) = Engine::open(wf2, Arc::new(store), EngineOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(recovery.resumed_runs, 1);
+    assert_eq!(recovery.retried_executions, 1);
+    within(BOUND, "the resumed run to end", second.wait_for_end(&run))
+        .await
+        .unwrap();
+    let snap = second.snapshot(&run).unwrap();
+    assert!(snap.events().iter().any(|e| e.name == "Done"));
+    assert_eq!(
+        counts.get("finish"),
+        0,
+        "the halted engine finished nothing"
+    );
+}
