@@ -410,3 +410,41 @@ async fn an_engine_reopened_on_the_journal_resumes_its_runs() {
         "the halted engine finished nothing"
     );
 }
+
+/// `run --engine nats://…` with a token read from the environment: the worker connects to a
+/// server that requires it and serves a run; a worker without it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_connects_with_credentials_passed_through() {
+    use saap::nats::{EngineChoice, EngineConnect, parse_engine};
+    let server = NatsServer::start_with(saap_nats::testing::ServerOptions {
+        token: Some("tok-123".into()),
+        ..Default::default()
+    });
+    let EngineChoice::Nats(url) = parse_engine(&server.url()).unwrap() else {
+        panic!("a nats URL")
+    };
+    let env = |v: &str| (v == "SAAP_NATS_TOKEN").then(|| "tok-123".to_string());
+    let connect_opts = EngineConnect {
+        url: url.clone(),
+        token_env: Some("SAAP_NATS_TOKEN".into()),
+        ..Default::default()
+    }
+    .options_with(&env)
+    .unwrap();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::ZERO);
+    let worker = Worker::connect(&connect_opts, wf.clone(), opts())
+        .await
+        .unwrap();
+    let serving = worker.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let client = SaapNats::connect(&connect_opts).await.unwrap();
+    publish(&client, &wf, "c1", &UserMessageEvent::new("go")).await;
+    let store = reader(client.clone(), &wf).await;
+    ended_runs(&store, "Relay", 1).await;
+    assert_eq!(counts.get("finish"), 1);
+    let refused = Worker::connect(&NatsOptions::new(url), wf, opts()).await;
+    let e = refused.err().expect("no token, no connection").to_string();
+    assert!(!e.contains("tok-123"), "{e}");
+    worker.shutdown();
+}
