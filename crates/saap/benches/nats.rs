@@ -2,8 +2,10 @@
 //! targets): steps/s with 1 and 2 workers, and the latency of one step hop (p50/p99).
 //!
 //! `cargo bench -p saap --bench nats` (needs nats-server >= 2.10: `scripts/nats-server-install`).
-//! The server is started by the test harness on a free loopback port with a temporary store
-//! and `sync_interval: always` (one fsync per JetStream write), as the durability tests use.
+//! The server is started by the test harness on a free loopback port with a temporary store,
+//! once with `sync_interval: always` (one fsync per JetStream write, as the durability tests
+//! use; `"sync":"always"`) and once with the server's default syncing (`"sync":"default"`),
+//! which separates the cost of fsync from the rest.
 //!
 //! - `hop`: one S1 run (10-step chain) at a time; each step body records `Instant::now()`;
 //!   a hop is the time from one step's body to the next step's body (the completion made
@@ -101,6 +103,17 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+fn server(default_sync: bool) -> NatsServer {
+    NatsServer::start_with(saap_nats::testing::ServerOptions {
+        default_sync,
+        ..Default::default()
+    })
+}
+
+fn sync_name(default_sync: bool) -> &'static str {
+    if default_sync { "default" } else { "always" }
+}
+
 fn hops_line(engine: &str, hops: &mut [f64], runs: usize) -> String {
     hops.sort_by(|a, b| a.partial_cmp(b).unwrap());
     format!(
@@ -187,8 +200,8 @@ async fn wait_done(sub: &mut async_nats::Subscriber, n: usize) {
     }
 }
 
-async fn hop_nats(runs: usize) -> String {
-    let server = NatsServer::start();
+async fn hop_nats(runs: usize, default_sync: bool) -> String {
+    let server = server(default_sync);
     let stamps: Stamps = Arc::default();
     let wf = chain(&stamps);
     let ws = workers(&server, &wf, 1).await;
@@ -212,7 +225,11 @@ async fn hop_nats(runs: usize) -> String {
     for w in ws {
         w.shutdown();
     }
-    hops_line("nats-1-worker", &mut hops, runs)
+    hops_line(
+        &format!("nats-1-worker\",\"sync\":\"{}", sync_name(default_sync)),
+        &mut hops,
+        runs,
+    )
 }
 
 async fn throughput_embedded(kind: &str, runs: usize) -> String {
@@ -242,8 +259,8 @@ fn throughput_line(engine: &str, runs: usize, took: Duration) -> String {
     )
 }
 
-async fn throughput_nats(n_workers: usize, runs: usize) -> String {
-    let server = NatsServer::start();
+async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool) -> String {
+    let server = server(default_sync);
     let stamps: Stamps = Arc::default();
     let wf = chain(&stamps);
     let ws = workers(&server, &wf, n_workers).await;
@@ -267,7 +284,14 @@ async fn throughput_nats(n_workers: usize, runs: usize) -> String {
     for w in ws {
         w.shutdown();
     }
-    throughput_line(&format!("nats-{n_workers}-worker"), runs, took)
+    throughput_line(
+        &format!(
+            "nats-{n_workers}-worker\",\"sync\":\"{}",
+            sync_name(default_sync)
+        ),
+        runs,
+        took,
+    )
 }
 
 fn main() {
@@ -289,14 +313,18 @@ fn main() {
             for kind in ["memory", "sqlite"] {
                 println!("{}", hop_embedded(kind, hop_runs).await);
             }
-            println!("{}", hop_nats(hop_runs).await);
+            for default_sync in [false, true] {
+                println!("{}", hop_nats(hop_runs, default_sync).await);
+            }
         }
         if want("throughput") {
             for kind in ["memory", "sqlite"] {
                 println!("{}", throughput_embedded(kind, tp_runs).await);
             }
-            for n in [1, 2] {
-                println!("{}", throughput_nats(n, tp_runs).await);
+            for default_sync in [false, true] {
+                for n in [1, 2] {
+                    println!("{}", throughput_nats(n, tp_runs, default_sync).await);
+                }
             }
         }
     });
