@@ -448,3 +448,62 @@ async fn a_worker_connects_with_credentials_passed_through() {
     assert!(!e.contains("tok-123"), "{e}");
     worker.shutdown();
 }
+
+/// Fencing: once another process took a run over (loaded its journal and wrote to it), the
+/// previous owner's next write to that run is refused by the server's sequence check, and
+/// its engine stops the run instead of forking the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_owner_cannot_write_after_a_takeover() {
+    use saap::{Engine, EngineOptions};
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "on_x", "finish"]);
+    let wf = {
+        let (c1, c2, c3) = (counts.clone(), counts.clone(), counts.clone());
+        Workflow::builder("Fence")
+            .step(Step::new(
+                "begin",
+                move |_: Required<UserMessageEvent>, _: StepCtx| {
+                    c1.hit("begin");
+                    async { Ok::<_, StepError>(()) }
+                },
+            ))
+            .step(Step::new("on_x", move |_: Required<X>, _: StepCtx| {
+                c2.hit("on_x");
+                async { Ok::<_, StepError>(()) }
+            }))
+            .step(Step::new("finish", move |_: Required<Z>, _: StepCtx| {
+                c3.hit("finish");
+                async { Ok::<_, StepError>(Done::default()) }
+            }))
+            .build()
+            .unwrap()
+    };
+    let old = Engine::new(
+        wf.clone(),
+        Arc::new(reader(connect(&server).await, &wf).await),
+        EngineOptions::default(),
+    );
+    let run = old.start_run(UserMessageEvent::new("go")).await.unwrap();
+    // Another process takes the run over from the journal and writes to it.
+    let store = reader(connect(&server).await, &wf).await;
+    let stored = store.load_run(&run).await.unwrap().expect("journaled");
+    let new = Engine::new(wf.clone(), Arc::new(store), EngineOptions::default());
+    new.adopt(stored).await.unwrap();
+    new.send(&run, X { n: 1 }).await.unwrap();
+    // The old owner does not know and writes too: refused.
+    let err = old.send(&run, X { n: 2 }).await.unwrap_err().to_string();
+    assert!(err.contains("another worker"), "{err}");
+    // The new owner goes on and finishes the run.
+    new.send(&run, Z { n: 1 }).await.unwrap();
+    within(BOUND, "the run to end", new.wait_for_end(&run))
+        .await
+        .unwrap();
+    let reread = reader(connect(&server).await, &wf).await;
+    let journal = reread.load_run(&run).await.unwrap().unwrap();
+    assert!(journal.ended && ended_with_done(&journal));
+    assert_eq!(
+        counts.get("on_x"),
+        1,
+        "only the new owner's X was dispatched"
+    );
+}
