@@ -163,6 +163,13 @@ fn classify(e: EngineError) -> Handled {
     }
 }
 
+/// Redelivery delay after `delivered` deliveries: 100 ms, doubling, at most 2 s (an event
+/// that overtook its run's start event on another worker waits ~1.5 s over 4 deliveries).
+fn retry_delay(delivered: u64) -> Duration {
+    let exp = delivered.saturating_sub(1).min(5) as u32;
+    Duration::from_millis(100 * 2u64.pow(exp)).min(Duration::from_secs(2))
+}
+
 fn lane_of(run_id: &str, lanes: usize) -> usize {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     run_id.hash(&mut h);
@@ -406,8 +413,15 @@ impl Inner {
                 d.term().await
             }
             Handled::Retry(why) => {
-                tracing::debug!(subject = %d.subject, %why, "event will be redelivered");
-                d.nak(Some(Duration::from_millis(100))).await
+                if d.info.last_attempt {
+                    // JetStream will not deliver it again: say so loudly (nothing fails
+                    // silently); the event stays in the class stream.
+                    tracing::error!(subject = %d.subject, %why, "event given up after its last delivery");
+                } else {
+                    tracing::debug!(subject = %d.subject, %why, "event will be redelivered");
+                }
+                let delay = retry_delay(d.info.delivered);
+                d.nak(Some(delay)).await
             }
         };
         if let Err(e) = result {
@@ -688,6 +702,14 @@ mod tests {
         for id in ["6601a2b3c4d5e6f708091a2b", "odd id", "x.y"] {
             assert_eq!(run_of_key(&Inner::owner_key(id)).unwrap(), id);
         }
+    }
+
+    #[test]
+    fn redelivery_backs_off_and_is_bounded() {
+        assert_eq!(retry_delay(1), Duration::from_millis(100));
+        assert_eq!(retry_delay(2), Duration::from_millis(200));
+        assert_eq!(retry_delay(4), Duration::from_millis(800));
+        assert_eq!(retry_delay(40), Duration::from_secs(2));
     }
 
     #[test]
