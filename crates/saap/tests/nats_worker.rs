@@ -507,3 +507,106 @@ async fn a_stale_owner_cannot_write_after_a_takeover() {
         "only the new owner's X was dispatched"
     );
 }
+
+/// Publishes until acknowledged (bounded), as any producer does across a fail-over
+/// (re-publication is deduplicated by the event id).
+async fn publish_acked(nats: &SaapNats, wf: &Workflow, run: &str) {
+    let env = envelope(wf, &UserMessageEvent::new("go"));
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        match nats.publish_control(&address(wf.name(), run), &env).await {
+            Ok(_) => return,
+            Err(e) if tokio::time::Instant::now() > deadline => panic!("{run} not acked: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Issue 4's cluster case: a 3-node JetStream cluster on loopback (`sync_interval: always`,
+/// everything replicated 3×), two workers, and the node the producer talks to killed with
+/// SIGKILL in the middle of the load: every run whose start event was acknowledged ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_node_killed_under_load_loses_no_run() {
+    use saap_nats::Settings;
+    use saap_nats::testing::{NatsCluster, connect_ready};
+    let mut cluster = NatsCluster::start(3);
+    let settings = Settings {
+        replicas: 3,
+        publish_attempts: 3,
+        ..Settings::default()
+    };
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::from_millis(20));
+    let cluster_opts = WorkerOptions {
+        lease: Duration::from_secs(3),
+        ..WorkerOptions::default()
+    };
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let nats = connect_ready(cluster.urls(), settings.clone()).await;
+        // Replicated streams need every peer known to the meta leader: retry (bounded).
+        let w = within(BOUND, "a worker on the cluster", async {
+            loop {
+                match Worker::with_connection(nats.clone(), wf.clone(), cluster_opts.clone()).await
+                {
+                    Ok(w) => return w,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        })
+        .await;
+        let serving = w.clone();
+        tokio::spawn(async move {
+            let _ = serving.serve().await;
+        });
+        workers.push(w);
+    }
+    let client = connect_ready(cluster.urls(), settings.clone()).await;
+    const RUNS: usize = 30;
+    for i in 0..RUNS / 2 {
+        publish_acked(&client, &wf, &format!("c{i}")).await;
+    }
+    let port = client.client().server_info().port;
+    let victim = cluster
+        .servers
+        .iter()
+        .position(|s| s.port() == port)
+        .expect("connected to one of the nodes");
+    cluster.servers[victim].kill();
+    for i in RUNS / 2..RUNS {
+        publish_acked(&client, &wf, &format!("c{i}")).await;
+    }
+    let store = within(BOUND, "a journal reader", async {
+        loop {
+            match NatsBackend::open(
+                client.clone(),
+                wf.name(),
+                wf.compiled().hierarchy.clone(),
+                Default::default(),
+            )
+            .await
+            {
+                Ok(s) => return s,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    })
+    .await;
+    let runs = within(BOUND, "every run to end", async {
+        use saap::backend::Backend;
+        loop {
+            if let Ok(runs) = store.load_runs("Relay", false).wait().await
+                && runs.iter().filter(|r| r.ended).count() >= RUNS
+            {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert_eq!(runs.len(), RUNS, "0 lost runs");
+    assert!(runs.iter().all(ended_with_done));
+    for w in &workers {
+        w.shutdown();
+    }
+}

@@ -67,6 +67,15 @@ impl Engine {
         Some(st.run.is_terminated() || st.failure.is_some())
     }
 
+    /// Whether run `run_id` was stopped by a storage failure (its journal write failed, e.g.
+    /// fenced or the server unreachable for too long); `None` when this engine does not hold
+    /// it. Such a run is rebuilt from the journal by adopting it again.
+    pub fn run_failed(&self, run_id: &str) -> Option<bool> {
+        let slot = self.shared.slot(run_id).ok()?;
+        let st = slot.lock();
+        Some(st.failure.is_some())
+    }
+
     /// Adopts a run from its stored journal (its previous owner stopped): the core rebuilds it
     /// (recorded precondition results reused, records compared with the stored ones), then
     /// every execution that had started but not completed runs again (DESIGN §4.9). Returns

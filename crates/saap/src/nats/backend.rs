@@ -38,6 +38,8 @@ pub use saap_nats::consumer::JOURNALED_HEADER;
 
 /// Largest number of batches written in one round.
 const MAX_ROUND: usize = 4096;
+/// Retries of a journal write that failed transiently (about 25 s with back-off).
+const WRITE_ATTEMPTS: u32 = 30;
 /// Attempts of one compare-and-set context update before giving up.
 const CAS_ATTEMPTS: usize = 64;
 
@@ -318,6 +320,62 @@ impl Inner {
             }
         }
         Ok(out)
+    }
+
+    /// Retries a journal write that failed transiently (a node fail-over, a timeout, a
+    /// reconnect), with the same headers. Before each attempt it checks whether an earlier
+    /// attempt was stored after all (its acknowledgement lost): then the run's last journal
+    /// message carries this write's `Nats-Msg-Id`. Returns the stored sequence.
+    async fn retry_write(
+        &self,
+        subject: &str,
+        headers: HeaderMap,
+        payload: Bytes,
+        mut last: String,
+    ) -> Result<u64, String> {
+        let msg_id = headers
+            .get(saap_protocol::subject::NATS_MSG_ID_HEADER)
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_default();
+        let mut delay = Duration::from_millis(50);
+        for attempt in 1..=WRITE_ATTEMPTS {
+            tracing::warn!(subject, attempt, error = %last, "journal write failed; retrying");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+            if let Some(seq) = self.stored_as(subject, &msg_id).await {
+                return Ok(seq);
+            }
+            let sent = self
+                .nats
+                .jetstream()
+                .publish_with_headers(subject.to_string(), headers.clone(), payload.clone())
+                .await;
+            match sent {
+                Ok(ack) => match ack.await {
+                    Ok(a) => return Ok(a.sequence),
+                    Err(e) => last = e.to_string(),
+                },
+                Err(e) => last = e.to_string(),
+            }
+            if last.contains("wrong last sequence") {
+                // Ours (stored by an earlier attempt), or another worker's: look.
+                return self.stored_as(subject, &msg_id).await.ok_or(last);
+            }
+        }
+        Err(format!("{last} (after {WRITE_ATTEMPTS} retries)"))
+    }
+
+    /// The sequence of the run's last journal message if it is the write `msg_id`.
+    async fn stored_as(&self, subject: &str, msg_id: &str) -> Option<u64> {
+        let stream = self
+            .nats
+            .jetstream()
+            .get_stream(journal_stream(&self.class))
+            .await
+            .ok()?;
+        let m = stream.get_last_raw_message_by_subject(subject).await.ok()?;
+        let id = m.headers.get(saap_protocol::subject::NATS_MSG_ID_HEADER)?;
+        (id.as_str() == msg_id).then_some(m.sequence)
     }
 
     fn address(&self, run_id: &Arc<str>, thread_id: Option<&Arc<str>>) -> Option<RunAddress> {
@@ -611,21 +669,29 @@ async fn writer(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Job>) {
                 format!("{run_id}.{}", batches[0].index).as_str(),
             );
             let payload = Bytes::from(encode(&batches));
+            let subject = journal_subject(&inner.class, &run_id);
             let sent = inner
                 .nats
                 .jetstream()
-                .publish_with_headers(journal_subject(&inner.class, &run_id), headers, payload)
+                .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
                 .await;
-            acks.push((run_id, batches, senders, sent));
+            acks.push((run_id, batches, senders, (subject, headers, payload), sent));
         }
-        for (run_id, batches, senders, sent) in acks {
-            let result = match sent {
-                Ok(ack) => ack.await.map_err(|e| e.to_string()),
+        for (run_id, batches, senders, (subject, headers, payload), sent) in acks {
+            let first = match sent {
+                Ok(ack) => ack.await.map(|a| a.sequence).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             };
+            let result = match first {
+                Ok(seq) => Ok(seq),
+                // Fenced on the first attempt: another worker wrote to the run.
+                Err(e) if e.contains("wrong last sequence") => Err(e),
+                // Transient (fail-over, timeout, reconnect): retry the same message.
+                Err(e) => inner.retry_write(&subject, headers, payload, e).await,
+            };
             match result {
-                Ok(ack) => {
-                    lock(&inner.last_seq).insert(run_id.clone(), ack.sequence);
+                Ok(sequence) => {
+                    lock(&inner.last_seq).insert(run_id.clone(), sequence);
                     for s in senders {
                         let _ = s.send(Ok(()));
                     }

@@ -151,9 +151,18 @@ enum Handled {
     Done,
     /// Can never be processed: stop redelivery (the stream keeps it as evidence).
     Refused(String),
-    /// Try again later.
+    /// A transient failure (server fail-over, timeout, the owner busy): retried in place
+    /// (the delivery kept in progress) before the delivery is given back.
     Retry(String),
+    /// Not yet possible (the run's start event is not claimed yet): give the delivery back
+    /// with a back-off; each try uses one of the consumer's deliveries.
+    Later(String),
 }
+
+/// In-place retries of a transient failure (with back-off: about 35 s in all).
+const IN_PLACE_RETRIES: u32 = 40;
+/// Times a worker rebuilds a run of its own that a storage failure stopped.
+const READOPTS: u32 = 5;
 
 fn classify(e: EngineError) -> Handled {
     match e {
@@ -398,21 +407,33 @@ impl Inner {
 
     /// Handles one delivery from the class consumer and acknowledges it accordingly.
     async fn intake(self: &Arc<Self>, d: Delivery) {
-        let handled = if d.journaled {
-            Handled::Done
-        } else {
-            match d.parsed_subject() {
-                Ok(s) => self.handle(&s, &d.payload, d.info.delivered).await,
-                Err(e) => Handled::Refused(format!("not an agent event subject: {e}")),
-            }
+        let subject = d.parsed_subject();
+        let mut handled = match (&subject, d.journaled) {
+            (_, true) => Handled::Done,
+            (Ok(s), false) => self.handle(s, &d.payload, d.info.delivered).await,
+            (Err(e), false) => Handled::Refused(format!("not an agent event subject: {e}")),
         };
+        let mut tries = 0;
+        let mut delay = Duration::from_millis(50);
+        while let (Handled::Retry(why), Ok(s)) = (&handled, &subject) {
+            if tries >= IN_PLACE_RETRIES {
+                break;
+            }
+            tries += 1;
+            tracing::debug!(subject = %d.subject, %why, tries, "transient failure; retrying");
+            // Keeps the server from redelivering it elsewhere meanwhile.
+            let _ = d.in_progress().await;
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+            handled = self.handle(s, &d.payload, d.info.delivered).await;
+        }
         let result = match handled {
             Handled::Done => d.ack().await,
             Handled::Refused(why) => {
                 tracing::warn!(subject = %d.subject, %why, "event refused; kept in the stream as evidence");
                 d.term().await
             }
-            Handled::Retry(why) => {
+            Handled::Retry(why) | Handled::Later(why) => {
                 if d.info.last_attempt {
                     // JetStream will not deliver it again: say so loudly (nothing fails
                     // silently); the event stays in the class stream.
@@ -467,7 +488,7 @@ impl Inner {
                                     "run `{run_id}` has not begun (or has ended and was released); send a start event first"
                                 ));
                             }
-                            return Handled::Retry("run not begun yet".into());
+                            return Handled::Later("run not begun yet".into());
                         }
                         Ok(true) => {
                             let created = self
@@ -518,7 +539,7 @@ impl Inner {
         if !lock(&self.owned).contains(run_id) {
             // Owned per the bucket but not held here (a takeover is loading it, or the run
             // ended and was released): let the owner record settle.
-            return Handled::Retry("run not held by this worker yet".into());
+            return Handled::Later("run not held by this worker yet".into());
         }
         self.backend.set_address(run_id, a.clone());
         match self
@@ -530,26 +551,66 @@ impl Inner {
                 self.watch_end(run_id);
                 Handled::Done
             }
-            Err(EngineError::NotAStartEvent { .. }) => Handled::Retry("run not begun yet".into()),
+            Err(EngineError::NotAStartEvent { .. }) => Handled::Later("run not begun yet".into()),
             Err(e) => classify(e),
         }
     }
 
-    /// Releases a run once it has ended (the owner record is deleted only if it is still ours).
+    /// Releases a run once it has ended (the owner record is deleted only if it is still
+    /// ours). A run stopped by a storage failure while this worker still owns it is rebuilt
+    /// from its journal (at most `READOPTS` times); one another worker took over is dropped.
     fn watch_end(self: &Arc<Self>, run_id: &str) {
+        self.watch_end_n(run_id.into(), 0);
+    }
+
+    fn watch_end_n(self: &Arc<Self>, run_id: Arc<str>, readopts: u32) {
         let me = self.clone();
-        let run_id: Arc<str> = run_id.into();
         tokio::spawn(async move {
             // UnknownRun: it ended and was already dropped from memory.
             let _ = me.engine.wait_for_end(&run_id).await;
             let key = Self::owner_key(&run_id);
-            if let Ok(Some(e)) = me.owners.entry(key.clone()).await
-                && let Ok(o) = serde_json::from_slice::<Owner>(&e.value)
-                && o.w == me.id
-                && let Err(err) = me
-                    .owners
-                    .delete_expect_revision(&key, Some(e.revision))
-                    .await
+            let record = match me.owners.entry(key.clone()).await {
+                Ok(Some(e)) => serde_json::from_slice::<Owner>(&e.value)
+                    .ok()
+                    .map(|o| (o, e.revision)),
+                _ => None,
+            };
+            let mine = record.as_ref().is_some_and(|(o, _)| o.w == me.id);
+            if me.engine.run_failed(&run_id) == Some(true) {
+                me.engine.forget(&run_id);
+                me.backend.forget_run(&run_id);
+                if mine && readopts < READOPTS {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    tracing::warn!(run_id = %run_id, "rebuilding a run stopped by a storage failure");
+                    if let Ok(Some(stored)) = me.backend.load_run(&run_id).await
+                        && me.engine.adopt(stored).await.is_ok()
+                    {
+                        me.watch_end_n(run_id, readopts + 1);
+                        return;
+                    }
+                    // Not rebuilt now: release it so that the sweep of any worker (this one
+                    // included) takes it over.
+                    if let Some((_, rev)) = &record {
+                        let _ = me
+                            .owners
+                            .update(
+                                &key,
+                                me.orphan_record(&run_id, record.as_ref().map(|(o, _)| o)),
+                                *rev,
+                            )
+                            .await;
+                    }
+                    lock(&me.owned).remove(&run_id);
+                    return;
+                }
+                if !mine {
+                    lock(&me.owned).remove(&run_id);
+                    return;
+                }
+            }
+            if let Some((_, rev)) = record
+                && mine
+                && let Err(err) = me.owners.delete_expect_revision(&key, Some(rev)).await
             {
                 tracing::warn!(run_id = %run_id, error = %err, "cannot release an ended run");
             }
@@ -557,6 +618,18 @@ impl Inner {
             me.engine.forget(&run_id);
             me.backend.forget_run(&run_id);
         });
+    }
+
+    /// An owner record naming no live worker (a run handed to the sweep).
+    fn orphan_record(&self, _run_id: &str, from: Option<&Owner>) -> Bytes {
+        let a = from.map(|o| o.a.clone()).unwrap_or_default();
+        Bytes::from(
+            serde_json::to_vec(&Owner {
+                w: "released".into(),
+                a,
+            })
+            .unwrap_or_default(),
+        )
     }
 
     /// Takes run `run_id` over from a dead owner (compare-and-set on the owner record read at
@@ -668,7 +741,7 @@ impl Inner {
                     match self.deliver_local(s.run(), &s, &m.payload).await {
                         Handled::Done => b"ok".to_vec(),
                         Handled::Refused(w) => format!("refused:{w}").into_bytes(),
-                        Handled::Retry(w) => format!("retry:{w}").into_bytes(),
+                        Handled::Retry(w) | Handled::Later(w) => format!("retry:{w}").into_bytes(),
                     }
                 }
             }
