@@ -206,6 +206,30 @@ async fn two_workers_share_runs_and_each_input_set_runs_once() {
     for step in ["begin", "middle", "finish"] {
         assert_eq!(counts.get(step), RUNS, "{step} ran once per run");
     }
+    // Every run's outputs are published on the class stream for other clients, the last
+    // one (Done) included although the run is released as soon as it ended.
+    within(BOUND, "every Done on the class stream", async {
+        loop {
+            let stored = client
+                .replay_control("Relay", &Default::default())
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let done: std::collections::HashSet<String> = stored
+                .iter()
+                .filter_map(|m| m.parsed_subject().ok())
+                .filter(|s| s.event_name() == "Done")
+                .map(|s| s.run().run_id().to_string())
+                .collect();
+            if done.len() == RUNS {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
     for w in &workers {
         w.shutdown();
     }

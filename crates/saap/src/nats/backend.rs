@@ -401,7 +401,7 @@ impl Inner {
     }
 
     /// After an entry is durable: publishes what it made visible to other clients.
-    async fn publish_after(&self, run_id: &Arc<str>, thread: Option<Arc<str>>, entry: &str) {
+    async fn publish_after(&self, address: &RunAddress, entry: &str) {
         if !self.opts.publish_outputs || entry.is_empty() {
             return;
         }
@@ -422,9 +422,6 @@ impl Inner {
             ),
             StoredInput::Append { event, by: Some(_) } => (Vec::new(), vec![event]),
             _ => return,
-        };
-        let Some(address) = self.address(run_id, thread.as_ref()) else {
-            return;
         };
         for ev in controls {
             let Some(env) = self.envelope(ev) else {
@@ -465,7 +462,7 @@ impl Inner {
         }
         for ev in displays {
             if let Some(env) = self.envelope(ev)
-                && let Err(e) = self.nats.publish_display(&address, &env).await
+                && let Err(e) = self.nats.publish_display(address, &env).await
             {
                 tracing::warn!(error = %e, "publishing a display event failed");
             }
@@ -692,18 +689,23 @@ async fn writer(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Job>) {
             match result {
                 Ok(sequence) => {
                     lock(&inner.last_seq).insert(run_id.clone(), sequence);
-                    for s in senders {
-                        let _ = s.send(Ok(()));
-                    }
                     let thread = batches
                         .iter()
                         .find_map(|b| b.new_run.as_ref().map(|m| m.thread_id.clone()));
+                    // Read before the batches resolve: once they do, the run may end and be
+                    // released (`forget_run`), which drops its address.
+                    let address = inner.address(&run_id, thread.as_ref());
+                    for s in senders {
+                        let _ = s.send(Ok(()));
+                    }
                     let ended = batches.iter().any(|b| b.ended);
                     let inner2 = inner.clone();
                     let entries: Vec<String> = batches.into_iter().map(|b| b.entry_json).collect();
                     tokio::spawn(async move {
-                        for e in &entries {
-                            inner2.publish_after(&run_id, thread.clone(), e).await;
+                        if let Some(address) = &address {
+                            for e in &entries {
+                                inner2.publish_after(address, e).await;
+                            }
                         }
                         if ended {
                             let (kv, key) = inner2.ctx_bucket(&Scope::Run(run_id.clone()));
