@@ -634,3 +634,48 @@ async fn a_cluster_node_killed_under_load_loses_no_run() {
         w.shutdown();
     }
 }
+
+/// Display events shown by a step reach core NATS on the run's display subject (DESIGN §6),
+/// after the engine journaled them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn display_events_are_published_on_core_nats() {
+    use futures_util::StreamExt;
+    let server = NatsServer::start();
+    let wf = Workflow::builder("Shows")
+        .step(Step::new(
+            "think",
+            |_: Required<UserMessageEvent>, ctx: StepCtx| async move {
+                ctx.display(&saap::ThoughtEvent {
+                    thought: "hmm".into(),
+                })
+                .await
+                .map_err(|e| StepError::new(e.to_string()))?;
+                Ok::<_, StepError>(Done { n: 1 })
+            },
+        ))
+        .build()
+        .unwrap();
+    let client = connect(&server).await;
+    let mut shown = client
+        .client()
+        .subscribe("agent.Shows.*.*.*.*.display_event.>")
+        .await
+        .unwrap();
+    client.sync().await.unwrap();
+    let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+        .await
+        .unwrap();
+    let serving = w.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    publish(&client, &wf, "s1", &UserMessageEvent::new("go")).await;
+    let m = within(BOUND, "the display event", shown.next())
+        .await
+        .unwrap();
+    let subject = saap_protocol::AgentEventSubject::parse(&m.subject).unwrap();
+    assert_eq!(subject.run().run_id(), "s1");
+    assert_eq!(subject.event_name(), "ThoughtEvent");
+    let body: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+    assert_eq!(body["thought"], "hmm");
+    assert_eq!(body["_event_name"], "ThoughtEvent");
+    w.shutdown();
+}
