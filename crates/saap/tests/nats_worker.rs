@@ -679,3 +679,25 @@ async fn display_events_are_published_on_core_nats() {
     assert_eq!(body["_event_name"], "ThoughtEvent");
     w.shutdown();
 }
+
+/// The agent CLI: `run --engine nats://HOST:PORT --message …` publishes the start event on
+/// the class stream and serves the class as a worker, which runs it to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_cli_runs_as_a_worker_with_engine_nats() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::ZERO);
+    let url = server.url();
+    let cli_wf = wf.clone();
+    // Serves until the process ends (the test harness exits after the tests).
+    std::thread::spawn(move || {
+        saap::cli::main_with(
+            cli_wf,
+            ["relay", "run", "--engine", url.as_str(), "--message", "go"],
+        )
+    });
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, "Relay", 1).await;
+    assert!(ended_with_done(&runs[0]));
+    assert_eq!(counts.get("finish"), 1);
+}
