@@ -51,6 +51,9 @@ impl std::fmt::Debug for ControlConsumer {
     }
 }
 
+/// Header the saap engine sets on step outputs it publishes after journaling them.
+pub const JOURNALED_HEADER: &str = "Saap-Journaled";
+
 /// JetStream delivery metadata of one message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeliveryInfo {
@@ -79,6 +82,9 @@ pub struct Delivery {
     pub aihub_headers: BTreeMap<String, String>,
     /// The `Nats-Msg-Id` header, if any.
     pub msg_id: Option<String>,
+    /// The `Saap-Journaled` header is set: the engine that owns the event's run published it
+    /// after journaling it (a step's output), so it needs no dispatch.
+    pub journaled: bool,
     /// Delivery metadata.
     pub info: DeliveryInfo,
     acker: Acker,
@@ -198,10 +204,13 @@ fn to_delivery(m: jetstream::Message, max_deliver: i64) -> Result<Delivery> {
     let (msg, acker) = m.split();
     let mut aihub_headers = BTreeMap::new();
     let mut msg_id = None;
+    let mut journaled = false;
     if let Some(h) = &msg.headers {
         for (name, values) in h.iter() {
             let n: &str = name.as_ref();
-            if n.eq_ignore_ascii_case(saap_protocol::subject::NATS_MSG_ID_HEADER) {
+            if n.eq_ignore_ascii_case(JOURNALED_HEADER) {
+                journaled = true;
+            } else if n.eq_ignore_ascii_case(saap_protocol::subject::NATS_MSG_ID_HEADER) {
                 msg_id = values.first().map(|v| v.as_str().to_owned());
             } else if is_aihub_header(n)
                 && let Some(v) = values.first()
@@ -215,6 +224,7 @@ fn to_delivery(m: jetstream::Message, max_deliver: i64) -> Result<Delivery> {
         payload: msg.payload,
         aihub_headers,
         msg_id,
+        journaled,
         info,
         acker,
     })

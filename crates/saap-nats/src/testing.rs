@@ -124,6 +124,10 @@ pub struct ServerOptions {
     /// A raw `authorization { … }` block body (e.g. users with passwords or nkeys); used
     /// instead of `token` when set.
     pub authorization: Option<String>,
+    /// The server's default syncing (fsync every 2 minutes) instead of `sync_interval:
+    /// always`: for benchmarks that separate the cost of fsync from the rest. Never for
+    /// durability tests.
+    pub default_sync: bool,
 }
 
 /// One nats-server process.
@@ -157,7 +161,15 @@ impl NatsServer {
             } else if let Some(t) = &options.token {
                 extra.push_str(&format!("authorization {{\n  token: \"{t}\"\n}}\n"));
             }
-            let config = write_config(dir.path(), &name, port, &store, None, &extra);
+            let config = write_config(
+                dir.path(),
+                &name,
+                port,
+                &store,
+                None,
+                &extra,
+                !options.default_sync,
+            );
             let mut s = NatsServer {
                 child: None,
                 port,
@@ -299,11 +311,17 @@ fn write_config(
     store: &Path,
     cluster: Option<&str>,
     extra: &str,
+    sync_always: bool,
 ) -> PathBuf {
+    let sync = if sync_always {
+        "  sync_interval: always\n"
+    } else {
+        ""
+    };
     let config = format!(
         "listen: 127.0.0.1:{port}\n\
          server_name: {name}\n\
-         jetstream {{\n  store_dir: \"{}\"\n  sync_interval: always\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n\
+         jetstream {{\n  store_dir: \"{}\"\n{sync}  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n\
          {}{extra}",
         store.display(),
         cluster.unwrap_or("")
@@ -336,7 +354,7 @@ impl NatsCluster {
                 "cluster {{\n  name: saap_test_cluster\n  listen: 127.0.0.1:{route}\n  routes: [{}]\n}}\n",
                 routes.join(", ")
             );
-            let config = write_config(dir.path(), &name, *port, &store, Some(&cluster), "");
+            let config = write_config(dir.path(), &name, *port, &store, Some(&cluster), "", true);
             let mut s = NatsServer {
                 child: None,
                 port: *port,

@@ -118,6 +118,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of `run`'s flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Print the agent's WorkflowSpec as JSON (the input of `saap check`, `simulate`, `explore`).
@@ -174,6 +176,66 @@ enum EngineKind {
     Memory,
 }
 
+/// The value of `run --engine`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum EngineArg {
+    Local(EngineKind),
+    /// A NATS server URL (list), for the distributed engine.
+    Nats(String),
+}
+
+fn parse_engine_arg(value: &str) -> Result<EngineArg, String> {
+    match value {
+        "sqlite" | "embedded" => Ok(EngineArg::Local(EngineKind::Sqlite)),
+        "memory" => Ok(EngineArg::Local(EngineKind::Memory)),
+        v if v.starts_with("nats://") || v.starts_with("tls://") => {
+            if cfg!(feature = "nats") {
+                Ok(EngineArg::Nats(v.to_string()))
+            } else {
+                Err("this agent was built without the `nats` feature of saap".into())
+            }
+        }
+        v => Err(format!(
+            "`{}` is not an engine: use sqlite, memory or nats://HOST:PORT",
+            v.chars().take(64).collect::<String>()
+        )),
+    }
+}
+
+/// Credentials and TLS of `run --engine nats://…`. Secrets are read from environment
+/// variables or files named here, never given on the command line, never printed.
+#[cfg(feature = "nats")]
+#[derive(clap::Args)]
+struct NatsArgs {
+    /// Environment variable holding the NATS token.
+    #[arg(long, value_name = "VAR")]
+    nats_token_env: Option<String>,
+    /// NATS user name (the password comes from --nats-password-env).
+    #[arg(long, value_name = "USER")]
+    nats_user: Option<String>,
+    /// Environment variable holding the NATS password.
+    #[arg(long, value_name = "VAR")]
+    nats_password_env: Option<String>,
+    /// File holding an nkey seed.
+    #[arg(long, value_name = "FILE")]
+    nats_nkey_seed_file: Option<PathBuf>,
+    /// A NATS .creds file.
+    #[arg(long, value_name = "FILE")]
+    nats_creds: Option<PathBuf>,
+    /// Extra CA certificate (PEM) to trust; repeatable.
+    #[arg(long, value_name = "FILE")]
+    nats_tls_ca: Vec<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS.
+    #[arg(long, value_name = "FILE")]
+    nats_tls_cert: Option<PathBuf>,
+    /// Client key (PEM) for mutual TLS.
+    #[arg(long, value_name = "FILE")]
+    nats_tls_key: Option<PathBuf>,
+    /// Require TLS.
+    #[arg(long)]
+    nats_tls_required: bool,
+}
+
 #[derive(clap::Args)]
 struct StoreArgs {
     /// The database of runs (default: <state dir>/<agent>.db, see --help of the agent).
@@ -210,11 +272,15 @@ struct RunArgs {
     /// Continue a conversation: run in this thread (shares its ThreadContext).
     #[arg(long, value_name = "ID")]
     thread: Option<String>,
-    /// Where runs are kept: sqlite (default, durable) or memory.
-    #[arg(long, value_enum, default_value = "sqlite")]
-    engine: EngineKind,
+    /// Where runs are kept: sqlite (default, durable), memory, or nats://HOST:PORT (tls://…):
+    /// serve the agent class as one worker of the distributed engine on NATS JetStream.
+    #[arg(long, default_value = "sqlite", value_name = "ENGINE", value_parser = parse_engine_arg)]
+    engine: EngineArg,
     #[command(flatten)]
     store: StoreArgs,
+    #[cfg(feature = "nats")]
+    #[command(flatten)]
+    nats: NatsArgs,
     /// Seconds to wait for the run to end before leaving it stored and live.
     #[arg(long, default_value_t = 60.0, value_name = "SECS")]
     timeout: f64,
@@ -558,8 +624,19 @@ async fn open_engine(
 }
 
 async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
+    let kind = match &a.engine {
+        EngineArg::Local(kind) => *kind,
+        #[cfg(feature = "nats")]
+        EngineArg::Nats(url) => return serve_nats(workflow, url, &a).await,
+        #[cfg(not(feature = "nats"))]
+        EngineArg::Nats(_) => {
+            return Err(invalid(
+                "this agent was built without the `nats` feature of saap",
+            ));
+        }
+    };
     let (name, fields) = start_event(&a)?;
-    let engine = open_engine(workflow, a.engine, &a.store).await?;
+    let engine = open_engine(workflow, kind, &a.store).await?;
     let run_id = engine
         .start_run_named(
             a.thread.as_deref(),
@@ -570,6 +647,74 @@ async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
         .map_err(engine_fail)?;
     eprintln!("run {run_id} started ({name})");
     follow(&engine, &run_id, 0, None, a.timeout, a.json).await
+}
+
+/// `run --engine nats://…`: one worker of the agent class on NATS JetStream, serving until
+/// the process is stopped (runs stay in JetStream; another worker or a restart resumes them).
+/// A start event given with --message/--event is published on the class stream first.
+#[cfg(feature = "nats")]
+async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> Result<u8, Fail> {
+    use crate::nats::{EngineConnect, Worker, WorkerOptions};
+    let n = &a.nats;
+    let opts = EngineConnect {
+        url: url.to_string(),
+        token_env: n.nats_token_env.clone(),
+        user: n.nats_user.clone(),
+        password_env: n.nats_password_env.clone(),
+        nkey_seed_file: n.nats_nkey_seed_file.clone(),
+        creds_file: n.nats_creds.clone(),
+        tls_ca: n.nats_tls_ca.clone(),
+        tls_cert: n.nats_tls_cert.clone(),
+        tls_key: n.nats_tls_key.clone(),
+        tls_required: n.nats_tls_required,
+    }
+    .options()
+    .map_err(|e| invalid(e.to_string()))?;
+    let worker = Worker::connect(&opts, workflow.clone(), WorkerOptions::default())
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    eprintln!(
+        "worker {} of agent class {} serving on {}",
+        worker.id(),
+        workflow.name(),
+        opts.redacted_servers()
+    );
+    if a.message.is_some() || a.event.is_some() {
+        let (name, fields) = start_event(a)?;
+        let id = saap_nats::ids::fresh_event_id();
+        let mut env = saap_protocol::EventEnvelope::new(
+            &workflow.compiled().hierarchy,
+            &name,
+            id,
+            saap_nats::ids::now_ns(),
+        )
+        .ok_or_else(|| invalid(format!("`{name}` is not an event type of this agent")))?;
+        if let Value::Object(fields) = fields {
+            for (k, v) in fields {
+                env = env.with_field(&k, v);
+            }
+        }
+        let run_id = saap_nats::ids::fresh_event_id().to_string();
+        let thread = a
+            .thread
+            .clone()
+            .unwrap_or_else(|| saap_nats::ids::fresh_event_id().to_string());
+        let address =
+            saap_protocol::RunAddress::new(workflow.name(), "cli", &thread, &run_id, &run_id)
+                .map_err(|e| invalid(e.to_string()))?;
+        let nats = saap_nats::SaapNats::connect(&opts)
+            .await
+            .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+        nats.publish_control(&address, &env)
+            .await
+            .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+        eprintln!("run {run_id} started ({name}) on the class stream");
+    }
+    worker
+        .serve()
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    Ok(0)
 }
 
 async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fail> {

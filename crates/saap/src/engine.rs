@@ -9,6 +9,10 @@
 //! 2. wait until the entry is durable;
 //! 3. run the started executions; their completions come back as step 1.
 
+// Entry points for engines that share runs between processes (the `nats` engine): start a run
+// under a given id, adopt a run from its journal, hand a run over.
+mod distributed;
+
 use crate::backend::{
     Backend, Pending, PersistBatch, RunMeta, StoreError, StoredEvent, StoredInput, StoredRun,
 };

@@ -12,6 +12,8 @@
 //! - [`context`]: [`StepCtx`] with RunContext, ThreadContext and the event displayer;
 //! - [`engine`]: [`Engine`] — one core `Run` per run, durable before dispatch, recovery;
 //! - [`backend`]: the [`Backend`](backend::Backend) trait, in-memory and SQLite stores;
+//! - `nats` (feature `nats`, default): the distributed engine on NATS JetStream — the
+//!   JetStream store and the worker process with per-run ownership;
 //! - [`snapshot`]: run snapshots, timelines, "waiting for" explanations, Mermaid graphs;
 //! - [`testing`]: the test runner;
 //! - [`history`]: stored runs read back (no resume) and exported as History files;
@@ -27,6 +29,8 @@ pub mod context;
 pub mod engine;
 pub mod event;
 pub mod history;
+#[cfg(feature = "nats")]
+pub mod nats;
 pub mod params;
 pub mod snapshot;
 pub mod testing;

@@ -1,5 +1,6 @@
-//! Differential: the same seeded scenarios through the in-memory and the embedded engine give
-//! identical decision records, execution counts and payloads (TESTING.md §6). Every event
+//! Differential: the same seeded scenarios through the in-memory, the embedded (SQLite) and
+//! the NATS JetStream engine give identical decision records, execution counts and payloads
+//! (TESTING.md §6). Every event
 //! type has one consumer and every step returns at most one event, so each outside event
 //! causes one chain of executions and the log does not depend on scheduling.
 #![allow(clippy::unwrap_used)]
@@ -96,7 +97,7 @@ async fn outcome(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_and_embedded_engines_decide_the_same() {
+async fn memory_embedded_and_nats_engines_decide_the_same() {
     let seed = std::env::var("SAAP_DIFF_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -109,6 +110,11 @@ async fn memory_and_embedded_engines_decide_the_same() {
         let mem = outcome(Kind::Memory, &inputs).await;
         let sql = outcome(Kind::Sqlite, &inputs).await;
         assert_eq!(mem, sql, "seed {seed}, case {case}, inputs {inputs:?}");
+        let nats = outcome(Kind::Nats, &inputs).await;
+        assert_eq!(
+            sql, nats,
+            "NATS: seed {seed}, case {case}, inputs {inputs:?}"
+        );
         if mem.2.iter().any(|(n, _)| n == "Done") {
             stopped += 1;
         }

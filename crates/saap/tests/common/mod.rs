@@ -29,11 +29,37 @@ macro_rules! event {
 pub enum Kind {
     Memory,
     Sqlite,
+    /// JetStream store on a nats-server started for the test (`saap::nats::NatsBackend`).
+    Nats,
 }
 
 pub struct Harness {
     pub runner: TestRunner,
     pub dir: Option<tempfile::TempDir>,
+    /// The test's nats-server (killed on drop), for `Kind::Nats`.
+    pub server: Option<saap_nats::testing::NatsServer>,
+}
+
+/// An engine over the JetStream store of a fresh nats-server (must run on a multi-thread
+/// runtime: the harness is synchronous).
+pub fn nats_engine(wf: Workflow) -> (Engine, saap_nats::testing::NatsServer) {
+    let server = saap_nats::testing::NatsServer::start();
+    let url = server.url();
+    let engine = tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(async {
+            let nats = saap_nats::testing::connect_ready(vec![url], Default::default()).await;
+            let backend = saap::nats::NatsBackend::open(
+                nats,
+                wf.name(),
+                wf.compiled().hierarchy.clone(),
+                Default::default(),
+            )
+            .await
+            .unwrap();
+            Engine::new(wf, Arc::new(backend), EngineOptions::default())
+        })
+    });
+    (engine, server)
 }
 
 pub fn harness(kind: Kind, wf: Workflow) -> Harness {
@@ -41,7 +67,16 @@ pub fn harness(kind: Kind, wf: Workflow) -> Harness {
         Kind::Memory => Harness {
             runner: TestRunner::in_memory(wf),
             dir: None,
+            server: None,
         },
+        Kind::Nats => {
+            let (engine, server) = nats_engine(wf);
+            Harness {
+                runner: TestRunner::new(engine),
+                dir: None,
+                server: Some(server),
+            }
+        }
         Kind::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
             let backend = SqliteBackend::open(dir.path().join("saap.db")).unwrap();
@@ -49,12 +84,14 @@ pub fn harness(kind: Kind, wf: Workflow) -> Harness {
             Harness {
                 runner: TestRunner::new(engine),
                 dir: Some(dir),
+                server: None,
             }
         }
     }
 }
 
-/// Defines `name` as two tests, `memory::name` and `sqlite::name`, running the same body.
+/// Defines `name` as three tests, `memory::name`, `sqlite::name` and `nats::name`, running
+/// the same body (the last on a nats-server started for the test).
 #[macro_export]
 macro_rules! on_both_backends {
     ($($name:ident => $body:ident;)*) => {
@@ -71,6 +108,14 @@ macro_rules! on_both_backends {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$body(super::common::Kind::Sqlite).await
+                }
+            )*
+        }
+        mod nats {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$body(super::common::Kind::Nats).await
                 }
             )*
         }

@@ -1,0 +1,331 @@
+//! The NATS engine next to the embedded one, in the same process run (issue 4's speed
+//! targets): steps/s with 1 and 2 workers, and the latency of one step hop (p50/p99).
+//!
+//! `cargo bench -p saap --bench nats` (needs nats-server >= 2.10: `scripts/nats-server-install`).
+//! The server is started by the test harness on a free loopback port with a temporary store,
+//! once with `sync_interval: always` (one fsync per JetStream write, as the durability tests
+//! use; `"sync":"always"`) and once with the server's default syncing (`"sync":"default"`),
+//! which separates the cost of fsync from the rest.
+//!
+//! - `hop`: one S1 run (10-step chain) at a time; each step body records `Instant::now()`;
+//!   a hop is the time from one step's body to the next step's body (the completion made
+//!   durable, the core's decision, the next execution started). Memory, SQLite, NATS.
+//! - `throughput`: S1 runs started at once; wall time until every run ended. Embedded runs
+//!   go through `Engine::start_run`; NATS runs are published on the class stream by a client
+//!   (as any producer would) and served by 1 or 2 workers (in this process, own connections);
+//!   their end is seen on the `Done` events the owners publish.
+#![allow(clippy::unwrap_used)]
+
+use saap::event::to_payload;
+use saap::nats::{Worker, WorkerOptions};
+use saap::{
+    Engine, EngineOptions, MemoryBackend, Required, SqliteBackend, Step, StepCtx, StepError,
+    UserMessageEvent, Workflow,
+};
+use saap_nats::SaapNats;
+use saap_nats::testing::{NatsServer, connect};
+use saap_protocol::{EventEnvelope, RunAddress};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+macro_rules! ev {
+    ($($name:ident : $parent:literal),*) => {$(
+        #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+        struct $name { #[serde(default)] v: u32 }
+        impl saap::Event for $name {
+            const NAME: &'static str = stringify!($name);
+            const PARENTS: &'static [&'static str] = &[$parent];
+        }
+    )*};
+}
+ev!(E1: "ControlEvent", E2: "ControlEvent", E3: "ControlEvent", E4: "ControlEvent",
+    E5: "ControlEvent", E6: "ControlEvent", E7: "ControlEvent", E8: "ControlEvent",
+    E9: "ControlEvent", Done: "StopEvent");
+
+type Stamps = Arc<Mutex<Vec<Instant>>>;
+
+macro_rules! link {
+    ($b:expr, $stamps:expr, $name:literal, $from:ident => $to:ident) => {{
+        let s = $stamps.clone();
+        $b.step(Step::new($name, move |e: Required<$from>, _: StepCtx| {
+            s.lock().unwrap().push(Instant::now());
+            async move { Ok::<_, StepError>($to { v: e.v + 1 }) }
+        }))
+    }};
+}
+
+/// S1: a 10-step chain; every step body stamps the time.
+fn chain(stamps: &Stamps) -> Workflow {
+    let s0 = stamps.clone();
+    let b = Workflow::builder("S1Chain").step(Step::new(
+        "s0",
+        move |_: Required<UserMessageEvent>, _: StepCtx| {
+            s0.lock().unwrap().push(Instant::now());
+            async { Ok::<_, StepError>(E1 { v: 1 }) }
+        },
+    ));
+    let b = link!(b, stamps, "s1", E1 => E2);
+    let b = link!(b, stamps, "s2", E2 => E3);
+    let b = link!(b, stamps, "s3", E3 => E4);
+    let b = link!(b, stamps, "s4", E4 => E5);
+    let b = link!(b, stamps, "s5", E5 => E6);
+    let b = link!(b, stamps, "s6", E6 => E7);
+    let b = link!(b, stamps, "s7", E7 => E8);
+    let b = link!(b, stamps, "s8", E8 => E9);
+    let b = link!(b, stamps, "s9", E9 => Done);
+    b.build().unwrap()
+}
+
+fn opts() -> EngineOptions {
+    EngineOptions {
+        keep_ended_runs: false,
+        ..EngineOptions::default()
+    }
+}
+
+fn embedded(kind: &str, wf: Workflow) -> (Engine, Option<tempfile::TempDir>) {
+    if kind == "memory" {
+        return (
+            Engine::new(wf, Arc::new(MemoryBackend::new()), opts()),
+            None,
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let b = SqliteBackend::open(dir.path().join("bench.db")).unwrap();
+    (Engine::new(wf, Arc::new(b), opts()), Some(dir))
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn server(default_sync: bool) -> NatsServer {
+    NatsServer::start_with(saap_nats::testing::ServerOptions {
+        default_sync,
+        ..Default::default()
+    })
+}
+
+fn sync_name(default_sync: bool) -> &'static str {
+    if default_sync { "default" } else { "always" }
+}
+
+fn hops_line(engine: &str, hops: &mut [f64], runs: usize) -> String {
+    hops.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    format!(
+        r#"{{"scenario":"hop","engine":"{engine}","runs":{runs},"hops":{},"p50_us":{:.0},"p99_us":{:.0},"max_us":{:.0}}}"#,
+        hops.len(),
+        percentile(hops, 0.5),
+        percentile(hops, 0.99),
+        hops.last().copied().unwrap_or(0.0)
+    )
+}
+
+fn take_hops(stamps: &Stamps, out: &mut Vec<f64>) {
+    let mut s = stamps.lock().unwrap();
+    out.extend(s.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e6));
+    s.clear();
+}
+
+async fn hop_embedded(kind: &str, runs: usize) -> String {
+    let stamps: Stamps = Arc::default();
+    let (engine, _dir) = embedded(kind, chain(&stamps));
+    let mut hops = Vec::new();
+    for i in 0..runs + 5 {
+        let id = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
+        let _ = engine.wait_for_end(&id).await;
+        if i < 5 {
+            stamps.lock().unwrap().clear(); // warm-up
+        } else {
+            take_hops(&stamps, &mut hops);
+        }
+    }
+    hops_line(kind, &mut hops, runs)
+}
+
+fn start_envelope(wf: &Workflow) -> EventEnvelope {
+    let mut env = EventEnvelope::new(
+        &wf.compiled().hierarchy,
+        "UserMessageEvent",
+        saap_nats::ids::fresh_event_id(),
+        saap_nats::ids::now_ns(),
+    )
+    .unwrap();
+    if let serde_json::Value::Object(f) = &*to_payload(&UserMessageEvent::new("go")).unwrap() {
+        for (k, v) in f {
+            env = env.with_field(k, v.clone());
+        }
+    }
+    env
+}
+
+async fn workers(server: &NatsServer, wf: &Workflow, n: usize) -> Vec<Worker> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let w =
+            Worker::with_connection(connect(server).await, wf.clone(), WorkerOptions::default())
+                .await
+                .unwrap();
+        let serving = w.clone();
+        tokio::spawn(async move { serving.serve().await.unwrap() });
+        out.push(w);
+    }
+    out
+}
+
+/// Counts `Done` events of the class on core NATS.
+async fn done_counter(nats: &SaapNats, class: &str) -> async_nats::Subscriber {
+    let sub = nats
+        .client()
+        .subscribe(format!("agent.{class}.*.*.*.*.control_event.Done.*"))
+        .await
+        .unwrap();
+    nats.sync().await.unwrap();
+    sub
+}
+
+async fn wait_done(sub: &mut async_nats::Subscriber, n: usize) {
+    use futures_util::StreamExt;
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < n {
+        let m = tokio::time::timeout(Duration::from_secs(120), sub.next())
+            .await
+            .expect("runs did not end within 120 s")
+            .unwrap();
+        seen.insert(m.subject.to_string());
+    }
+}
+
+async fn hop_nats(runs: usize, default_sync: bool) -> String {
+    let server = server(default_sync);
+    let stamps: Stamps = Arc::default();
+    let wf = chain(&stamps);
+    let ws = workers(&server, &wf, 1).await;
+    let client = connect(&server).await;
+    let mut done = done_counter(&client, wf.name()).await;
+    let mut hops = Vec::new();
+    for i in 0..runs + 5 {
+        let run = format!("h{i}");
+        let addr = RunAddress::new(wf.name(), "bench", &run, &run, &run).unwrap();
+        client
+            .publish_control(&addr, &start_envelope(&wf))
+            .await
+            .unwrap();
+        wait_done(&mut done, 1).await;
+        if i < 5 {
+            stamps.lock().unwrap().clear();
+        } else {
+            take_hops(&stamps, &mut hops);
+        }
+    }
+    for w in ws {
+        w.shutdown();
+    }
+    hops_line(
+        &format!("nats-1-worker\",\"sync\":\"{}", sync_name(default_sync)),
+        &mut hops,
+        runs,
+    )
+}
+
+async fn throughput_embedded(kind: &str, runs: usize) -> String {
+    let stamps: Stamps = Arc::default();
+    let (engine, _dir) = embedded(kind, chain(&stamps));
+    let t = Instant::now();
+    let mut tasks = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let e = engine.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = e.start_run(UserMessageEvent::new("go")).await.unwrap();
+            let _ = e.wait_for_end(&id).await;
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    throughput_line(kind, runs, t.elapsed())
+}
+
+fn throughput_line(engine: &str, runs: usize, took: Duration) -> String {
+    format!(
+        r#"{{"scenario":"throughput","engine":"{engine}","runs":{runs},"steps":{},"total_ms":{:.0},"steps_per_s":{:.0}}}"#,
+        runs * 10,
+        took.as_secs_f64() * 1e3,
+        (runs * 10) as f64 / took.as_secs_f64()
+    )
+}
+
+async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool) -> String {
+    let server = server(default_sync);
+    let stamps: Stamps = Arc::default();
+    let wf = chain(&stamps);
+    let ws = workers(&server, &wf, n_workers).await;
+    let client = connect(&server).await;
+    let mut done = done_counter(&client, wf.name()).await;
+    let starts: Vec<(RunAddress, EventEnvelope)> = (0..runs)
+        .map(|i| {
+            let run = format!("t{i}");
+            (
+                RunAddress::new(wf.name(), "bench", &run, &run, &run).unwrap(),
+                start_envelope(&wf),
+            )
+        })
+        .collect();
+    let t = Instant::now();
+    for r in client.publish_controls(&starts).await {
+        r.unwrap();
+    }
+    wait_done(&mut done, runs).await;
+    let took = t.elapsed();
+    for w in ws {
+        w.shutdown();
+    }
+    throughput_line(
+        &format!(
+            "nats-{n_workers}-worker\",\"sync\":\"{}",
+            sync_name(default_sync)
+        ),
+        runs,
+        took,
+    )
+}
+
+fn main() {
+    // `cargo test --all-targets` runs this binary without `--bench`: a small smoke run.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |s: &str| filters.is_empty() || filters.iter().any(|f| f == s);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (hop_runs, tp_runs) = if smoke { (2, 10) } else { (200, 500) };
+    rt.block_on(async {
+        if want("hop") {
+            for kind in ["memory", "sqlite"] {
+                println!("{}", hop_embedded(kind, hop_runs).await);
+            }
+            for default_sync in [false, true] {
+                println!("{}", hop_nats(hop_runs, default_sync).await);
+            }
+        }
+        if want("throughput") {
+            for kind in ["memory", "sqlite"] {
+                println!("{}", throughput_embedded(kind, tp_runs).await);
+            }
+            for default_sync in [false, true] {
+                for n in [1, 2] {
+                    println!("{}", throughput_nats(n, tp_runs, default_sync).await);
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,123 @@
+//! Entry points for engines that share runs between processes (the `nats` engine, see
+//! `crate::nats`): a run started under the id its wire subject names, a run adopted from its
+//! journal after its owner stopped, and the queries an intake needs to deduplicate by event id
+//! before it journals anything. Every decision is still made by the core through
+//! `Shared::apply`, exactly as for local runs.
+
+use super::*;
+
+impl Engine {
+    /// Starts run `run_id` of thread `thread_id` with a start event in wire JSON (DESIGN §6).
+    /// If this engine already holds the run, the event is sent to it instead (a redelivered
+    /// start is then dropped by its id; another start is an ordinary input, §4.10). Returns the
+    /// event id once the event is durable.
+    pub async fn start_run_json(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        bytes: &[u8],
+    ) -> Result<EventId, EngineError> {
+        if self.shared.slot(run_id).is_ok() {
+            return self.send_json(run_id, bytes).await;
+        }
+        let limits = DecodeLimits {
+            max_bytes: self.shared.opts.max_event_bytes,
+            ..DecodeLimits::default()
+        };
+        let env =
+            EventEnvelope::decode(bytes, &self.shared.workflow.compiled().hierarchy, &limits)?;
+        let payload = Payload::from_json(serde_json::Value::Object(env.fields.clone()));
+        let ev = self
+            .shared
+            .incoming(&env.event_name, payload, bytes.len(), Some(env.event_id))?;
+        if !(ev.kind.is_start() && ev.kind.is_control()) {
+            return Err(EngineError::NotAStartEvent {
+                name: env.event_name.chars().take(128).collect(),
+            });
+        }
+        let id = ev.id;
+        let run = Run::new(self.shared.workflow.compiled().clone(), run_key(run_id));
+        let fresh = Arc::new(RunSlot::new(run_id.into(), thread_id.into(), run));
+        let slot = {
+            let mut runs = self.shared.runs.write().unwrap_or_else(|p| p.into_inner());
+            runs.entry(fresh.run_id.clone()).or_insert(fresh).clone()
+        };
+        self.shared.submit(&slot, Input::Append(ev)).await?;
+        Ok(id)
+    }
+
+    /// Whether this engine holds run `run_id` (live, or ended and kept).
+    pub fn has_run(&self, run_id: &str) -> bool {
+        self.shared.slot(run_id).is_ok()
+    }
+
+    /// Whether run `run_id` already logged event `id`; `None` when this engine does not hold
+    /// the run. Lets an intake acknowledge a redelivery without journaling it again.
+    pub fn holds_event(&self, run_id: &str, id: &EventId) -> Option<bool> {
+        let slot = self.shared.slot(run_id).ok()?;
+        let st = slot.lock();
+        Some(st.run.seq_of(id).is_some())
+    }
+
+    /// Whether run `run_id` has ended (a stop or exception event is logged, or a storage
+    /// failure stopped it); `None` when this engine does not hold the run.
+    pub fn run_ended(&self, run_id: &str) -> Option<bool> {
+        let slot = self.shared.slot(run_id).ok()?;
+        let st = slot.lock();
+        Some(st.run.is_terminated() || st.failure.is_some())
+    }
+
+    /// Whether run `run_id` was stopped by a storage failure (its journal write failed, e.g.
+    /// fenced or the server unreachable for too long); `None` when this engine does not hold
+    /// it. Such a run is rebuilt from the journal by adopting it again.
+    pub fn run_failed(&self, run_id: &str) -> Option<bool> {
+        let slot = self.shared.slot(run_id).ok()?;
+        let st = slot.lock();
+        Some(st.failure.is_some())
+    }
+
+    /// Adopts a run from its stored journal (its previous owner stopped): the core rebuilds it
+    /// (recorded precondition results reused, records compared with the stored ones), then
+    /// every execution that had started but not completed runs again (DESIGN §4.9). Returns
+    /// how many executions were started again.
+    pub async fn adopt(&self, stored: StoredRun) -> Result<usize, EngineError> {
+        let run_id = stored.meta.run_id.to_string();
+        let (slot, ended) = self
+            .shared
+            .rebuild(stored)
+            .map_err(|detail| EngineError::Replay {
+                run_id: run_id.clone(),
+                detail,
+            })?;
+        self.shared.insert(slot.clone());
+        if ended {
+            slot.quiet.notify_waiters();
+            return Ok(0);
+        }
+        let running: Vec<ExecutionId> = slot.lock().run.running().collect();
+        let mut started = 0;
+        for x in running {
+            let applied = self.shared.apply(&slot, Input::Retry(x))?;
+            if let Err(e) = applied.durable.wait().await {
+                self.shared.storage_failed(&slot, &e);
+                return Err(e.into());
+            }
+            slot.bump();
+            started += applied.started.len();
+            for inv in applied.started {
+                spawn_drive(self.shared.clone(), slot.clone(), inv);
+            }
+        }
+        Ok(started)
+    }
+
+    /// Drops run `run_id` from this engine's memory (its ownership moved to another process).
+    /// Executions still running finish, but their completions are refused by the store.
+    pub fn forget(&self, run_id: &str) {
+        self.shared
+            .runs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run_id);
+    }
+}

@@ -1,0 +1,852 @@
+//! [`NatsBackend`]: the engine's store on JetStream.
+//!
+//! - **Journal**: stream `saap_journal_{Class}`, one subject per run
+//!   (`saap.journal.{Class}.{run_id}`). Each message carries one or more journal entries of
+//!   the run (entries queued while the previous write was in flight are sent together: group
+//!   commit) with their decision records. Every write carries
+//!   `Nats-Expected-Last-Subject-Sequence` = the last sequence this process wrote or read for
+//!   the run, so a write from a process that lost the run's ownership is refused by the server
+//!   (fencing), and `Nats-Msg-Id` = `{run}.{first index}` so a retried write is stored once.
+//! - **Contexts**: KV bucket `saap_{Class}_run_context` (one JSON object per run, key
+//!   `r.{run_id}`, deleted when the run ends) and `saap_{Class}_thread_context` (one object
+//!   per thread). Updates are compare-and-set loops, so concurrent steps on several workers do
+//!   not lose each other's keys.
+//! - **Outputs**: once an entry is durable, the control events a step returned are published
+//!   on the class stream (`Nats-Msg-Id` = event id, header `Saap-Journaled`), and display
+//!   events on core NATS, so other clients see the run as the protocol says (DESIGN §6).
+
+use crate::backend::{
+    Backend, JournalEntry, Pending, PersistBatch, RunMeta, Scope, StoreError, StoredEvent,
+    StoredInput, StoredRun,
+};
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, consumer::pull};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use saap_nats::{BucketKind, BucketSpec, NatsError, SaapNats, TypedKv};
+use saap_protocol::{EventEnvelope, EventKind as WireKind, Hierarchy, RunAddress};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Header set on control events that the owner of their run already journaled: an intake
+/// acknowledges them without dispatching them again.
+pub use saap_nats::consumer::JOURNALED_HEADER;
+
+/// Largest number of batches written in one round.
+const MAX_ROUND: usize = 4096;
+/// Retries of a journal write that failed transiently (about 25 s with back-off).
+const WRITE_ATTEMPTS: u32 = 30;
+/// Attempts of one compare-and-set context update before giving up.
+const CAS_ATTEMPTS: usize = 64;
+
+type ContextMap = Map<String, Value>;
+
+/// The journal stream of an agent class.
+pub fn journal_stream(class: &str) -> String {
+    format!("saap_journal_{class}")
+}
+
+/// The journal subject of a run.
+pub fn journal_subject(class: &str, run_id: &str) -> String {
+    format!("saap.journal.{class}.{run_id}")
+}
+
+/// Settings of a [`NatsBackend`].
+#[derive(Debug, Clone)]
+pub struct NatsBackendOptions {
+    /// The agent id used in the subjects of published outputs (default `saap`).
+    pub agent_id: String,
+    /// Publish step outputs on the class stream and display events on core NATS (default
+    /// true). Off only for measurements of the journal alone.
+    pub publish_outputs: bool,
+    /// ThreadContext time to live (default 30 days, as the Python implementation's Redis keys).
+    pub thread_ttl: Duration,
+}
+
+impl Default for NatsBackendOptions {
+    fn default() -> Self {
+        NatsBackendOptions {
+            agent_id: "saap".into(),
+            publish_outputs: true,
+            thread_ttl: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
+struct Job {
+    batch: PersistBatch,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+struct Inner {
+    nats: SaapNats,
+    class: String,
+    opts: NatsBackendOptions,
+    hierarchy: Hierarchy,
+    run_ctx: TypedKv<ContextMap>,
+    thread_ctx: TypedKv<ContextMap>,
+    rt: tokio::runtime::Handle,
+    halted: AtomicBool,
+    /// Last journal sequence per run, written or read by this process (the fencing token).
+    last_seq: Mutex<HashMap<Arc<str>, u64>>,
+    /// Where each run's outputs are published (from the subject that started it).
+    addresses: Mutex<HashMap<Arc<str>, RunAddress>>,
+}
+
+/// The engine's store on NATS JetStream (module docs). Cheap to clone.
+#[derive(Clone)]
+pub struct NatsBackend {
+    inner: Arc<Inner>,
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+fn io(detail: impl std::fmt::Display) -> StoreError {
+    StoreError::Io {
+        detail: detail.to_string(),
+    }
+}
+
+fn nats_err(e: NatsError) -> StoreError {
+    io(e)
+}
+
+impl NatsBackend {
+    /// Opens the store of `class` (creating the journal stream and the context buckets if
+    /// needed). `hierarchy` names the event types whose outputs are published (the
+    /// workflow's, `workflow.compiled().hierarchy`). Must be called inside a tokio runtime.
+    pub async fn open(
+        nats: SaapNats,
+        class: &str,
+        hierarchy: Hierarchy,
+        opts: NatsBackendOptions,
+    ) -> Result<NatsBackend, StoreError> {
+        saap_protocol::subject::validate_agent_class(class).map_err(|e| StoreError::Open {
+            path: class.chars().take(128).collect(),
+            detail: format!("not a valid agent class name: {e}"),
+        })?;
+        let stream = journal_stream(class);
+        nats.jetstream()
+            .get_or_create_stream(jetstream::stream::Config {
+                name: stream.clone(),
+                subjects: vec![format!("saap.journal.{class}.*")],
+                storage: jetstream::stream::StorageType::File,
+                retention: jetstream::stream::RetentionPolicy::Limits,
+                duplicate_window: Duration::from_secs(120),
+                num_replicas: nats.settings().replicas.max(1),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| StoreError::Open {
+                path: stream.clone(),
+                detail: format!("cannot create the journal stream: {e}; is JetStream enabled?"),
+            })?;
+        let run_ctx = nats
+            .kv(&BucketSpec::for_class(class, BucketKind::RunContext).map_err(nats_err)?)
+            .await
+            .map_err(nats_err)?;
+        let mut thread_spec =
+            BucketSpec::for_class(class, BucketKind::ThreadContext).map_err(nats_err)?;
+        thread_spec.max_age = opts.thread_ttl;
+        let thread_ctx = nats.kv(&thread_spec).await.map_err(nats_err)?;
+        let inner = Arc::new(Inner {
+            nats,
+            class: class.to_string(),
+            opts,
+            hierarchy,
+            run_ctx,
+            thread_ctx,
+            rt: tokio::runtime::Handle::current(),
+            halted: AtomicBool::new(false),
+            last_seq: Mutex::new(HashMap::new()),
+            addresses: Mutex::new(HashMap::new()),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        inner.rt.spawn(writer(inner.clone(), rx));
+        Ok(NatsBackend { inner, tx })
+    }
+
+    /// The connection.
+    pub fn nats(&self) -> &SaapNats {
+        &self.inner.nats
+    }
+
+    /// Sets where run `run_id`'s outputs are published (the address of its start event).
+    pub fn set_address(&self, run_id: &str, address: RunAddress) {
+        lock(&self.inner.addresses).insert(run_id.into(), address);
+    }
+
+    /// Forgets what this process knows of run `run_id` (its fencing sequence and address):
+    /// for a worker that released the run. A later write to it fails until it is loaded again.
+    pub fn forget_run(&self, run_id: &str) {
+        lock(&self.inner.last_seq).remove(run_id);
+        lock(&self.inner.addresses).remove(run_id);
+    }
+
+    /// Loads one run's journal (`None` if it has none). Later writes of this process to the
+    /// run are fenced on the last sequence read here.
+    pub async fn load_run(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
+        let subject = journal_subject(&self.inner.class, run_id);
+        let mut runs = self.inner.read_journal(&subject).await?;
+        Ok(runs.pop())
+    }
+
+    fn halted(&self) -> bool {
+        self.inner.halted.load(Ordering::Relaxed)
+    }
+
+    fn spawn<T: Send + 'static>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Pending<T> {
+        if self.halted() {
+            return Pending::Ready(Err(StoreError::Halted));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.inner.rt.spawn(async move {
+            let _ = tx.send(f.await);
+        });
+        Pending::Wait(rx)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Plain maps: a panic elsewhere leaves them consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A KV key for an id: `{prefix}.{id}`, or `{prefix}x.{hex of id}` when the id is not a
+/// valid KV token (the two forms cannot collide).
+pub(crate) fn ctx_key(prefix: &str, id: &str) -> String {
+    let k = format!("{prefix}.{id}");
+    if !id.contains('.') && saap_nats::kv::is_valid_key(&k) {
+        k
+    } else {
+        let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
+        format!("{prefix}x.{hex}")
+    }
+}
+
+impl Inner {
+    fn ctx_bucket(&self, scope: &Scope) -> (&TypedKv<ContextMap>, String) {
+        match scope {
+            Scope::Run(r) => (&self.run_ctx, ctx_key("r", r)),
+            Scope::Thread(t) => (&self.thread_ctx, ctx_key("t", t)),
+        }
+    }
+
+    /// Applies `f` to a context object with compare-and-set, retrying on conflicts.
+    async fn ctx_update(
+        &self,
+        scope: Scope,
+        f: impl Fn(&mut ContextMap),
+    ) -> Result<(), StoreError> {
+        let (kv, key) = self.ctx_bucket(&scope);
+        for _ in 0..CAS_ATTEMPTS {
+            let current = kv.get(&key).await.map_err(nats_err)?;
+            let (mut map, rev) = match current {
+                Some(v) => (v.value, Some(v.revision)),
+                None => (Map::new(), None),
+            };
+            f(&mut map);
+            match kv.compare_and_set(&key, &map, rev).await {
+                Ok(_) => return Ok(()),
+                Err(NatsError::RevisionConflict { .. } | NatsError::KeyExists { .. }) => continue,
+                Err(e) => return Err(nats_err(e)),
+            }
+        }
+        Err(io(format!(
+            "context `{key}` changed {CAS_ATTEMPTS} times while this update retried; too many concurrent writers to one key"
+        )))
+    }
+
+    /// Reads journal messages of `filter` (one run's subject, or all) in stream order and
+    /// groups them into runs.
+    async fn read_journal(&self, filter: &str) -> Result<Vec<StoredRun>, StoreError> {
+        let stream_name = journal_stream(&self.class);
+        let stream = self
+            .nats
+            .jetstream()
+            .get_stream(&stream_name)
+            .await
+            .map_err(|e| io(format!("cannot read the journal stream {stream_name}: {e}")))?;
+        let mut consumer: jetstream::consumer::Consumer<pull::OrderedConfig> = stream
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: filter.to_string(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| io(format!("cannot read the journal: {e}")))?;
+        let pending = consumer
+            .info()
+            .await
+            .map_err(|e| io(format!("cannot read the journal: {e}")))?
+            .num_pending;
+        let mut order: Vec<Arc<str>> = Vec::new();
+        let mut runs: HashMap<Arc<str>, RunBuilder> = HashMap::new();
+        if pending > 0 {
+            let mut messages = consumer
+                .messages()
+                .await
+                .map_err(|e| io(format!("cannot read the journal: {e}")))?;
+            while let Some(m) = messages.next().await {
+                let m = m.map_err(|e| io(format!("journal read failed: {e}")))?;
+                let info = m
+                    .info()
+                    .map_err(|e| io(format!("journal message without metadata: {e}")))?;
+                let (seq, left) = (info.stream_sequence, info.pending);
+                let run_id: Arc<str> = m.subject.rsplit('.').next().unwrap_or_default().into();
+                let b = runs.entry(run_id.clone()).or_insert_with(|| {
+                    order.push(run_id.clone());
+                    RunBuilder::new(run_id.clone())
+                });
+                b.add(&m.payload, seq)?;
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(order.len());
+        let mut last = lock(&self.last_seq);
+        for id in order {
+            if let Some(b) = runs.remove(&id) {
+                last.insert(id.clone(), b.last_seq);
+                if let Some(run) = b.finish()? {
+                    out.push(run);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Retries a journal write that failed transiently (a node fail-over, a timeout, a
+    /// reconnect), with the same headers. Before each attempt it checks whether an earlier
+    /// attempt was stored after all (its acknowledgement lost): then the run's last journal
+    /// message carries this write's `Nats-Msg-Id`. Returns the stored sequence.
+    async fn retry_write(
+        &self,
+        subject: &str,
+        headers: HeaderMap,
+        payload: Bytes,
+        mut last: String,
+    ) -> Result<u64, String> {
+        let msg_id = headers
+            .get(saap_protocol::subject::NATS_MSG_ID_HEADER)
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_default();
+        let mut delay = Duration::from_millis(50);
+        for attempt in 1..=WRITE_ATTEMPTS {
+            tracing::warn!(subject, attempt, error = %last, "journal write failed; retrying");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+            if let Some(seq) = self.stored_as(subject, &msg_id).await {
+                return Ok(seq);
+            }
+            let sent = self
+                .nats
+                .jetstream()
+                .publish_with_headers(subject.to_string(), headers.clone(), payload.clone())
+                .await;
+            match sent {
+                Ok(ack) => match ack.await {
+                    Ok(a) => return Ok(a.sequence),
+                    Err(e) => last = e.to_string(),
+                },
+                Err(e) => last = e.to_string(),
+            }
+            if last.contains("wrong last sequence") {
+                // Ours (stored by an earlier attempt), or another worker's: look.
+                return self.stored_as(subject, &msg_id).await.ok_or(last);
+            }
+        }
+        Err(format!("{last} (after {WRITE_ATTEMPTS} retries)"))
+    }
+
+    /// The sequence of the run's last journal message if it is the write `msg_id`.
+    async fn stored_as(&self, subject: &str, msg_id: &str) -> Option<u64> {
+        let stream = self
+            .nats
+            .jetstream()
+            .get_stream(journal_stream(&self.class))
+            .await
+            .ok()?;
+        let m = stream.get_last_raw_message_by_subject(subject).await.ok()?;
+        let id = m.headers.get(saap_protocol::subject::NATS_MSG_ID_HEADER)?;
+        (id.as_str() == msg_id).then_some(m.sequence)
+    }
+
+    fn address(&self, run_id: &Arc<str>, thread_id: Option<&Arc<str>>) -> Option<RunAddress> {
+        let mut map = lock(&self.addresses);
+        if let Some(a) = map.get(run_id) {
+            return Some(a.clone());
+        }
+        let thread = thread_id?;
+        let a = RunAddress::new(&self.class, &self.opts.agent_id, thread, run_id, run_id).ok()?;
+        map.insert(run_id.clone(), a.clone());
+        Some(a)
+    }
+
+    fn envelope(&self, ev: &StoredEvent) -> Option<EventEnvelope> {
+        let mut env =
+            EventEnvelope::new(&self.hierarchy, &ev.name, ev.id, saap_nats::ids::now_ns())?;
+        if let Value::Object(fields) = &*ev.payload {
+            for (k, v) in fields {
+                env = env.with_field(k, v.clone());
+            }
+        }
+        Some(env)
+    }
+
+    /// After an entry is durable: publishes what it made visible to other clients.
+    async fn publish_after(&self, address: &RunAddress, entry: &str) {
+        if !self.opts.publish_outputs || entry.is_empty() {
+            return;
+        }
+        let Ok(entry) = serde_json::from_str::<JournalEntry>(entry) else {
+            return;
+        };
+        let (controls, displays): (Vec<&StoredEvent>, Vec<&StoredEvent>) = match &entry.input {
+            StoredInput::Complete {
+                outputs: Some(outs),
+                ..
+            } => (
+                outs.iter()
+                    .filter(|e| e.kind & saap_dispatch::EventKind::CONTROL != 0)
+                    .collect(),
+                outs.iter()
+                    .filter(|e| e.kind & saap_dispatch::EventKind::DISPLAY != 0)
+                    .collect(),
+            ),
+            StoredInput::Append { event, by: Some(_) } => (Vec::new(), vec![event]),
+            _ => return,
+        };
+        for ev in controls {
+            let Some(env) = self.envelope(ev) else {
+                continue;
+            };
+            let Ok(subject) =
+                address.event_subject(WireKind::Control, &env.event_name, &ev.id.to_string())
+            else {
+                continue;
+            };
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                saap_protocol::subject::NATS_MSG_ID_HEADER,
+                ev.id.to_string().as_str(),
+            );
+            headers.insert(JOURNALED_HEADER, "1");
+            let sent = self
+                .nats
+                .jetstream()
+                .publish_with_headers(
+                    subject.to_string(),
+                    headers,
+                    Bytes::from(env.encode_bytes()),
+                )
+                .await;
+            match sent {
+                Ok(ack) => {
+                    // The output is already durable in the journal: its publication is
+                    // observability, so the ack is awaited off this path.
+                    tokio::spawn(async move {
+                        if let Err(e) = ack.await {
+                            tracing::warn!(error = %e, "publishing a step output failed");
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "publishing a step output failed"),
+            }
+        }
+        for ev in displays {
+            if let Some(env) = self.envelope(ev)
+                && let Err(e) = self.nats.publish_display(address, &env).await
+            {
+                tracing::warn!(error = %e, "publishing a display event failed");
+            }
+        }
+    }
+}
+
+/// Collects a run's journal messages.
+struct RunBuilder {
+    run_id: Arc<str>,
+    meta: Option<RunMeta>,
+    ended: bool,
+    journal: Vec<JournalEntry>,
+    records: Vec<Value>,
+    last_seq: u64,
+}
+
+impl RunBuilder {
+    fn new(run_id: Arc<str>) -> RunBuilder {
+        RunBuilder {
+            run_id,
+            meta: None,
+            ended: false,
+            journal: Vec::new(),
+            records: Vec::new(),
+            last_seq: 0,
+        }
+    }
+
+    fn bad(&self, detail: impl std::fmt::Display) -> StoreError {
+        StoreError::BadRow {
+            run_id: self.run_id.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+
+    fn add(&mut self, payload: &[u8], seq: u64) -> Result<(), StoreError> {
+        self.last_seq = seq;
+        let msg: WireBatch = serde_json::from_slice(payload).map_err(|e| self.bad(e))?;
+        if let Some(m) = msg.m
+            && self.meta.is_none()
+        {
+            self.meta = Some(RunMeta {
+                run_id: self.run_id.clone(),
+                thread_id: m.t.into(),
+                workflow: m.w,
+                fingerprint: m.f,
+            });
+        }
+        for e in msg.b {
+            if e.x != self.journal.len() as u64 {
+                // A write retried after its ack was lost is stored once (Msg-Id), so a gap or
+                // repeat means the journal was damaged.
+                return Err(self.bad(format!(
+                    "journal entry {} found where entry {} was expected",
+                    e.x,
+                    self.journal.len()
+                )));
+            }
+            let entry: JournalEntry = serde_json::from_value(e.e).map_err(|err| self.bad(err))?;
+            self.journal.push(entry);
+            match e.r {
+                Value::Array(rs) => self.records.extend(rs),
+                Value::Null => {}
+                other => return Err(self.bad(format!("records are not an array: {other}"))),
+            }
+            self.ended |= e.end;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Option<StoredRun>, StoreError> {
+        let Some(meta) = self.meta.clone() else {
+            return Err(self.bad("the journal has no first entry (run metadata missing)"));
+        };
+        Ok(Some(StoredRun {
+            meta,
+            ended: self.ended,
+            journal: self.journal,
+            records: self.records,
+        }))
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct WireMeta {
+    t: String,
+    w: String,
+    f: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct WireEntry {
+    x: u64,
+    e: Value,
+    #[serde(default)]
+    r: Value,
+    #[serde(default)]
+    end: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct WireBatch {
+    #[serde(default)]
+    m: Option<WireMeta>,
+    b: Vec<WireEntry>,
+}
+
+/// Encodes one run's batches as one journal message (entries and records are JSON already).
+fn encode(batches: &[PersistBatch]) -> String {
+    let mut s = String::with_capacity(
+        64 + batches
+            .iter()
+            .map(|b| b.entry_json.len() + b.records_json.len() + 48)
+            .sum::<usize>(),
+    );
+    s.push('{');
+    if let Some(m) = batches.iter().find_map(|b| b.new_run.as_ref()) {
+        s.push_str("\"m\":");
+        s.push_str(
+            &serde_json::json!({"t": &*m.thread_id, "w": m.workflow, "f": m.fingerprint})
+                .to_string(),
+        );
+        s.push(',');
+    }
+    s.push_str("\"b\":[");
+    for (i, b) in batches.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str("{\"x\":");
+        s.push_str(&b.index.to_string());
+        s.push_str(",\"e\":");
+        s.push_str(if b.entry_json.is_empty() {
+            "null"
+        } else {
+            &b.entry_json
+        });
+        s.push_str(",\"r\":");
+        s.push_str(if b.records_json.is_empty() {
+            "[]"
+        } else {
+            &b.records_json
+        });
+        if b.ended {
+            s.push_str(",\"end\":true");
+        }
+        s.push('}');
+    }
+    s.push_str("]}");
+    s
+}
+
+/// The store's writer: takes every batch queued since the last round, writes one message per
+/// run (all runs pipelined), waits for the acknowledgements, then resolves the batches.
+async fn writer(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Job>) {
+    let mut jobs = Vec::new();
+    while let Some(first) = rx.recv().await {
+        jobs.push(first);
+        while jobs.len() < MAX_ROUND {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        if inner.halted.load(Ordering::Relaxed) {
+            for j in jobs.drain(..) {
+                let _ = j.done.send(Err(StoreError::Halted));
+            }
+            continue;
+        }
+        // Group by run, keeping each run's journal order.
+        let mut groups: Vec<(Arc<str>, Vec<Job>)> = Vec::new();
+        let mut index: HashMap<Arc<str>, usize> = HashMap::new();
+        for j in jobs.drain(..) {
+            let i = *index.entry(j.batch.run_id.clone()).or_insert_with(|| {
+                groups.push((j.batch.run_id.clone(), Vec::new()));
+                groups.len() - 1
+            });
+            groups[i].1.push(j);
+        }
+        let mut acks = Vec::with_capacity(groups.len());
+        for (run_id, group) in groups {
+            let batches: Vec<PersistBatch> = Vec::new();
+            let (batches, senders): (Vec<PersistBatch>, Vec<_>) = group
+                .into_iter()
+                .map(|j| (j.batch, j.done))
+                .fold((batches, Vec::new()), |(mut b, mut s), (x, d)| {
+                    b.push(x);
+                    s.push(d);
+                    (b, s)
+                });
+            let expected = lock(&inner.last_seq).get(&run_id).copied().unwrap_or(0);
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                "Nats-Expected-Last-Subject-Sequence",
+                expected.to_string().as_str(),
+            );
+            headers.insert(
+                saap_protocol::subject::NATS_MSG_ID_HEADER,
+                format!("{run_id}.{}", batches[0].index).as_str(),
+            );
+            let payload = Bytes::from(encode(&batches));
+            let subject = journal_subject(&inner.class, &run_id);
+            let sent = inner
+                .nats
+                .jetstream()
+                .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+                .await;
+            acks.push((run_id, batches, senders, (subject, headers, payload), sent));
+        }
+        for (run_id, batches, senders, (subject, headers, payload), sent) in acks {
+            let first = match sent {
+                Ok(ack) => ack.await.map(|a| a.sequence).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            let result = match first {
+                Ok(seq) => Ok(seq),
+                // Fenced on the first attempt: another worker wrote to the run.
+                Err(e) if e.contains("wrong last sequence") => Err(e),
+                // Transient (fail-over, timeout, reconnect): retry the same message.
+                Err(e) => inner.retry_write(&subject, headers, payload, e).await,
+            };
+            match result {
+                Ok(sequence) => {
+                    lock(&inner.last_seq).insert(run_id.clone(), sequence);
+                    let thread = batches
+                        .iter()
+                        .find_map(|b| b.new_run.as_ref().map(|m| m.thread_id.clone()));
+                    // Read before the batches resolve: once they do, the run may end and be
+                    // released (`forget_run`), which drops its address.
+                    let address = inner.address(&run_id, thread.as_ref());
+                    for s in senders {
+                        let _ = s.send(Ok(()));
+                    }
+                    let ended = batches.iter().any(|b| b.ended);
+                    let inner2 = inner.clone();
+                    let entries: Vec<String> = batches.into_iter().map(|b| b.entry_json).collect();
+                    tokio::spawn(async move {
+                        if let Some(address) = &address {
+                            for e in &entries {
+                                inner2.publish_after(address, e).await;
+                            }
+                        }
+                        if ended {
+                            let (kv, key) = inner2.ctx_bucket(&Scope::Run(run_id.clone()));
+                            if let Err(e) = kv.delete(&key).await {
+                                tracing::warn!(run_id = %run_id, error = %e, "cannot delete the RunContext of an ended run");
+                            }
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::error!(run_id = %run_id, error = %e, "journal write refused");
+                    let detail = if e.contains("wrong last sequence") {
+                        format!(
+                            "run `{run_id}` was written by another worker (journal fencing: {e}); this worker no longer owns it"
+                        )
+                    } else {
+                        format!("journal write for run `{run_id}` failed: {e}")
+                    };
+                    for s in senders {
+                        let _ = s.send(Err(io(&detail)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Backend for NatsBackend {
+    fn name(&self) -> &'static str {
+        "nats"
+    }
+    fn wants_journal(&self) -> bool {
+        true
+    }
+    fn persist(&self, batch: PersistBatch) -> Pending<()> {
+        if self.halted() {
+            return Pending::Ready(Err(StoreError::Halted));
+        }
+        let (done, rx) = oneshot::channel();
+        if self.tx.send(Job { batch, done }).is_err() {
+            return Pending::Ready(Err(StoreError::Halted));
+        }
+        Pending::Wait(rx)
+    }
+    fn load_runs(&self, workflow: &str, live_only: bool) -> Pending<Vec<StoredRun>> {
+        let inner = self.inner.clone();
+        let workflow = workflow.to_string();
+        self.spawn(async move {
+            let filter = format!("saap.journal.{}.*", inner.class);
+            let runs = inner.read_journal(&filter).await?;
+            Ok(runs
+                .into_iter()
+                .filter(|r| r.meta.workflow == workflow && !(live_only && r.ended))
+                .collect())
+        })
+    }
+    fn ctx_get(&self, scope: Scope, key: &str) -> Pending<Option<Value>> {
+        let inner = self.inner.clone();
+        let key = key.to_string();
+        self.spawn(async move {
+            let (kv, k) = inner.ctx_bucket(&scope);
+            Ok(kv
+                .get(&k)
+                .await
+                .map_err(nats_err)?
+                .and_then(|mut v| v.value.remove(&key)))
+        })
+    }
+    fn ctx_set(&self, scope: Scope, key: &str, value: Value) -> Pending<()> {
+        let inner = self.inner.clone();
+        let key = key.to_string();
+        self.spawn(async move {
+            inner
+                .ctx_update(scope, |m| {
+                    m.insert(key.clone(), value.clone());
+                })
+                .await
+        })
+    }
+    fn ctx_delete(&self, scope: Scope, key: &str) -> Pending<()> {
+        let inner = self.inner.clone();
+        let key = key.to_string();
+        self.spawn(async move {
+            inner
+                .ctx_update(scope, |m| {
+                    m.remove(&key);
+                })
+                .await
+        })
+    }
+    fn halt(&self) {
+        self.inner.halted.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_keys_are_valid_kv_keys_for_any_id() {
+        for id in ["abc", "a.b", "with space", "ünïcode", "x/y=z"] {
+            let k = ctx_key("t", id);
+            assert!(saap_nats::kv::is_valid_key(&k), "{id} -> {k}");
+        }
+        assert_eq!(ctx_key("r", "0123abcd"), "r.0123abcd");
+    }
+
+    #[test]
+    fn a_group_of_batches_encodes_to_one_decodable_message() {
+        let b = |index: u64, new_run: bool| PersistBatch {
+            run_id: "r1".into(),
+            new_run: new_run.then(|| RunMeta {
+                run_id: "r1".into(),
+                thread_id: "t1".into(),
+                workflow: "Wf".into(),
+                fingerprint: u64::MAX,
+            }),
+            index,
+            entry_json: r#"{"i":{"in":"retry","execution":3}}"#.into(),
+            records_json: "[1,2]".into(),
+            ended: index == 1,
+        };
+        let text = encode(&[b(0, true), b(1, false)]);
+        let mut rb = RunBuilder::new("r1".into());
+        rb.add(text.as_bytes(), 7).unwrap();
+        let run = rb.finish().unwrap().unwrap();
+        assert_eq!(run.meta.fingerprint, u64::MAX);
+        assert_eq!(&*run.meta.thread_id, "t1");
+        assert_eq!(run.journal.len(), 2);
+        assert_eq!(run.records.len(), 4);
+        assert!(run.ended);
+    }
+
+    #[test]
+    fn a_gap_in_the_journal_is_reported_not_replayed() {
+        let text =
+            r#"{"m":{"t":"t","w":"W","f":1},"b":[{"x":1,"e":{"i":{"in":"retry","execution":0}}}]}"#;
+        let mut rb = RunBuilder::new("r".into());
+        let err = rb.add(text.as_bytes(), 1).unwrap_err();
+        assert_eq!(err.code(), "SAAP-S006");
+    }
+}

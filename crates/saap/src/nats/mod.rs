@@ -1,0 +1,34 @@
+//! The distributed engine on NATS JetStream (DESIGN §7; feature `nats`, on by default).
+//!
+//! - [`NatsBackend`]: the engine's store on JetStream — each run's journal (inputs, recorded
+//!   precondition results, decision records) in stream `saap_journal_{Class}`, RunContext and
+//!   ThreadContext in KV, step outputs re-published on the class stream and display events on
+//!   core NATS. An [`Engine`](crate::Engine) over it has the embedded engine's semantics
+//!   (the same core makes every decision; the conformance suite runs on it).
+//! - [`Worker`]: a process of an agent class. Any number of workers share the class's
+//!   durable queue consumer; per-run ownership (KV compare-and-set with heartbeats, journal
+//!   writes fenced by sequence) makes one worker decide for a run at a time; a dead worker's
+//!   runs are taken over and their unfinished executions run again.
+//!
+//! ```no_run
+//! # async fn serve(workflow: saap::Workflow) -> Result<(), saap::nats::WorkerError> {
+//! use saap::nats::{Worker, WorkerOptions};
+//! use saap_nats::NatsOptions;
+//! let worker = Worker::connect(
+//!     &NatsOptions::new("nats://127.0.0.1:4222"),
+//!     workflow,
+//!     WorkerOptions::default(),
+//! )
+//! .await?;
+//! worker.serve().await
+//! # }
+//! ```
+
+pub mod backend;
+pub mod connect;
+pub mod worker;
+
+pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subject};
+pub use connect::{EngineChoice, EngineConnect, parse_engine};
+pub use saap_nats::{Auth, NatsOptions, Secret, TlsOptions};
+pub use worker::{Worker, WorkerError, WorkerOptions};

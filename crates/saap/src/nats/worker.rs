@@ -1,0 +1,794 @@
+//! [`Worker`]: one process of an agent class on NATS. Any number of workers share a class.
+//!
+//! **Ownership** (DESIGN §4.9: one owner decides for a run, in arrival order). Each run has
+//! an owner recorded in KV bucket `saap_{Class}_steps` under `run.{run_id}`, taken with
+//! compare-and-set: created by the worker that receives the run's start event, and taken over
+//! (update at the read revision) from an owner whose heartbeat (`saap_{Class}_live`, entries
+//! expire after the lease) is gone. The owner's writes to the run's journal are additionally
+//! fenced by the journal stream's expected-last-subject-sequence check, so a worker that was
+//! only slow (not dead) cannot write after a takeover. Why not subject partitioning: the class
+//! subject is fixed by the protocol (no partition token), and rebalancing partitions after a
+//! crash needs the same lease machinery anyway.
+//!
+//! **Intake**: the runners' durable queue consumer `agent_runner_{Class}` delivers each control
+//! event to one worker. Events of one run are handled in order on one of the worker's lanes.
+//! The worker that owns the run appends it (the engine deduplicates by event id); another
+//! worker forwards it to the owner over core NATS (`saap.fwd.{Class}.{worker}`) and
+//! acknowledges only when the owner answered that the event is durable. Step outputs published
+//! by an owner carry `Saap-Journaled` and are acknowledged at once.
+//!
+//! **Recovery**: every worker sweeps the ownership bucket each heartbeat; a run whose owner is
+//! dead is taken over, rebuilt from its journal by the core, and its started-but-unfinished
+//! executions run again (their outputs have deterministic ids, so duplicates are dropped).
+//!
+//! Step bodies run on the run's owner (ownership spreads runs over the workers). Running one
+//! run's steps on several workers is not implemented.
+
+use super::backend::{NatsBackend, NatsBackendOptions, ctx_key};
+use crate::engine::{Engine, EngineError, EngineOptions};
+use crate::workflow::Workflow;
+use async_nats::jetstream::kv;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use saap_nats::{Delivery, NatsError, NatsOptions, SaapNats};
+use saap_protocol::{AgentEventSubject, DecodeLimits, EventEnvelope, RunAddress};
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Worker failures. Each says what was wrong and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("SAAP-W001: {0}")]
+    Nats(#[from] NatsError),
+    #[error("{0}")]
+    Store(#[from] crate::backend::StoreError),
+    #[error(
+        "SAAP-W002: cannot open KV bucket `{bucket}`: {detail}; check that JetStream is enabled and the account may create buckets"
+    )]
+    Bucket { bucket: String, detail: String },
+    #[error(
+        "SAAP-W003: the workflow name `{name}` is not a valid agent class for NATS subjects and buckets (ASCII letters, digits, '_' or '-'); rename the workflow"
+    )]
+    BadClass { name: String },
+}
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// The agent id in the subjects of published outputs (default `saap`).
+    pub agent_id: String,
+    /// A worker whose heartbeat is older than this is dead and its runs are taken over
+    /// (default 3 s).
+    pub lease: Duration,
+    /// Sequential intake lanes (events of one run always use the same lane; default 32).
+    pub lanes: usize,
+    /// How long a forwarded event waits for its owner's answer (default 5 s).
+    pub forward_timeout: Duration,
+    /// Engine settings (ended runs are always dropped from memory: the journal keeps them).
+    pub engine: EngineOptions,
+    /// Publish step outputs and display events (default true).
+    pub publish_outputs: bool,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            agent_id: "saap".into(),
+            lease: Duration::from_secs(3),
+            lanes: 32,
+            forward_timeout: Duration::from_secs(5),
+            engine: EngineOptions::default(),
+            publish_outputs: true,
+        }
+    }
+}
+
+/// An owner record: the worker and the run's subject tokens (to publish its outputs after a
+/// takeover).
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
+struct Owner {
+    w: String,
+    /// agent id, thread id, display id.
+    a: (String, String, String),
+}
+
+struct Inner {
+    engine: Engine,
+    backend: NatsBackend,
+    nats: SaapNats,
+    class: String,
+    id: String,
+    opts: WorkerOptions,
+    owners: kv::Store,
+    live: kv::Store,
+    /// Runs this worker owns (and watches for their end).
+    owned: Mutex<HashSet<Arc<str>>>,
+    limits: DecodeLimits,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// One worker process of an agent class (module docs). Cheap to clone.
+#[derive(Clone)]
+pub struct Worker {
+    inner: Arc<Inner>,
+}
+
+async fn bucket(
+    nats: &SaapNats,
+    name: String,
+    max_age: Duration,
+) -> Result<kv::Store, WorkerError> {
+    let js = nats.jetstream();
+    if let Ok(s) = js.get_key_value(&name).await {
+        return Ok(s);
+    }
+    let config = kv::Config {
+        bucket: name.clone(),
+        history: 1,
+        max_age,
+        storage: async_nats::jetstream::stream::StorageType::File,
+        num_replicas: nats.settings().replicas.max(1),
+        ..Default::default()
+    };
+    match js.create_key_value(config).await {
+        Ok(s) => Ok(s),
+        Err(ce) => js
+            .get_key_value(&name)
+            .await
+            .map_err(|ge| WorkerError::Bucket {
+                bucket: name,
+                detail: format!("cannot create it ({ce}) nor open it ({ge})"),
+            }),
+    }
+}
+
+/// How one event was handled.
+enum Handled {
+    /// Durable (or a duplicate): acknowledge.
+    Done,
+    /// Can never be processed: stop redelivery (the stream keeps it as evidence).
+    Refused(String),
+    /// A transient failure (server fail-over, timeout, the owner busy): retried in place
+    /// (the delivery kept in progress) before the delivery is given back.
+    Retry(String),
+    /// Not yet possible (the run's start event is not claimed yet): give the delivery back
+    /// with a back-off; each try uses one of the consumer's deliveries.
+    Later(String),
+}
+
+/// In-place retries of a transient failure (with back-off: about 35 s in all).
+const IN_PLACE_RETRIES: u32 = 40;
+/// Times a worker rebuilds a run of its own that a storage failure stopped.
+const READOPTS: u32 = 5;
+
+fn classify(e: EngineError) -> Handled {
+    match e {
+        EngineError::Store(s) => Handled::Retry(s.to_string()),
+        EngineError::Core { .. } | EngineError::Replay { .. } => Handled::Retry(e.to_string()),
+        other => Handled::Refused(other.to_string()),
+    }
+}
+
+/// Redelivery delay after `delivered` deliveries: 100 ms, doubling, at most 2 s (an event
+/// that overtook its run's start event on another worker waits ~1.5 s over 4 deliveries).
+fn retry_delay(delivered: u64) -> Duration {
+    let exp = delivered.saturating_sub(1).min(5) as u32;
+    Duration::from_millis(100 * 2u64.pow(exp)).min(Duration::from_secs(2))
+}
+
+fn lane_of(run_id: &str, lanes: usize) -> usize {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    run_id.hash(&mut h);
+    (h.finish() % lanes.max(1) as u64) as usize
+}
+
+impl Worker {
+    /// Connects to NATS (credentials and TLS from `nats_opts`; secrets are never logged) and
+    /// prepares a worker for `workflow`, whose name is the agent class.
+    pub async fn connect(
+        nats_opts: &NatsOptions,
+        workflow: Workflow,
+        opts: WorkerOptions,
+    ) -> Result<Worker, WorkerError> {
+        let nats = SaapNats::connect(nats_opts).await?;
+        Worker::with_connection(nats, workflow, opts).await
+    }
+
+    /// A worker on an existing connection.
+    pub async fn with_connection(
+        nats: SaapNats,
+        workflow: Workflow,
+        mut opts: WorkerOptions,
+    ) -> Result<Worker, WorkerError> {
+        let class = workflow.name().to_string();
+        if saap_nats::kv::bucket_name(&class, saap_nats::BucketKind::Steps).is_err() {
+            return Err(WorkerError::BadClass { name: class });
+        }
+        nats.ensure_stream(&class).await?;
+        let backend = NatsBackend::open(
+            nats.clone(),
+            &class,
+            workflow.compiled().hierarchy.clone(),
+            NatsBackendOptions {
+                agent_id: opts.agent_id.clone(),
+                publish_outputs: opts.publish_outputs,
+                ..NatsBackendOptions::default()
+            },
+        )
+        .await?;
+        let owners = bucket(&nats, format!("saap_{class}_steps"), Duration::ZERO).await?;
+        let live = bucket(&nats, format!("saap_{class}_live"), opts.lease).await?;
+        opts.engine.keep_ended_runs = false;
+        let limits = DecodeLimits {
+            max_bytes: opts.engine.max_event_bytes,
+            ..DecodeLimits::default()
+        };
+        let engine = Engine::new(workflow, Arc::new(backend.clone()), opts.engine.clone());
+        Ok(Worker {
+            inner: Arc::new(Inner {
+                engine,
+                backend,
+                nats,
+                class,
+                id: saap_nats::ids::fresh_event_id().to_string(),
+                opts,
+                owners,
+                live,
+                owned: Mutex::new(HashSet::new()),
+                limits,
+                stop: tokio::sync::watch::channel(false).0,
+            }),
+        })
+    }
+
+    /// This worker's id (unique per process start).
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The engine that runs this worker's runs (for inspection).
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// The runs this worker owns now.
+    pub fn owned_runs(&self) -> Vec<String> {
+        let mut v: Vec<String> = lock(&self.inner.owned)
+            .iter()
+            .map(|r| r.to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Asks [`Worker::serve`] to return (runs in flight stay in the journal; another worker or
+    /// a restart resumes them).
+    pub fn shutdown(&self) {
+        let _ = self.inner.stop.send(true);
+    }
+
+    /// Serves the class until [`Worker::shutdown`] or the connection ends: heartbeat,
+    /// forwarded events, the intake consumer and the sweep for runs of dead workers.
+    pub async fn serve(&self) -> Result<(), WorkerError> {
+        let inner = &self.inner;
+        let mut stop = inner.stop.subscribe();
+        inner.beat().await?;
+        let mut forwarded = inner
+            .nats
+            .client()
+            .subscribe(format!("saap.fwd.{}.{}", inner.class, inner.id))
+            .await
+            .map_err(|e| {
+                WorkerError::Nats(NatsError::Request {
+                    subject: format!("saap.fwd.{}.{}", inner.class, inner.id),
+                    reason: e.to_string(),
+                })
+            })?;
+        inner.nats.sync().await?;
+        let mut consumer = inner.nats.control_consumer(&inner.class).await?;
+        let lanes: Vec<mpsc::UnboundedSender<Delivery>> = (0..inner.opts.lanes.max(1))
+            .map(|_| {
+                let (tx, mut rx) = mpsc::unbounded_channel::<Delivery>();
+                let me = self.inner.clone();
+                tokio::spawn(async move {
+                    while let Some(d) = rx.recv().await {
+                        me.intake(d).await;
+                    }
+                });
+                tx
+            })
+            .collect();
+        let mut tick = tokio::time::interval(inner.opts.lease / 3);
+        tracing::info!(class = %inner.class, worker = %inner.id, "worker serving");
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = tick.tick() => {
+                    if let Err(e) = inner.beat().await {
+                        tracing::warn!(error = %e, "heartbeat failed");
+                    }
+                    let me = self.inner.clone();
+                    tokio::spawn(async move { me.sweep().await });
+                }
+                m = forwarded.next() => {
+                    let Some(m) = m else { break };
+                    let me = self.inner.clone();
+                    tokio::spawn(async move { me.answer_forward(m).await });
+                }
+                d = consumer.next() => {
+                    match d {
+                        None => break,
+                        Some(Err(e)) => tracing::warn!(error = %e, "intake receive failed"),
+                        Some(Ok(d)) => {
+                            let lane = match d.parsed_subject() {
+                                Ok(s) => lane_of(s.run().run_id(), lanes.len()),
+                                Err(_) => 0,
+                            };
+                            let _ = lanes[lane].send(d);
+                        }
+                    }
+                }
+            }
+        }
+        tracing::info!(worker = %inner.id, "worker stopped");
+        Ok(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+enum Route {
+    Mine,
+    Other { owner: Owner, revision: u64 },
+    Nobody,
+}
+
+impl Inner {
+    fn owner_key(run_id: &str) -> String {
+        ctx_key("run", run_id)
+    }
+
+    async fn beat(&self) -> Result<(), WorkerError> {
+        self.live
+            .put(format!("w.{}", self.id), Bytes::from_static(b"1"))
+            .await
+            .map_err(|e| WorkerError::Bucket {
+                bucket: format!("saap_{}_live", self.class),
+                detail: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    async fn alive(&self, worker: &str) -> bool {
+        match self.live.entry(format!("w.{worker}")).await {
+            Ok(Some(e)) => e.operation == kv::Operation::Put,
+            Ok(None) => false,
+            // Unknown: do not take over on a read failure.
+            Err(_) => true,
+        }
+    }
+
+    async fn route(&self, run_id: &str) -> Result<Route, String> {
+        let entry = self
+            .owners
+            .entry(Self::owner_key(run_id))
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+            return Ok(Route::Nobody);
+        };
+        let owner: Owner = serde_json::from_slice(&entry.value).map_err(|e| e.to_string())?;
+        if owner.w == self.id {
+            Ok(Route::Mine)
+        } else {
+            Ok(Route::Other {
+                owner,
+                revision: entry.revision,
+            })
+        }
+    }
+
+    fn owner_record(&self, a: &RunAddress) -> Bytes {
+        let o = Owner {
+            w: self.id.clone(),
+            a: (
+                a.agent_id().to_string(),
+                a.thread_id().to_string(),
+                a.display_id().to_string(),
+            ),
+        };
+        Bytes::from(serde_json::to_vec(&o).unwrap_or_default())
+    }
+
+    /// Handles one delivery from the class consumer and acknowledges it accordingly.
+    async fn intake(self: &Arc<Self>, d: Delivery) {
+        let subject = d.parsed_subject();
+        let mut handled = match (&subject, d.journaled) {
+            (_, true) => Handled::Done,
+            (Ok(s), false) => self.handle(s, &d.payload, d.info.delivered).await,
+            (Err(e), false) => Handled::Refused(format!("not an agent event subject: {e}")),
+        };
+        let mut tries = 0;
+        let mut delay = Duration::from_millis(50);
+        while let (Handled::Retry(why), Ok(s)) = (&handled, &subject) {
+            if tries >= IN_PLACE_RETRIES {
+                break;
+            }
+            tries += 1;
+            tracing::debug!(subject = %d.subject, %why, tries, "transient failure; retrying");
+            // Keeps the server from redelivering it elsewhere meanwhile.
+            let _ = d.in_progress().await;
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+            handled = self.handle(s, &d.payload, d.info.delivered).await;
+        }
+        let result = match handled {
+            Handled::Done => d.ack().await,
+            Handled::Refused(why) => {
+                tracing::warn!(subject = %d.subject, %why, "event refused; kept in the stream as evidence");
+                d.term().await
+            }
+            Handled::Retry(why) | Handled::Later(why) => {
+                if d.info.last_attempt {
+                    // JetStream will not deliver it again: say so loudly (nothing fails
+                    // silently); the event stays in the class stream.
+                    tracing::error!(subject = %d.subject, %why, "event given up after its last delivery");
+                } else {
+                    tracing::debug!(subject = %d.subject, %why, "event will be redelivered");
+                }
+                let delay = retry_delay(d.info.delivered);
+                d.nak(Some(delay)).await
+            }
+        };
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "acknowledging an event failed; it will be redelivered");
+        }
+    }
+
+    /// Routes one event of a run to its owner (this worker or another).
+    async fn handle(
+        self: &Arc<Self>,
+        s: &AgentEventSubject,
+        bytes: &[u8],
+        delivered: u64,
+    ) -> Handled {
+        let run_id = s.run().run_id();
+        for _ in 0..4 {
+            let route = match self.route(run_id).await {
+                Ok(r) => r,
+                Err(e) => return Handled::Retry(format!("cannot read the run's owner: {e}")),
+            };
+            match route {
+                Route::Mine => return self.deliver_local(s.run(), s, bytes).await,
+                Route::Other { owner, revision } => {
+                    if self.alive(&owner.w).await {
+                        return self.forward(&owner.w, s, bytes).await;
+                    }
+                    self.take_over(run_id, revision, &owner).await;
+                }
+                Route::Nobody => {
+                    let start = EventEnvelope::decode(
+                        bytes,
+                        &self.engine.workflow().compiled().hierarchy,
+                        &self.limits,
+                    )
+                    .map(|env| env.classification().start);
+                    match start {
+                        Err(e) => return Handled::Refused(format!("not a valid event: {e}")),
+                        Ok(false) => {
+                            // A run that has not begun (4.10) — or whose start event is still
+                            // on its way through another worker: retry a few times first.
+                            if delivered >= 4 {
+                                return Handled::Refused(format!(
+                                    "run `{run_id}` has not begun (or has ended and was released); send a start event first"
+                                ));
+                            }
+                            return Handled::Later("run not begun yet".into());
+                        }
+                        Ok(true) => {
+                            let created = self
+                                .owners
+                                .create(Self::owner_key(run_id), self.owner_record(s.run()))
+                                .await;
+                            match created {
+                                Ok(_) => {
+                                    lock(&self.owned).insert(run_id.into());
+                                    return self.deliver_local(s.run(), s, bytes).await;
+                                }
+                                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
+                                Err(e) => {
+                                    return Handled::Retry(format!("cannot claim the run: {e}"));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Handled::Retry("the run's ownership kept changing".into())
+    }
+
+    /// Appends an event to a run this worker owns; returns once it is durable.
+    async fn deliver_local(
+        self: &Arc<Self>,
+        a: &RunAddress,
+        s: &AgentEventSubject,
+        bytes: &[u8],
+    ) -> Handled {
+        let run_id = a.run_id();
+        if self.engine.has_run(run_id) {
+            if let Some(id) = s.event_id()
+                && self.engine.holds_event(run_id, &id) == Some(true)
+            {
+                return Handled::Done;
+            }
+            return match self.engine.send_json(run_id, bytes).await {
+                Ok(_) => Handled::Done,
+                // The run's start event is being made durable on another task right now.
+                Err(EngineError::NotAStartEvent { .. }) => {
+                    Handled::Retry("run not begun yet".into())
+                }
+                Err(e) => classify(e),
+            };
+        }
+        if !lock(&self.owned).contains(run_id) {
+            // Owned per the bucket but not held here (a takeover is loading it, or the run
+            // ended and was released): let the owner record settle.
+            return Handled::Later("run not held by this worker yet".into());
+        }
+        self.backend.set_address(run_id, a.clone());
+        match self
+            .engine
+            .start_run_json(run_id, a.thread_id(), bytes)
+            .await
+        {
+            Ok(_) => {
+                self.watch_end(run_id);
+                Handled::Done
+            }
+            Err(EngineError::NotAStartEvent { .. }) => Handled::Later("run not begun yet".into()),
+            Err(e) => classify(e),
+        }
+    }
+
+    /// Releases a run once it has ended (the owner record is deleted only if it is still
+    /// ours). A run stopped by a storage failure while this worker still owns it is rebuilt
+    /// from its journal (at most `READOPTS` times); one another worker took over is dropped.
+    fn watch_end(self: &Arc<Self>, run_id: &str) {
+        self.watch_end_n(run_id.into(), 0);
+    }
+
+    fn watch_end_n(self: &Arc<Self>, run_id: Arc<str>, readopts: u32) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            // UnknownRun: it ended and was already dropped from memory.
+            let _ = me.engine.wait_for_end(&run_id).await;
+            let key = Self::owner_key(&run_id);
+            let record = match me.owners.entry(key.clone()).await {
+                Ok(Some(e)) => serde_json::from_slice::<Owner>(&e.value)
+                    .ok()
+                    .map(|o| (o, e.revision)),
+                _ => None,
+            };
+            let mine = record.as_ref().is_some_and(|(o, _)| o.w == me.id);
+            if me.engine.run_failed(&run_id) == Some(true) {
+                me.engine.forget(&run_id);
+                me.backend.forget_run(&run_id);
+                if mine && readopts < READOPTS {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    tracing::warn!(run_id = %run_id, "rebuilding a run stopped by a storage failure");
+                    if let Ok(Some(stored)) = me.backend.load_run(&run_id).await
+                        && me.engine.adopt(stored).await.is_ok()
+                    {
+                        me.watch_end_n(run_id, readopts + 1);
+                        return;
+                    }
+                    // Not rebuilt now: release it so that the sweep of any worker (this one
+                    // included) takes it over.
+                    if let Some((_, rev)) = &record {
+                        let _ = me
+                            .owners
+                            .update(
+                                &key,
+                                me.orphan_record(&run_id, record.as_ref().map(|(o, _)| o)),
+                                *rev,
+                            )
+                            .await;
+                    }
+                    lock(&me.owned).remove(&run_id);
+                    return;
+                }
+                if !mine {
+                    lock(&me.owned).remove(&run_id);
+                    return;
+                }
+            }
+            if let Some((_, rev)) = record
+                && mine
+                && let Err(err) = me.owners.delete_expect_revision(&key, Some(rev)).await
+            {
+                tracing::warn!(run_id = %run_id, error = %err, "cannot release an ended run");
+            }
+            lock(&me.owned).remove(&run_id);
+            me.engine.forget(&run_id);
+            me.backend.forget_run(&run_id);
+        });
+    }
+
+    /// An owner record naming no live worker (a run handed to the sweep).
+    fn orphan_record(&self, _run_id: &str, from: Option<&Owner>) -> Bytes {
+        let a = from.map(|o| o.a.clone()).unwrap_or_default();
+        Bytes::from(
+            serde_json::to_vec(&Owner {
+                w: "released".into(),
+                a,
+            })
+            .unwrap_or_default(),
+        )
+    }
+
+    /// Takes run `run_id` over from a dead owner (compare-and-set on the owner record read at
+    /// `revision`), rebuilds it from its journal and re-runs its unfinished executions.
+    async fn take_over(self: &Arc<Self>, run_id: &str, revision: u64, from: &Owner) {
+        let address = RunAddress::new(&self.class, &from.a.0, &from.a.1, &from.a.2, run_id);
+        let Ok(address) = address else {
+            return;
+        };
+        let claimed = self
+            .owners
+            .update(
+                Self::owner_key(run_id),
+                self.owner_record(&address),
+                revision,
+            )
+            .await;
+        if claimed.is_err() {
+            return; // another worker was faster
+        }
+        tracing::info!(run_id, dead = %from.w, worker = %self.id, "taking over a run");
+        lock(&self.owned).insert(run_id.into());
+        self.backend.set_address(run_id, address);
+        match self.backend.load_run(run_id).await {
+            // No journal: the dead owner never made the start durable, so the start event
+            // was not acknowledged and will be redelivered to a worker.
+            Ok(None) => {}
+            Ok(Some(stored)) => match self.engine.adopt(stored).await {
+                Ok(n) => {
+                    tracing::info!(run_id, retried = n, "run adopted");
+                    self.watch_end(run_id);
+                }
+                Err(e) => tracing::error!(run_id, error = %e, "cannot adopt the run"),
+            },
+            Err(e) => tracing::error!(run_id, error = %e, "cannot load the run's journal"),
+        }
+    }
+
+    /// Takes over every run whose owner is dead.
+    async fn sweep(self: &Arc<Self>) {
+        let Ok(mut keys) = self.owners.keys().await else {
+            return;
+        };
+        let mut dead: HashSet<String> = HashSet::new();
+        let mut alive: HashSet<String> = HashSet::new();
+        while let Some(Ok(key)) = keys.next().await {
+            let Ok(Some(e)) = self.owners.entry(key.clone()).await else {
+                continue;
+            };
+            if e.operation != kv::Operation::Put {
+                continue;
+            }
+            let Ok(o) = serde_json::from_slice::<Owner>(&e.value) else {
+                continue;
+            };
+            if o.w == self.id || alive.contains(&o.w) {
+                continue;
+            }
+            if !dead.contains(&o.w) {
+                if self.alive(&o.w).await {
+                    alive.insert(o.w.clone());
+                    continue;
+                }
+                dead.insert(o.w.clone());
+            }
+            let Some(run_id) = run_of_key(&key) else {
+                continue;
+            };
+            self.take_over(&run_id, e.revision, &o).await;
+        }
+    }
+
+    async fn forward(&self, owner: &str, s: &AgentEventSubject, bytes: &[u8]) -> Handled {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Saap-Subject", s.to_string().as_str());
+        let request = async_nats::Request::new()
+            .headers(headers)
+            .payload(Bytes::copy_from_slice(bytes))
+            .timeout(Some(self.opts.forward_timeout));
+        let subject = format!("saap.fwd.{}.{owner}", self.class);
+        match self.nats.client().send_request(subject, request).await {
+            Ok(reply) => match &reply.payload[..] {
+                b"ok" => Handled::Done,
+                r if r.starts_with(b"refused:") => {
+                    Handled::Refused(String::from_utf8_lossy(&r[8..]).into_owned())
+                }
+                r => Handled::Retry(String::from_utf8_lossy(r).into_owned()),
+            },
+            Err(e) => Handled::Retry(format!("owner {owner} did not answer: {e}")),
+        }
+    }
+
+    async fn answer_forward(self: Arc<Self>, m: async_nats::Message) {
+        let Some(reply) = m.reply.clone() else {
+            return;
+        };
+        let subject = m
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("Saap-Subject"))
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_default();
+        let answer: Vec<u8> = match AgentEventSubject::parse(&subject) {
+            Err(e) => format!("refused:bad forwarded subject: {e}").into_bytes(),
+            Ok(s) => {
+                if !lock(&self.owned).contains(s.run().run_id()) {
+                    b"retry:not the owner".to_vec()
+                } else {
+                    match self.deliver_local(s.run(), &s, &m.payload).await {
+                        Handled::Done => b"ok".to_vec(),
+                        Handled::Refused(w) => format!("refused:{w}").into_bytes(),
+                        Handled::Retry(w) | Handled::Later(w) => format!("retry:{w}").into_bytes(),
+                    }
+                }
+            }
+        };
+        if let Err(e) = self.nats.client().publish(reply, Bytes::from(answer)).await {
+            tracing::warn!(error = %e, "cannot answer a forwarded event");
+        }
+    }
+}
+
+/// The run id of an owner key (`run.{id}` or `runx.{hex}`).
+fn run_of_key(key: &str) -> Option<String> {
+    if let Some(id) = key.strip_prefix("run.") {
+        return Some(id.to_string());
+    }
+    let hex = key.strip_prefix("runx.")?;
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_keys_round_trip_to_run_ids() {
+        for id in ["6601a2b3c4d5e6f708091a2b", "odd id", "x.y"] {
+            assert_eq!(run_of_key(&Inner::owner_key(id)).unwrap(), id);
+        }
+    }
+
+    #[test]
+    fn redelivery_backs_off_and_is_bounded() {
+        assert_eq!(retry_delay(1), Duration::from_millis(100));
+        assert_eq!(retry_delay(2), Duration::from_millis(200));
+        assert_eq!(retry_delay(4), Duration::from_millis(800));
+        assert_eq!(retry_delay(40), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn events_of_one_run_share_a_lane() {
+        assert_eq!(lane_of("r1", 32), lane_of("r1", 32));
+        assert!(lane_of("r1", 32) < 32);
+        assert_eq!(lane_of("anything", 0), 0);
+    }
+}

@@ -1,0 +1,703 @@
+//! The distributed engine's reliability (issue 4): workers of one class on a real nats-server
+//! (started per test on a free loopback port with a temporary store, `sync_interval: always`)
+//! share runs, make every input set execute once under duplicate and delayed deliveries, and
+//! finish every run of a worker killed with SIGKILL while its steps run.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use saap::event::to_payload;
+use saap::nats::{NatsBackend, Worker, WorkerOptions};
+use saap::{Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
+use saap_nats::testing::{NatsServer, connect, within};
+use saap_nats::{NatsOptions, SaapNats};
+use saap_protocol::{EventEnvelope, EventKind, RunAddress};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+event!(A, "ControlEvent");
+event!(B, "ControlEvent");
+event!(X, "ControlEvent");
+event!(Y, "ControlEvent");
+event!(Z, "ControlEvent");
+event!(Done, "StopEvent");
+
+/// Bounds every wait (a hung test fails; nothing is asserted about time).
+const BOUND: Duration = Duration::from_secs(90);
+const LEASE: Duration = Duration::from_millis(1500);
+
+fn opts() -> WorkerOptions {
+    WorkerOptions {
+        lease: LEASE,
+        ..WorkerOptions::default()
+    }
+}
+
+/// Executions per step, counted by the step bodies of this process.
+#[derive(Clone, Default)]
+struct Counts(Arc<HashMap<&'static str, AtomicUsize>>);
+
+impl Counts {
+    fn new(steps: &[&'static str]) -> Counts {
+        Counts(Arc::new(
+            steps.iter().map(|s| (*s, AtomicUsize::new(0))).collect(),
+        ))
+    }
+    fn hit(&self, step: &str) {
+        self.0[step].fetch_add(1, Ordering::SeqCst);
+    }
+    fn get(&self, step: &str) -> usize {
+        self.0[step].load(Ordering::SeqCst)
+    }
+}
+
+/// `begin(UserMessage) -> A`, `middle(A) -> B` (sleeps `middle_sleep`), `finish(B) -> Done`.
+fn relay(counts: Counts, middle_sleep: Duration) -> Workflow {
+    let (c1, c2, c3) = (counts.clone(), counts.clone(), counts);
+    Workflow::builder("Relay")
+        .step(Step::new(
+            "begin",
+            move |_: Required<UserMessageEvent>, _: StepCtx| {
+                c1.hit("begin");
+                async { Ok::<_, StepError>(A { n: 1 }) }
+            },
+        ))
+        .step(Step::new("middle", move |a: Required<A>, _: StepCtx| {
+            c2.hit("middle");
+            async move {
+                tokio::time::sleep(middle_sleep).await;
+                Ok::<_, StepError>(B { n: a.n + 1 })
+            }
+        }))
+        .step(Step::new("finish", move |b: Required<B>, _: StepCtx| {
+            c3.hit("finish");
+            async move { Ok::<_, StepError>(Done { n: b.n + 1 }) }
+        }))
+        .build()
+        .unwrap()
+}
+
+fn address(class: &str, run: &str) -> RunAddress {
+    RunAddress::new(class, "agent1", &format!("t{run}"), "d1", run).unwrap()
+}
+
+fn envelope<T: saap::Event>(wf: &Workflow, ev: &T) -> EventEnvelope {
+    let mut env = EventEnvelope::new(
+        &wf.compiled().hierarchy,
+        T::NAME,
+        saap_nats::ids::fresh_event_id(),
+        saap_nats::ids::now_ns(),
+    )
+    .unwrap();
+    if let serde_json::Value::Object(fields) = &*to_payload(ev).unwrap() {
+        for (k, v) in fields {
+            env = env.with_field(k, v.clone());
+        }
+    }
+    env
+}
+
+/// Publishes `ev` to run `run` the way any client does (JetStream, Msg-Id = event id).
+async fn publish<T: saap::Event>(
+    nats: &SaapNats,
+    wf: &Workflow,
+    run: &str,
+    ev: &T,
+) -> EventEnvelope {
+    let env = envelope(wf, ev);
+    nats.publish_control(&address(wf.name(), run), &env)
+        .await
+        .unwrap();
+    env
+}
+
+/// Publishes an already published event again *without* Msg-Id, so the stream stores and
+/// delivers a second copy (a duplicate the stream's deduplication cannot catch).
+async fn publish_copy(nats: &SaapNats, class: &str, run: &str, env: &EventEnvelope) {
+    let subject = address(class, run)
+        .event_subject(
+            EventKind::Control,
+            &env.event_name,
+            &env.event_id.to_string(),
+        )
+        .unwrap()
+        .to_string();
+    nats.jetstream()
+        .publish(subject, env.encode_bytes().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
+/// A store handle of the test itself, to read the journals the workers wrote.
+async fn reader(nats: SaapNats, wf: &Workflow) -> NatsBackend {
+    NatsBackend::open(
+        nats,
+        wf.name(),
+        wf.compiled().hierarchy.clone(),
+        Default::default(),
+    )
+    .await
+    .unwrap()
+}
+
+/// Waits until `n` runs of the workflow have ended in the journal; returns them.
+async fn ended_runs(store: &NatsBackend, wf: &str, n: usize) -> Vec<saap::backend::StoredRun> {
+    use saap::backend::Backend;
+    within(BOUND, "every run to end", async {
+        loop {
+            let runs = store.load_runs(wf, false).wait().await.unwrap();
+            if runs.iter().filter(|r| r.ended).count() >= n {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+fn record_text(run: &saap::backend::StoredRun) -> String {
+    serde_json::to_string(&run.records).unwrap()
+}
+
+fn ended_with_done(run: &saap::backend::StoredRun) -> bool {
+    run.journal.iter().any(|e| match &e.input {
+        saap::backend::StoredInput::Complete {
+            outputs: Some(outs),
+            ..
+        } => outs.iter().any(|o| o.name == "Done"),
+        _ => false,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_share_runs_and_each_input_set_runs_once() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::from_millis(5));
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let nats = connect(&server).await;
+        let w = Worker::with_connection(nats, wf.clone(), opts())
+            .await
+            .unwrap();
+        let serving = w.clone();
+        tokio::spawn(async move { serving.serve().await.unwrap() });
+        workers.push(w);
+    }
+    let client = connect(&server).await;
+    const RUNS: usize = 40;
+    for i in 0..RUNS {
+        publish(
+            &client,
+            &wf,
+            &format!("run{i}"),
+            &UserMessageEvent::new("go"),
+        )
+        .await;
+    }
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, wf.name(), RUNS).await;
+    assert_eq!(runs.len(), RUNS);
+    assert!(runs.iter().all(ended_with_done), "every run ends with Done");
+    for step in ["begin", "middle", "finish"] {
+        assert_eq!(counts.get(step), RUNS, "{step} ran once per run");
+    }
+    // Every run's outputs are published on the class stream for other clients, the last
+    // one (Done) included although the run is released as soon as it ended.
+    within(BOUND, "every Done on the class stream", async {
+        loop {
+            let stored = client
+                .replay_control("Relay", &Default::default())
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let done: std::collections::HashSet<String> = stored
+                .iter()
+                .filter_map(|m| m.parsed_subject().ok())
+                .filter(|s| s.event_name() == "Done")
+                .map(|s| s.run().run_id().to_string())
+                .collect();
+            if done.len() == RUNS {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    for w in &workers {
+        w.shutdown();
+    }
+}
+
+/// `on_x(X) -> Y`, `finish(Y, Z) -> Done`: X is delivered three times (twice at once, once
+/// after the run moved on), and must execute `on_x` once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_and_delayed_deliveries_execute_each_input_set_once() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "on_x", "finish"]);
+    let (c1, c2, c3) = (counts.clone(), counts.clone(), counts.clone());
+    let wf = Workflow::builder("Dup")
+        .step(Step::new(
+            "begin",
+            move |_: Required<UserMessageEvent>, _: StepCtx| {
+                c1.hit("begin");
+                async { Ok::<_, StepError>(()) }
+            },
+        ))
+        .step(Step::new("on_x", move |x: Required<X>, _: StepCtx| {
+            c2.hit("on_x");
+            async move { Ok::<_, StepError>(Y { n: x.n }) }
+        }))
+        .step(Step::new(
+            "finish",
+            move |(y, z): (Required<Y>, Required<Z>), _: StepCtx| {
+                c3.hit("finish");
+                async move { Ok::<_, StepError>(Done { n: y.n + z.n }) }
+            },
+        ))
+        .build()
+        .unwrap();
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+            .await
+            .unwrap();
+        let serving = w.clone();
+        tokio::spawn(async move { serving.serve().await.unwrap() });
+        workers.push(w);
+    }
+    let client = connect(&server).await;
+    publish(&client, &wf, "r1", &UserMessageEvent::new("go")).await;
+    let x = publish(&client, &wf, "r1", &X { n: 3 }).await;
+    // The same event id published again through the stream's Msg-Id dedup (dropped by
+    // JetStream) and twice more without it (stored and delivered: only the engine can drop it).
+    let again = client
+        .publish_control(&address("Dup", "r1"), &x)
+        .await
+        .unwrap();
+    assert!(
+        again.duplicate,
+        "JetStream drops a re-publication with the same Msg-Id"
+    );
+    publish_copy(&client, "Dup", "r1", &x).await;
+    within(BOUND, "on_x to run", async {
+        while counts.get("on_x") == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    // Delayed: another copy after the run moved on.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    publish_copy(&client, "Dup", "r1", &x).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    publish(&client, &wf, "r1", &Z { n: 4 }).await;
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, "Dup", 1).await;
+    assert!(ended_with_done(&runs[0]));
+    assert_eq!(counts.get("on_x"), 1, "one input set, one execution");
+    assert_eq!(counts.get("finish"), 1);
+    assert_eq!(counts.get("begin"), 1);
+    for w in &workers {
+        w.shutdown();
+    }
+}
+
+/// The child process of `worker_killed_mid_step_another_finishes_every_run`: a worker of
+/// `Relay` serving until killed. Runs only when that test starts it.
+#[test]
+#[ignore = "child process of worker_killed_mid_step_another_finishes_every_run"]
+fn relay_worker_process() {
+    let url = std::env::var("SAAP_TEST_WORKER_URL").expect("started by the kill test");
+    let sleep_ms: u64 = std::env::var("SAAP_TEST_MIDDLE_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let wf = relay(
+            Counts::new(&["begin", "middle", "finish"]),
+            Duration::from_millis(sleep_ms),
+        );
+        let w = Worker::connect(&NatsOptions::new(url), wf, opts())
+            .await
+            .unwrap();
+        w.serve().await.unwrap();
+    });
+}
+
+fn spawn_worker(url: &str, middle_ms: u64) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "relay_worker_process",
+            "--nocapture",
+        ])
+        .env("SAAP_TEST_WORKER_URL", url)
+        .env("SAAP_TEST_MIDDLE_MS", middle_ms.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_killed_mid_step_another_finishes_every_run() {
+    let server = NatsServer::start();
+    let wf = relay(Counts::new(&["begin", "middle", "finish"]), Duration::ZERO);
+    let client = connect(&server).await;
+    client.ensure_stream(wf.name()).await.unwrap();
+    // The first worker's `middle` never finishes in time: it is killed inside it.
+    let mut first = spawn_worker(&server.url(), 600_000);
+    const RUNS: usize = 10;
+    for i in 0..RUNS {
+        publish(&client, &wf, &format!("k{i}"), &UserMessageEvent::new("go")).await;
+    }
+    let store = reader(connect(&server).await, &wf).await;
+    // Wait until every run's `middle` has started (begin completed: two journal entries).
+    within(BOUND, "every run to reach `middle`", async {
+        use saap::backend::Backend;
+        loop {
+            let runs = store.load_runs("Relay", false).wait().await.unwrap();
+            if runs.len() == RUNS && runs.iter().all(|r| r.journal.len() >= 2) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let mut second = spawn_worker(&server.url(), 0);
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let runs = ended_runs(&store, "Relay", RUNS).await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    assert_eq!(runs.len(), RUNS, "0 lost runs");
+    for r in &runs {
+        assert!(ended_with_done(r), "run {} ended with Done", r.meta.run_id);
+        let text = record_text(r);
+        assert!(
+            text.contains("execution_retried"),
+            "run {}: the killed execution ran again: {text}",
+            r.meta.run_id
+        );
+    }
+}
+
+/// DESIGN §4.9 on the JetStream store without workers: an engine that stops mid-step (its
+/// store halted, as by a crash) is reopened by another engine from the journal, which re-runs
+/// the unfinished execution and finishes the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_reopened_on_the_journal_resumes_its_runs() {
+    use saap::{Engine, EngineOptions};
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::from_secs(600));
+    let first = Engine::new(
+        wf.clone(),
+        Arc::new(reader(connect(&server).await, &wf).await),
+        EngineOptions::default(),
+    );
+    let run = first.start_run(UserMessageEvent::new("go")).await.unwrap();
+    within(BOUND, "middle to start", async {
+        while counts.get("middle") == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    first.halt();
+    let wf2 = relay(Counts::new(&["begin", "middle", "finish"]), Duration::ZERO);
+    let store = reader(connect(&server).await, &wf2).await;
+    let (second, recovery) = Engine::open(wf2, Arc::new(store), EngineOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(recovery.resumed_runs, 1);
+    assert_eq!(recovery.retried_executions, 1);
+    within(BOUND, "the resumed run to end", second.wait_for_end(&run))
+        .await
+        .unwrap();
+    let snap = second.snapshot(&run).unwrap();
+    assert!(snap.events().iter().any(|e| e.name == "Done"));
+    assert_eq!(
+        counts.get("finish"),
+        0,
+        "the halted engine finished nothing"
+    );
+}
+
+/// `run --engine nats://…` with a token read from the environment: the worker connects to a
+/// server that requires it and serves a run; a worker without it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_connects_with_credentials_passed_through() {
+    use saap::nats::{EngineChoice, EngineConnect, parse_engine};
+    let server = NatsServer::start_with(saap_nats::testing::ServerOptions {
+        token: Some("tok-123".into()),
+        ..Default::default()
+    });
+    let EngineChoice::Nats(url) = parse_engine(&server.url()).unwrap() else {
+        panic!("a nats URL")
+    };
+    let env = |v: &str| (v == "SAAP_NATS_TOKEN").then(|| "tok-123".to_string());
+    let connect_opts = EngineConnect {
+        url: url.clone(),
+        token_env: Some("SAAP_NATS_TOKEN".into()),
+        ..Default::default()
+    }
+    .options_with(&env)
+    .unwrap();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::ZERO);
+    let worker = Worker::connect(&connect_opts, wf.clone(), opts())
+        .await
+        .unwrap();
+    let serving = worker.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let client = SaapNats::connect(&connect_opts).await.unwrap();
+    publish(&client, &wf, "c1", &UserMessageEvent::new("go")).await;
+    let store = reader(client.clone(), &wf).await;
+    ended_runs(&store, "Relay", 1).await;
+    assert_eq!(counts.get("finish"), 1);
+    let refused = Worker::connect(&NatsOptions::new(url), wf, opts()).await;
+    let e = refused.err().expect("no token, no connection").to_string();
+    assert!(!e.contains("tok-123"), "{e}");
+    worker.shutdown();
+}
+
+/// Fencing: once another process took a run over (loaded its journal and wrote to it), the
+/// previous owner's next write to that run is refused by the server's sequence check, and
+/// its engine stops the run instead of forking the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_owner_cannot_write_after_a_takeover() {
+    use saap::{Engine, EngineOptions};
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "on_x", "finish"]);
+    let wf = {
+        let (c1, c2, c3) = (counts.clone(), counts.clone(), counts.clone());
+        Workflow::builder("Fence")
+            .step(Step::new(
+                "begin",
+                move |_: Required<UserMessageEvent>, _: StepCtx| {
+                    c1.hit("begin");
+                    async { Ok::<_, StepError>(()) }
+                },
+            ))
+            .step(Step::new("on_x", move |_: Required<X>, _: StepCtx| {
+                c2.hit("on_x");
+                async { Ok::<_, StepError>(()) }
+            }))
+            .step(Step::new("finish", move |_: Required<Z>, _: StepCtx| {
+                c3.hit("finish");
+                async { Ok::<_, StepError>(Done::default()) }
+            }))
+            .build()
+            .unwrap()
+    };
+    let old = Engine::new(
+        wf.clone(),
+        Arc::new(reader(connect(&server).await, &wf).await),
+        EngineOptions::default(),
+    );
+    let run = old.start_run(UserMessageEvent::new("go")).await.unwrap();
+    // Another process takes the run over from the journal and writes to it.
+    let store = reader(connect(&server).await, &wf).await;
+    let stored = store.load_run(&run).await.unwrap().expect("journaled");
+    let new = Engine::new(wf.clone(), Arc::new(store), EngineOptions::default());
+    new.adopt(stored).await.unwrap();
+    new.send(&run, X { n: 1 }).await.unwrap();
+    // The old owner does not know and writes too: refused.
+    let err = old.send(&run, X { n: 2 }).await.unwrap_err().to_string();
+    assert!(err.contains("another worker"), "{err}");
+    // The new owner goes on and finishes the run.
+    new.send(&run, Z { n: 1 }).await.unwrap();
+    within(BOUND, "the run to end", new.wait_for_end(&run))
+        .await
+        .unwrap();
+    let reread = reader(connect(&server).await, &wf).await;
+    let journal = reread.load_run(&run).await.unwrap().unwrap();
+    assert!(journal.ended && ended_with_done(&journal));
+    assert_eq!(
+        counts.get("on_x"),
+        1,
+        "only the new owner's X was dispatched"
+    );
+}
+
+/// Publishes until acknowledged (bounded), as any producer does across a fail-over
+/// (re-publication is deduplicated by the event id).
+async fn publish_acked(nats: &SaapNats, wf: &Workflow, run: &str) {
+    let env = envelope(wf, &UserMessageEvent::new("go"));
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        match nats.publish_control(&address(wf.name(), run), &env).await {
+            Ok(_) => return,
+            Err(e) if tokio::time::Instant::now() > deadline => panic!("{run} not acked: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Issue 4's cluster case: a 3-node JetStream cluster on loopback (`sync_interval: always`,
+/// everything replicated 3×), two workers, and the node the producer talks to killed with
+/// SIGKILL in the middle of the load: every run whose start event was acknowledged ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_node_killed_under_load_loses_no_run() {
+    use saap_nats::Settings;
+    use saap_nats::testing::{NatsCluster, connect_ready};
+    let mut cluster = NatsCluster::start(3);
+    let settings = Settings {
+        replicas: 3,
+        publish_attempts: 3,
+        ..Settings::default()
+    };
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::from_millis(20));
+    let cluster_opts = WorkerOptions {
+        lease: Duration::from_secs(3),
+        ..WorkerOptions::default()
+    };
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let nats = connect_ready(cluster.urls(), settings.clone()).await;
+        // Replicated streams need every peer known to the meta leader: retry (bounded).
+        let w = within(BOUND, "a worker on the cluster", async {
+            loop {
+                match Worker::with_connection(nats.clone(), wf.clone(), cluster_opts.clone()).await
+                {
+                    Ok(w) => return w,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        })
+        .await;
+        let serving = w.clone();
+        tokio::spawn(async move {
+            let _ = serving.serve().await;
+        });
+        workers.push(w);
+    }
+    let client = connect_ready(cluster.urls(), settings.clone()).await;
+    const RUNS: usize = 30;
+    for i in 0..RUNS / 2 {
+        publish_acked(&client, &wf, &format!("c{i}")).await;
+    }
+    let port = client.client().server_info().port;
+    let victim = cluster
+        .servers
+        .iter()
+        .position(|s| s.port() == port)
+        .expect("connected to one of the nodes");
+    cluster.servers[victim].kill();
+    for i in RUNS / 2..RUNS {
+        publish_acked(&client, &wf, &format!("c{i}")).await;
+    }
+    let store = within(BOUND, "a journal reader", async {
+        loop {
+            match NatsBackend::open(
+                client.clone(),
+                wf.name(),
+                wf.compiled().hierarchy.clone(),
+                Default::default(),
+            )
+            .await
+            {
+                Ok(s) => return s,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    })
+    .await;
+    let runs = within(BOUND, "every run to end", async {
+        use saap::backend::Backend;
+        loop {
+            if let Ok(runs) = store.load_runs("Relay", false).wait().await
+                && runs.iter().filter(|r| r.ended).count() >= RUNS
+            {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert_eq!(runs.len(), RUNS, "0 lost runs");
+    assert!(runs.iter().all(ended_with_done));
+    for w in &workers {
+        w.shutdown();
+    }
+}
+
+/// Display events shown by a step reach core NATS on the run's display subject (DESIGN §6),
+/// after the engine journaled them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn display_events_are_published_on_core_nats() {
+    use futures_util::StreamExt;
+    let server = NatsServer::start();
+    let wf = Workflow::builder("Shows")
+        .step(Step::new(
+            "think",
+            |_: Required<UserMessageEvent>, ctx: StepCtx| async move {
+                ctx.display(&saap::ThoughtEvent {
+                    thought: "hmm".into(),
+                })
+                .await
+                .map_err(|e| StepError::new(e.to_string()))?;
+                Ok::<_, StepError>(Done { n: 1 })
+            },
+        ))
+        .build()
+        .unwrap();
+    let client = connect(&server).await;
+    let mut shown = client
+        .client()
+        .subscribe("agent.Shows.*.*.*.*.display_event.>")
+        .await
+        .unwrap();
+    client.sync().await.unwrap();
+    let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+        .await
+        .unwrap();
+    let serving = w.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    publish(&client, &wf, "s1", &UserMessageEvent::new("go")).await;
+    let m = within(BOUND, "the display event", shown.next())
+        .await
+        .unwrap();
+    let subject = saap_protocol::AgentEventSubject::parse(&m.subject).unwrap();
+    assert_eq!(subject.run().run_id(), "s1");
+    assert_eq!(subject.event_name(), "ThoughtEvent");
+    let body: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+    assert_eq!(body["thought"], "hmm");
+    assert_eq!(body["_event_name"], "ThoughtEvent");
+    w.shutdown();
+}
+
+/// The agent CLI: `run --engine nats://HOST:PORT --message …` publishes the start event on
+/// the class stream and serves the class as a worker, which runs it to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_cli_runs_as_a_worker_with_engine_nats() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::ZERO);
+    let url = server.url();
+    let cli_wf = wf.clone();
+    // Serves until the process ends (the test harness exits after the tests).
+    std::thread::spawn(move || {
+        saap::cli::main_with(
+            cli_wf,
+            ["relay", "run", "--engine", url.as_str(), "--message", "go"],
+        )
+    });
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, "Relay", 1).await;
+    assert!(ended_with_done(&runs[0]));
+    assert_eq!(counts.get("finish"), 1);
+}
