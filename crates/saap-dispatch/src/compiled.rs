@@ -56,6 +56,13 @@ impl EventKind {
     pub fn bits(self) -> u8 {
         self.0
     }
+    /// The kind whose [`EventKind::bits`] are `bits` (e.g. as stored); unknown bits are
+    /// dropped.
+    pub fn from_bits(bits: u8) -> EventKind {
+        EventKind(
+            bits & (Self::CONTROL | Self::DISPLAY | Self::START | Self::STOP | Self::EXCEPTION),
+        )
+    }
     pub fn is_control(self) -> bool {
         self.0 & Self::CONTROL != 0
     }

@@ -30,7 +30,7 @@ use saap_dispatch::{
     Appended, EventId, EventKind, ExecutionId, NewEvent, NewEventType, Origin, Outcome,
     PreconditionCall, PreconditionEvaluator, Run, StepIdx,
 };
-use saap_protocol::{Classification, DecodeError, DecodeLimits, EventEnvelope};
+use saap_protocol::{DecodeError, DecodeLimits, EventEnvelope};
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -460,16 +460,6 @@ impl PreconditionEvaluator for Pre<'_> {
     }
 }
 
-fn kind_from_bits(bits: u8) -> EventKind {
-    EventKind::from_classification(Classification {
-        control: bits & EventKind::CONTROL != 0,
-        display: bits & EventKind::DISPLAY != 0,
-        start: bits & EventKind::START != 0,
-        stop: bits & EventKind::STOP != 0,
-        exception: bits & EventKind::EXCEPTION != 0,
-    })
-}
-
 fn stored(ev: &Incoming) -> StoredEvent {
     StoredEvent {
         id: ev.id,
@@ -827,7 +817,7 @@ impl Shared {
         let (ty, kind) = match self.type_ids.get(out.name).copied() {
             Some(t) => (NewEventType::Known(t), spec.type_info(t).kind),
             None => {
-                let kind = kind_from_bits(EventKind::CONTROL);
+                let kind = EventKind::from_bits(EventKind::CONTROL);
                 (
                     NewEventType::Foreign {
                         name: out.name.to_string(),
@@ -1086,7 +1076,7 @@ impl Shared {
             });
         }
         if let NewEventType::Foreign { .. } = ev.ty {
-            ev.kind = kind_from_bits(EventKind::DISPLAY);
+            ev.kind = EventKind::from_bits(EventKind::DISPLAY);
         }
         ev.by = Some(x);
         self.submit(slot, Input::Append(ev))
@@ -1177,7 +1167,7 @@ impl Shared {
                     Some(t) => NewEventType::Known(t),
                     None => NewEventType::Foreign {
                         name: e.name.clone(),
-                        kind: kind_from_bits(e.kind),
+                        kind: EventKind::from_bits(e.kind),
                     },
                 };
                 (NewEvent { id: e.id, ty }, (e.id, e.payload.clone()))
@@ -1588,7 +1578,7 @@ mod tests {
     #[test]
     fn kind_bits_round_trip() {
         for bits in 0..32u8 {
-            assert_eq!(kind_from_bits(bits).bits(), bits);
+            assert_eq!(EventKind::from_bits(bits).bits(), bits);
         }
     }
 

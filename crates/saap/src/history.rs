@@ -14,7 +14,6 @@ use saap_dispatch::record::Record;
 use saap_dispatch::replay::{History, ReplayError, RunInput, replay};
 use saap_dispatch::run::{EventTy, NewEventType, RunStatus};
 use saap_dispatch::{EventId, EventKind, ExecutionId, NewEvent, Origin, Outcome, Run};
-use saap_protocol::Classification;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -115,7 +114,7 @@ impl StoredRunView {
                 Some(t) => NewEventType::Known(t),
                 None => NewEventType::Foreign {
                     name: e.name.clone(),
-                    kind: kind_from_bits(e.kind),
+                    kind: EventKind::from_bits(e.kind),
                 },
             };
             NewEvent { id: e.id, ty }
@@ -233,16 +232,6 @@ pub async fn load(
     workflow: &Workflow,
 ) -> Result<Vec<StoredRun>, crate::backend::StoreError> {
     backend.load_runs(workflow.name(), false).wait().await
-}
-
-fn kind_from_bits(bits: u8) -> EventKind {
-    EventKind::from_classification(Classification {
-        control: bits & EventKind::CONTROL != 0,
-        display: bits & EventKind::DISPLAY != 0,
-        start: bits & EventKind::START != 0,
-        stop: bits & EventKind::STOP != 0,
-        exception: bits & EventKind::EXCEPTION != 0,
-    })
 }
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC) for seconds since the epoch.
