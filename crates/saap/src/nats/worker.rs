@@ -32,7 +32,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use saap_nats::{Delivery, NatsError, NatsOptions, SaapNats};
 use saap_protocol::{AgentEventSubject, DecodeLimits, EventEnvelope, RunAddress};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -71,6 +71,17 @@ pub struct WorkerOptions {
     pub engine: EngineOptions,
     /// Publish step outputs and display events (default true).
     pub publish_outputs: bool,
+    /// Answer the protocol services of the class (default true): config RPC on
+    /// `aihub.rpc.config.agent.{class}.*` and class discovery requests addressed to the class
+    /// or to every class.
+    pub serve_protocol: bool,
+    /// What config RPC answers, by agent id: the configuration (`found: true`); any other id
+    /// of the class is answered `found: false` with an empty config. Default: none.
+    pub agent_configs: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// Fields of the class's discovery response besides `agent_class`. When empty, the worker
+    /// answers `description` (if the workflow has one) and `workflow_spec` (the workflow's
+    /// spec, `agent spec`). The Python field set is not in the reference.
+    pub discovery_fields: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Default for WorkerOptions {
@@ -82,6 +93,9 @@ impl Default for WorkerOptions {
             forward_timeout: Duration::from_secs(5),
             engine: EngineOptions::default(),
             publish_outputs: true,
+            serve_protocol: true,
+            agent_configs: BTreeMap::new(),
+            discovery_fields: serde_json::Map::new(),
         }
     }
 }
@@ -288,6 +302,12 @@ impl Worker {
                 })
             })?;
         inner.nats.sync().await?;
+        // Dropping the handles (when `serve` returns) stops answering.
+        let _services = if inner.opts.serve_protocol {
+            Some(inner.serve_protocol().await?)
+        } else {
+            None
+        };
         let mut consumer = inner.nats.control_consumer(&inner.class).await?;
         let lanes: Vec<mpsc::UnboundedSender<Delivery>> = (0..inner.opts.lanes.max(1))
             .map(|_| {
@@ -351,6 +371,55 @@ enum Route {
 impl Inner {
     fn owner_key(run_id: &str) -> String {
         ctx_key("run", run_id)
+    }
+
+    /// Starts the config RPC and class discovery responders (module docs of `saap_nats::rpc`).
+    async fn serve_protocol(
+        &self,
+    ) -> Result<(saap_nats::rpc::ServiceHandle, saap_nats::rpc::ServiceHandle), WorkerError> {
+        let configs = Arc::new(self.opts.agent_configs.clone());
+        let class = self.class.clone();
+        let config = self
+            .nats
+            .serve_agent_config(
+                saap_nats::ConfigScope::Class(self.class.clone()),
+                move |req: saap_nats::rpc::FetchAgentConfigRequest| {
+                    let configs = configs.clone();
+                    let class = class.clone();
+                    async move {
+                        if req.agent_class != class {
+                            return Err(format!(
+                                "this worker serves class `{class}`, not `{}`",
+                                req.agent_class
+                            ));
+                        }
+                        let found = configs.get(&req.agent_id);
+                        Ok(saap_nats::rpc::FetchAgentConfigResponse {
+                            agent_class: req.agent_class,
+                            agent_id: req.agent_id,
+                            config: found.cloned().unwrap_or_default(),
+                            found: found.is_some(),
+                            error: None,
+                        })
+                    }
+                },
+            )
+            .await?;
+        let mut fields = self.opts.discovery_fields.clone();
+        if fields.is_empty() {
+            let workflow = self.engine.workflow();
+            if let Some(d) = &workflow.spec().description {
+                fields.insert("description".into(), d.clone().into());
+            }
+            if let Ok(spec) = serde_json::to_value(workflow.spec()) {
+                fields.insert("workflow_spec".into(), spec);
+            }
+        }
+        let discovery = self
+            .nats
+            .serve_class_discovery(&self.class, saap_nats::rpc::ClassDescription { fields })
+            .await?;
+        Ok((config, discovery))
     }
 
     async fn beat(&self) -> Result<(), WorkerError> {
