@@ -771,3 +771,71 @@ async fn a_worker_answers_config_rpc_and_class_discovery() {
     }
     w.shutdown();
 }
+
+/// DESIGN §4.7/§4.10 on NATS: an event for a run that ended and whose owner released it is
+/// journaled as after-stop evidence (never dispatched), not refused, and the run is released
+/// again afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_for_a_released_run_is_kept_as_after_stop_evidence() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["late"]);
+    let hits = counts.clone();
+    let wf = Workflow::builder("Afterwards")
+        .step(Step::new(
+            "begin",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(Done { n: 1 }) },
+        ))
+        .step(Step::new("late", move |_: Required<X>, _: StepCtx| {
+            hits.hit("late");
+            async { Ok::<_, StepError>(Y { n: 1 }) }
+        }))
+        .build()
+        .unwrap();
+    let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+        .await
+        .unwrap();
+    let serving = w.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let client = connect(&server).await;
+    publish(&client, &wf, "r1", &UserMessageEvent::new("go")).await;
+    let store = reader(connect(&server).await, &wf).await;
+    ended_runs(&store, wf.name(), 1).await;
+    within(BOUND, "the ended run to be released", async {
+        while !w.owned_runs().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let late = publish(&client, &wf, "r1", &X { n: 7 }).await;
+    let run = within(BOUND, "the late event in the journal", async {
+        loop {
+            let run = store.load_run("r1").await.unwrap().unwrap();
+            let journaled = run.journal.iter().any(|e| {
+                matches!(&e.input, saap::backend::StoredInput::Append { event, .. }
+                    if event.id == late.event_id)
+            });
+            if journaled {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let records = record_text(&run);
+    assert!(
+        records.contains("\"event_after_stop\""),
+        "the late event is after-stop evidence: {records}"
+    );
+    assert_eq!(
+        counts.get("late"),
+        0,
+        "an event after the stop is never dispatched"
+    );
+    within(BOUND, "the reopened run to be released again", async {
+        while !w.owned_runs().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    w.shutdown();
+}

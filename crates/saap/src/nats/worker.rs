@@ -17,6 +17,12 @@
 //! acknowledges only when the owner answered that the event is durable. Step outputs published
 //! by an owner carry `Saap-Journaled` and are acknowledged at once.
 //!
+//! **Ended runs**: an owner releases a run (deletes its owner record) once it has ended. A
+//! later event for it finds no owner: the receiving worker claims the run, rebuilds it from
+//! its journal and appends the event, which the core keeps as after-stop evidence (DESIGN
+//! §4.7, §4.10), then releases it again. An event for a run with no journal (never begun) is
+//! refused after a few deliveries.
+//!
 //! **Recovery**: every worker sweeps the ownership bucket each heartbeat; a run whose owner is
 //! dead is taken over, rebuilt from its journal by the core, and its started-but-unfinished
 //! executions run again (their outputs have deterministic ids, so duplicates are dropped).
@@ -362,6 +368,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// What [`Inner::reopen`] did.
+enum Reopened {
+    /// The run was claimed and the event handled.
+    Handled(Handled),
+    /// Another worker claimed the run first: route the event again.
+    Raced,
+    /// The run has no journal: it has not begun.
+    NoJournal,
+}
+
 enum Route {
     Mine,
     Other { owner: Owner, revision: u64 },
@@ -550,11 +566,18 @@ impl Inner {
                     match start {
                         Err(e) => return Handled::Refused(format!("not a valid event: {e}")),
                         Ok(false) => {
+                            // A run that ended and was released: reopen it from its journal
+                            // so the event is kept as after-stop evidence (§4.7).
+                            match self.reopen(s, bytes).await {
+                                Reopened::Handled(h) => return h,
+                                Reopened::Raced => continue,
+                                Reopened::NoJournal => {}
+                            }
                             // A run that has not begun (4.10) — or whose start event is still
                             // on its way through another worker: retry a few times first.
                             if delivered >= 4 {
                                 return Handled::Refused(format!(
-                                    "run `{run_id}` has not begun (or has ended and was released); send a start event first"
+                                    "run `{run_id}` has not begun; send a start event first"
                                 ));
                             }
                             return Handled::Later("run not begun yet".into());
@@ -580,6 +603,53 @@ impl Inner {
             }
         }
         Handled::Retry("the run's ownership kept changing".into())
+    }
+
+    /// An event for a run nobody owns that is not a start event: if the run has a journal
+    /// (it ended and its owner released it), claim the run, rebuild it from the journal and
+    /// append the event — the core keeps an event for an ended run as after-stop evidence,
+    /// never dispatched (DESIGN §4.7, §4.10) — then release it again.
+    async fn reopen(self: &Arc<Self>, s: &AgentEventSubject, bytes: &[u8]) -> Reopened {
+        let run_id = s.run().run_id();
+        let key = Self::owner_key(run_id);
+        // Claim first, then read the journal: later writes are fenced on what was read.
+        let revision = match self.owners.create(&key, self.owner_record(s.run())).await {
+            Ok(r) => r,
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => return Reopened::Raced,
+            Err(e) => {
+                return Reopened::Handled(Handled::Retry(format!("cannot claim the run: {e}")));
+            }
+        };
+        let stored = match self.backend.load_run(run_id).await {
+            Ok(Some(stored)) => stored,
+            other => {
+                // No journal (the run never began) or unreadable: hand the claim back.
+                if let Err(e) = self
+                    .owners
+                    .delete_expect_revision(&key, Some(revision))
+                    .await
+                {
+                    tracing::warn!(run_id, error = %e, "cannot release a claim");
+                }
+                return match other {
+                    Err(e) => Reopened::Handled(Handled::Retry(format!(
+                        "cannot read the run's journal: {e}"
+                    ))),
+                    _ => Reopened::NoJournal,
+                };
+            }
+        };
+        lock(&self.owned).insert(run_id.into());
+        self.backend.set_address(run_id, s.run().clone());
+        let ended = stored.ended;
+        let handled = match self.engine.adopt(stored).await {
+            Ok(_) => self.deliver_local(s.run(), s, bytes).await,
+            Err(e) => classify(e),
+        };
+        tracing::debug!(run_id, ended, "reopened a released run for an event");
+        // Releases the run once it has ended (at once for an ended run).
+        self.watch_end(run_id);
+        Reopened::Handled(handled)
     }
 
     /// Appends an event to a run this worker owns; returns once it is durable.
