@@ -11,6 +11,9 @@
 //! one chain of executions and the log does not depend on scheduling; the test waits for the
 //! run to be idle between outside events.
 //!
+//! A second test sends generated cases through two NATS workers sharing the class (the
+//! intake, ownership and forwarding path) and compares the journal's records.
+//!
 //! The seed is printed; `SAAP_DIFF_SEED=<seed>` replays it, `SAAP_DIFF_CASES=<n>` changes the
 //! number of cases (default 25). One nats-server serves every case (each case's workflow has
 //! its own name, so its own streams).
@@ -361,4 +364,116 @@ async fn the_generator_reaches_stops_failures_and_reruns() {
         stopped >= 10 && failed >= 5 && reran >= 10,
         "the generator is too weak: of 100 cases {stopped} stopped, {failed} failed, {reran} re-ran"
     );
+}
+
+/// An event as any client publishes it on the class stream (wire JSON, fresh id).
+fn envelope<T: Event>(wf: &Workflow, ev: &T) -> saap_protocol::EventEnvelope {
+    let mut env = saap_protocol::EventEnvelope::new(
+        &wf.compiled().hierarchy,
+        T::NAME,
+        saap_nats::ids::fresh_event_id(),
+        saap_nats::ids::now_ns(),
+    )
+    .unwrap();
+    if let serde_json::Value::Object(fields) = &*saap::event::to_payload(ev).unwrap() {
+        for (k, v) in fields {
+            env = env.with_field(k, v.clone());
+        }
+    }
+    env
+}
+
+fn typed_envelope(wf: &Workflow, t: usize, n: u32) -> saap_protocol::EventEnvelope {
+    match t {
+        0 => envelope(wf, &A { n }),
+        1 => envelope(wf, &B { n }),
+        2 => envelope(wf, &C { n }),
+        3 => envelope(wf, &D { n }),
+        4 => envelope(wf, &E { n }),
+        _ => envelope(wf, &F { n }),
+    }
+}
+
+/// Waits until event `id` is in run `run`'s journal and no execution is in flight; returns
+/// the run's records as JSON text.
+async fn settled(store: &saap::nats::NatsBackend, run: &str, id: saap_dispatch::EventId) -> String {
+    use saap::backend::StoredInput;
+    saap_nats::testing::within(WAIT, "the run to settle", async {
+        loop {
+            if let Some(stored) = store.load_run(run).await.unwrap() {
+                let has = stored.journal.iter().any(
+                    |e| matches!(&e.input, StoredInput::Append { event, .. } if event.id == id),
+                );
+                let count =
+                    |tag: &str| stored.records.iter().filter(|r| r["record"] == tag).count();
+                let started = count("execution_started") + count("execution_retried");
+                let finished = count("execution_completed") + count("execution_failed");
+                if has && started == finished {
+                    return serde_json::to_string(&stored.records).unwrap();
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+/// The same generated cases through two [`saap::nats::Worker`]s sharing the class (events
+/// published on the class stream, taken by the queue consumer, forwarded to the run's owner,
+/// events after the stop reopened from the journal): the journal's decision records equal
+/// the in-memory engine's. Fewer cases (`SAAP_DIFF_WORKER_CASES`, default 8): each starts
+/// two workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_workflows_decide_the_same_through_nats_workers() {
+    use saap::nats::{NatsBackend, Worker, WorkerOptions};
+    let seed = std::env::var("SAAP_DIFF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    let cases: usize = std::env::var("SAAP_DIFF_WORKER_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    eprintln!("differential (workers) seed {seed} (replay: SAAP_DIFF_SEED={seed})");
+    let server = saap_nats::testing::NatsServer::start();
+    let client = saap_nats::testing::connect(&server).await;
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for i in 0..cases {
+        let case = generate(&mut rng);
+        let why = format!("seed {seed} (SAAP_DIFF_SEED={seed}), case {i}: {case:#?}");
+        let name = format!("Work{i}");
+        let mem = outcome(in_memory(&name, &case), &case.inputs).await;
+        let wf = workflow(&name, &case);
+        let mut workers = Vec::new();
+        for _ in 0..2 {
+            let nats = saap_nats::testing::connect(&server).await;
+            let w = Worker::with_connection(nats, wf.clone(), WorkerOptions::default())
+                .await
+                .unwrap();
+            let serving = w.clone();
+            tokio::spawn(async move { serving.serve().await.unwrap() });
+            workers.push(w);
+        }
+        let store = NatsBackend::open(
+            saap_nats::testing::connect(&server).await,
+            &name,
+            wf.compiled().hierarchy.clone(),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+        let address = saap_protocol::RunAddress::new(&name, "agent1", "t1", "d1", "r1").unwrap();
+        let start = envelope(&wf, &UserMessageEvent::new("go"));
+        client.publish_control(&address, &start).await.unwrap();
+        let mut records = settled(&store, "r1", start.event_id).await;
+        for &(t, n) in &case.inputs {
+            let env = typed_envelope(&wf, t, n);
+            client.publish_control(&address, &env).await.unwrap();
+            records = settled(&store, "r1", env.event_id).await;
+        }
+        assert_eq!(mem.0, records, "memory vs NATS workers: {why}");
+        for w in &workers {
+            w.shutdown();
+        }
+    }
 }
