@@ -772,11 +772,12 @@ async fn a_worker_answers_config_rpc_and_class_discovery() {
     w.shutdown();
 }
 
-/// DESIGN §4.7/§4.10 on NATS: an event for a run that ended and whose owner released it is
-/// journaled as after-stop evidence (never dispatched), not refused, and the run is released
-/// again afterwards.
+/// DESIGN §4.7/§4.10 on NATS: events for a run that ended and whose owner released it are
+/// journaled as after-stop evidence (never dispatched), not refused — also when several
+/// arrive at once at two workers that race to reopen the run — and the run is released again
+/// afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_event_for_a_released_run_is_kept_as_after_stop_evidence() {
+async fn events_for_a_released_run_are_kept_as_after_stop_evidence() {
     let server = NatsServer::start();
     let counts = Counts::new(&["late"]);
     let hits = counts.clone();
@@ -791,30 +792,48 @@ async fn an_event_for_a_released_run_is_kept_as_after_stop_evidence() {
         }))
         .build()
         .unwrap();
-    let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+            .await
+            .unwrap();
+        let serving = w.clone();
+        tokio::spawn(async move { serving.serve().await.unwrap() });
+        workers.push(w);
+    }
+    let released = || async {
+        within(BOUND, "the run to be released", async {
+            while workers.iter().any(|w| !w.owned_runs().is_empty()) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
         .await
-        .unwrap();
-    let serving = w.clone();
-    tokio::spawn(async move { serving.serve().await.unwrap() });
+    };
     let client = connect(&server).await;
     publish(&client, &wf, "r1", &UserMessageEvent::new("go")).await;
     let store = reader(connect(&server).await, &wf).await;
     ended_runs(&store, wf.name(), 1).await;
-    within(BOUND, "the ended run to be released", async {
-        while !w.owned_runs().is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    let late = publish(&client, &wf, "r1", &X { n: 7 }).await;
-    let run = within(BOUND, "the late event in the journal", async {
+    released().await;
+    let mut late = Vec::new();
+    for n in 0..4 {
+        late.push(publish(&client, &wf, "r1", &X { n }).await.event_id);
+    }
+    let run = within(BOUND, "the late events in the journal", async {
         loop {
             let run = store.load_run("r1").await.unwrap().unwrap();
-            let journaled = run.journal.iter().any(|e| {
-                matches!(&e.input, saap::backend::StoredInput::Append { event, .. }
-                    if event.id == late.event_id)
-            });
-            if journaled {
+            let journaled: Vec<_> = run
+                .journal
+                .iter()
+                .filter_map(|e| match &e.input {
+                    saap::backend::StoredInput::Append { event, .. }
+                        if late.contains(&event.id) =>
+                    {
+                        Some(event.id)
+                    }
+                    _ => None,
+                })
+                .collect();
+            if journaled.len() >= late.len() {
                 return run;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -822,20 +841,18 @@ async fn an_event_for_a_released_run_is_kept_as_after_stop_evidence() {
     })
     .await;
     let records = record_text(&run);
-    assert!(
-        records.contains("\"event_after_stop\""),
-        "the late event is after-stop evidence: {records}"
+    assert_eq!(
+        records.matches("\"event_after_stop\"").count(),
+        late.len(),
+        "each late event is after-stop evidence, once: {records}"
     );
     assert_eq!(
         counts.get("late"),
         0,
         "an event after the stop is never dispatched"
     );
-    within(BOUND, "the reopened run to be released again", async {
-        while !w.owned_runs().is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    w.shutdown();
+    released().await;
+    for w in &workers {
+        w.shutdown();
+    }
 }
