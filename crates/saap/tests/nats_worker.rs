@@ -701,3 +701,158 @@ async fn the_agent_cli_runs_as_a_worker_with_engine_nats() {
     assert!(ended_with_done(&runs[0]));
     assert_eq!(counts.get("finish"), 1);
 }
+
+/// Protocol services (issue 4 §3): a serving worker answers config RPC for its class
+/// (`aihub.rpc.config.agent.{class}.{id}`: the configured agent id is found, another is not)
+/// and class discovery addressed to its class or to every class.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_answers_config_rpc_and_class_discovery() {
+    let server = NatsServer::start();
+    let wf = Workflow::builder("Served")
+        .description("answers protocol requests")
+        .step(Step::new(
+            "begin",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(Done { n: 1 }) },
+        ))
+        .build()
+        .unwrap();
+    let mut config = serde_json::Map::new();
+    config.insert("top_k".into(), 3.into());
+    let mut options = opts();
+    options
+        .agent_configs
+        .insert("agent1".into(), config.clone());
+    let w = Worker::with_connection(connect(&server).await, wf.clone(), options)
+        .await
+        .unwrap();
+    let serving = w.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let client = connect(&server).await;
+    // The responders start with `serve`: ask until one answers.
+    let found = within(BOUND, "the config RPC responder", async {
+        loop {
+            match client
+                .fetch_agent_config("Served", "agent1", Some(Duration::from_secs(2)))
+                .await
+            {
+                Ok(r) => break r,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+    .await;
+    assert!(found.found);
+    assert_eq!(found.agent_class, "Served");
+    assert_eq!(found.agent_id, "agent1");
+    assert_eq!(found.config, config);
+    let missing = client
+        .fetch_agent_config("Served", "nobody", Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(!missing.found);
+    assert!(missing.config.is_empty());
+
+    let to_class = client
+        .discover_classes(Some("Served"), "call1", Some(1), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let to_all = client
+        .discover_classes(None, "call2", Some(1), Duration::from_secs(5))
+        .await
+        .unwrap();
+    for found in [&to_class, &to_all] {
+        assert_eq!(found.len(), 1, "one worker, one response: {found:?}");
+        assert_eq!(found[0].agent_class, "Served");
+        let body = serde_json::to_value(&found[0].event).unwrap();
+        assert_eq!(body["_event_name"], "AgentClassDiscoveryResponseEvent");
+        assert_eq!(body["agent_class"], "Served");
+        assert_eq!(body["description"], "answers protocol requests");
+        assert_eq!(body["workflow_spec"]["name"], "Served");
+    }
+    w.shutdown();
+}
+
+/// DESIGN §4.7/§4.10 on NATS: events for a run that ended and whose owner released it are
+/// journaled as after-stop evidence (never dispatched), not refused — also when several
+/// arrive at once at two workers that race to reopen the run — and the run is released again
+/// afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_for_a_released_run_are_kept_as_after_stop_evidence() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["late"]);
+    let hits = counts.clone();
+    let wf = Workflow::builder("Afterwards")
+        .step(Step::new(
+            "begin",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(Done { n: 1 }) },
+        ))
+        .step(Step::new("late", move |_: Required<X>, _: StepCtx| {
+            hits.hit("late");
+            async { Ok::<_, StepError>(Y { n: 1 }) }
+        }))
+        .build()
+        .unwrap();
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+            .await
+            .unwrap();
+        let serving = w.clone();
+        tokio::spawn(async move { serving.serve().await.unwrap() });
+        workers.push(w);
+    }
+    let released = || async {
+        within(BOUND, "the run to be released", async {
+            while workers.iter().any(|w| !w.owned_runs().is_empty()) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    };
+    let client = connect(&server).await;
+    publish(&client, &wf, "r1", &UserMessageEvent::new("go")).await;
+    let store = reader(connect(&server).await, &wf).await;
+    ended_runs(&store, wf.name(), 1).await;
+    released().await;
+    let mut late = Vec::new();
+    for n in 0..4 {
+        late.push(publish(&client, &wf, "r1", &X { n }).await.event_id);
+    }
+    let run = within(BOUND, "the late events in the journal", async {
+        loop {
+            let run = store.load_run("r1").await.unwrap().unwrap();
+            let journaled: Vec<_> = run
+                .journal
+                .iter()
+                .filter_map(|e| match &e.input {
+                    saap::backend::StoredInput::Append { event, .. }
+                        if late.contains(&event.id) =>
+                    {
+                        Some(event.id)
+                    }
+                    _ => None,
+                })
+                .collect();
+            if journaled.len() >= late.len() {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let records = record_text(&run);
+    assert_eq!(
+        records.matches("\"event_after_stop\"").count(),
+        late.len(),
+        "each late event is after-stop evidence, once: {records}"
+    );
+    assert_eq!(
+        counts.get("late"),
+        0,
+        "an event after the stop is never dispatched"
+    );
+    released().await;
+    for w in &workers {
+        w.shutdown();
+    }
+}

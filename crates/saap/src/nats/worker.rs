@@ -17,6 +17,12 @@
 //! acknowledges only when the owner answered that the event is durable. Step outputs published
 //! by an owner carry `Saap-Journaled` and are acknowledged at once.
 //!
+//! **Ended runs**: an owner releases a run (deletes its owner record) once it has ended. A
+//! later event for it finds no owner: the receiving worker claims the run, rebuilds it from
+//! its journal and appends the event, which the core keeps as after-stop evidence (DESIGN
+//! §4.7, §4.10), then releases it again. An event for a run with no journal (never begun) is
+//! refused after a few deliveries.
+//!
 //! **Recovery**: every worker sweeps the ownership bucket each heartbeat; a run whose owner is
 //! dead is taken over, rebuilt from its journal by the core, and its started-but-unfinished
 //! executions run again (their outputs have deterministic ids, so duplicates are dropped).
@@ -32,7 +38,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use saap_nats::{Delivery, NatsError, NatsOptions, SaapNats};
 use saap_protocol::{AgentEventSubject, DecodeLimits, EventEnvelope, RunAddress};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -71,6 +77,17 @@ pub struct WorkerOptions {
     pub engine: EngineOptions,
     /// Publish step outputs and display events (default true).
     pub publish_outputs: bool,
+    /// Answer the protocol services of the class (default true): config RPC on
+    /// `aihub.rpc.config.agent.{class}.*` and class discovery requests addressed to the class
+    /// or to every class.
+    pub serve_protocol: bool,
+    /// What config RPC answers, by agent id: the configuration (`found: true`); any other id
+    /// of the class is answered `found: false` with an empty config. Default: none.
+    pub agent_configs: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// Fields of the class's discovery response besides `agent_class`. When empty, the worker
+    /// answers `description` (if the workflow has one) and `workflow_spec` (the workflow's
+    /// spec, `agent spec`). The Python field set is not in the reference.
+    pub discovery_fields: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Default for WorkerOptions {
@@ -82,6 +99,9 @@ impl Default for WorkerOptions {
             forward_timeout: Duration::from_secs(5),
             engine: EngineOptions::default(),
             publish_outputs: true,
+            serve_protocol: true,
+            agent_configs: BTreeMap::new(),
+            discovery_fields: serde_json::Map::new(),
         }
     }
 }
@@ -288,6 +308,12 @@ impl Worker {
                 })
             })?;
         inner.nats.sync().await?;
+        // Dropping the handles (when `serve` returns) stops answering.
+        let _services = if inner.opts.serve_protocol {
+            Some(inner.serve_protocol().await?)
+        } else {
+            None
+        };
         let mut consumer = inner.nats.control_consumer(&inner.class).await?;
         let lanes: Vec<mpsc::UnboundedSender<Delivery>> = (0..inner.opts.lanes.max(1))
             .map(|_| {
@@ -342,6 +368,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// What [`Inner::reopen`] did.
+enum Reopened {
+    /// The run was claimed and the event handled.
+    Handled(Handled),
+    /// Another worker claimed the run first: route the event again.
+    Raced,
+    /// The run has no journal: it has not begun.
+    NoJournal,
+}
+
 enum Route {
     Mine,
     Other { owner: Owner, revision: u64 },
@@ -351,6 +387,55 @@ enum Route {
 impl Inner {
     fn owner_key(run_id: &str) -> String {
         ctx_key("run", run_id)
+    }
+
+    /// Starts the config RPC and class discovery responders (module docs of `saap_nats::rpc`).
+    async fn serve_protocol(
+        &self,
+    ) -> Result<(saap_nats::rpc::ServiceHandle, saap_nats::rpc::ServiceHandle), WorkerError> {
+        let configs = Arc::new(self.opts.agent_configs.clone());
+        let class = self.class.clone();
+        let config = self
+            .nats
+            .serve_agent_config(
+                saap_nats::ConfigScope::Class(self.class.clone()),
+                move |req: saap_nats::rpc::FetchAgentConfigRequest| {
+                    let configs = configs.clone();
+                    let class = class.clone();
+                    async move {
+                        if req.agent_class != class {
+                            return Err(format!(
+                                "this worker serves class `{class}`, not `{}`",
+                                req.agent_class
+                            ));
+                        }
+                        let found = configs.get(&req.agent_id);
+                        Ok(saap_nats::rpc::FetchAgentConfigResponse {
+                            agent_class: req.agent_class,
+                            agent_id: req.agent_id,
+                            config: found.cloned().unwrap_or_default(),
+                            found: found.is_some(),
+                            error: None,
+                        })
+                    }
+                },
+            )
+            .await?;
+        let mut fields = self.opts.discovery_fields.clone();
+        if fields.is_empty() {
+            let workflow = self.engine.workflow();
+            if let Some(d) = &workflow.spec().description {
+                fields.insert("description".into(), d.clone().into());
+            }
+            if let Ok(spec) = serde_json::to_value(workflow.spec()) {
+                fields.insert("workflow_spec".into(), spec);
+            }
+        }
+        let discovery = self
+            .nats
+            .serve_class_discovery(&self.class, saap_nats::rpc::ClassDescription { fields })
+            .await?;
+        Ok((config, discovery))
     }
 
     async fn beat(&self) -> Result<(), WorkerError> {
@@ -481,11 +566,18 @@ impl Inner {
                     match start {
                         Err(e) => return Handled::Refused(format!("not a valid event: {e}")),
                         Ok(false) => {
+                            // A run that ended and was released: reopen it from its journal
+                            // so the event is kept as after-stop evidence (§4.7).
+                            match self.reopen(s, bytes).await {
+                                Reopened::Handled(h) => return h,
+                                Reopened::Raced => continue,
+                                Reopened::NoJournal => {}
+                            }
                             // A run that has not begun (4.10) — or whose start event is still
                             // on its way through another worker: retry a few times first.
                             if delivered >= 4 {
                                 return Handled::Refused(format!(
-                                    "run `{run_id}` has not begun (or has ended and was released); send a start event first"
+                                    "run `{run_id}` has not begun; send a start event first"
                                 ));
                             }
                             return Handled::Later("run not begun yet".into());
@@ -511,6 +603,53 @@ impl Inner {
             }
         }
         Handled::Retry("the run's ownership kept changing".into())
+    }
+
+    /// An event for a run nobody owns that is not a start event: if the run has a journal
+    /// (it ended and its owner released it), claim the run, rebuild it from the journal and
+    /// append the event — the core keeps an event for an ended run as after-stop evidence,
+    /// never dispatched (DESIGN §4.7, §4.10) — then release it again.
+    async fn reopen(self: &Arc<Self>, s: &AgentEventSubject, bytes: &[u8]) -> Reopened {
+        let run_id = s.run().run_id();
+        let key = Self::owner_key(run_id);
+        // Claim first, then read the journal: later writes are fenced on what was read.
+        let revision = match self.owners.create(&key, self.owner_record(s.run())).await {
+            Ok(r) => r,
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => return Reopened::Raced,
+            Err(e) => {
+                return Reopened::Handled(Handled::Retry(format!("cannot claim the run: {e}")));
+            }
+        };
+        let stored = match self.backend.load_run(run_id).await {
+            Ok(Some(stored)) => stored,
+            other => {
+                // No journal (the run never began) or unreadable: hand the claim back.
+                if let Err(e) = self
+                    .owners
+                    .delete_expect_revision(&key, Some(revision))
+                    .await
+                {
+                    tracing::warn!(run_id, error = %e, "cannot release a claim");
+                }
+                return match other {
+                    Err(e) => Reopened::Handled(Handled::Retry(format!(
+                        "cannot read the run's journal: {e}"
+                    ))),
+                    _ => Reopened::NoJournal,
+                };
+            }
+        };
+        lock(&self.owned).insert(run_id.into());
+        self.backend.set_address(run_id, s.run().clone());
+        let ended = stored.ended;
+        let handled = match self.engine.adopt(stored).await {
+            Ok(_) => self.deliver_local(s.run(), s, bytes).await,
+            Err(e) => classify(e),
+        };
+        tracing::debug!(run_id, ended, "reopened a released run for an event");
+        // Releases the run once it has ended (at once for an ended run).
+        self.watch_end(run_id);
+        Reopened::Handled(handled)
     }
 
     /// Appends an event to a run this worker owns; returns once it is durable.

@@ -44,8 +44,15 @@ pub struct Harness {
 /// runtime: the harness is synchronous).
 pub fn nats_engine(wf: Workflow) -> (Engine, saap_nats::testing::NatsServer) {
     let server = saap_nats::testing::NatsServer::start();
+    let engine = nats_engine_on(&server, wf);
+    (engine, server)
+}
+
+/// An engine over the JetStream store of an already running nats-server (several tests or
+/// cases share one server; give each workflow its own name so each has its own streams).
+pub fn nats_engine_on(server: &saap_nats::testing::NatsServer, wf: Workflow) -> Engine {
     let url = server.url();
-    let engine = tokio::task::block_in_place(|| {
+    tokio::task::block_in_place(|| {
         tokio::runtime::Handle::current().block_on(async {
             let nats = saap_nats::testing::connect_ready(vec![url], Default::default()).await;
             let backend = saap::nats::NatsBackend::open(
@@ -58,8 +65,7 @@ pub fn nats_engine(wf: Workflow) -> (Engine, saap_nats::testing::NatsServer) {
             .unwrap();
             Engine::new(wf, Arc::new(backend), EngineOptions::default())
         })
-    });
-    (engine, server)
+    })
 }
 
 pub fn harness(kind: Kind, wf: Workflow) -> Harness {
