@@ -1,14 +1,16 @@
 //! Event ids: 12 bytes shown as 24 lowercase hex characters (the layout of a MongoDB ObjectId,
 //! which is what the Python implementation uses).
 //!
-//! This module only formats, parses and derives ids. It never reads a clock or a random source:
-//! the caller passes the random bytes, the timestamp or the counter. Three ways to get an id:
+//! This module only formats and parses ids. It never reads a clock or a random source: the
+//! caller passes the random bytes, the timestamp or the counter. Two ways to get an id:
 //!
 //! * [`new_event_id`] from 12 random bytes the caller drew;
-//! * [`EventId::object_id`] from seconds, a per-process value and a counter (ObjectId layout);
-//! * [`derive_event_id`] deterministically from the event that caused a step execution, so that a
-//!   step re-run after a crash re-publishes its outputs under the same ids (and JetStream's
-//!   `Nats-Msg-Id` dedup and the log's `event_id` dedup drop the duplicates).
+//! * [`EventId::object_id`] from seconds, a per-process value and a counter (ObjectId layout).
+//!
+//! The deterministic ids of step outputs (the same id when a step re-runs after a crash, so
+//! JetStream's `Nats-Msg-Id` dedup and the log's `event_id` dedup drop the duplicates) are
+//! made by the dispatch core (`saap_dispatch::derived_event_id`), the one place that knows a
+//! run's executions.
 
 use std::fmt;
 use std::str::FromStr;
@@ -76,7 +78,7 @@ impl EventId {
     }
 
     /// The Unix seconds of an ObjectId-layout id (the first 4 bytes). Meaningless for ids
-    /// made by [`new_event_id`] or [`derive_event_id`].
+    /// made by [`new_event_id`] or [`EventId::object_id`].
     pub fn object_id_seconds(&self) -> u32 {
         u32::from_be_bytes([self.0[0], self.0[1], self.0[2], self.0[3]])
     }
@@ -185,56 +187,6 @@ pub fn new_event_id(random_bytes: [u8; EVENT_ID_BYTES]) -> EventId {
     EventId::from_bytes(random_bytes)
 }
 
-/// The deterministic id of output number `output_index` of execution number `execution_index`
-/// of step `step_name`, triggered by the event `parent_id`.
-///
-/// The same inputs always give the same id, in every process and version of this crate (the
-/// function is pinned by a test); different inputs give different ids except with probability
-/// about 2^-96 per pair. The hash is FNV-1a (128 bit) over a domain tag and the length-prefixed
-/// inputs, truncated to 12 bytes. It is **not** cryptographic: it guards against accidental
-/// collisions, not against someone crafting step names to collide on purpose.
-pub fn derive_event_id(
-    parent_id: &EventId,
-    step_name: &str,
-    execution_index: u64,
-    output_index: u64,
-) -> EventId {
-    let mut h = Fnv1a128::new();
-    h.write(b"saap.derive_event_id.v1");
-    h.write(parent_id.as_bytes());
-    h.write(&(step_name.len() as u64).to_be_bytes());
-    h.write(step_name.as_bytes());
-    h.write(&execution_index.to_be_bytes());
-    h.write(&output_index.to_be_bytes());
-    let digest = h.finish().to_be_bytes();
-    let mut out = [0u8; EVENT_ID_BYTES];
-    out.copy_from_slice(&digest[..EVENT_ID_BYTES]);
-    EventId(out)
-}
-
-/// FNV-1a, 128-bit variant (offset basis and prime from the FNV specification).
-struct Fnv1a128(u128);
-
-impl Fnv1a128 {
-    const OFFSET_BASIS: u128 = 0x6c62272e07bb014262b821756295c58d;
-    const PRIME: u128 = 0x0000000001000000000000000000013B;
-
-    fn new() -> Self {
-        Fnv1a128(Self::OFFSET_BASIS)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u128::from(*b);
-            self.0 = self.0.wrapping_mul(Self::PRIME);
-        }
-    }
-
-    fn finish(&self) -> u128 {
-        self.0
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -313,55 +265,4 @@ mod tests {
     fn new_event_id_uses_the_given_bytes() {
         assert_eq!(new_event_id([0; 12]).to_string(), "0".repeat(24));
     }
-
-    #[test]
-    fn fnv1a128_matches_the_specification_offset_basis() {
-        let h = Fnv1a128::new();
-        assert_eq!(h.finish(), 0x6c62272e07bb014262b821756295c58d);
-        // One step by hand: (basis ^ 'a') * prime, mod 2^128.
-        let mut h = Fnv1a128::new();
-        h.write(b"a");
-        let expected = (Fnv1a128::OFFSET_BASIS ^ 0x61).wrapping_mul(Fnv1a128::PRIME);
-        assert_eq!(h.finish(), expected);
-    }
-
-    #[test]
-    fn derive_event_id_is_deterministic_and_distinguishes_every_input() {
-        let p = EventId::from_bytes([1; 12]);
-        let q = EventId::from_bytes([2; 12]);
-        let base = derive_event_id(&p, "answer", 0, 0);
-        assert_eq!(base, derive_event_id(&p, "answer", 0, 0));
-        let others = [
-            derive_event_id(&q, "answer", 0, 0),
-            derive_event_id(&p, "answer2", 0, 0),
-            derive_event_id(&p, "answer", 1, 0),
-            derive_event_id(&p, "answer", 0, 1),
-            // Length prefix: moving bytes between the name and the indices changes the id.
-            derive_event_id(&p, "", 0, 0),
-        ];
-        for o in others {
-            assert_ne!(o, base);
-        }
-    }
-
-    #[test]
-    fn derive_event_id_is_stable_across_versions() {
-        // Regression pin: changing the derivation would make re-published outputs of runs
-        // recorded by an older version get new ids, defeating deduplication.
-        let id = derive_event_id(&EventId::from_bytes([0; 12]), "step", 1, 2);
-        let again = {
-            let mut h = Fnv1a128::new();
-            h.write(b"saap.derive_event_id.v1");
-            h.write(&[0; 12]);
-            h.write(&4u64.to_be_bytes());
-            h.write(b"step");
-            h.write(&1u64.to_be_bytes());
-            h.write(&2u64.to_be_bytes());
-            h.finish().to_be_bytes()
-        };
-        assert_eq!(id.as_bytes()[..], again[..12]);
-        assert_eq!(id.to_string(), PINNED_DERIVED_ID);
-    }
-
-    const PINNED_DERIVED_ID: &str = "08e5be7ef275d0d4f3ba0b64";
 }

@@ -11,8 +11,8 @@
 //!   the wire list `_parent_event_names`, subtyping, foreign-name resolution, and the
 //!   [`Classification`] (control / display / start / stop / exception).
 //! * [`event_id`] — the 12-byte [`EventId`] (24 lowercase hex), ObjectId-style construction from
-//!   caller-supplied time/counter/random bytes, and [`derive_event_id`] for deterministic ids of
-//!   re-published step outputs.
+//!   caller-supplied time/counter/random bytes (deterministic ids of step outputs are made by
+//!   the dispatch core).
 //! * [`event`] — the [`EventEnvelope`] and its JSON codec: bounded, typed-error decoding
 //!   ([`DecodeError`], [`DecodeLimits`]), unknown fields kept in order, nested events, encoding.
 //! * [`subject`] — NATS subjects (agent events, config RPC, discovery): build, parse, validate
@@ -22,7 +22,7 @@
 //! ## Example
 //!
 //! ```
-//! use saap_protocol::{DecodeLimits, EventEnvelope, Hierarchy, RunAddress, derive_event_id};
+//! use saap_protocol::{DecodeLimits, EventEnvelope, Hierarchy, RunAddress};
 //! use saap_protocol::subject::publish_subjects;
 //!
 //! let mut types = Hierarchy::builtin();
@@ -33,10 +33,6 @@
 //! let event = EventEnvelope::decode(wire, &types, &DecodeLimits::default())?;
 //! assert!(event.classification().stop);
 //! assert_eq!(event.parent_event_names[..2], ["Answered", "StopEvent"]);
-//!
-//! // A step's first output, re-published after a crash, gets the same id again.
-//! let out_id = derive_event_id(&event.event_id, "answer", 0, 0);
-//! assert_eq!(out_id, derive_event_id(&event.event_id, "answer", 0, 0));
 //!
 //! let run = RunAddress::new("RagAgent", "a1", "t1", "d1", "r1")?;
 //! let subjects = publish_subjects(&run, &event)?;
@@ -59,7 +55,7 @@ pub mod hierarchy;
 pub mod subject;
 
 pub use event::{DecodeError, DecodeLimits, EventEnvelope, LocaleString, NestedEvent};
-pub use event_id::{EventId, EventIdError, EventIdHex, derive_event_id, new_event_id};
+pub use event_id::{EventId, EventIdError, EventIdHex, new_event_id};
 pub use hierarchy::{Classification, Hierarchy, HierarchyError};
 pub use subject::{
     AgentEventFilter, AgentEventSubject, ConfigRpcSubject, DiscoverySubject, EventKind, RunAddress,

@@ -716,7 +716,7 @@ pub fn queue_group(agent_class: &str) -> Result<String, SubjectError> {
 
 /// The `Nats-Msg-Id` header value of an event: its id. Unlike the Python implementation (a
 /// random UUID per publish call), this makes a re-publication of the same event — e.g. an
-/// output re-emitted after a crash with a [`crate::derive_event_id`] id — a duplicate that
+/// output re-emitted after a crash under its deterministic id — a duplicate that
 /// JetStream drops within the window.
 pub fn nats_msg_id(event_id: &EventId) -> String {
     event_id.to_string()
