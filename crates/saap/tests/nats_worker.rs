@@ -856,3 +856,132 @@ async fn events_for_a_released_run_are_kept_as_after_stop_evidence() {
         w.shutdown();
     }
 }
+
+/// How many control events of each name the class stream holds for run `run`.
+async fn stream_counts(nats: &SaapNats, class: &str, run: &str) -> HashMap<String, usize> {
+    let stored = nats
+        .replay_control(class, &Default::default())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut counts = HashMap::new();
+    for s in stored.iter().filter_map(|m| m.parsed_subject().ok()) {
+        if s.run().run_id() == run {
+            *counts.entry(s.event_name().to_string()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// A first worker journals `begin`'s output and stops while `middle` runs (its first
+/// execution never finishes); `first_publishes: false` simulates a crash between the journal
+/// write and the publication. A second worker takes the run over after the lease, and every
+/// output of the run (`A` from the first owner, `B` and `Done` from the second) is on the
+/// class stream exactly once.
+async fn takeover_publishes_each_output_once(first_publishes: bool) {
+    let server = NatsServer::start();
+    let middles = Arc::new(AtomicUsize::new(0));
+    let wf = {
+        let m = middles.clone();
+        Workflow::builder("Republish")
+            .step(Step::new(
+                "begin",
+                |_: Required<UserMessageEvent>, _: StepCtx| async {
+                    Ok::<_, StepError>(A { n: 1 })
+                },
+            ))
+            .step(Step::new("middle", move |a: Required<A>, _: StepCtx| {
+                let first = m.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    if first {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, StepError>(B { n: a.n + 1 })
+                }
+            }))
+            .step(Step::new(
+                "finish",
+                |b: Required<B>, _: StepCtx| async move { Ok::<_, StepError>(Done { n: b.n + 1 }) },
+            ))
+            .build()
+            .unwrap()
+    };
+    let first = Worker::with_connection(
+        connect(&server).await,
+        wf.clone(),
+        WorkerOptions {
+            publish_outputs: first_publishes,
+            ..opts()
+        },
+    )
+    .await
+    .unwrap();
+    let serving = first.clone();
+    let first_served = tokio::spawn(async move { serving.serve().await });
+    let client = connect(&server).await;
+    publish(&client, &wf, "r1", &UserMessageEvent::new("go")).await;
+    // `middle` started: `A` is in the journal.
+    within(BOUND, "the first worker to start middle", async {
+        while middles.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    first.shutdown();
+    first_served.await.unwrap().unwrap();
+    if first_publishes {
+        within(BOUND, "A on the class stream", async {
+            while !stream_counts(&client, wf.name(), "r1")
+                .await
+                .contains_key("A")
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+    } else {
+        assert_eq!(stream_counts(&client, wf.name(), "r1").await.get("A"), None);
+    }
+    let second = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+        .await
+        .unwrap();
+    let serving = second.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, wf.name(), 1).await;
+    assert!(ended_with_done(&runs[0]));
+    let counts = within(BOUND, "every output on the class stream", async {
+        loop {
+            let c = stream_counts(&client, wf.name(), "r1").await;
+            if ["A", "B", "Done"].iter().all(|n| c.contains_key(*n)) {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    second.shutdown();
+    for name in ["A", "B", "Done"] {
+        assert_eq!(
+            counts[name], 1,
+            "{name} once on the class stream: {counts:?}"
+        );
+    }
+    assert_eq!(
+        middles.load(Ordering::SeqCst),
+        2,
+        "middle re-ran on the new owner"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_journaled_but_not_published_is_published_by_the_new_owner() {
+    takeover_publishes_each_output_once(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_already_published_is_not_published_again_on_takeover() {
+    takeover_publishes_each_output_once(true).await;
+}
