@@ -985,3 +985,85 @@ async fn an_output_journaled_but_not_published_is_published_by_the_new_owner() {
 async fn an_output_already_published_is_not_published_again_on_takeover() {
     takeover_publishes_each_output_once(true).await;
 }
+
+/// Two workers of one class share the class's discovery queue group: a request addressed to
+/// the class gets one response, and a request to every class one response per class (the
+/// workers' class and a second class served next to it). Each worker tells its name in its
+/// response, and both are seen answering, so both were subscribed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_is_answered_once_per_class_by_two_workers() {
+    let server = NatsServer::start();
+    let wf = Workflow::builder("Shared")
+        .step(Step::new(
+            "begin",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(Done { n: 1 }) },
+        ))
+        .build()
+        .unwrap();
+    let mut workers = Vec::new();
+    for name in ["w1", "w2"] {
+        let mut options = opts();
+        options
+            .discovery_fields
+            .insert("worker".into(), name.into());
+        let w = Worker::with_connection(connect(&server).await, wf.clone(), options)
+            .await
+            .unwrap();
+        let serving = w.clone();
+        tokio::spawn(async move { serving.serve().await.unwrap() });
+        workers.push(w);
+    }
+    let other = connect(&server).await;
+    let _other_class = other
+        .serve_class_discovery("Other", Default::default())
+        .await
+        .unwrap();
+    let client = connect(&server).await;
+    // Both workers' responders are up once each has answered a request (the server picks
+    // one member of the group per request, at random).
+    let mut seen = std::collections::HashSet::new();
+    let mut call = 0;
+    within(BOUND, "both workers answering discovery", async {
+        while seen.len() < 2 {
+            call += 1;
+            let found = client
+                .discover_classes(
+                    Some("Shared"),
+                    &format!("warm{call}"),
+                    Some(1),
+                    Duration::from_secs(2),
+                )
+                .await
+                .unwrap();
+            for f in found {
+                let body = serde_json::to_value(&f.event).unwrap();
+                seen.insert(body["worker"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    })
+    .await;
+    // Collect without a count (until the window closes), so a second answer would be seen.
+    const WINDOW: Duration = Duration::from_millis(700);
+    for i in 0..5 {
+        let to_class = client
+            .discover_classes(Some("Shared"), &format!("one{i}"), None, WINDOW)
+            .await
+            .unwrap();
+        assert_eq!(
+            to_class.len(),
+            1,
+            "one response for the class: {to_class:?}"
+        );
+        assert_eq!(to_class[0].agent_class, "Shared");
+        let to_all = client
+            .discover_classes(None, &format!("all{i}"), None, WINDOW)
+            .await
+            .unwrap();
+        let mut classes: Vec<&str> = to_all.iter().map(|f| f.agent_class.as_str()).collect();
+        classes.sort_unstable();
+        assert_eq!(classes, ["Other", "Shared"], "one response per class");
+    }
+    for w in &workers {
+        w.shutdown();
+    }
+}
