@@ -14,6 +14,8 @@
 //! - **Outputs**: once an entry is durable, the control events a step returned are published
 //!   on the class stream (`Nats-Msg-Id` = event id, header `Saap-Journaled`), and display
 //!   events on core NATS, so other clients see the run as the protocol says (DESIGN §6).
+//!   Publication follows the journal write; an owner stopped in between leaves outputs in the
+//!   journal only, which the next owner publishes ([`NatsBackend::republish_outputs`]).
 
 use crate::backend::{
     Backend, JournalEntry, Pending, PersistBatch, RunMeta, Scope, StoreError, StoredEvent,
