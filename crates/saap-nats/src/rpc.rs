@@ -234,6 +234,11 @@ impl SaapNats {
 
     /// Answers discovery requests addressed to `agent_class` or to every class (`*`) with an
     /// `AgentClassDiscoveryResponseEvent` on `class_discovery.agent.{class}.*.response.{call_id}`.
+    ///
+    /// The responders of one class share the queue group [`discovery_queue_group`], so with
+    /// several responders (workers) of a class each request is answered once per class: the
+    /// server hands a request to one member of every group, and a request to every class
+    /// therefore still reaches every class.
     pub async fn serve_class_discovery(
         &self,
         agent_class: &str,
@@ -241,14 +246,14 @@ impl SaapNats {
     ) -> Result<ServiceHandle> {
         saap_protocol::subject::validate_agent_class(agent_class)?;
         let filter = DISCOVERY_REQUEST_FILTER.to_owned();
-        let mut sub =
-            self.client
-                .subscribe(filter.clone())
-                .await
-                .map_err(|e| NatsError::Subscribe {
-                    subject: filter.clone(),
-                    reason: e.to_string(),
-                })?;
+        let mut sub = self
+            .client
+            .queue_subscribe(filter.clone(), discovery_queue_group(agent_class))
+            .await
+            .map_err(|e| NatsError::Subscribe {
+                subject: filter.clone(),
+                reason: e.to_string(),
+            })?;
         // Registered at the server before we return: requests sent from now on reach it.
         self.sync().await?;
         let client = self.client.clone();
@@ -383,6 +388,11 @@ impl SaapNats {
         }
         Ok(found)
     }
+}
+
+/// The queue group shared by the discovery responders of `agent_class` (one answer per class).
+pub fn discovery_queue_group(agent_class: &str) -> String {
+    format!("saap_discovery_{agent_class}")
 }
 
 async fn respond(

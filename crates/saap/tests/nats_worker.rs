@@ -856,3 +856,214 @@ async fn events_for_a_released_run_are_kept_as_after_stop_evidence() {
         w.shutdown();
     }
 }
+
+/// How many control events of each name the class stream holds for run `run`.
+async fn stream_counts(nats: &SaapNats, class: &str, run: &str) -> HashMap<String, usize> {
+    let stored = nats
+        .replay_control(class, &Default::default())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut counts = HashMap::new();
+    for s in stored.iter().filter_map(|m| m.parsed_subject().ok()) {
+        if s.run().run_id() == run {
+            *counts.entry(s.event_name().to_string()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// A first worker journals `begin`'s output and stops while `middle` runs (its first
+/// execution never finishes); `first_publishes: false` simulates a crash between the journal
+/// write and the publication. A second worker takes the run over after the lease, and every
+/// output of the run (`A` from the first owner, `B` and `Done` from the second) is on the
+/// class stream exactly once.
+async fn takeover_publishes_each_output_once(first_publishes: bool) {
+    let server = NatsServer::start();
+    let middles = Arc::new(AtomicUsize::new(0));
+    let wf = {
+        let m = middles.clone();
+        Workflow::builder("Republish")
+            .step(Step::new(
+                "begin",
+                |_: Required<UserMessageEvent>, _: StepCtx| async {
+                    Ok::<_, StepError>(A { n: 1 })
+                },
+            ))
+            .step(Step::new("middle", move |a: Required<A>, _: StepCtx| {
+                let first = m.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    if first {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, StepError>(B { n: a.n + 1 })
+                }
+            }))
+            .step(Step::new(
+                "finish",
+                |b: Required<B>, _: StepCtx| async move { Ok::<_, StepError>(Done { n: b.n + 1 }) },
+            ))
+            .build()
+            .unwrap()
+    };
+    let first = Worker::with_connection(
+        connect(&server).await,
+        wf.clone(),
+        WorkerOptions {
+            publish_outputs: first_publishes,
+            ..opts()
+        },
+    )
+    .await
+    .unwrap();
+    let serving = first.clone();
+    let first_served = tokio::spawn(async move { serving.serve().await });
+    let client = connect(&server).await;
+    publish(&client, &wf, "r1", &UserMessageEvent::new("go")).await;
+    // `middle` started: `A` is in the journal.
+    within(BOUND, "the first worker to start middle", async {
+        while middles.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    first.shutdown();
+    first_served.await.unwrap().unwrap();
+    if first_publishes {
+        within(BOUND, "A on the class stream", async {
+            while !stream_counts(&client, wf.name(), "r1")
+                .await
+                .contains_key("A")
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+    } else {
+        assert_eq!(stream_counts(&client, wf.name(), "r1").await.get("A"), None);
+    }
+    let second = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+        .await
+        .unwrap();
+    let serving = second.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, wf.name(), 1).await;
+    assert!(ended_with_done(&runs[0]));
+    let counts = within(BOUND, "every output on the class stream", async {
+        loop {
+            let c = stream_counts(&client, wf.name(), "r1").await;
+            if ["A", "B", "Done"].iter().all(|n| c.contains_key(*n)) {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    second.shutdown();
+    for name in ["A", "B", "Done"] {
+        assert_eq!(
+            counts[name], 1,
+            "{name} once on the class stream: {counts:?}"
+        );
+    }
+    assert_eq!(
+        middles.load(Ordering::SeqCst),
+        2,
+        "middle re-ran on the new owner"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_journaled_but_not_published_is_published_by_the_new_owner() {
+    takeover_publishes_each_output_once(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_already_published_is_not_published_again_on_takeover() {
+    takeover_publishes_each_output_once(true).await;
+}
+
+/// Two workers of one class share the class's discovery queue group: a request addressed to
+/// the class gets one response, and a request to every class one response per class (the
+/// workers' class and a second class served next to it). Each worker tells its name in its
+/// response, and both are seen answering, so both were subscribed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_is_answered_once_per_class_by_two_workers() {
+    let server = NatsServer::start();
+    let wf = Workflow::builder("Shared")
+        .step(Step::new(
+            "begin",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(Done { n: 1 }) },
+        ))
+        .build()
+        .unwrap();
+    let mut workers = Vec::new();
+    for name in ["w1", "w2"] {
+        let mut options = opts();
+        options
+            .discovery_fields
+            .insert("worker".into(), name.into());
+        let w = Worker::with_connection(connect(&server).await, wf.clone(), options)
+            .await
+            .unwrap();
+        let serving = w.clone();
+        tokio::spawn(async move { serving.serve().await.unwrap() });
+        workers.push(w);
+    }
+    let other = connect(&server).await;
+    let _other_class = other
+        .serve_class_discovery("Other", Default::default())
+        .await
+        .unwrap();
+    let client = connect(&server).await;
+    // Both workers' responders are up once each has answered a request (the server picks
+    // one member of the group per request, at random).
+    let mut seen = std::collections::HashSet::new();
+    let mut call = 0;
+    within(BOUND, "both workers answering discovery", async {
+        while seen.len() < 2 {
+            call += 1;
+            let found = client
+                .discover_classes(
+                    Some("Shared"),
+                    &format!("warm{call}"),
+                    Some(1),
+                    Duration::from_secs(2),
+                )
+                .await
+                .unwrap();
+            for f in found {
+                let body = serde_json::to_value(&f.event).unwrap();
+                seen.insert(body["worker"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    })
+    .await;
+    // Collect without a count (until the window closes), so a second answer would be seen.
+    const WINDOW: Duration = Duration::from_millis(700);
+    for i in 0..5 {
+        let to_class = client
+            .discover_classes(Some("Shared"), &format!("one{i}"), None, WINDOW)
+            .await
+            .unwrap();
+        assert_eq!(
+            to_class.len(),
+            1,
+            "one response for the class: {to_class:?}"
+        );
+        assert_eq!(to_class[0].agent_class, "Shared");
+        let to_all = client
+            .discover_classes(None, &format!("all{i}"), None, WINDOW)
+            .await
+            .unwrap();
+        let mut classes: Vec<&str> = to_all.iter().map(|f| f.agent_class.as_str()).collect();
+        classes.sort_unstable();
+        assert_eq!(classes, ["Other", "Shared"], "one response per class");
+    }
+    for w in &workers {
+        w.shutdown();
+    }
+}

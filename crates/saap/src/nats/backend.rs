@@ -14,6 +14,8 @@
 //! - **Outputs**: once an entry is durable, the control events a step returned are published
 //!   on the class stream (`Nats-Msg-Id` = event id, header `Saap-Journaled`), and display
 //!   events on core NATS, so other clients see the run as the protocol says (DESIGN §6).
+//!   Publication follows the journal write; an owner stopped in between leaves outputs in the
+//!   journal only, which the next owner publishes ([`NatsBackend::republish_outputs`]).
 
 use crate::backend::{
     Backend, JournalEntry, Pending, PersistBatch, RunMeta, Scope, StoreError, StoredEvent,
@@ -192,6 +194,41 @@ impl NatsBackend {
         let subject = journal_subject(&self.inner.class, run_id);
         let mut runs = self.inner.read_journal(&subject).await?;
         Ok(runs.pop())
+    }
+
+    /// Publishes on the class stream every control output in `stored`'s journal that the
+    /// stream does not hold: for a worker that took the run over, since its previous owner
+    /// may have made an output durable in the journal and stopped before publishing it.
+    /// Needs the run's address ([`NatsBackend::set_address`]); returns how many it published.
+    pub async fn republish_outputs(&self, stored: &StoredRun) -> usize {
+        if !self.inner.opts.publish_outputs {
+            return 0;
+        }
+        let run_id = &stored.meta.run_id;
+        let Some(address) = self.inner.address(run_id, Some(&stored.meta.thread_id)) else {
+            return 0;
+        };
+        let mut n = 0;
+        for entry in &stored.journal {
+            if let StoredInput::Complete {
+                outputs: Some(outs),
+                ..
+            } = &entry.input
+            {
+                for ev in outs
+                    .iter()
+                    .filter(|e| e.kind & saap_dispatch::EventKind::CONTROL != 0)
+                {
+                    if self.inner.publish_output(&address, ev, true).await {
+                        n += 1;
+                    }
+                }
+            }
+        }
+        if n > 0 {
+            tracing::info!(run_id = %run_id, republished = n, "re-published step outputs missing from the class stream");
+        }
+        n
     }
 
     fn halted(&self) -> bool {
@@ -424,47 +461,89 @@ impl Inner {
             _ => return,
         };
         for ev in controls {
-            let Some(env) = self.envelope(ev) else {
-                continue;
-            };
-            let Ok(subject) =
-                address.event_subject(WireKind::Control, &env.event_name, &ev.id.to_string())
-            else {
-                continue;
-            };
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                saap_protocol::subject::NATS_MSG_ID_HEADER,
-                ev.id.to_string().as_str(),
-            );
-            headers.insert(JOURNALED_HEADER, "1");
-            let sent = self
-                .nats
-                .jetstream()
-                .publish_with_headers(
-                    subject.to_string(),
-                    headers,
-                    Bytes::from(env.encode_bytes()),
-                )
-                .await;
-            match sent {
-                Ok(ack) => {
-                    // The output is already durable in the journal: its publication is
-                    // observability, so the ack is awaited off this path.
-                    tokio::spawn(async move {
-                        if let Err(e) = ack.await {
-                            tracing::warn!(error = %e, "publishing a step output failed");
-                        }
-                    });
-                }
-                Err(e) => tracing::warn!(error = %e, "publishing a step output failed"),
-            }
+            self.publish_output(address, ev, false).await;
         }
         for ev in displays {
             if let Some(env) = self.envelope(ev)
                 && let Err(e) = self.nats.publish_display(address, &env).await
             {
                 tracing::warn!(error = %e, "publishing a display event failed");
+            }
+        }
+    }
+
+    /// Publishes one journaled control output on the class stream (`Nats-Msg-Id` = event id,
+    /// so the stream stores it once within its duplicate window). With `if_missing`, first
+    /// looks up the output's subject (unique per event id) and publishes only when the stream
+    /// does not hold it, so a re-publication after the window adds no copy either. Returns
+    /// whether it was (re)published.
+    async fn publish_output(
+        &self,
+        address: &RunAddress,
+        ev: &StoredEvent,
+        if_missing: bool,
+    ) -> bool {
+        let Some(env) = self.envelope(ev) else {
+            return false;
+        };
+        let Ok(subject) =
+            address.event_subject(WireKind::Control, &env.event_name, &ev.id.to_string())
+        else {
+            return false;
+        };
+        let subject = subject.to_string();
+        if if_missing {
+            let Ok(stream_name) = saap_protocol::subject::stream_name(&self.class) else {
+                return false;
+            };
+            match self.nats.jetstream().get_stream(stream_name).await {
+                Ok(stream) => {
+                    if stream
+                        .get_last_raw_message_by_subject(&subject)
+                        .await
+                        .is_ok()
+                    {
+                        return false;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the class stream to re-publish outputs");
+                    return false;
+                }
+            }
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            saap_protocol::subject::NATS_MSG_ID_HEADER,
+            ev.id.to_string().as_str(),
+        );
+        headers.insert(JOURNALED_HEADER, "1");
+        let sent = self
+            .nats
+            .jetstream()
+            .publish_with_headers(subject, headers, Bytes::from(env.encode_bytes()))
+            .await;
+        match sent {
+            Ok(ack) if if_missing => match ack.await {
+                Ok(_) => true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "re-publishing a step output failed");
+                    false
+                }
+            },
+            Ok(ack) => {
+                // The output is already durable in the journal: its publication is
+                // observability, so the ack is awaited off this path.
+                tokio::spawn(async move {
+                    if let Err(e) = ack.await {
+                        tracing::warn!(error = %e, "publishing a step output failed");
+                    }
+                });
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "publishing a step output failed");
+                false
             }
         }
     }

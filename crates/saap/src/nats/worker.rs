@@ -642,8 +642,13 @@ impl Inner {
         lock(&self.owned).insert(run_id.into());
         self.backend.set_address(run_id, s.run().clone());
         let ended = stored.ended;
-        let handled = match self.engine.adopt(stored).await {
-            Ok(_) => self.deliver_local(s.run(), s, bytes).await,
+        let handled = match self.engine.adopt(stored.clone()).await {
+            Ok(_) => {
+                // The owner that released the run may have stopped before publishing its
+                // last outputs (publication follows the journal write).
+                self.backend.republish_outputs(&stored).await;
+                self.deliver_local(s.run(), s, bytes).await
+            }
             Err(e) => classify(e),
         };
         tracing::debug!(run_id, ended, "reopened a released run for an event");
@@ -796,9 +801,11 @@ impl Inner {
             // No journal: the dead owner never made the start durable, so the start event
             // was not acknowledged and will be redelivered to a worker.
             Ok(None) => {}
-            Ok(Some(stored)) => match self.engine.adopt(stored).await {
+            Ok(Some(stored)) => match self.engine.adopt(stored.clone()).await {
                 Ok(n) => {
                     tracing::info!(run_id, retried = n, "run adopted");
+                    // The dead owner may have journaled outputs it never published.
+                    self.backend.republish_outputs(&stored).await;
                     self.watch_end(run_id);
                 }
                 Err(e) => tracing::error!(run_id, error = %e, "cannot adopt the run"),
