@@ -24,8 +24,10 @@ use crate::workflow::{StepFuture, StepImpl, Workflow};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use saap_dispatch::derived_event_id;
+use saap_dispatch::ids::Seq;
 use saap_dispatch::ids::run_key;
 use saap_dispatch::run::{CompleteError, EventTy, ExecState};
+use saap_dispatch::spec::ParamKind;
 use saap_dispatch::{
     Appended, EventId, EventKind, ExecutionId, NewEvent, NewEventType, Origin, Outcome,
     PreconditionCall, PreconditionEvaluator, Run, StepIdx,
@@ -186,6 +188,8 @@ pub(crate) struct RunState {
     /// Reused buffers of `apply` (no allocation per input once warm).
     scratch_pending: Vec<(EventId, Payload)>,
     scratch_started: Vec<ExecutionId>,
+    /// Typed inputs of the last precondition evaluations (live runs only).
+    pre_cache: PreCache,
 }
 
 impl RunSlot {
@@ -206,6 +210,7 @@ impl RunSlot {
                 display_by: Vec::new(),
                 scratch_pending: Vec::new(),
                 scratch_started: Vec::new(),
+                pre_cache: PreCache::default(),
             }),
             version: std::sync::OnceLock::new(),
             quiet: tokio::sync::Notify::new(),
@@ -396,6 +401,36 @@ struct Pre<'a> {
     results: Vec<bool>,
     replay: Option<std::vec::IntoIter<bool>>,
     exhausted: bool,
+    cache: &'a mut PreCache,
+}
+
+/// Per run: the typed inputs each step's precondition was last evaluated on, so that a list
+/// fan-in re-evaluated on every arrival costs one extraction per event (DESIGN §4.4: a list
+/// binding is a prefix of its match list). Dropped when the run ends.
+#[derive(Default)]
+pub(crate) struct PreCache {
+    entries: Vec<(StepIdx, PreEntry)>,
+}
+
+#[derive(Default)]
+struct PreEntry {
+    /// The step's `I: Inputs`, or nothing after a failed evaluation.
+    value: crate::workflow::PreCacheSlot,
+    /// Per parameter: how many bound events `value` holds and the last one's sequence.
+    seen: Vec<(usize, Seq)>,
+}
+
+impl PreCache {
+    fn entry(&mut self, step: StepIdx) -> &mut PreEntry {
+        let i = match self.entries.iter().position(|(s, _)| *s == step) {
+            Some(i) => i,
+            None => {
+                self.entries.push((step, PreEntry::default()));
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[i].1
+    }
 }
 
 impl PreconditionEvaluator for Pre<'_> {
@@ -416,9 +451,30 @@ impl PreconditionEvaluator for Pre<'_> {
         };
         let n = call.bindings.len();
         let log = call.run.log();
-        let bound: Vec<Vec<BoundEvent>> = (0..n)
-            .map(|pi| {
-                call.bound(pi as u32)
+        let params = &call.run.spec().steps[call.step as usize].params;
+        let entry = self.cache.entry(call.step);
+        // A list parameter whose binding still starts with the events the cached inputs
+        // hold is extended with the events after them only (each event is extracted once
+        // over a fan-in, not on every arrival); any other parameter is extracted whole.
+        let cached = entry.value.is_some() && entry.seen.len() == n;
+        let mut skipped = Vec::with_capacity(n);
+        let mut bound: Vec<Vec<BoundEvent>> = Vec::with_capacity(n);
+        for pi in 0..n {
+            let seqs = call.bound(pi as u32);
+            let keep = match entry.seen.get(pi) {
+                Some(&(len, last))
+                    if cached
+                        && params.get(pi).map(|p| p.kind) == Some(ParamKind::List)
+                        && len > 0
+                        && seqs.get(len - 1) == Some(&last) =>
+                {
+                    len
+                }
+                _ => 0,
+            };
+            skipped.push(keep);
+            bound.push(
+                seqs[keep..]
                     .iter()
                     .map(|&seq| {
                         let id = log[seq as usize].id;
@@ -439,12 +495,20 @@ impl PreconditionEvaluator for Pre<'_> {
                             payload,
                         }
                     })
-                    .collect()
-            })
-            .collect();
+                    .collect(),
+            );
+        }
+        entry.seen.clear();
+        entry.seen.extend((0..n).map(|pi| {
+            let seqs = call.bound(pi as u32);
+            (seqs.len(), seqs.last().copied().unwrap_or(0))
+        }));
         // A precondition that reads the run's config asks for the start event's fields.
         let start = || crate::config::start_payload(call.run, self.payloads, self.pending);
-        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| f(&bound, &start))) {
+        let value = &mut entry.value;
+        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+            f(&bound, &skipped, value, &start)
+        })) {
             Ok(Ok(b)) => b,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "precondition could not read its inputs; treated as false");
@@ -869,6 +933,7 @@ impl Shared {
             results: Vec::new(),
             replay: None,
             exhausted: false,
+            cache: &mut st.pre_cache,
         };
         let stored_input;
         match input {
@@ -970,6 +1035,9 @@ impl Shared {
         // Hand the entry to the store while still holding the lock: journal order.
         let ended = st.run.is_terminated() && !st.ended_sent;
         st.ended_sent |= ended;
+        if ended {
+            st.pre_cache = PreCache::default();
+        }
         let durable = if journal || ended {
             let records = &st.run.records()[st.records_sent..];
             let records_json = if journal {
@@ -1219,6 +1287,7 @@ impl Shared {
                     results: Vec::new(),
                     replay: Some(entry.preconditions.clone().into_iter()),
                     exhausted: false,
+                    cache: &mut st.pre_cache,
                 };
                 st.run
                     .apply(input, &mut pre)

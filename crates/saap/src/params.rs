@@ -50,6 +50,14 @@ pub enum InputError {
         expected: usize,
         found: usize,
     },
+    #[error(
+        "parameter {param}: {skipped} event(s) were said to be extracted already but {had} were; this is an engine bug, please report it"
+    )]
+    Stale {
+        param: usize,
+        skipped: usize,
+        had: usize,
+    },
 }
 
 /// A step parameter type. Implemented for [`Required<T>`], `Option<T>`, `Vec<T>` and
@@ -57,6 +65,28 @@ pub enum InputError {
 pub trait Param: Sized + Send + 'static {
     fn decl() -> ParamDecl;
     fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError>;
+
+    /// Extends `prev`, extracted earlier from the first `skipped` events of this parameter's
+    /// binding, with `new`, the binding's events after them. The engine passes `skipped > 0`
+    /// only for list parameters (a list binding is a prefix of its match list in arrival
+    /// order, DESIGN §4.4), so that a precondition re-evaluated on every arrival extracts
+    /// each event once; with `skipped == 0`, `new` is the whole binding.
+    #[doc(hidden)]
+    fn extend(
+        prev: Option<Self>,
+        index: usize,
+        skipped: usize,
+        new: &[BoundEvent],
+    ) -> Result<Self, InputError> {
+        match skipped {
+            0 => <Self as Param>::extract(index, new),
+            _ => Err(InputError::Stale {
+                param: index,
+                skipped,
+                had: prev.map(|_| 1).unwrap_or(0),
+            }),
+        }
+    }
 }
 
 /// A required event parameter (`T` in DESIGN §3). Derefs to the event.
@@ -156,6 +186,28 @@ impl<T: Event> Param for Vec<T> {
             .map(|b| from_payload(&b.payload).map_err(InputError::from))
             .collect()
     }
+    fn extend(
+        prev: Option<Self>,
+        index: usize,
+        skipped: usize,
+        new: &[BoundEvent],
+    ) -> Result<Self, InputError> {
+        match prev {
+            Some(mut items) if items.len() == skipped => {
+                items.reserve(new.len());
+                for b in new {
+                    items.push(from_payload(&b.payload)?);
+                }
+                Ok(items)
+            }
+            _ if skipped == 0 => <Self as Param>::extract(index, new),
+            prev => Err(InputError::Stale {
+                param: index,
+                skipped,
+                had: prev.map_or(0, |v| v.len()),
+            }),
+        }
+    }
 }
 
 impl<T: Event, const N: usize> Param for FixedList<T, N> {
@@ -178,6 +230,14 @@ impl<T: Event, const N: usize> Param for FixedList<T, N> {
 pub trait Inputs: Sized + Send + 'static {
     fn decls() -> Vec<ParamDecl>;
     fn extract(bound: &[Vec<BoundEvent>]) -> Result<Self, InputError>;
+    /// [`Param::extend`] for each parameter: `skipped[i]` events of parameter `i` are
+    /// already in `prev`, `bound[i]` holds the ones after them.
+    #[doc(hidden)]
+    fn extend(
+        prev: Option<Self>,
+        skipped: &[usize],
+        bound: &[Vec<BoundEvent>],
+    ) -> Result<Self, InputError>;
 }
 
 impl<P: Param> Inputs for P {
@@ -186,6 +246,18 @@ impl<P: Param> Inputs for P {
     }
     fn extract(bound: &[Vec<BoundEvent>]) -> Result<Self, InputError> {
         P::extract(0, bound.first().map(Vec::as_slice).unwrap_or(&[]))
+    }
+    fn extend(
+        prev: Option<Self>,
+        skipped: &[usize],
+        bound: &[Vec<BoundEvent>],
+    ) -> Result<Self, InputError> {
+        P::extend(
+            prev,
+            0,
+            skipped.first().copied().unwrap_or(0),
+            bound.first().map(Vec::as_slice).unwrap_or(&[]),
+        )
     }
 }
 
@@ -197,6 +269,22 @@ macro_rules! tuple_inputs {
             }
             fn extract(bound: &[Vec<BoundEvent>]) -> Result<Self, InputError> {
                 Ok(($($p::extract($i, bound.get($i).map(Vec::as_slice).unwrap_or(&[]))?,)+))
+            }
+            fn extend(
+                prev: Option<Self>,
+                skipped: &[usize],
+                bound: &[Vec<BoundEvent>],
+            ) -> Result<Self, InputError> {
+                let prev = match prev {
+                    Some(t) => ($(Some(t.$i),)+),
+                    None => ($(None::<$p>,)+),
+                };
+                Ok(($($p::extend(
+                    prev.$i,
+                    $i,
+                    skipped.get($i).copied().unwrap_or(0),
+                    bound.get($i).map(Vec::as_slice).unwrap_or(&[]),
+                )?,)+))
             }
         }
     };

@@ -93,13 +93,42 @@ impl<E: std::error::Error> From<E> for StepError {
 pub(crate) type StepFuture = Pin<Box<dyn Future<Output = Result<Vec<OutEvent>, String>> + Send>>;
 pub(crate) type ErasedHandler =
     Arc<dyn Fn(&[Vec<BoundEvent>], StepCtx) -> Result<StepFuture, InputError> + Send + Sync>;
-/// A precondition over the bound inputs; the second argument yields the start event's
-/// fields (for preconditions that read the run's config).
+/// A precondition over the bound inputs. `bound[i]` holds the events of parameter `i` after
+/// the first `skipped[i]`, which are already in the typed inputs kept in `cache` by the
+/// previous evaluation for this run and step (see [`PreCacheSlot`]); the last argument yields
+/// the start event's fields (for preconditions that read the run's config).
 pub(crate) type ErasedPrecondition = Arc<
-    dyn Fn(&[Vec<BoundEvent>], &dyn Fn() -> crate::event::Payload) -> Result<bool, InputError>
+    dyn Fn(
+            &[Vec<BoundEvent>],
+            &[usize],
+            &mut PreCacheSlot,
+            &dyn Fn() -> crate::event::Payload,
+        ) -> Result<bool, InputError>
         + Send
         + Sync,
 >;
+
+/// The typed inputs a precondition was last evaluated on (an `I: Inputs`), kept so that the
+/// next evaluation only extracts the events bound since. Empty after a failed or panicking
+/// evaluation, which makes the engine pass the whole bindings again.
+pub(crate) type PreCacheSlot = Option<Box<dyn std::any::Any + Send>>;
+
+/// Brings the cached inputs up to date with the new events and evaluates `check` on them.
+fn cached_check<I: Inputs>(
+    bound: &[Vec<BoundEvent>],
+    skipped: &[usize],
+    cache: &mut PreCacheSlot,
+    check: impl FnOnce(&I) -> Result<bool, InputError>,
+) -> Result<bool, InputError> {
+    let prev = cache
+        .take()
+        .and_then(|b| b.downcast::<I>().ok())
+        .map(|b| *b);
+    let inputs = I::extend(prev, skipped, bound)?;
+    let result = check(&inputs)?;
+    *cache = Some(Box::new(inputs));
+    Ok(result)
+}
 
 /// One typed step, before it is added to a workflow.
 pub struct Step<I: Inputs> {
@@ -163,7 +192,9 @@ impl<I: Inputs> Step<I> {
         name: &str,
         check: impl Fn(&I) -> bool + Send + Sync + 'static,
     ) -> Step<I> {
-        let f: ErasedPrecondition = Arc::new(move |bound, _| Ok(check(&I::extract(bound)?)));
+        let f: ErasedPrecondition = Arc::new(move |bound, skipped, cache, _| {
+            cached_check::<I>(bound, skipped, cache, |inputs| Ok(check(inputs)))
+        });
         self.precondition = Some((name.to_string(), f));
         self
     }
@@ -177,15 +208,16 @@ impl<I: Inputs> Step<I> {
         name: &str,
         check: impl Fn(&I, &C) -> bool + Send + Sync + 'static,
     ) -> Step<I> {
-        let f: ErasedPrecondition = Arc::new(move |bound, start| {
-            let inputs = I::extract(bound)?;
-            let config = crate::config::agent_config::<C>(&start()).map_err(|e| {
-                InputError::Payload(crate::event::PayloadError::Deserialize {
-                    name: crate::config::CONFIG_FIELD.to_string(),
-                    message: e.to_string(),
-                })
-            })?;
-            Ok(check(&inputs, &config))
+        let f: ErasedPrecondition = Arc::new(move |bound, skipped, cache, start| {
+            cached_check::<I>(bound, skipped, cache, |inputs| {
+                let config = crate::config::agent_config::<C>(&start()).map_err(|e| {
+                    InputError::Payload(crate::event::PayloadError::Deserialize {
+                        name: crate::config::CONFIG_FIELD.to_string(),
+                        message: e.to_string(),
+                    })
+                })?;
+                Ok(check(inputs, &config))
+            })
         });
         self.precondition = Some((name.to_string(), f));
         self.uses_config::<C>()
