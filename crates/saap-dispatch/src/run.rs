@@ -386,6 +386,10 @@ impl Run {
     pub fn status(&self) -> RunStatus {
         self.status
     }
+    /// The seq of the start event that began the run (`None` before it began).
+    pub fn start_seq(&self) -> Option<Seq> {
+        (self.start_seq != NO_SEQ).then_some(self.start_seq)
+    }
     pub fn is_terminated(&self) -> bool {
         matches!(self.status, RunStatus::Terminated { .. })
     }

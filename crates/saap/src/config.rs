@@ -32,7 +32,6 @@
 use crate::context::StepCtx;
 use crate::engine::{Engine, EngineError};
 use crate::event::{Event, Payload, to_payload};
-use saap_dispatch::{Record, RunStatus};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -185,34 +184,24 @@ pub(crate) fn start_payload(
     payloads: &[Payload],
     pending: &[(saap_dispatch::EventId, Payload)],
 ) -> Payload {
-    let seq = run.records().iter().find_map(|r| match r {
-        Record::RunStarted { seq } => Some(*seq),
-        _ => None,
-    });
-    seq.and_then(|s| {
-        payloads.get(s as usize).cloned().or_else(|| {
-            let id = run.log().get(s as usize)?.id;
-            pending
-                .iter()
-                .find(|(i, _)| *i == id)
-                .map(|(_, p)| p.clone())
+    run.start_seq()
+        .and_then(|s| {
+            payloads.get(s as usize).cloned().or_else(|| {
+                let id = run.log().get(s as usize)?.id;
+                pending
+                    .iter()
+                    .find(|(i, _)| *i == id)
+                    .map(|(_, p)| p.clone())
+            })
         })
-    })
-    .unwrap_or_else(|| Payload::from_json(Value::Null))
+        .unwrap_or_else(|| Payload::from_json(Value::Null))
 }
 
 impl StepCtx {
     /// The fields of the event that started this run (with its `_config`).
     pub fn start_fields(&self) -> Payload {
         let st = self.slot.lock();
-        let seq = st.run.records().iter().find_map(|r| match r {
-            Record::RunStarted { seq } => Some(*seq),
-            _ => None,
-        });
-        let seq = seq.or(match st.run.status() {
-            RunStatus::Terminated { .. } | RunStatus::Live => Some(0),
-            RunStatus::NotStarted => None,
-        });
+        let seq = st.run.start_seq();
         seq.and_then(|s| st.payloads.get(s as usize).cloned())
             .unwrap_or_else(|| Payload::from_json(Value::Null))
     }
