@@ -18,7 +18,8 @@
 //! what to write instead.
 //!
 //! `#[step]` on an `async fn` whose parameters are event parameters (`Required<T>`,
-//! `Option<T>`, `Vec<T>`, `FixedList<T, N>`, `Either<A, B>`) and injectables (`StepCtx`,
+//! `Option<T>`, `Vec<T>`, `FixedList<T, N>` where `T` is an event type or a union of them,
+//! and a bare union `Either<A, B>` or `#[derive(EventUnion)]` enum) and injectables (`StepCtx`,
 //! `RunContext`, `ThreadContext`, `Config<C>`, `StepConfig<S>`, in any order) generates
 //! `fn <name>_step() -> saap::Step<..>` with the parameter names taken from the signature:
 //!
@@ -193,7 +194,7 @@ enum Param {
     Injected(proc_macro2::TokenStream),
 }
 
-const SIGNATURE_HELP: &str = "a step's parameters are event parameters (`Required<T>`, `Option<T>`, `Vec<T>`, `FixedList<T, N>`, `Either<A, B>`) and injectables (`StepCtx`, `RunContext`, `ThreadContext`, `Config<C>`, `StepConfig<S>`), all by value";
+const SIGNATURE_HELP: &str = "a step's parameters are event parameters (`Required<T>`, `Option<T>`, `Vec<T>`, `FixedList<T, N>` where `T` is an event type or a union of them, or a bare union: `Either<A, B>` or a `#[derive(EventUnion)]` enum) and injectables (`StepCtx`, `RunContext`, `ThreadContext`, `Config<C>`, `StepConfig<S>`), all by value";
 
 fn classify(
     ty: &syn::Type,
@@ -360,7 +361,7 @@ fn step_expr(
     if types.is_empty() {
         return Err(syn::Error::new_spanned(
             &sig.inputs,
-            "a step needs at least one event parameter (Required<T>, Option<T>, Vec<T> or FixedList<T, N>): nothing could trigger it otherwise",
+            "a step needs at least one event parameter (Required<T>, Option<T>, Vec<T>, FixedList<T, N> or a union enum): nothing could trigger it otherwise",
         ));
     }
     if types.len() > 6 {
@@ -566,8 +567,10 @@ fn expand_agent(
     })
 }
 
-/// `#[derive(EventUnion)]` on an enum whose variants each hold one event type: a union
-/// parameter (one event of any member type) and a step result (one of them).
+/// `#[derive(EventUnion)]` on an enum whose variants each hold one event type (or another
+/// union): a union of event types for any parameter kind (a bare union is a required
+/// parameter; `Option<U>`, `Vec<U>`, `FixedList<U, N>` bind events of every member type) and a
+/// step result (one of them).
 #[proc_macro_derive(EventUnion)]
 pub fn derive_event_union(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -607,39 +610,54 @@ fn expand_union(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         types.push(f.unnamed[0].ty.clone());
     }
     let ident = &input.ident;
-    let first = &types[0];
     Ok(quote! {
+        impl ::saap::params::ParamEvent for #ident {
+            fn members() -> ::std::vec::Vec<(&'static str, &'static [&'static str])> {
+                let mut m = ::std::vec::Vec::new();
+                #(m.extend(<#types as ::saap::params::ParamEvent>::members());)*
+                m
+            }
+            fn accepts(name: &str) -> bool {
+                #(<#types as ::saap::params::ParamEvent>::accepts(name))||*
+            }
+            fn from_bound(
+                index: usize,
+                event: &::saap::params::BoundEvent,
+            ) -> ::std::result::Result<Self, ::saap::params::InputError> {
+                #(
+                    if <#types as ::saap::params::ParamEvent>::accepts(&event.name) {
+                        return ::std::result::Result::Ok(#ident::#variants(
+                            <#types as ::saap::params::ParamEvent>::from_bound(index, event)?,
+                        ));
+                    }
+                )*
+                ::std::result::Result::Err(::saap::union::not_a_member::<Self>(index, event))
+            }
+        }
+
         impl ::saap::params::Param for #ident {
             fn decl() -> ::saap::params::ParamDecl {
-                ::saap::union::decl(&[#((<#types as ::saap::Event>::NAME, <#types as ::saap::Event>::PARENTS)),*])
+                ::saap::union::required::<Self>()
             }
             fn extract(
                 index: usize,
                 bound: &[::saap::params::BoundEvent],
             ) -> ::std::result::Result<Self, ::saap::params::InputError> {
-                match bound {
-                    #(
-                        [one] if &*one.name == <#types as ::saap::Event>::NAME => {
-                            Ok(#ident::#variants(::saap::event::from_payload(&one.payload)?))
-                        }
-                    )*
-                    _ => Err(::saap::union::mismatch(index, <#first as ::saap::Event>::NAME, bound.len())),
-                }
+                ::saap::union::extract_one::<Self>(index, bound)
             }
         }
 
         impl ::saap::params::Outputs for #ident {
             fn declare(decl: &mut ::saap::params::OutputDecl) {
-                #(decl.add::<#types>();)*
+                #(<#types as ::saap::params::Outputs>::declare(decl);)*
             }
             fn collect(
                 self,
                 out: &mut ::std::vec::Vec<::saap::params::OutEvent>,
             ) -> ::std::result::Result<(), ::saap::event::PayloadError> {
-                out.push(match self {
-                    #(#ident::#variants(e) => ::saap::params::OutEvent::of(&e)?,)*
-                });
-                Ok(())
+                match self {
+                    #(#ident::#variants(e) => ::saap::params::Outputs::collect(e, out),)*
+                }
             }
         }
     })

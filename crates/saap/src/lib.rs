@@ -48,7 +48,7 @@ pub use event::{
     ChunkEvent, CostEvent, Event, ExceptionEvent, HumanInTheLoopRequestEvent,
     HumanInTheLoopResponseEvent, Payload, StartEvent, StopEvent, ThoughtEvent, UserMessageEvent,
 };
-pub use params::{Either, FixedList, Required};
+pub use params::{Either, FixedList, ParamEvent, Required};
 /// `#[derive(Event)]` with `#[event(name = "...", parent = X, parents = [X, Y])]`.
 pub use saap_macros::Event;
 /// `#[derive(EventUnion)]` on an enum of event types: a union parameter or result.

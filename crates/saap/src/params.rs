@@ -3,10 +3,15 @@
 //!
 //! | Rust type | spec kind |
 //! |---|---|
-//! | [`Required<T>`] | required: needs one `T`, binds the trigger or the latest |
+//! | [`Required<T>`] (or a bare union `U`) | required: needs one `T`, binds the trigger or the latest |
 //! | `Option<T>` | optional: never blocks |
 //! | `Vec<T>` | list: never blocks, all `T` in arrival order |
 //! | [`FixedList<T, N>`] | fixed list: needs N, binds the first N |
+//!
+//! `T` is an event type or a union of event types ([`Either<A, B>`] or a
+//! `#[derive(EventUnion)]` enum, see [`crate::union`]): any [`ParamEvent`]. A union
+//! parameter's spec lists all its member types, and its events bind in arrival order
+//! whatever their member type (DESIGN §3, §4.4).
 //!
 //! A step takes one parameter or a tuple of up to six. Results implement [`Outputs`]: one
 //! event, `Option`, `Vec`, a tuple (returned together), [`Either`], or `()`.
@@ -51,6 +56,14 @@ pub enum InputError {
         found: usize,
     },
     #[error(
+        "parameter {param} bound an event of type `{found}`, which is none of its union's types (the first is `{first}`); this is an engine bug, please report it"
+    )]
+    NotAMember {
+        param: usize,
+        first: &'static str,
+        found: String,
+    },
+    #[error(
         "parameter {param}: {skipped} event(s) were said to be extracted already but {had} were; this is an engine bug, please report it"
     )]
     Stale {
@@ -60,8 +73,45 @@ pub enum InputError {
     },
 }
 
+/// What one bound event of a parameter becomes: an event type, or a union of event types
+/// ([`Either<A, B>`], a `#[derive(EventUnion)]` enum). Every parameter kind takes one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is neither an event type nor a union of event types",
+    label = "not an event type",
+    note = "derive `saap::Event` (with serde's `Serialize` and `Deserialize`) for an event type, or `saap::EventUnion` for an enum with one event type per variant; a parameter holds one of them: `Required<T>`, `Option<T>`, `Vec<T>` or `FixedList<T, N>`"
+)]
+pub trait ParamEvent: Sized + Send + 'static {
+    /// The member event types (name, direct parents) in declaration order; the first is
+    /// the parameter's main type. One for an event type.
+    fn members() -> Vec<(&'static str, &'static [&'static str])>;
+    /// Whether an event of type `name` is one of [`ParamEvent::members`].
+    fn accepts(name: &str) -> bool;
+    /// The typed value of one bound event (of a member type) of parameter `index`.
+    fn from_bound(index: usize, event: &BoundEvent) -> Result<Self, InputError>;
+}
+
+impl<T: Event> ParamEvent for T {
+    fn members() -> Vec<(&'static str, &'static [&'static str])> {
+        vec![(T::NAME, T::PARENTS)]
+    }
+    fn accepts(name: &str) -> bool {
+        name == T::NAME
+    }
+    #[inline]
+    fn from_bound(_index: usize, event: &BoundEvent) -> Result<Self, InputError> {
+        // The core binds only this type's events here (DESIGN §4.1: exact names).
+        Ok(from_payload(&event.payload)?)
+    }
+}
+
 /// A step parameter type. Implemented for [`Required<T>`], `Option<T>`, `Vec<T>` and
-/// [`FixedList<T, N>`] where `T: Event`.
+/// [`FixedList<T, N>`] where `T` is a [`ParamEvent`] (an event type or a union), and for a
+/// bare union (`Either<A, B>` or a `#[derive(EventUnion)]` enum, a required parameter).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a step's event parameter",
+    label = "not an event parameter",
+    note = "an event parameter is `Required<T>`, `Option<T>`, `Vec<T>` or `FixedList<T, N>` where `T` is a `#[derive(Event)]` type or a `#[derive(EventUnion)]` enum (a bare union is a required parameter); kinds do not nest: write `Vec<T>`, not `Vec<Option<T>>`"
+)]
 pub trait Param: Sized + Send + 'static {
     fn decl() -> ParamDecl;
     fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError>;
@@ -129,33 +179,52 @@ impl<T, const N: usize> Deref for FixedList<T, N> {
     }
 }
 
-fn decl<T: Event>(kind: ParamKind, size: Option<u32>) -> ParamDecl {
+/// The declaration of a parameter of `kind` over `T`'s member types.
+pub(crate) fn decl<T: ParamEvent>(kind: ParamKind, size: Option<u32>) -> ParamDecl {
+    let mut members = T::members().into_iter();
+    let (type_name, type_parents) = members.next().unwrap_or(("", &[]));
     ParamDecl {
         kind,
-        type_name: T::NAME,
-        type_parents: T::PARENTS,
-        also: Vec::new(),
+        type_name,
+        type_parents,
+        also: members.collect(),
         size,
     }
 }
 
-fn arity<T: Event>(index: usize, expected: usize, found: usize) -> InputError {
+/// `T`'s main type name (for error messages).
+pub(crate) fn main_name<T: ParamEvent>() -> &'static str {
+    T::members().first().map_or("", |m| m.0)
+}
+
+fn arity<T: ParamEvent>(index: usize, expected: usize, found: usize) -> InputError {
     InputError::Arity {
         param: index,
-        name: T::NAME,
+        name: main_name::<T>(),
         expected,
         found,
     }
 }
 
-impl<T: Event> Param for Required<T> {
+/// Extraction of a required parameter (one event) over `T`.
+pub(crate) fn extract_one<T: ParamEvent>(
+    index: usize,
+    bound: &[BoundEvent],
+) -> Result<T, InputError> {
+    match bound {
+        [one] => T::from_bound(index, one),
+        _ => Err(arity::<T>(index, 1, bound.len())),
+    }
+}
+
+impl<T: ParamEvent> Param for Required<T> {
     fn decl() -> ParamDecl {
         decl::<T>(ParamKind::Required, None)
     }
     fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
         match bound {
             [one] => Ok(Required {
-                event: from_payload(&one.payload)?,
+                event: T::from_bound(index, one)?,
                 id: one.id,
             }),
             _ => Err(arity::<T>(index, 1, bound.len())),
@@ -163,28 +232,25 @@ impl<T: Event> Param for Required<T> {
     }
 }
 
-impl<T: Event> Param for Option<T> {
+impl<T: ParamEvent> Param for Option<T> {
     fn decl() -> ParamDecl {
         decl::<T>(ParamKind::Optional, None)
     }
     fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
         match bound {
             [] => Ok(None),
-            [one] => Ok(Some(from_payload(&one.payload)?)),
+            [one] => Ok(Some(T::from_bound(index, one)?)),
             _ => Err(arity::<T>(index, 1, bound.len())),
         }
     }
 }
 
-impl<T: Event> Param for Vec<T> {
+impl<T: ParamEvent> Param for Vec<T> {
     fn decl() -> ParamDecl {
         decl::<T>(ParamKind::List, None)
     }
-    fn extract(_index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
-        bound
-            .iter()
-            .map(|b| from_payload(&b.payload).map_err(InputError::from))
-            .collect()
+    fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
+        bound.iter().map(|b| T::from_bound(index, b)).collect()
     }
     fn extend(
         prev: Option<Self>,
@@ -196,7 +262,7 @@ impl<T: Event> Param for Vec<T> {
             Some(mut items) if items.len() == skipped => {
                 items.reserve(new.len());
                 for b in new {
-                    items.push(from_payload(&b.payload)?);
+                    items.push(T::from_bound(index, b)?);
                 }
                 Ok(items)
             }
@@ -210,7 +276,7 @@ impl<T: Event> Param for Vec<T> {
     }
 }
 
-impl<T: Event, const N: usize> Param for FixedList<T, N> {
+impl<T: ParamEvent, const N: usize> Param for FixedList<T, N> {
     fn decl() -> ParamDecl {
         decl::<T>(ParamKind::FixedList, Some(N as u32))
     }
@@ -220,7 +286,7 @@ impl<T: Event, const N: usize> Param for FixedList<T, N> {
         }
         let items = bound
             .iter()
-            .map(|b| from_payload(&b.payload).map_err(InputError::from))
+            .map(|b| T::from_bound(index, b))
             .collect::<Result<Vec<T>, _>>()?;
         Ok(FixedList { items })
     }
@@ -360,26 +426,28 @@ impl<T: Event> Outputs for T {
     }
 }
 
-impl<T: Event> Outputs for Option<T> {
+/// Nothing or what `T` returns (`T` is an event, a union or a tuple of events).
+impl<T: Outputs> Outputs for Option<T> {
     fn declare(decl: &mut OutputDecl) {
-        decl.add::<T>();
+        T::declare(decl);
     }
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
-        if let Some(e) = self {
-            out.push(OutEvent::new(e));
+        match self {
+            Some(e) => e.collect(out),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
-impl<T: Event> Outputs for Vec<T> {
+/// What each `T` returns, in order (`T` is an event, a union or a tuple of events).
+impl<T: Outputs> Outputs for Vec<T> {
     fn declare(decl: &mut OutputDecl) {
-        decl.add::<T>();
+        T::declare(decl);
     }
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
         out.reserve(self.len());
         for e in self {
-            out.push(OutEvent::new(e));
+            e.collect(out)?;
         }
         Ok(())
     }
@@ -410,33 +478,52 @@ pub enum Either<A, B> {
     Right(B),
 }
 
-/// A required parameter that takes an `A` or a `B` (a union of event types, DESIGN §3).
-impl<A: Event, B: Event> Param for Either<A, B> {
-    fn decl() -> ParamDecl {
-        let mut d = decl::<A>(ParamKind::Required, None);
-        d.also.push((B::NAME, B::PARENTS));
-        d
+/// A union of two event types (or unions): `Option<Either<A, B>>`, `Vec<Either<A, B>>`
+/// and `FixedList<Either<A, B>, N>` bind events of both.
+impl<A: ParamEvent, B: ParamEvent> ParamEvent for Either<A, B> {
+    fn members() -> Vec<(&'static str, &'static [&'static str])> {
+        let mut m = A::members();
+        m.extend(B::members());
+        m
     }
-    fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
-        match bound {
-            [one] if &*one.name == A::NAME => Ok(Either::Left(from_payload(&one.payload)?)),
-            [one] if &*one.name == B::NAME => Ok(Either::Right(from_payload(&one.payload)?)),
-            _ => Err(arity::<A>(index, 1, bound.len())),
+    fn accepts(name: &str) -> bool {
+        A::accepts(name) || B::accepts(name)
+    }
+    fn from_bound(index: usize, event: &BoundEvent) -> Result<Self, InputError> {
+        if A::accepts(&event.name) {
+            Ok(Either::Left(A::from_bound(index, event)?))
+        } else if B::accepts(&event.name) {
+            Ok(Either::Right(B::from_bound(index, event)?))
+        } else {
+            Err(InputError::NotAMember {
+                param: index,
+                first: main_name::<Self>(),
+                found: event.name.to_string(),
+            })
         }
     }
 }
 
-impl<A: Event, B: Event> Outputs for Either<A, B> {
+/// A required parameter that takes an `A` or a `B` (a union of event types, DESIGN §3).
+impl<A: ParamEvent, B: ParamEvent> Param for Either<A, B> {
+    fn decl() -> ParamDecl {
+        decl::<Self>(ParamKind::Required, None)
+    }
+    fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
+        extract_one(index, bound)
+    }
+}
+
+impl<A: Outputs, B: Outputs> Outputs for Either<A, B> {
     fn declare(decl: &mut OutputDecl) {
-        decl.add::<A>();
-        decl.add::<B>();
+        A::declare(decl);
+        B::declare(decl);
     }
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
-        out.push(match self {
-            Either::Left(a) => OutEvent::new(a),
-            Either::Right(b) => OutEvent::new(b),
-        });
-        Ok(())
+        match self {
+            Either::Left(a) => a.collect(out),
+            Either::Right(b) => b.collect(out),
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 #![allow(clippy::unwrap_used)]
 
 use saap::testing::TestRunner;
-use saap::{Agent, EventUnion, Required, StepError, UserMessageEvent, agent};
+use saap::{Agent, EventUnion, FixedList, Required, StepError, UserMessageEvent, agent};
 use saap_dispatch::spec::ParamKind;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -103,4 +105,321 @@ async fn each_member_type_binds_the_union_and_picks_its_variant() {
     let e = deferred.wait_for_event::<Escalated>(WAIT).await.unwrap();
     assert_eq!(e.to, "manager, until monday");
     assert_eq!(deferred.executions_of("act"), 1);
+}
+
+// ---- Every parameter kind of a union (issue 3): `Option<U>`, `Vec<U>`, `FixedList<U, N>`.
+
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+struct Yes {
+    who: String,
+}
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+struct No {
+    who: String,
+}
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+struct Close {}
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+struct Ask {}
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+#[event(parent = StopEvent)]
+struct Tallied {
+    votes: Vec<String>,
+}
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+struct Answered {
+    vote: Option<String>,
+}
+
+#[derive(EventUnion, Debug, Clone, PartialEq)]
+enum Vote {
+    Yes(Yes),
+    No(No),
+}
+
+impl Vote {
+    fn label(&self) -> String {
+        match self {
+            Vote::Yes(y) => format!("yes:{}", y.who),
+            Vote::No(n) => format!("no:{}", n.who),
+        }
+    }
+}
+
+fn yes(who: &str) -> Yes {
+    Yes { who: who.into() }
+}
+fn no(who: &str) -> No {
+    No { who: who.into() }
+}
+
+/// `Vec<Vote>`: every vote so far, of both member types, in arrival order.
+struct ListPanel;
+
+#[agent(events = [Yes, No, Close])]
+impl ListPanel {
+    #[step]
+    async fn open(_q: Required<UserMessageEvent>) -> Result<(), StepError> {
+        Ok(())
+    }
+
+    #[step]
+    async fn tally(votes: Vec<Vote>, _close: Required<Close>) -> Result<Tallied, StepError> {
+        Ok(Tallied {
+            votes: votes.iter().map(Vote::label).collect(),
+        })
+    }
+}
+
+/// `Option<Vote>`: never blocks; binds the latest vote of either type when there is one.
+struct OptionalPanel;
+
+#[agent(events = [Yes, No, Ask])]
+impl OptionalPanel {
+    #[step]
+    async fn open(_q: Required<UserMessageEvent>) -> Result<(), StepError> {
+        Ok(())
+    }
+
+    #[step]
+    async fn answer(_ask: Required<Ask>, vote: Option<Vote>) -> Result<Answered, StepError> {
+        Ok(Answered {
+            vote: vote.as_ref().map(Vote::label),
+        })
+    }
+}
+
+/// `FixedList<Vote, 3>`: waits for three votes of any member types, binds the first three.
+struct FixedPanel;
+
+#[agent(events = [Yes, No])]
+impl FixedPanel {
+    #[step]
+    async fn open(_q: Required<UserMessageEvent>) -> Result<(), StepError> {
+        Ok(())
+    }
+
+    #[step]
+    async fn decide(votes: FixedList<Vote, 3>) -> Result<Tallied, StepError> {
+        Ok(Tallied {
+            votes: votes.iter().map(Vote::label).collect(),
+        })
+    }
+}
+
+#[test]
+fn each_parameter_kind_of_a_union_lists_all_member_types_in_the_spec() {
+    let list = ListPanel::workflow().unwrap();
+    let p = &list.spec().steps[1].params[0];
+    assert_eq!((p.name.as_str(), p.kind), ("votes", ParamKind::List));
+    assert_eq!(p.types, ["Yes", "No"]);
+
+    let optional = OptionalPanel::workflow().unwrap();
+    let p = &optional.spec().steps[1].params[1];
+    assert_eq!((p.name.as_str(), p.kind), ("vote", ParamKind::Optional));
+    assert_eq!(p.types, ["Yes", "No"]);
+
+    let fixed = FixedPanel::workflow().unwrap();
+    let p = &fixed.spec().steps[1].params[0];
+    assert_eq!((p.kind, p.size), (ParamKind::FixedList, Some(3)));
+    assert_eq!(p.types, ["Yes", "No"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_of_a_union_collects_events_of_both_member_types_in_arrival_order() {
+    let runner = TestRunner::in_memory(ListPanel::workflow().unwrap());
+    let run = runner.start(UserMessageEvent::new("vote")).await.unwrap();
+    run.send(yes("ann")).await.unwrap();
+    run.send(no("bob")).await.unwrap();
+    run.send(yes("cid")).await.unwrap();
+    run.send(no("dan")).await.unwrap();
+    run.send(Close {}).await.unwrap();
+    let t = run.wait_for_event::<Tallied>(WAIT).await.unwrap();
+    assert_eq!(t.votes, ["yes:ann", "no:bob", "yes:cid", "no:dan"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_list_of_a_union_does_not_block() {
+    let runner = TestRunner::in_memory(ListPanel::workflow().unwrap());
+    let run = runner.start(UserMessageEvent::new("vote")).await.unwrap();
+    run.send(Close {}).await.unwrap();
+    let t = run.wait_for_event::<Tallied>(WAIT).await.unwrap();
+    assert!(t.votes.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_optional_union_fires_without_a_member_and_again_with_one() {
+    let runner = TestRunner::in_memory(OptionalPanel::workflow().unwrap());
+    let run = runner.start(UserMessageEvent::new("vote?")).await.unwrap();
+    run.send(Ask {}).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(run.events_of::<Answered>(), [Answered { vote: None }]);
+    // The optional trap (DESIGN §5) holds for a union as for one type: a member arriving
+    // later re-runs the step, whichever member it is.
+    run.send(no("bob")).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    run.send(yes("ann")).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(
+        run.events_of::<Answered>(),
+        [
+            Answered { vote: None },
+            Answered {
+                vote: Some("no:bob".into())
+            },
+            Answered {
+                vote: Some("yes:ann".into())
+            },
+        ]
+    );
+    assert_eq!(run.executions_of("answer"), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_optional_union_binds_the_latest_member_that_arrived_before_the_trigger() {
+    let runner = TestRunner::in_memory(OptionalPanel::workflow().unwrap());
+    let run = runner.start(UserMessageEvent::new("vote?")).await.unwrap();
+    run.send(yes("ann")).await.unwrap();
+    run.send(no("bob")).await.unwrap();
+    run.send(Ask {}).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(
+        run.events_of::<Answered>(),
+        [Answered {
+            vote: Some("no:bob".into())
+        }]
+    );
+    assert_eq!(run.executions_of("answer"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_list_of_a_union_waits_for_n_of_any_member_types() {
+    let runner = TestRunner::in_memory(FixedPanel::workflow().unwrap());
+    let run = runner.start(UserMessageEvent::new("vote")).await.unwrap();
+    run.send(no("bob")).await.unwrap();
+    run.send(yes("ann")).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(run.executions_of("decide"), 0, "two of three votes");
+    assert!(!run.has_stop());
+    run.send(no("cid")).await.unwrap();
+    let t = run.wait_for_event::<Tallied>(WAIT).await.unwrap();
+    assert_eq!(t.votes, ["no:bob", "yes:ann", "no:cid"]);
+    assert_eq!(run.executions_of("decide"), 1);
+}
+
+// ---- A list of a union with a precondition: the precondition cache (issue 3's linear
+// fan-in) extends a `Vec<U>` with the new events only, whatever their member types.
+
+/// Copies of `Pro`/`Con` made to extract a bound event (the runtime clones a typed payload
+/// instead of deserializing it when the event is `Clone`).
+static EXTRACTED: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct Pro {
+    n: u32,
+}
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct Con {
+    n: u32,
+}
+impl Clone for Pro {
+    fn clone(&self) -> Self {
+        EXTRACTED.fetch_add(1, Ordering::SeqCst);
+        Pro { n: self.n }
+    }
+}
+impl Clone for Con {
+    fn clone(&self) -> Self {
+        EXTRACTED.fetch_add(1, Ordering::SeqCst);
+        Con { n: self.n }
+    }
+}
+
+#[derive(EventUnion)]
+enum Ballot {
+    Pro(Pro),
+    Con(Con),
+}
+
+impl Ballot {
+    fn signed(&self) -> i64 {
+        match self {
+            Ballot::Pro(p) => i64::from(p.n),
+            Ballot::Con(c) => -i64::from(c.n),
+        }
+    }
+}
+
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+#[event(parent = StopEvent)]
+struct Counted {
+    signed: Vec<i64>,
+}
+
+const BALLOTS: u32 = 40;
+
+/// What the precondition saw on each evaluation (the signed ballots, in order).
+static SEEN: Mutex<Vec<Vec<i64>>> = Mutex::new(Vec::new());
+
+struct Count;
+
+#[agent(events = [Pro, Con])]
+impl Count {
+    #[step]
+    async fn open(_q: Required<UserMessageEvent>) -> Result<(), StepError> {
+        Ok(())
+    }
+
+    #[step(precondition = Self::all_in)]
+    async fn count(ballots: Vec<Ballot>) -> Result<Counted, StepError> {
+        Ok(Counted {
+            signed: ballots.iter().map(Ballot::signed).collect(),
+        })
+    }
+
+    fn all_in(ballots: &[Ballot]) -> bool {
+        SEEN.lock()
+            .unwrap()
+            .push(ballots.iter().map(Ballot::signed).collect());
+        ballots.len() as u32 == BALLOTS
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_of_a_union_with_a_precondition_extracts_each_event_once_in_arrival_order() {
+    let runner = TestRunner::in_memory(Count::workflow().unwrap());
+    let run = runner.start(UserMessageEvent::new("count")).await.unwrap();
+    let expected: Vec<i64> = (1..=BALLOTS)
+        .map(|n| {
+            if n % 3 == 0 {
+                -i64::from(n)
+            } else {
+                i64::from(n)
+            }
+        })
+        .collect();
+    for n in 1..=BALLOTS {
+        if n % 3 == 0 {
+            run.send(Con { n }).await.unwrap();
+        } else {
+            run.send(Pro { n }).await.unwrap();
+        }
+    }
+    let counted = run.wait_for_event::<Counted>(WAIT).await.unwrap();
+    assert_eq!(counted.signed, expected);
+    assert_eq!(run.executions_of("count"), 1);
+
+    // Evaluated on every arrival, each time on all ballots so far, both types, in order.
+    let seen = SEEN.lock().unwrap().clone();
+    assert_eq!(seen.len(), BALLOTS as usize);
+    for (k, s) in seen.iter().enumerate() {
+        assert_eq!(s[..], expected[..=k]);
+    }
+    // One extraction per ballot for the precondition plus one for the body: linear (without
+    // the cache the precondition alone would make 1 + 2 + … + 40 = 820).
+    let extracted = EXTRACTED.load(Ordering::SeqCst);
+    assert!(
+        (BALLOTS as usize..=2 * BALLOTS as usize).contains(&extracted),
+        "{extracted} extractions for {BALLOTS} ballots"
+    );
 }
