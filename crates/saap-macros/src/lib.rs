@@ -253,8 +253,54 @@ fn classify(
                 "a step cannot take the agent value: steps are stateless; read settings from `Config<C>` and keep run state in events or RunContext",
             ));
         }
-        _ => Param::Event(ty.clone()),
+        _ => {
+            if let Some((outer, inner)) = param_kind(ty)
+                && let Some((kind, _)) = param_kind(&inner)
+            {
+                return Err(syn::Error::new_spanned(
+                    ty,
+                    format!(
+                        "parameter kinds do not nest (`{outer}` of `{kind}`): a parameter is `Required<T>`, `Option<T>`, `Vec<T>` or `FixedList<T, N>` where `T` is an event type or a `#[derive(EventUnion)]` enum; {}",
+                        nesting_help(&outer, &kind)
+                    ),
+                ));
+            }
+            Param::Event(ty.clone())
+        }
     })
+}
+
+/// The kind of an event parameter type and its element type: `Vec<T>` → ("Vec", T).
+fn param_kind(ty: &syn::Type) -> Option<(String, syn::Type)> {
+    let syn::Type::Path(p) = ty else {
+        return None;
+    };
+    let seg = p.path.segments.last()?;
+    let kind = seg.ident.to_string();
+    if !matches!(kind.as_str(), "Required" | "Option" | "Vec" | "FixedList") {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(a) = &seg.arguments else {
+        return None;
+    };
+    match a.args.first() {
+        Some(syn::GenericArgument::Type(t)) => Some((kind, t.clone())),
+        _ => None,
+    }
+}
+
+/// What to write instead of a nested parameter kind.
+fn nesting_help(outer: &str, inner: &str) -> &'static str {
+    match (outer, inner) {
+        ("Vec" | "FixedList", "Option" | "Required") => {
+            "write `Vec<T>` (never blocks, may be empty) or `FixedList<T, N>` (waits for N)"
+        }
+        ("Option", "Vec") => "write `Vec<T>`: a list never blocks and may be empty",
+        ("Option", _) | (_, "Option") => {
+            "write `Option<T>` (never blocks) or `Required<T>` (waits for one)"
+        }
+        _ => "take each kind as its own parameter, or group the events into one event type",
+    }
 }
 
 /// How a precondition function is called.
@@ -606,8 +652,18 @@ fn expand_union(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         if f.unnamed.len() != 1 {
             return Err(syn::Error::new_spanned(v, HELP));
         }
+        let ty = &f.unnamed[0].ty;
+        if let Some((kind, _)) = param_kind(ty) {
+            return Err(syn::Error::new_spanned(
+                ty,
+                format!(
+                    "a union variant holds one event type (or another union), not `{kind}<..>`; put the kind on the step's parameter instead, e.g. `Vec<{}>`",
+                    input.ident
+                ),
+            ));
+        }
         variants.push(v.ident.clone());
-        types.push(f.unnamed[0].ty.clone());
+        types.push(ty.clone());
     }
     let ident = &input.ident;
     Ok(quote! {

@@ -234,6 +234,11 @@ impl<'de> serde::Deserialize<'de> for Payload {
 /// #[event(parent_type = StopEvent)]
 /// struct Answered { text: String }
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an event type",
+    label = "not an event type",
+    note = "derive it: `#[derive(saap::Event, serde::Serialize, serde::Deserialize)]`; a union of event types is a `#[derive(saap::EventUnion)]` enum; parameter kinds do not nest: write `Vec<T>`, not `Vec<Option<T>>`"
+)]
 pub trait Event: Serialize + DeserializeOwned + Send + Sync + 'static {
     const NAME: &'static str;
     const PARENTS: &'static [&'static str];

@@ -404,6 +404,11 @@ impl OutputDecl {
 }
 
 /// What a step returns.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a step's result",
+    label = "not a step result",
+    note = "a step returns (in `Result<_, StepError>`) an event type, a union of event types (`Either<A, B>`, a `#[derive(EventUnion)]` enum), `Option` or `Vec` of one, a tuple of up to four events, or `()`"
+)]
 pub trait Outputs: Send + 'static {
     fn declare(decl: &mut OutputDecl);
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError>;

@@ -35,6 +35,7 @@ on_both_backends! {
     r4_4_optional_parameter_reruns_when_it_arrives => optional_parameter_reruns_when_it_arrives;
     r4_4_list_binds_all_in_arrival_order => list_binds_all_in_arrival_order;
     r4_4_fixed_list_binds_first_n_and_overflow_binds_nothing => fixed_list_binds_first_n_and_overflow_binds_nothing;
+    r4_4_union_list_and_fixed_list_bind_every_member_in_arrival_order => union_list_and_fixed_list_bind_every_member_in_arrival_order;
     r4_5_duplicate_event_id_runs_nothing_twice => duplicate_event_id_runs_nothing_twice;
     r4_6_outputs_append_in_return_order_and_run_context_is_shared => outputs_in_return_order_and_run_context;
     r4_7_events_after_stop_are_kept_not_dispatched => events_after_stop_are_kept_not_dispatched;
@@ -312,6 +313,59 @@ async fn fixed_list_binds_first_n_and_overflow_binds_nothing(kind: Kind) {
         "{}",
         run.timeline()
     );
+}
+
+/// `A` as 1..9, `B` as 10..90: a sequence of either reads as its digits in order.
+fn digits(items: &[Either<A, B>]) -> u32 {
+    items.iter().fold(0, |acc, e| {
+        acc * 10
+            + match e {
+                Either::Left(a) => a.n,
+                Either::Right(b) => b.n / 10,
+            }
+    })
+}
+
+async fn union_list_and_fixed_list_bind_every_member_in_arrival_order(kind: Kind) {
+    let wf = Workflow::builder("UnionLists")
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { R::Ok(()) },
+        ))
+        .step(Step::new(
+            "first_three",
+            |items: FixedList<Either<A, B>, 3>, _: StepCtx| async move {
+                ok(Part { n: digits(&items) })
+            },
+        ))
+        .step(Step::new(
+            "all",
+            |(items, _late): (Vec<Either<A, B>>, Required<Late>), _: StepCtx| async move {
+                ok(Done { n: digits(&items) })
+            },
+        ))
+        .build()
+        .unwrap();
+    for s in &wf.spec().steps[1..] {
+        assert_eq!(s.params[0].types, vec!["A", "B"], "step {}", s.name);
+    }
+    let h = harness(kind, wf);
+    let run = h.runner.start(UserMessageEvent::new("go")).await.unwrap();
+    run.send(B { n: 30 }).await.unwrap();
+    run.send(A { n: 1 }).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(run.executions_of("first_three"), 0, "two of three");
+    run.send(A { n: 4 }).await.unwrap();
+    run.send(B { n: 20 }).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(
+        run.events_of::<Part>(),
+        vec![Part { n: 314 }],
+        "the first three of either type; the fourth binds nothing"
+    );
+    run.send(Late::default()).await.unwrap();
+    assert_eq!(run.wait_for_event::<Done>(WAIT).await.unwrap().n, 3142);
+    assert_eq!(run.executions_of("first_three"), 1);
 }
 
 async fn duplicate_event_id_runs_nothing_twice(kind: Kind) {

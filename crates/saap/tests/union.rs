@@ -3,10 +3,13 @@
 #![allow(clippy::unwrap_used)]
 
 use saap::testing::TestRunner;
-use saap::{Agent, EventUnion, FixedList, Required, StepError, UserMessageEvent, agent};
+use saap::{
+    Agent, EventUnion, FixedList, Required, Step, StepCtx, StepError, UserMessageEvent, Workflow,
+    agent,
+};
 use saap_dispatch::spec::ParamKind;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -108,18 +111,24 @@ async fn each_member_type_binds_the_union_and_picks_its_variant() {
 }
 
 // ---- Every parameter kind of a union (issue 3): `Option<U>`, `Vec<U>`, `FixedList<U, N>`.
+// Votes come from people (human-in-the-loop responses), so `check` knows they arrive from
+// outside.
 
 #[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+#[event(parent = HumanInTheLoopResponseEvent)]
 struct Yes {
     who: String,
 }
 #[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+#[event(parent = HumanInTheLoopResponseEvent)]
 struct No {
     who: String,
 }
 #[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+#[event(parent = HumanInTheLoopResponseEvent)]
 struct Close {}
 #[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+#[event(parent = HumanInTheLoopResponseEvent)]
 struct Ask {}
 #[derive(saap::Event, serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 #[event(parent = StopEvent)]
@@ -422,4 +431,160 @@ async fn a_list_of_a_union_with_a_precondition_extracts_each_event_once_in_arriv
         (BALLOTS as usize..=2 * BALLOTS as usize).contains(&extracted),
         "{extracted} extractions for {BALLOTS} ballots"
     );
+}
+
+// ---- What `spec` and `check` show for union parameters of every kind.
+
+#[test]
+fn spec_and_check_show_every_member_type_of_a_union_parameter() {
+    let mut shown = String::new();
+    for wf in [
+        ListPanel::workflow().unwrap(),
+        OptionalPanel::workflow().unwrap(),
+        FixedPanel::workflow().unwrap(),
+    ] {
+        let spec = wf.compiled();
+        let findings = saap_dispatch::check::check(spec);
+        let summary = saap_dispatch::check::summarize(&findings);
+        let steps: Vec<&saap_dispatch::spec::StepSpec> = wf.spec().steps.iter().collect();
+        shown.push_str(&format!(
+            "== {} steps (spec) ==\n{}\n== check ==\n{}\n",
+            wf.name(),
+            serde_json::to_string_pretty(&steps).unwrap(),
+            saap::cli::render_check(
+                &format!("agent {}", wf.name()),
+                spec.steps.len(),
+                &findings,
+                summary
+            )
+        ));
+    }
+    insta::assert_snapshot!("union_params_spec_and_check", shown);
+}
+
+// ---- A union as a result of every shape: `Vec<U>` (several members at once), `Option<U>`.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_returns_a_vec_or_option_of_a_union_and_the_spec_lists_every_member() {
+    let wf = Workflow::builder("Poll")
+        .step(Step::new(
+            "poll",
+            |_: Required<UserMessageEvent>, _: StepCtx| async {
+                Ok::<_, StepError>(vec![
+                    Vote::Yes(yes("ann")),
+                    Vote::No(no("bob")),
+                    Vote::Yes(yes("cid")),
+                ])
+            },
+        ))
+        .step(Step::new(
+            "decide",
+            |votes: FixedList<Vote, 3>, _: StepCtx| async move {
+                let yes = votes.iter().filter(|v| matches!(v, Vote::Yes(_))).count();
+                Ok::<_, StepError>((yes >= 2).then(|| Tallied {
+                    votes: votes.iter().map(Vote::label).collect(),
+                }))
+            },
+        ))
+        .build()
+        .unwrap();
+    assert_eq!(wf.spec().steps[0].outputs, ["Yes", "No"]);
+    assert_eq!(wf.spec().steps[1].outputs, ["Tallied"]);
+    let runner = TestRunner::in_memory(wf);
+    let run = runner.start(UserMessageEvent::new("poll")).await.unwrap();
+    let t = run.wait_for_event::<Tallied>(WAIT).await.unwrap();
+    assert_eq!(t.votes, ["yes:ann", "no:bob", "yes:cid"]);
+    assert_eq!(run.events_of::<Yes>(), [yes("ann"), yes("cid")]);
+}
+
+// ---- A union inside a union: its members join the outer union's.
+
+#[derive(EventUnion)]
+enum Input {
+    Vote(Vote),
+    Ask(Ask),
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_union_of_a_union_binds_the_inner_members_through_the_outer_variant() {
+    let wf = Workflow::builder("Nested")
+        .step(Step::new(
+            "open",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(()) },
+        ))
+        .step(Step::new(
+            "collect",
+            |inputs: FixedList<Input, 3>, _: StepCtx| async move {
+                Ok::<_, StepError>(Tallied {
+                    votes: inputs
+                        .iter()
+                        .map(|i| match i {
+                            Input::Vote(v) => v.label(),
+                            Input::Ask(_) => "ask".into(),
+                        })
+                        .collect(),
+                })
+            },
+        ))
+        .build()
+        .unwrap();
+    assert_eq!(wf.spec().steps[1].params[0].types, ["Yes", "No", "Ask"]);
+    let runner = TestRunner::in_memory(wf);
+    let run = runner.start(UserMessageEvent::new("go")).await.unwrap();
+    run.send(Ask {}).await.unwrap();
+    run.send(no("bob")).await.unwrap();
+    run.send(yes("ann")).await.unwrap();
+    let t = run.wait_for_event::<Tallied>(WAIT).await.unwrap();
+    assert_eq!(t.votes, ["ask", "no:bob", "yes:ann"]);
+}
+
+// ---- After a restart the bound events come back from the store as JSON: each still binds
+// its own member (the variant is chosen by the stored event name).
+
+async fn open_list_panel(path: &std::path::Path) -> saap::Engine {
+    let backend = Arc::new(saap::SqliteBackend::open(path).unwrap());
+    let (engine, _) = saap::Engine::open(
+        ListPanel::workflow().unwrap(),
+        backend,
+        saap::EngineOptions::default(),
+    )
+    .await
+    .unwrap();
+    engine
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_list_of_a_union_binds_events_read_back_from_the_store_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let rt1 = runtime();
+    let run_id = rt1.block_on(async {
+        let engine = open_list_panel(&path).await;
+        let runner = TestRunner::new(engine.clone());
+        let run = runner.start(UserMessageEvent::new("vote")).await.unwrap();
+        run.send(no("bob")).await.unwrap();
+        run.send(yes("ann")).await.unwrap();
+        run.send(no("cid")).await.unwrap();
+        run.wait_idle(WAIT).await.unwrap();
+        engine.halt();
+        run.run_id().to_string()
+    });
+    drop(rt1);
+    let rt2 = runtime();
+    rt2.block_on(async {
+        let engine = open_list_panel(&path).await;
+        let runner = TestRunner::new(engine);
+        let run = runner.attach(&run_id).unwrap();
+        run.send(Close {}).await.unwrap();
+        let t = run.wait_for_event::<Tallied>(WAIT).await.unwrap();
+        assert_eq!(t.votes, ["no:bob", "yes:ann", "no:cid"]);
+    });
 }
