@@ -1213,6 +1213,9 @@ impl Shared {
 
     /// Rebuilds a stored run through the core. Returns the slot and whether the run ended.
     fn rebuild(&self, s: StoredRun) -> Result<(Arc<RunSlot>, bool), String> {
+        if let Some(damaged) = s.damaged {
+            return Err(damaged);
+        }
         let spec = self.workflow.compiled();
         let current = self.fingerprint;
         if s.meta.fingerprint != current {

@@ -24,6 +24,9 @@ pub enum HistoryExportError {
         "SAAP-H001: the decision records of run `{run_id}` cannot be read ({detail}); the store was written by another saap version or damaged"
     )]
     BadRecords { run_id: String, detail: String },
+    /// The run's stored rows cannot be read (the store's error says why and what to do).
+    #[error("SAAP-H003: run `{run_id}` cannot be shown: {detail}")]
+    Damaged { run_id: String, detail: String },
     #[error("SAAP-H002: run `{run_id}` does not replay against this agent: {source}")]
     Replay {
         run_id: String,
@@ -37,6 +40,7 @@ impl HistoryExportError {
         match self {
             HistoryExportError::BadRecords { .. } => "SAAP-H001",
             HistoryExportError::Replay { .. } => "SAAP-H002",
+            HistoryExportError::Damaged { .. } => "SAAP-H003",
         }
     }
 }
@@ -96,6 +100,12 @@ impl StoredRunView {
     /// precondition results, and the rebuilt records must equal the stored ones.
     pub fn rebuild(workflow: &Workflow, stored: &StoredRun) -> Result<Self, HistoryExportError> {
         let run_id = stored.meta.run_id.to_string();
+        if let Some(detail) = &stored.damaged {
+            return Err(HistoryExportError::Damaged {
+                run_id,
+                detail: detail.clone(),
+            });
+        }
         let spec = workflow.compiled();
         let records: Vec<Record> = stored
             .records

@@ -251,3 +251,62 @@ async fn an_output_that_cannot_be_serialized_fails_its_step_on_the_durable_store
     assert_eq!(snap.executions_of("take"), 0);
     assert!(snap.events_of::<Done>().is_empty());
 }
+
+/// A database whose file is fine but one run's stored entry is garbage (a torn or edited
+/// row): that run is reported and left in the store untouched; the others resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_journal_row_fails_only_its_run_and_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("row.db");
+    let (bad, good) = {
+        let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+        let (engine, _) = Engine::open(wf("Rows"), backend, EngineOptions::default())
+            .await
+            .unwrap();
+        let bad = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
+        let good = engine.start_run(UserMessageEvent::new("b")).await.unwrap();
+        engine.halt();
+        (bad, good)
+    };
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "UPDATE journal SET input = '{\"truncat' WHERE run_id = ?1 AND idx = 0",
+        [&bad],
+    )
+    .unwrap();
+    drop(conn);
+
+    let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+    let (engine, rec) = Engine::open(wf("Rows"), backend, EngineOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.resumed_runs, 1, "{rec:?}");
+    assert_eq!(rec.failed.len(), 1, "{rec:?}");
+    let err = rec.failed[0].to_string();
+    assert!(err.contains(&bad), "the error names the run: {err}");
+    assert!(err.contains("SAAP-S006"), "{err}");
+    assert!(err.contains("restore the database from a backup"), "{err}");
+    assert!(engine.snapshot(&bad).is_none());
+    // The healthy run goes on.
+    let big = engine.send(&good, Big { blob: "ok".into() }).await;
+    assert!(big.is_ok(), "{big:?}");
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        engine.wait_for_end(&good),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    engine.halt();
+    drop(engine);
+    // Nothing is lost: the broken row is still there, as it was.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let input: String = conn
+        .query_row(
+            "SELECT input FROM journal WHERE run_id = ?1 AND idx = 0",
+            [&bad],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(input, "{\"truncat");
+}

@@ -34,7 +34,7 @@ pub enum StoreError {
     )]
     Halted,
     #[error(
-        "SAAP-S006: stored data for run `{run_id}` cannot be read ({detail}); the row was written by another version or damaged"
+        "SAAP-S006: stored data for run `{run_id}` cannot be read ({detail}); the row was written by another version or damaged: the run is skipped and its rows are kept as they are (other runs are unaffected); restore the database from a backup to get it back"
     )]
     BadRow { run_id: String, detail: String },
 }
@@ -254,6 +254,10 @@ pub struct StoredRun {
     pub journal: Vec<JournalEntry>,
     /// Every record, in order (the concatenation of each entry's records).
     pub records: Vec<serde_json::Value>,
+    /// Why this run's stored rows cannot be read (a torn or edited row), when they cannot:
+    /// `journal` and `records` are then empty. One damaged run never hides the others: the
+    /// engine reports it in `Recovery::failed` and leaves its rows as they are.
+    pub damaged: Option<String>,
 }
 
 /// Where runs, journals and contexts are kept.

@@ -389,14 +389,28 @@ fn load_runs(
             .map_err(io)?;
         let mut journal = Vec::with_capacity(rows.len());
         let mut records = Vec::new();
-        for (input, recs) in rows {
-            let bad = |e: serde_json::Error| StoreError::BadRow {
-                run_id: run_id.clone(),
-                detail: e.to_string(),
-            };
-            journal.push(serde_json::from_str::<JournalEntry>(&input).map_err(bad)?);
-            let recs: Vec<serde_json::Value> = serde_json::from_str(&recs).map_err(bad)?;
-            records.extend(recs);
+        let mut damaged = None;
+        for (i, (input, recs)) in rows.iter().enumerate() {
+            let parsed = serde_json::from_str::<JournalEntry>(input).and_then(|entry| {
+                serde_json::from_str::<Vec<serde_json::Value>>(recs).map(|r| (entry, r))
+            });
+            match parsed {
+                Ok((entry, recs)) => {
+                    journal.push(entry);
+                    records.extend(recs);
+                }
+                Err(e) => {
+                    let err = StoreError::BadRow {
+                        run_id: run_id.clone(),
+                        detail: format!("journal entry {i}: {e}"),
+                    };
+                    tracing::error!(%err, "a stored run cannot be read");
+                    damaged = Some(err.to_string());
+                    journal.clear();
+                    records.clear();
+                    break;
+                }
+            }
         }
         out.push(StoredRun {
             meta: RunMeta {
@@ -408,6 +422,7 @@ fn load_runs(
             ended: ended != 0,
             journal,
             records,
+            damaged,
         });
     }
     Ok(out)

@@ -622,6 +622,7 @@ impl RunBuilder {
             ended: self.ended,
             journal: self.journal,
             records: self.records,
+            damaged: None,
         }))
     }
 }
