@@ -461,3 +461,138 @@ fn a_run_that_ends_with_an_exception_exits_1_and_prints_it() {
         serde_json::from_str(&rag(&db, &["runs", "--json"]).stdout).unwrap();
     assert_eq!(runs[0]["status"], "failed");
 }
+
+// ---- Bad input through the agent CLI (issue 3): each is refused with an exit code and a
+// message that says what to do, and nothing stored is lost.
+
+/// A waiting approval run (it asks a human and stays live); returns its id.
+fn waiting_approval_run(db: &Path) -> String {
+    let asked = approval(
+        db,
+        &["run", "--json", "--message", "deploy", "--timeout", "1"],
+    );
+    assert_eq!(asked.code, 1, "the run waits for a human: {}", asked.stderr);
+    let last: serde_json::Value =
+        serde_json::from_str(asked.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["status"], "live");
+    last["run_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_oversized_event_is_invalid_input_and_the_run_is_unchanged() {
+    let (dir, db) = temp_db();
+    let run_id = waiting_approval_run(&db);
+    let big = dir.path().join("big.json");
+    let blob = "x".repeat(2 * 1024 * 1024);
+    std::fs::write(
+        &big,
+        format!(r#"{{"_event_name": "ApprovalGiven", "approved": true, "by": "{blob}"}}"#),
+    )
+    .unwrap();
+    let arg = format!("@{}", big.display());
+    let sent = approval(&db, &["send", &run_id, "--event", &arg]);
+    assert_eq!(sent.code, 2, "{}", sent.stderr);
+    assert!(
+        sent.stderr.contains("pass large data by reference"),
+        "{}",
+        sent.stderr
+    );
+    let started = approval(&db, &["run", "--event", &arg]);
+    assert_eq!(started.code, 2, "{}", started.stderr);
+    assert!(
+        started.stderr.contains("pass large data by reference"),
+        "{}",
+        started.stderr
+    );
+    // The waiting run is still live with what it had, and still takes a normal answer.
+    let runs: serde_json::Value =
+        serde_json::from_str(&approval(&db, &["runs", "--json"]).stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["status"], "live");
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
+    let done = approval(&db, &["send", &run_id, "--event", answer]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+}
+
+#[test]
+fn a_database_held_by_another_engine_is_a_database_failure_that_says_what_to_do() {
+    let (_d, db) = temp_db();
+    let run_id = waiting_approval_run(&db);
+    // Another engine (this test process) owns the database.
+    let held = saap::SqliteBackend::open(&db).unwrap();
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
+    for args in [
+        &["runs"][..],
+        &["show", &run_id[..12]][..],
+        &["send", &run_id, "--event", answer][..],
+        &["run", "--message", "deploy", "--timeout", "1"][..],
+    ] {
+        let out = approval(&db, args);
+        assert_eq!(out.code, 3, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("SAAP-S002"), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("stop the other process"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    drop(held);
+    // Nothing was lost: once released, the run is there and takes the answer.
+    let done = approval(&db, &["send", &run_id, "--event", answer]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+}
+
+#[test]
+fn a_damaged_run_in_the_database_is_reported_and_the_others_go_on() {
+    let (_d, db) = temp_db();
+    let damaged = waiting_approval_run(&db);
+    let healthy = waiting_approval_run(&db);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE journal SET input = '{\"torn' WHERE run_id = ?1 AND idx = 0",
+        [&damaged],
+    )
+    .unwrap();
+    drop(conn);
+
+    let runs = approval(&db, &["runs"]);
+    assert_eq!(runs.code, 0, "{}", runs.stderr);
+    let line = |id: &str| {
+        runs.stdout
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(line(&damaged).contains("SAAP-H003"), "{}", runs.stdout);
+    assert!(line(&damaged).contains("SAAP-S006"), "{}", runs.stdout);
+    assert!(line(&healthy).contains("live"), "{}", runs.stdout);
+
+    let shown = approval(&db, &["show", &damaged]);
+    assert_ne!(shown.code, 0);
+    assert!(
+        shown.stderr.contains("restore the database from a backup"),
+        "{}",
+        shown.stderr
+    );
+
+    // The healthy run takes its answer; opening the engine warns about the damaged one.
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
+    let done = approval(&db, &["send", &healthy, "--event", answer]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(
+        done.stderr.contains("warning:") && done.stderr.contains(&damaged),
+        "{}",
+        done.stderr
+    );
+    // The damaged rows are kept as they were.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let input: String = conn
+        .query_row(
+            "SELECT input FROM journal WHERE run_id = ?1 AND idx = 0",
+            [&damaged],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(input, "{\"torn");
+}
