@@ -1213,8 +1213,8 @@ impl Shared {
 
     /// Rebuilds a stored run through the core. Returns the slot and whether the run ended.
     fn rebuild(&self, s: StoredRun) -> Result<(Arc<RunSlot>, bool), String> {
-        if let Some(damaged) = s.damaged {
-            return Err(damaged);
+        if let Some(damage) = s.damage() {
+            return Err(damage.to_string());
         }
         let spec = self.workflow.compiled();
         let current = self.fingerprint;

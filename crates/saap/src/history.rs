@@ -100,10 +100,10 @@ impl StoredRunView {
     /// precondition results, and the rebuilt records must equal the stored ones.
     pub fn rebuild(workflow: &Workflow, stored: &StoredRun) -> Result<Self, HistoryExportError> {
         let run_id = stored.meta.run_id.to_string();
-        if let Some(detail) = &stored.damaged {
+        if let Some(damage) = stored.damage() {
             return Err(HistoryExportError::Damaged {
                 run_id,
-                detail: detail.clone(),
+                detail: damage.to_string(),
             });
         }
         let spec = workflow.compiled();

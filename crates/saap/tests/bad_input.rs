@@ -310,3 +310,39 @@ async fn a_corrupt_journal_row_fails_only_its_run_and_is_kept() {
         .unwrap();
     assert_eq!(input, "{\"truncat");
 }
+
+/// The same on the NATS journal: a damaged message of one run fails that run only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_run_in_the_nats_journal_fails_only_its_run() {
+    let server = saap_nats::testing::NatsServer::start();
+    let (bad, good) = {
+        let engine = common::nats_engine_on(&server, wf("NatsRows"));
+        let bad = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
+        let good = engine.start_run(UserMessageEvent::new("b")).await.unwrap();
+        engine.halt();
+        (bad, good)
+    };
+    let nats = saap_nats::testing::connect_ready(vec![server.url()], Default::default()).await;
+    nats.jetstream()
+        .publish(
+            saap::nats::journal_subject("NatsRows", &bad),
+            "{\"torn".into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    let engine = common::nats_engine_on(&server, wf("NatsRows"));
+    // `nats_engine_on` opens with `Engine::new`; recovery is `Engine::open`'s.
+    let backend = engine.backend().clone();
+    let (reopened, rec) = Engine::open(wf("NatsRows"), backend, EngineOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.resumed_runs, 1, "{rec:?}");
+    assert_eq!(rec.failed.len(), 1, "{rec:?}");
+    let err = rec.failed[0].to_string();
+    assert!(err.contains(&bad) && err.contains("SAAP-S006"), "{err}");
+    assert!(reopened.snapshot(&good).is_some());
+    assert!(reopened.snapshot(&bad).is_none());
+}

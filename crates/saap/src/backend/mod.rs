@@ -260,6 +260,16 @@ pub struct StoredRun {
     pub damaged: Option<String>,
 }
 
+impl StoredRun {
+    /// The error of a damaged run ([`StoredRun::damaged`]), if it is damaged.
+    pub fn damage(&self) -> Option<StoreError> {
+        self.damaged.as_ref().map(|detail| StoreError::BadRow {
+            run_id: self.meta.run_id.to_string(),
+            detail: detail.clone(),
+        })
+    }
+}
+
 /// Where runs, journals and contexts are kept.
 pub trait Backend: Send + Sync + 'static {
     /// A short name for reports (`memory`, `sqlite`).

@@ -400,12 +400,9 @@ fn load_runs(
                     records.extend(recs);
                 }
                 Err(e) => {
-                    let err = StoreError::BadRow {
-                        run_id: run_id.clone(),
-                        detail: format!("journal entry {i}: {e}"),
-                    };
-                    tracing::error!(%err, "a stored run cannot be read");
-                    damaged = Some(err.to_string());
+                    let detail = format!("journal entry {i}: {e}");
+                    tracing::error!(run_id, %detail, "a stored run cannot be read");
+                    damaged = Some(detail);
                     journal.clear();
                     records.clear();
                     break;

@@ -193,7 +193,13 @@ impl NatsBackend {
     pub async fn load_run(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
         let subject = journal_subject(&self.inner.class, run_id);
         let mut runs = self.inner.read_journal(&subject).await?;
-        Ok(runs.pop())
+        match runs.pop() {
+            Some(run) => match run.damage() {
+                Some(e) => Err(e),
+                None => Ok(Some(run)),
+            },
+            None => Ok(None),
+        }
     }
 
     /// Publishes on the class stream every control output in `stored`'s journal that the
@@ -340,7 +346,17 @@ impl Inner {
                     order.push(run_id.clone());
                     RunBuilder::new(run_id.clone())
                 });
-                b.add(&m.payload, seq)?;
+                // A damaged message fails its run only (reported by `finish`), never the
+                // other runs of the class.
+                if b.damaged.is_some() {
+                    b.last_seq = seq;
+                } else if let Err(e) = b.add(&m.payload, seq) {
+                    tracing::error!(error = %e, "a stored run cannot be read");
+                    b.damaged = Some(match e {
+                        StoreError::BadRow { detail, .. } => detail,
+                        other => other.to_string(),
+                    });
+                }
                 if left == 0 {
                     break;
                 }
@@ -557,6 +573,8 @@ struct RunBuilder {
     journal: Vec<JournalEntry>,
     records: Vec<Value>,
     last_seq: u64,
+    /// Why this run's journal cannot be read; later messages of the run are skipped.
+    damaged: Option<String>,
 }
 
 impl RunBuilder {
@@ -568,6 +586,7 @@ impl RunBuilder {
             journal: Vec::new(),
             records: Vec::new(),
             last_seq: 0,
+            damaged: None,
         }
     }
 
@@ -613,11 +632,30 @@ impl RunBuilder {
         Ok(())
     }
 
+    /// The run read, or a damaged run ([`StoredRun::damaged`]; its metadata may be empty
+    /// when the first message was the damaged one).
     fn finish(self) -> Result<Option<StoredRun>, StoreError> {
-        let Some(meta) = self.meta.clone() else {
-            return Err(self.bad("the journal has no first entry (run metadata missing)"));
+        let damaged = match (&self.damaged, &self.meta) {
+            (Some(d), _) => Some(d.clone()),
+            (None, None) => Some("the journal has no first entry (run metadata missing)".into()),
+            (None, Some(_)) => None,
         };
-        Ok(Some(StoredRun {
+        if let Some(detail) = damaged {
+            let meta = self.meta.unwrap_or_else(|| RunMeta {
+                run_id: self.run_id.clone(),
+                thread_id: "".into(),
+                workflow: String::new(),
+                fingerprint: 0,
+            });
+            return Ok(Some(StoredRun {
+                meta,
+                ended: self.ended,
+                journal: Vec::new(),
+                records: Vec::new(),
+                damaged: Some(detail),
+            }));
+        }
+        Ok(self.meta.map(|meta| StoredRun {
             meta,
             ended: self.ended,
             journal: self.journal,
@@ -838,7 +876,13 @@ impl Backend for NatsBackend {
             let runs = inner.read_journal(&filter).await?;
             Ok(runs
                 .into_iter()
-                .filter(|r| r.meta.workflow == workflow && !(live_only && r.ended))
+                // A damaged run whose metadata could not be read is reported too (the
+                // journal stream holds this class's runs only).
+                .filter(|r| {
+                    (r.meta.workflow == workflow
+                        || r.damaged.is_some() && r.meta.workflow.is_empty())
+                        && !(live_only && r.ended)
+                })
                 .collect())
         })
     }
