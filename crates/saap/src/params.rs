@@ -179,9 +179,19 @@ impl<T, const N: usize> Deref for FixedList<T, N> {
     }
 }
 
-/// The declaration of a parameter of `kind` over `T`'s member types.
+/// The declaration of a parameter of `kind` over `T`'s member types (a type listed twice,
+/// e.g. through a nested union, once).
 pub(crate) fn decl<T: ParamEvent>(kind: ParamKind, size: Option<u32>) -> ParamDecl {
-    let mut members = T::members().into_iter();
+    let mut members = T::members();
+    let mut i = 0;
+    while i < members.len() {
+        if members[..i].iter().any(|m| m.0 == members[i].0) {
+            members.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    let mut members = members.into_iter();
     let (type_name, type_parents) = members.next().unwrap_or(("", &[]));
     ParamDecl {
         kind,
@@ -590,6 +600,45 @@ mod tests {
             <Required<UserMessageEvent> as Param>::extract(0, &[bad]),
             Err(InputError::Payload(PayloadError::Deserialize { .. }))
         ));
+    }
+
+    #[test]
+    fn a_union_element_picks_its_member_by_name_in_every_kind() {
+        type U = Either<StopEvent, UserMessageEvent>;
+        let b = |name: &str, n: u64| BoundEvent {
+            id: saap_dispatch::counter_event_id(n),
+            name: name.into(),
+            payload: Payload::from_json(serde_json::json!({ "message": "m" })),
+        };
+        let list =
+            <Vec<U> as Param>::extract(0, &[b("UserMessageEvent", 1), b("StopEvent", 2)]).unwrap();
+        assert!(matches!(list[..], [Either::Right(_), Either::Left(_)]));
+        let fixed = <FixedList<U, 2> as Param>::extract(0, &[b("StopEvent", 3), b("StopEvent", 4)]);
+        assert!(matches!(
+            fixed.unwrap()[..],
+            [Either::Left(_), Either::Left(_)]
+        ));
+        assert!(matches!(
+            <Option<U> as Param>::extract(0, &[b("UserMessageEvent", 5)]),
+            Ok(Some(Either::Right(_)))
+        ));
+        assert!(matches!(
+            <Vec<U> as Param>::extract(2, &[b("ThoughtEvent", 6)]),
+            Err(InputError::NotAMember {
+                param: 2,
+                first: "StopEvent",
+                ..
+            })
+        ));
+        let d = <FixedList<U, 2> as Param>::decl();
+        assert_eq!((d.kind, d.size), (ParamKind::FixedList, Some(2)));
+        assert_eq!(
+            (d.type_name, d.also[0].0),
+            ("StopEvent", "UserMessageEvent")
+        );
+        // A member listed twice (a nested union repeating a type) is declared once.
+        let twice = <Vec<Either<U, StopEvent>> as Param>::decl();
+        assert_eq!((twice.type_name, twice.also.len()), ("StopEvent", 1));
     }
 
     #[test]
