@@ -588,3 +588,35 @@ fn a_list_of_a_union_binds_events_read_back_from_the_store_after_a_restart() {
         assert_eq!(t.votes, ["no:bob", "yes:ann", "no:cid"]);
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn required_of_a_union_is_the_bare_union_with_the_bound_event_id() {
+    let wf = Workflow::builder("RequiredVote")
+        .step(Step::new(
+            "open",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(()) },
+        ))
+        .step(Step::new(
+            "take",
+            |vote: Required<Vote>, _: StepCtx| async move {
+                Ok::<_, StepError>(Tallied {
+                    votes: vec![vote.label(), vote.id.to_string()],
+                })
+            },
+        ))
+        .build()
+        .unwrap();
+    let p = &wf.spec().steps[1].params[0];
+    assert_eq!(
+        (p.kind, p.types.clone()),
+        (
+            ParamKind::Required,
+            vec!["Yes".to_string(), "No".to_string()]
+        )
+    );
+    let runner = TestRunner::in_memory(wf);
+    let run = runner.start(UserMessageEvent::new("vote")).await.unwrap();
+    let id = run.send(no("bob")).await.unwrap();
+    let t = run.wait_for_event::<Tallied>(WAIT).await.unwrap();
+    assert_eq!(t.votes, ["no:bob".to_string(), id.to_string()]);
+}
