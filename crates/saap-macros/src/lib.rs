@@ -335,7 +335,7 @@ fn step_expr(
     if let syn::ReturnType::Default = sig.output {
         return Err(syn::Error::new_spanned(
             sig,
-            "a step returns `Result<T, StepError>` where T is an event, `Option<E>`, `Vec<E>`, a tuple of events, `Either<A, B>` or `()`; write `-> Result<(), StepError>` for a step that returns nothing",
+            "a step returns `Result<T, StepError>` where T is an event or a union of events (`Either<A, B>`, a `#[derive(EventUnion)]` enum), `Option` or `Vec` of one, a tuple of events, or `()`; write `-> Result<(), StepError>` for a step that returns nothing",
         ));
     }
     let mut step_name = sig.ident.to_string();
