@@ -761,8 +761,12 @@ impl<'a> Analysis<'a> {
                     ),
                     "R1 / DESIGN §4.3: a step is ready only when every required parameter has a matching event and every fixed list has N; with no producer the run stalls here",
                     format!(
-                        "add the producing step (a step with `outputs: [{}]`), declare the event as arriving from outside by deriving it from StartEvent or a *InTheLoopResponseEvent, or make the parameter `optional` if the step can do without it",
-                        self.name(candidates[0])
+                        "add the producing step (a step with {}), declare the event as arriving from outside by deriving it from StartEvent or a *InTheLoopResponseEvent, or make the parameter `optional` if the step can do without it",
+                        // A union parameter is fed by any one of its member types.
+                        match candidates.as_slice() {
+                            [one] => format!("`outputs: [{}]`", self.name(*one)),
+                            many => format!("one of {} among its `outputs`", self.names(many)),
+                        }
                     ),
                 );
             }
@@ -1151,7 +1155,12 @@ impl<'a> Analysis<'a> {
                     format!(
                         "add a precondition that waits for it (`precondition: {{name: wait_for_{0}, reads: [{1}], when: {{present: {0}}}}}`), set `max_executions_per_run: 1` if one run is enough, or make `{0}` required if it always arrives",
                         p.name,
-                        p.types.first().map_or("", |t| self.name(*t))
+                        // The precondition reads whichever member of a union arrives.
+                        p.types
+                            .iter()
+                            .map(|t| self.name(*t))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 );
             }
@@ -1637,6 +1646,34 @@ steps:
         assert!(has(y, &MISSING_PRODUCER, "answer", Some("h")));
         // Not also reported as unreachable: SAAP002 explains it.
         assert_eq!(count(y, &UNREACHABLE_STEP), 0);
+    }
+
+    #[test]
+    fn missing_producer_of_a_union_fix_names_every_member_and_optional_trap_reads_them_all() {
+        let y = "
+name: w
+events: [{name: Yes}, {name: No}]
+steps:
+  - {name: decide, params: [{name: q, kind: required, types: [UserMessageEvent]}, {name: v, kind: required, types: [Yes, No]}], outputs: [StopEvent]}
+  - {name: hint, params: [{name: q, kind: required, types: [UserMessageEvent]}, {name: o, kind: optional, types: [Yes, No]}], outputs: [StopEvent]}
+";
+        let findings = check(&spec(y));
+        let missing = findings
+            .iter()
+            .find(|f| f.code == MISSING_PRODUCER.code)
+            .expect("SAAP002 for the union parameter");
+        assert!(
+            missing
+                .fix
+                .contains("one of `Yes`, `No` among its `outputs`"),
+            "{}",
+            missing.fix
+        );
+        let trap = findings
+            .iter()
+            .find(|f| f.code == OPTIONAL_TRAP.code)
+            .expect("the optional trap of the union parameter");
+        assert!(trap.fix.contains("reads: [Yes, No]"), "{}", trap.fix);
     }
 
     #[test]
