@@ -26,9 +26,11 @@
 
 pub mod backend;
 pub mod connect;
+pub mod steps;
 pub mod worker;
 
 pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subject};
 pub use connect::{EngineChoice, EngineConnect, parse_engine};
 pub use saap_nats::{Auth, NatsOptions, Secret, TlsOptions};
+pub use steps::{Steps, work_consumer, work_stream};
 pub use worker::{Worker, WorkerError, WorkerOptions};
