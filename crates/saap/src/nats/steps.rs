@@ -286,6 +286,8 @@ impl Inner {
             .await
             .map_err(|e| err(format!("cannot create or bind it: {e}")))?;
         consumer
+            .stream()
+            .max_messages_per_batch(self.opts.work_batch.max(1))
             .messages()
             .await
             .map_err(|e| err(format!("cannot pull from it: {e}")))

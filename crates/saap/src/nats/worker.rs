@@ -93,6 +93,10 @@ pub struct WorkerOptions {
     /// stays with it before the server delivers it to another (default 10 s; the body's
     /// worker renews it every third of this while the body runs).
     pub work_ack_wait: Duration,
+    /// With `Steps::Shared`: how many work items one pull asks for (default 16). Bodies of
+    /// the items a worker holds run concurrently; a smaller batch spreads a burst more
+    /// evenly over the workers, a larger one costs fewer pull requests.
+    pub work_batch: usize,
     /// What config RPC answers, by agent id: the configuration (`found: true`); any other id
     /// of the class is answered `found: false` with an empty config. Default: none.
     pub agent_configs: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
@@ -114,6 +118,7 @@ impl Default for WorkerOptions {
             serve_protocol: true,
             steps: Steps::Local,
             work_ack_wait: Duration::from_secs(10),
+            work_batch: 16,
             agent_configs: BTreeMap::new(),
             discovery_fields: serde_json::Map::new(),
         }
