@@ -513,3 +513,88 @@ async fn the_owner_killed_while_another_worker_runs_a_body_is_replaced() {
     }
     other.shutdown();
 }
+
+/// A body run from the work queue reaches what a local body reaches: the start event's fields
+/// (configs), RunContext (KV), and the displayer — its display event is journaled once by the
+/// run's owner, attributed to the execution, and published on core NATS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_from_the_work_queue_reaches_config_contexts_and_the_displayer() {
+    use futures_util::StreamExt;
+    let server = NatsServer::start();
+    let wf = Workflow::builder("Shows")
+        .step(Step::new(
+            "think",
+            |q: Required<UserMessageEvent>, ctx: StepCtx| async move {
+                let fail = |e: saap::ContextError| StepError::new(e.to_string());
+                ctx.display(&saap::ThoughtEvent {
+                    thought: format!("thinking about {}", q.message),
+                })
+                .await
+                .map_err(fail)?;
+                let run = ctx.run_context();
+                run.set("seen", &7u32).await.map_err(fail)?;
+                let seen: u32 = run.get("seen").await.map_err(fail)?.unwrap_or(0);
+                let start = ctx.start_fields();
+                let len = start.json()["message"].as_str().unwrap_or("").len() as u32;
+                Ok::<_, StepError>(Done { n: seen + len })
+            },
+        ))
+        .build()
+        .unwrap();
+    let client = connect(&server).await;
+    let mut shown = client
+        .client()
+        .subscribe("agent.Shows.*.*.*.*.display_event.>")
+        .await
+        .unwrap();
+    client.sync().await.unwrap();
+    let w1 = serve(&server, wf.clone(), shared_opts()).await;
+    let w2 = serve(&server, wf.clone(), shared_opts()).await;
+    const RUNS: usize = 6;
+    for i in 0..RUNS {
+        publish_start(&client, "Shows", &wf, &format!("s{i}")).await;
+    }
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, "Shows", RUNS).await;
+    for r in &runs {
+        let done: Vec<_> = r
+            .journal
+            .iter()
+            .filter_map(|e| match &e.input {
+                saap::backend::StoredInput::Complete {
+                    outputs: Some(outs),
+                    ..
+                } => outs.iter().find(|o| o.name == "Done").cloned(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(done.len(), 1, "run {}", r.meta.run_id);
+        // 7 from RunContext + "go".len() from the start event's fields.
+        assert_eq!(done[0].payload.json()["n"], 9, "run {}", r.meta.run_id);
+        let thoughts: Vec<_> = r
+            .journal
+            .iter()
+            .filter(|e| {
+                matches!(&e.input, saap::backend::StoredInput::Append { event, by: Some(_) }
+                    if event.name == "ThoughtEvent")
+            })
+            .collect();
+        assert_eq!(
+            thoughts.len(),
+            1,
+            "run {}: one display event, attributed",
+            r.meta.run_id
+        );
+    }
+    let mut seen = HashSet::new();
+    within(BOUND, "every display event on core NATS", async {
+        while seen.len() < RUNS {
+            let m = shown.next().await.unwrap();
+            let s = saap_protocol::AgentEventSubject::parse(&m.subject).unwrap();
+            seen.insert(s.run().run_id().to_string());
+        }
+    })
+    .await;
+    w1.shutdown();
+    w2.shutdown();
+}
