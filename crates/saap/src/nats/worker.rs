@@ -535,6 +535,12 @@ impl Inner {
         Ok(())
     }
 
+    /// Whether this worker believes it owns run `run_id` (the owner record is the truth; a
+    /// stale belief is caught by the journal's fencing).
+    pub(super) fn owns(&self, run_id: &str) -> bool {
+        lock(&self.owned).contains(run_id)
+    }
+
     pub(super) async fn alive(&self, worker: &str) -> bool {
         match self.live.entry(format!("w.{worker}")).await {
             Ok(Some(e)) => e.operation == kv::Operation::Put,
