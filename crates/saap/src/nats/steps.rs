@@ -435,7 +435,9 @@ impl Inner {
         };
         match handed {
             Ok(()) => {
-                if let Err(e) = m.double_ack().await {
+                // A plain ack (no confirmation round trip): if it is lost, the item is
+                // delivered again and its second completion is dropped by the core.
+                if let Err(e) = m.ack().await {
                     tracing::warn!(error = %e, "acknowledging a work item failed; it may run again");
                 }
             }
