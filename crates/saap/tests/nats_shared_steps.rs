@@ -233,6 +233,22 @@ async fn work_pullers(nats: &SaapNats, class: &str) -> usize {
     }
 }
 
+/// Workers of the class with a live heartbeat.
+async fn live_workers(nats: &SaapNats, class: &str) -> usize {
+    use futures_util::StreamExt;
+    let Ok(kv) = nats
+        .jetstream()
+        .get_key_value(format!("saap_{class}_live"))
+        .await
+    else {
+        return 0;
+    };
+    match kv.keys().await {
+        Ok(keys) => keys.filter(|k| std::future::ready(k.is_ok())).count().await,
+        Err(_) => 0,
+    }
+}
+
 async fn serve(server: &NatsServer, wf: Workflow, opts: WorkerOptions) -> Worker {
     let w = Worker::with_connection(connect(server).await, wf, opts)
         .await
@@ -390,7 +406,7 @@ async fn a_worker_killed_in_a_body_it_took_for_another_owner_runs_it_again_elsew
     // The child's `middle` never finishes in time: it is killed inside it.
     let mut child = spawn_child(&server.url(), 0, 600_000, &mark);
     within(BOUND, "the child to pull work", async {
-        while work_pullers(&client, "Hop").await < 2 {
+        while live_workers(&client, "Hop").await < 2 || work_pullers(&client, "Hop").await < 2 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })

@@ -483,26 +483,26 @@ impl Inner {
                 }
                 Ok(Route::Mine) => self.answer(kind, &bytes).await,
                 Ok(Route::Other { owner, revision }) => {
-                    if self.alive(&owner.w).await {
-                        let subject = format!("saap.{kind}.{}.{}", self.class, owner.w);
-                        let req = async_nats::Request::new()
-                            .payload(bytes.clone())
-                            .timeout(Some(self.opts.forward_timeout));
-                        match self.nats.client().send_request(subject, req).await {
-                            Ok(reply) => match &reply.payload[..] {
-                                b"ok" => Answer::Ok,
-                                r if r.starts_with(b"refused:") => {
-                                    Answer::Refused(String::from_utf8_lossy(&r[8..]).into_owned())
-                                }
-                                r => Answer::Retry(String::from_utf8_lossy(r).into_owned()),
-                            },
-                            Err(e) => {
-                                Answer::Retry(format!("owner {} did not answer: {e}", owner.w))
+                    // Ask the owner first; its liveness is read only when it does not answer.
+                    let subject = format!("saap.{kind}.{}.{}", self.class, owner.w);
+                    let req = async_nats::Request::new()
+                        .payload(bytes.clone())
+                        .timeout(Some(self.opts.forward_timeout));
+                    match self.nats.client().send_request(subject, req).await {
+                        Ok(reply) => match &reply.payload[..] {
+                            b"ok" => Answer::Ok,
+                            r if r.starts_with(b"refused:") => {
+                                Answer::Refused(String::from_utf8_lossy(&r[8..]).into_owned())
                             }
+                            r => Answer::Retry(String::from_utf8_lossy(r).into_owned()),
+                        },
+                        Err(e) if self.alive(&owner.w).await => {
+                            Answer::Retry(format!("owner {} did not answer: {e}", owner.w))
                         }
-                    } else {
-                        self.take_over(run_id, revision, &owner).await;
-                        Answer::Retry("the owner was dead; run taken over".into())
+                        Err(_) => {
+                            self.take_over(run_id, revision, &owner).await;
+                            Answer::Retry("the owner was dead; run taken over".into())
+                        }
                     }
                 }
             };
