@@ -3,7 +3,8 @@
 //! fan-out runs on both workers while its owner decides once, in order; a worker killed with
 //! SIGKILL in the middle of a body it took for a run owned by another worker → the body runs
 //! again elsewhere with the same attempt, every run ends, no output twice; the owner killed
-//! while another worker runs a body → the new owner finishes the run.
+//! while another worker runs a body → the new owner finishes the run; every body run twice
+//! (duplicated work items) → each output logged once.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -611,6 +612,66 @@ async fn a_body_from_the_work_queue_reaches_config_contexts_and_the_displayer() 
         }
     })
     .await;
+    w1.shutdown();
+    w2.shutdown();
+}
+
+/// Duplicate completions are harmless: every work item is stored twice in the work queue (a
+/// copy under another Msg-Id, as a publisher retrying without deduplication would), so every
+/// body runs twice, on either worker, and both completions reach the owner. The core keeps
+/// the first: one completion per execution in the journal, no retry, one Done per run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_work_item_run_twice_still_logs_each_output_once() {
+    use futures_util::StreamExt;
+    let server = NatsServer::start();
+    let log = BodyLog::default();
+    let open = Arc::new(AtomicBool::new(true));
+    let wf = |label: &str| relay(label, log.clone(), open.clone(), 0, 20, None);
+    let client = connect(&server).await;
+    let mut items = client.client().subscribe("saap.work.Hop.>").await.unwrap();
+    client.sync().await.unwrap();
+    let copier = client.clone();
+    tokio::spawn(async move {
+        while let Some(m) = items.next().await {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", format!("copy-{}", m.subject).as_str());
+            copier
+                .jetstream()
+                .publish_with_headers(m.subject.to_string(), headers, m.payload.clone())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    });
+    let w1 = serve(&server, wf("w1"), shared_opts()).await;
+    let w2 = serve(&server, wf("w2"), shared_opts()).await;
+    const RUNS: usize = 4;
+    for i in 0..RUNS {
+        publish_start(&client, "Hop", &wf("client"), &format!("d{i}")).await;
+    }
+    let store = reader(connect(&server).await, &wf("client")).await;
+    let runs = ended_runs(&store, "Hop", RUNS).await;
+    within(BOUND, "every copy to run", async {
+        while ["begin", "middle", "finish"]
+            .iter()
+            .any(|s| log.count(s) < 2 * RUNS)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    for step in ["begin", "middle", "finish"] {
+        assert_eq!(log.count(step), 2 * RUNS, "{step}: each body ran twice");
+    }
+    for r in &runs {
+        assert_eq!(completions_with(r, "A"), 1, "run {}", r.meta.run_id);
+        assert_eq!(completions_with(r, "B"), 1, "run {}", r.meta.run_id);
+        assert_eq!(completions_with(r, "Done"), 1, "run {}", r.meta.run_id);
+        let text = records(r);
+        assert!(!text.contains("execution_retried"), "{text}");
+        assert_eq!(text.matches("execution_completed").count(), 3, "{text}");
+    }
     w1.shutdown();
     w2.shutdown();
 }
