@@ -198,3 +198,53 @@ async fn a_work_item_of_another_workflow_version_does_not_run() {
         .unwrap_err();
     assert!(err.contains("another version"), "{err}");
 }
+
+/// Executions that become ready together are all handed over too (on a current-thread
+/// runtime with the in-memory store they would otherwise be polled on the completing task).
+#[tokio::test]
+async fn a_fan_out_hands_every_execution_to_the_executor() {
+    let wf = Workflow::builder("FanSeam")
+        .step(Step::new(
+            "split",
+            |_: Required<UserMessageEvent>, _: StepCtx| async move {
+                Ok::<_, StepError>((0..3).map(|n| A { n }).collect::<Vec<_>>())
+            },
+        ))
+        .step(Step::new("each", |a: Required<A>, _: StepCtx| async move {
+            Ok::<_, StepError>(Done { n: a.n })
+        }))
+        .build()
+        .unwrap();
+    let engine = Engine::in_memory(wf);
+    let capture = Arc::new(Capture::default());
+    engine.set_executor(capture.clone());
+    let run = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
+    let split = next_work(&capture).await;
+    let outs = engine
+        .execute_work(&split, Arc::new(NoDisplay))
+        .await
+        .unwrap();
+    engine
+        .complete_work(&run, split.execution, split.attempt, Ok(outs))
+        .await
+        .unwrap();
+    let mut handed = Vec::new();
+    for _ in 0..2000 {
+        handed.extend(capture.take());
+        if handed.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let mut ns: Vec<u32> = handed
+        .iter()
+        .map(|w| w.inputs[0][0].payload.json()["n"].as_u64().unwrap() as u32)
+        .collect();
+    ns.sort();
+    assert_eq!(
+        ns,
+        vec![0, 1, 2],
+        "each of the three executions handed over once"
+    );
+    assert_eq!(engine.snapshot(&run).unwrap().executions_of("each"), 3);
+}
