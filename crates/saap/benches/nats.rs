@@ -2,6 +2,8 @@
 //! targets): steps/s with 1 and 2 workers, and the latency of one step hop (p50/p99).
 //!
 //! `cargo bench -p saap --bench nats` (needs nats-server >= 2.10: `scripts/nats-server-install`).
+//! Arguments filter: `hop` / `throughput` (scenario), `local` / `shared` (where NATS step
+//! bodies run, `WorkerOptions::steps`; both by default), `nats-only` (skip memory/SQLite).
 //! The server is started by the test harness on a free loopback port with a temporary store,
 //! once with `sync_interval: always` (one fsync per JetStream write, as the durability tests
 //! use; `"sync":"always"`) and once with the server's default syncing (`"sync":"default"`),
@@ -17,7 +19,7 @@
 #![allow(clippy::unwrap_used)]
 
 use saap::event::to_payload;
-use saap::nats::{Worker, WorkerOptions};
+use saap::nats::{Steps, Worker, WorkerOptions};
 use saap::{
     Engine, EngineOptions, MemoryBackend, Required, SqliteBackend, Step, StepCtx, StepError,
     UserMessageEvent, Workflow,
@@ -163,13 +165,16 @@ fn start_envelope(wf: &Workflow) -> EventEnvelope {
     env
 }
 
-async fn workers(server: &NatsServer, wf: &Workflow, n: usize) -> Vec<Worker> {
+async fn workers(server: &NatsServer, wf: &Workflow, n: usize, steps: Steps) -> Vec<Worker> {
     let mut out = Vec::new();
     for _ in 0..n {
-        let w =
-            Worker::with_connection(connect(server).await, wf.clone(), WorkerOptions::default())
-                .await
-                .unwrap();
+        let opts = WorkerOptions {
+            steps,
+            ..WorkerOptions::default()
+        };
+        let w = Worker::with_connection(connect(server).await, wf.clone(), opts)
+            .await
+            .unwrap();
         let serving = w.clone();
         tokio::spawn(async move { serving.serve().await.unwrap() });
         out.push(w);
@@ -200,11 +205,18 @@ async fn wait_done(sub: &mut async_nats::Subscriber, n: usize) {
     }
 }
 
-async fn hop_nats(runs: usize, default_sync: bool) -> String {
+fn steps_name(steps: Steps) -> &'static str {
+    match steps {
+        Steps::Local => "local",
+        Steps::Shared => "shared",
+    }
+}
+
+async fn hop_nats(runs: usize, default_sync: bool, steps: Steps) -> String {
     let server = server(default_sync);
     let stamps: Stamps = Arc::default();
     let wf = chain(&stamps);
-    let ws = workers(&server, &wf, 1).await;
+    let ws = workers(&server, &wf, 1, steps).await;
     let client = connect(&server).await;
     let mut done = done_counter(&client, wf.name()).await;
     let mut hops = Vec::new();
@@ -226,7 +238,11 @@ async fn hop_nats(runs: usize, default_sync: bool) -> String {
         w.shutdown();
     }
     hops_line(
-        &format!("nats-1-worker\",\"sync\":\"{}", sync_name(default_sync)),
+        &format!(
+            "nats-1-worker\",\"sync\":\"{}\",\"steps\":\"{}",
+            sync_name(default_sync),
+            steps_name(steps)
+        ),
         &mut hops,
         runs,
     )
@@ -259,11 +275,16 @@ fn throughput_line(engine: &str, runs: usize, took: Duration) -> String {
     )
 }
 
-async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool) -> String {
+async fn throughput_nats(
+    n_workers: usize,
+    runs: usize,
+    default_sync: bool,
+    steps: Steps,
+) -> String {
     let server = server(default_sync);
     let stamps: Stamps = Arc::default();
     let wf = chain(&stamps);
-    let ws = workers(&server, &wf, n_workers).await;
+    let ws = workers(&server, &wf, n_workers, steps).await;
     let client = connect(&server).await;
     let mut done = done_counter(&client, wf.name()).await;
     let starts: Vec<(RunAddress, EventEnvelope)> = (0..runs)
@@ -286,8 +307,9 @@ async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool) -> S
     }
     throughput_line(
         &format!(
-            "nats-{n_workers}-worker\",\"sync\":\"{}",
-            sync_name(default_sync)
+            "nats-{n_workers}-worker\",\"sync\":\"{}\",\"steps\":\"{}",
+            sync_name(default_sync),
+            steps_name(steps)
         ),
         runs,
         took,
@@ -301,7 +323,19 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
-    let want = |s: &str| filters.is_empty() || filters.iter().any(|f| f == s);
+    let scenario = |s: &str| {
+        !filters.iter().any(|f| f == "hop" || f == "throughput") || filters.iter().any(|f| f == s)
+    };
+    let want = |s: &str| scenario(s);
+    // `local` / `shared` pick where NATS step bodies run (both by default).
+    let modes: Vec<Steps> = [Steps::Local, Steps::Shared]
+        .into_iter()
+        .filter(|m| {
+            !filters.iter().any(|f| f == "local" || f == "shared")
+                || filters.iter().any(|f| f == steps_name(*m))
+        })
+        .collect();
+    let embedded_too = !filters.iter().any(|f| f == "nats-only");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -310,20 +344,24 @@ fn main() {
     let (hop_runs, tp_runs) = if smoke { (2, 10) } else { (200, 500) };
     rt.block_on(async {
         if want("hop") {
-            for kind in ["memory", "sqlite"] {
+            for kind in ["memory", "sqlite"].into_iter().filter(|_| embedded_too) {
                 println!("{}", hop_embedded(kind, hop_runs).await);
             }
-            for default_sync in [false, true] {
-                println!("{}", hop_nats(hop_runs, default_sync).await);
+            for &steps in &modes {
+                for default_sync in [false, true] {
+                    println!("{}", hop_nats(hop_runs, default_sync, steps).await);
+                }
             }
         }
         if want("throughput") {
-            for kind in ["memory", "sqlite"] {
+            for kind in ["memory", "sqlite"].into_iter().filter(|_| embedded_too) {
                 println!("{}", throughput_embedded(kind, tp_runs).await);
             }
-            for default_sync in [false, true] {
-                for n in [1, 2] {
-                    println!("{}", throughput_nats(n, tp_runs, default_sync).await);
+            for &steps in &modes {
+                for default_sync in [false, true] {
+                    for n in [1, 2] {
+                        println!("{}", throughput_nats(n, tp_runs, default_sync, steps).await);
+                    }
                 }
             }
         }

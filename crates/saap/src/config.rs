@@ -200,10 +200,15 @@ pub(crate) fn start_payload(
 impl StepCtx {
     /// The fields of the event that started this run (with its `_config`).
     pub fn start_fields(&self) -> Payload {
-        let st = self.slot.lock();
-        let seq = st.run.start_seq();
-        seq.and_then(|s| st.payloads.get(s as usize).cloned())
-            .unwrap_or_else(|| Payload::from_json(Value::Null))
+        match &self.run {
+            crate::context::CtxRun::Local(slot) => {
+                let st = slot.lock();
+                let seq = st.run.start_seq();
+                seq.and_then(|s| st.payloads.get(s as usize).cloned())
+                    .unwrap_or_else(|| Payload::from_json(Value::Null))
+            }
+            crate::context::CtxRun::Remote(r) => r.start.clone(),
+        }
     }
 
     /// The run's agent config (what `cfg: Config<C>` injects).

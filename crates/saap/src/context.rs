@@ -5,10 +5,12 @@
 
 use crate::backend::{Scope, StoreError};
 use crate::engine::{RunSlot, Shared};
-use crate::event::{Event, to_payload};
+use crate::event::{Event, Payload, to_payload};
 use saap_dispatch::ExecutionId;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -29,11 +31,43 @@ pub enum ContextError {
     Engine(#[from] Box<crate::engine::EngineError>),
 }
 
+/// Where a step's display events go when its body runs away from the run's owner (a
+/// worker that took the execution from the work queue): the sink delivers them to the owner,
+/// which derives their ids from execution and counter as for a local body.
+pub trait DisplaySink: Send + Sync {
+    /// Shows display event `n` (0, 1, …) of execution `execution`.
+    fn show(
+        &self,
+        execution: ExecutionId,
+        n: u32,
+        name: &'static str,
+        payload: Payload,
+    ) -> Pin<Box<dyn Future<Output = Result<(), ContextError>> + Send + 'static>>;
+}
+
+/// The run an execution belongs to, as its body sees it.
+#[derive(Clone)]
+pub(crate) enum CtxRun {
+    /// The body runs where the run is held.
+    Local(Arc<RunSlot>),
+    /// The body runs on a worker that does not hold the run.
+    Remote(Arc<RemoteRun>),
+}
+
+/// What a body running away from its run needs: ids, the start event's fields (configs) and
+/// a display sink.
+pub(crate) struct RemoteRun {
+    pub run_id: Arc<str>,
+    pub thread_id: Arc<str>,
+    pub start: Payload,
+    pub display: Arc<dyn DisplaySink>,
+}
+
 /// The injectables of one execution. Cloning is cheap.
 #[derive(Clone)]
 pub struct StepCtx {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) slot: Arc<RunSlot>,
+    pub(crate) run: CtxRun,
     pub(crate) execution: ExecutionId,
     pub(crate) attempt: u32,
     pub(crate) displayed: Arc<AtomicU32>,
@@ -41,10 +75,16 @@ pub struct StepCtx {
 
 impl StepCtx {
     pub fn run_id(&self) -> &str {
-        &self.slot.run_id
+        match &self.run {
+            CtxRun::Local(slot) => &slot.run_id,
+            CtxRun::Remote(r) => &r.run_id,
+        }
     }
     pub fn thread_id(&self) -> &str {
-        &self.slot.thread_id
+        match &self.run {
+            CtxRun::Local(slot) => &slot.thread_id,
+            CtxRun::Remote(r) => &r.thread_id,
+        }
     }
     /// This execution's id within the run.
     pub fn execution(&self) -> ExecutionId {
@@ -57,13 +97,19 @@ impl StepCtx {
     pub fn run_context(&self) -> RunContext {
         RunContext {
             shared: self.shared.clone(),
-            scope: Scope::Run(self.slot.run_id.clone()),
+            scope: Scope::Run(match &self.run {
+                CtxRun::Local(slot) => slot.run_id.clone(),
+                CtxRun::Remote(r) => r.run_id.clone(),
+            }),
         }
     }
     pub fn thread_context(&self) -> ThreadContext {
         ThreadContext(RunContext {
             shared: self.shared.clone(),
-            scope: Scope::Thread(self.slot.thread_id.clone()),
+            scope: Scope::Thread(match &self.run {
+                CtxRun::Local(slot) => slot.thread_id.clone(),
+                CtxRun::Remote(r) => r.thread_id.clone(),
+            }),
         })
     }
     /// Shows a display event (never dispatched; stored in the run's log as evidence). Ids
@@ -74,9 +120,14 @@ impl StepCtx {
             key: T::NAME.to_string(),
             message: e.to_string(),
         })?;
-        self.shared
-            .display(&self.slot, self.execution, n, T::NAME, payload)
-            .await
+        match &self.run {
+            CtxRun::Local(slot) => {
+                self.shared
+                    .display(slot, self.execution, n, T::NAME.into(), payload)
+                    .await
+            }
+            CtxRun::Remote(r) => r.display.show(self.execution, n, T::NAME, payload).await,
+        }
     }
 }
 

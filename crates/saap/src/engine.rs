@@ -12,6 +12,7 @@
 // Entry points for engines that share runs between processes (the `nats` engine): start a run
 // under a given id, adopt a run from its journal, hand a run over.
 mod distributed;
+pub use distributed::{StepExecutor, Work};
 
 use crate::backend::{
     Backend, Pending, PersistBatch, RunMeta, StoreError, StoredEvent, StoredInput, StoredRun,
@@ -155,6 +156,9 @@ pub(crate) struct Shared {
     type_ids: HashMap<Box<str>, saap_dispatch::TypeId, FnvBuild>,
     opts: EngineOptions,
     ids: IdGen,
+    /// Where started executions go instead of running here (set by a distributed engine
+    /// whose bodies run on any worker, see `distributed.rs`).
+    executor: std::sync::OnceLock<Arc<dyn distributed::StepExecutor>>,
 }
 
 /// One run: the core state behind its lock, and a version counter bumped on each change.
@@ -571,6 +575,7 @@ impl Engine {
                 type_ids,
                 opts,
                 ids: IdGen::new(),
+                executor: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -878,7 +883,7 @@ impl Shared {
 
     fn output(&self, run_key: u64, x: ExecutionId, index: u32, out: OutEvent) -> Incoming {
         let spec = self.workflow.compiled();
-        let (ty, kind) = match self.type_ids.get(out.name).copied() {
+        let (ty, kind) = match self.type_ids.get(&*out.name).copied() {
             Some(t) => (NewEventType::Known(t), spec.type_info(t).kind),
             None => {
                 let kind = EventKind::from_bits(EventKind::CONTROL);
@@ -895,7 +900,7 @@ impl Shared {
             id: derived_event_id(run_key, x, index),
             ty,
             kind,
-            name: out.name.into(),
+            name: out.name,
             payload: out.payload,
             by: None,
         }
@@ -1133,14 +1138,14 @@ impl Shared {
         slot: &Arc<RunSlot>,
         x: ExecutionId,
         n: u32,
-        name: &'static str,
+        name: std::borrow::Cow<'static, str>,
         payload: Payload,
     ) -> Result<(), ContextError> {
         let run_key = slot.run_key;
         let mut ev = self.output(run_key, x, 0x4000_0000 | n, OutEvent { name, payload });
         if !ev.kind.is_display() || ev.kind.is_control() {
             return Err(ContextError::NotDisplay {
-                name: name.to_string(),
+                name: ev.name.to_string(),
             });
         }
         if let NewEventType::Foreign { .. } = ev.ty {
@@ -1190,16 +1195,28 @@ impl Shared {
         slot: &Arc<RunSlot>,
         inv: &Invocation,
     ) -> Result<Vec<OutEvent>, String> {
-        let step = &self.workflow.inner.steps[inv.step as usize];
-        let name = &self.workflow.spec().steps[inv.step as usize].name;
         let ctx = StepCtx {
             shared: self.clone(),
-            slot: slot.clone(),
+            run: crate::context::CtxRun::Local(slot.clone()),
             execution: inv.execution,
             attempt: inv.attempt,
             displayed: Arc::new(AtomicU32::new(0)),
         };
-        let made = std::panic::catch_unwind(AssertUnwindSafe(|| (step.handler)(&inv.inputs, ctx)));
+        self.run_body(inv.step, &inv.inputs, ctx).await
+    }
+
+    /// Runs a step body with its inputs and context, catching panics.
+    async fn run_body(
+        &self,
+        step_idx: StepIdx,
+        inputs: &[Vec<BoundEvent>],
+        ctx: StepCtx,
+    ) -> Result<Vec<OutEvent>, String> {
+        let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
+            return Err(format!("the workflow has no step {step_idx}"));
+        };
+        let name = &self.workflow.spec().steps[step_idx as usize].name;
+        let made = std::panic::catch_unwind(AssertUnwindSafe(|| (step.handler)(inputs, ctx)));
         let fut = match made {
             Ok(Ok(f)) => f,
             Ok(Err(e)) => return Err(format!("step `{name}` cannot read its inputs: {e}")),
@@ -1439,6 +1456,11 @@ fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 /// concurrency, no spawn per execution).
 async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
     loop {
+        if let Some(executor) = shared.executor.get() {
+            // The body runs elsewhere; its completion comes back as an input of the run.
+            executor.execute(distributed::work(&slot, inv));
+            return;
+        }
         let result = shared.execute(&slot, &inv).await;
         let Some(applied) = complete(&shared, &slot, &inv, result) else {
             return;

@@ -374,7 +374,9 @@ tuple_inputs!(A 0, B 1, C 2, D 3, E 4, F 5);
 /// An event a step returned, ready to append.
 #[derive(Debug, Clone)]
 pub struct OutEvent {
-    pub name: &'static str,
+    /// The event's type name (borrowed for a Rust type; owned for an output that arrived as
+    /// JSON from a body run on another worker).
+    pub name: std::borrow::Cow<'static, str>,
     pub payload: Payload,
 }
 
@@ -383,14 +385,14 @@ impl OutEvent {
     /// it; steps of the same type receive a clone).
     pub fn new<T: Event>(event: T) -> OutEvent {
         OutEvent {
-            name: T::NAME,
+            name: std::borrow::Cow::Borrowed(T::NAME),
             payload: Payload::typed(event),
         }
     }
     /// An output serialized from a borrowed event.
     pub fn of<T: Event>(event: &T) -> Result<OutEvent, PayloadError> {
         Ok(OutEvent {
-            name: T::NAME,
+            name: std::borrow::Cow::Borrowed(T::NAME),
             payload: to_payload(event)?,
         })
     }

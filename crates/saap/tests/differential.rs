@@ -425,6 +425,18 @@ async fn settled(store: &saap::nats::NatsBackend, run: &str, id: saap_dispatch::
 /// two workers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_workflows_decide_the_same_through_nats_workers() {
+    through_workers(saap::nats::Steps::Local, "Work").await;
+}
+
+/// The same with step bodies on any worker (`Steps::Shared`: every execution goes through
+/// the work queue and may run on either worker while the run's owner decides): the decision
+/// records still equal the in-memory engine's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_workflows_decide_the_same_with_bodies_on_any_worker() {
+    through_workers(saap::nats::Steps::Shared, "Shared").await;
+}
+
+async fn through_workers(steps: saap::nats::Steps, prefix: &str) {
     use saap::nats::{NatsBackend, Worker, WorkerOptions};
     let seed = std::env::var("SAAP_DIFF_SEED")
         .ok()
@@ -434,20 +446,25 @@ async fn random_workflows_decide_the_same_through_nats_workers() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(8);
-    eprintln!("differential (workers) seed {seed} (replay: SAAP_DIFF_SEED={seed})");
+    eprintln!("differential (workers, {steps:?}) seed {seed} (replay: SAAP_DIFF_SEED={seed})");
     let server = saap_nats::testing::NatsServer::start();
     let client = saap_nats::testing::connect(&server).await;
     let mut rng = fastrand::Rng::with_seed(seed);
     for i in 0..cases {
         let case = generate(&mut rng);
         let why = format!("seed {seed} (SAAP_DIFF_SEED={seed}), case {i}: {case:#?}");
-        let name = format!("Work{i}");
+        let name = format!("{prefix}{i}");
         let mem = outcome(in_memory(&name, &case), &case.inputs).await;
         let wf = workflow(&name, &case);
         let mut workers = Vec::new();
         for _ in 0..2 {
             let nats = saap_nats::testing::connect(&server).await;
-            let w = Worker::with_connection(nats, wf.clone(), WorkerOptions::default())
+            let opts = WorkerOptions {
+                steps,
+                work_batch: 1,
+                ..WorkerOptions::default()
+            };
+            let w = Worker::with_connection(nats, wf.clone(), opts)
                 .await
                 .unwrap();
             let serving = w.clone();

@@ -121,3 +121,141 @@ impl Engine {
             .remove(run_id);
     }
 }
+
+/// A started execution handed to a [`StepExecutor`]: everything its body needs, so that it
+/// can run on a process that does not hold the run (DESIGN §7; `crate::nats` sends it through
+/// a work queue). The completion comes back through [`Engine::complete_work`].
+#[derive(Clone)]
+pub struct Work {
+    pub run_id: Arc<str>,
+    pub thread_id: Arc<str>,
+    pub execution: ExecutionId,
+    pub attempt: u32,
+    pub step: StepIdx,
+    /// Per parameter, the bound events (ids, type names, payloads).
+    pub inputs: Vec<Vec<BoundEvent>>,
+    /// The fields of the run's start event (its `_config` included).
+    pub start: Payload,
+    /// `CompiledSpec::fingerprint` of the workflow that started the execution: a body runs
+    /// only on a process with the same workflow.
+    pub fingerprint: u64,
+}
+
+/// Runs started executions somewhere else than on the task that started them. Set with
+/// [`Engine::set_executor`]; without one, bodies run on the engine's tasks.
+pub trait StepExecutor: Send + Sync {
+    /// Takes one started execution. Must not block: hand it off and return.
+    fn execute(&self, work: Work);
+}
+
+/// The [`Work`] of an invocation of run `slot`.
+pub(super) fn work(slot: &RunSlot, inv: Invocation) -> Work {
+    let (start, fingerprint) = {
+        let st = slot.lock();
+        let start = st
+            .run
+            .start_seq()
+            .and_then(|s| st.payloads.get(s as usize).cloned())
+            .unwrap_or_else(|| Payload::from_json(serde_json::Value::Null));
+        (start, st.run.spec().fingerprint())
+    };
+    Work {
+        run_id: slot.run_id.clone(),
+        thread_id: slot.thread_id.clone(),
+        execution: inv.execution,
+        attempt: inv.attempt,
+        step: inv.step,
+        inputs: inv.inputs,
+        start,
+        fingerprint,
+    }
+}
+
+impl Engine {
+    /// Sends every execution this engine starts from now on to `executor` instead of running
+    /// it here (decisions stay here, in arrival order; only bodies move). Returns false if an
+    /// executor was already set (it stays).
+    pub fn set_executor(&self, executor: Arc<dyn StepExecutor>) -> bool {
+        self.shared.executor.set(executor).is_ok()
+    }
+
+    /// The workflow's fingerprint (what [`Work::fingerprint`] must equal to run here).
+    pub fn fingerprint(&self) -> u64 {
+        self.shared.fingerprint
+    }
+
+    /// Runs the body of `work` here, although this engine may not hold its run: RunContext
+    /// and ThreadContext go through this engine's backend (shared stores only), display
+    /// events to `display`. A panic or an input that does not fit is an `Err`, as locally.
+    pub async fn execute_work(
+        &self,
+        work: &Work,
+        display: Arc<dyn crate::context::DisplaySink>,
+    ) -> Result<Vec<OutEvent>, String> {
+        if work.fingerprint != self.shared.fingerprint {
+            return Err(format!(
+                "the execution was started by another version of workflow `{}` (fingerprint {:016x}, here {:016x})",
+                self.shared.workflow.name(),
+                work.fingerprint,
+                self.shared.fingerprint
+            ));
+        }
+        let ctx = StepCtx {
+            shared: self.shared.clone(),
+            run: crate::context::CtxRun::Remote(Arc::new(crate::context::RemoteRun {
+                run_id: work.run_id.clone(),
+                thread_id: work.thread_id.clone(),
+                start: work.start.clone(),
+                display,
+            })),
+            execution: work.execution,
+            attempt: work.attempt,
+            displayed: Arc::new(AtomicU32::new(0)),
+        };
+        self.shared.run_body(work.step, &work.inputs, ctx).await
+    }
+
+    /// Feeds the completion of an execution whose body ran elsewhere to run `run_id`;
+    /// returns once it is durable (and the executions it started are handed on). A stale or
+    /// second completion of the same execution is dropped by the core (returns `Ok`).
+    pub async fn complete_work(
+        &self,
+        run_id: &str,
+        execution: ExecutionId,
+        attempt: u32,
+        outcome: Result<Vec<OutEvent>, String>,
+    ) -> Result<(), EngineError> {
+        let slot = self.shared.slot(run_id)?;
+        self.shared
+            .submit(
+                &slot,
+                Input::Complete {
+                    execution,
+                    attempt,
+                    outcome,
+                },
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// A display event shown by execution `execution` of run `run_id` whose body runs
+    /// elsewhere: its id is derived from execution and counter `n` as for a local body, so
+    /// one shown twice (a re-run) is logged once. Returns once it is durable.
+    pub async fn display_work(
+        &self,
+        run_id: &str,
+        execution: ExecutionId,
+        n: u32,
+        name: String,
+        payload: Payload,
+    ) -> Result<(), crate::context::ContextError> {
+        let slot = self
+            .shared
+            .slot(run_id)
+            .map_err(|e| crate::context::ContextError::Engine(Box::new(e)))?;
+        self.shared
+            .display(&slot, execution, n, name.into(), payload)
+            .await
+    }
+}

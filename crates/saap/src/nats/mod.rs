@@ -9,6 +9,9 @@
 //!   durable queue consumer; per-run ownership (KV compare-and-set with heartbeats, journal
 //!   writes fenced by sequence) makes one worker decide for a run at a time; a dead worker's
 //!   runs are taken over and their unfinished executions run again.
+//! - [`steps`]: with `WorkerOptions::steps = Steps::Shared`, the step bodies of one run run on
+//!   any worker of the class through the work queue `saap_work_{Class}`, while the run's
+//!   owner keeps making every decision.
 //!
 //! ```no_run
 //! # async fn serve(workflow: saap::Workflow) -> Result<(), saap::nats::WorkerError> {
@@ -26,9 +29,11 @@
 
 pub mod backend;
 pub mod connect;
+pub mod steps;
 pub mod worker;
 
 pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subject};
 pub use connect::{EngineChoice, EngineConnect, parse_engine};
 pub use saap_nats::{Auth, NatsOptions, Secret, TlsOptions};
+pub use steps::{Steps, work_consumer, work_stream};
 pub use worker::{Worker, WorkerError, WorkerOptions};

@@ -27,10 +27,13 @@
 //! dead is taken over, rebuilt from its journal by the core, and its started-but-unfinished
 //! executions run again (their outputs have deterministic ids, so duplicates are dropped).
 //!
-//! Step bodies run on the run's owner (ownership spreads runs over the workers). Running one
-//! run's steps on several workers is not implemented.
+//! **Step bodies** run on the run's owner by default (`Steps::Local`: ownership spreads runs
+//! over the workers). With `WorkerOptions::steps = Steps::Shared` they run on any worker of
+//! the class through the work queue `saap_work_{Class}`; the owner still makes every
+//! decision (module docs of `saap::nats::steps`).
 
 use super::backend::{NatsBackend, NatsBackendOptions, ctx_key};
+use super::steps::{Steps, WorkQueue};
 use crate::engine::{Engine, EngineError, EngineOptions};
 use crate::workflow::Workflow;
 use async_nats::jetstream::kv;
@@ -81,6 +84,19 @@ pub struct WorkerOptions {
     /// `aihub.rpc.config.agent.{class}.*` and class discovery requests addressed to the class
     /// or to every class.
     pub serve_protocol: bool,
+    /// Where step bodies run (default [`Steps::Local`]: on the run's owner). With
+    /// [`Steps::Shared`] every execution goes through the class's work queue and runs on any
+    /// worker (module docs of `saap::nats::steps`); all workers of a class must use the same
+    /// mode (a `Local` worker takes no work items).
+    pub steps: Steps,
+    /// With `Steps::Shared`: how long a work item taken by a worker that stopped answering
+    /// stays with it before the server delivers it to another (default 10 s; the body's
+    /// worker renews it every third of this while the body runs).
+    pub work_ack_wait: Duration,
+    /// With `Steps::Shared`: how many work items one pull asks for (default 16). Bodies of
+    /// the items a worker holds run concurrently; a smaller batch spreads a burst more
+    /// evenly over the workers, a larger one costs fewer pull requests.
+    pub work_batch: usize,
     /// What config RPC answers, by agent id: the configuration (`found: true`); any other id
     /// of the class is answered `found: false` with an empty config. Default: none.
     pub agent_configs: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
@@ -100,6 +116,9 @@ impl Default for WorkerOptions {
             engine: EngineOptions::default(),
             publish_outputs: true,
             serve_protocol: true,
+            steps: Steps::Local,
+            work_ack_wait: Duration::from_secs(10),
+            work_batch: 16,
             agent_configs: BTreeMap::new(),
             discovery_fields: serde_json::Map::new(),
         }
@@ -109,19 +128,19 @@ impl Default for WorkerOptions {
 /// An owner record: the worker and the run's subject tokens (to publish its outputs after a
 /// takeover).
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
-struct Owner {
-    w: String,
+pub(super) struct Owner {
+    pub(super) w: String,
     /// agent id, thread id, display id.
     a: (String, String, String),
 }
 
-struct Inner {
-    engine: Engine,
+pub(super) struct Inner {
+    pub(super) engine: Engine,
     backend: NatsBackend,
-    nats: SaapNats,
-    class: String,
-    id: String,
-    opts: WorkerOptions,
+    pub(super) nats: SaapNats,
+    pub(super) class: String,
+    pub(super) id: String,
+    pub(super) opts: WorkerOptions,
     owners: kv::Store,
     live: kv::Store,
     /// Runs this worker owns (and watches for their end).
@@ -247,7 +266,7 @@ impl Worker {
             ..DecodeLimits::default()
         };
         let engine = Engine::new(workflow, Arc::new(backend.clone()), opts.engine.clone());
-        Ok(Worker {
+        let worker = Worker {
             inner: Arc::new(Inner {
                 engine,
                 backend,
@@ -261,7 +280,13 @@ impl Worker {
                 limits,
                 stop: tokio::sync::watch::channel(false).0,
             }),
-        })
+        };
+        if worker.inner.opts.steps == Steps::Shared {
+            worker.inner.engine.set_executor(Arc::new(WorkQueue {
+                inner: Arc::downgrade(&worker.inner),
+            }));
+        }
+        Ok(worker)
     }
 
     /// This worker's id (unique per process start).
@@ -314,6 +339,9 @@ impl Worker {
         } else {
             None
         };
+        if inner.opts.steps == Steps::Shared {
+            self.serve_steps().await?;
+        }
         let mut consumer = inner.nats.control_consumer(&inner.class).await?;
         let lanes: Vec<mpsc::UnboundedSender<Delivery>> = (0..inner.opts.lanes.max(1))
             .map(|_| {
@@ -364,6 +392,64 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// With `Steps::Shared`: answers completions and display events of this worker's runs
+    /// (`saap.done.{Class}.{worker}`, `saap.show.{Class}.{worker}`) and runs work items from
+    /// the queue, until [`Worker::shutdown`].
+    async fn serve_steps(&self) -> Result<(), WorkerError> {
+        let inner = &self.inner;
+        for kind in ["done", "show"] {
+            let subject = format!("saap.{kind}.{}.{}", inner.class, inner.id);
+            let mut sub = inner
+                .nats
+                .client()
+                .subscribe(subject.clone())
+                .await
+                .map_err(|e| {
+                    WorkerError::Nats(NatsError::Request {
+                        subject: subject.clone(),
+                        reason: e.to_string(),
+                    })
+                })?;
+            let me = inner.clone();
+            let mut stop = inner.stop.subscribe();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = stop.changed() => break,
+                        m = sub.next() => {
+                            let Some(m) = m else { break };
+                            tokio::spawn(me.clone().answer_handoff(kind, m));
+                        }
+                    }
+                }
+            });
+        }
+        inner.nats.sync().await?;
+        let mut work = inner.work_messages().await?;
+        let me = inner.clone();
+        let mut stop = inner.stop.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    m = work.next() => match m {
+                        None => break,
+                        Some(Err(e)) => {
+                            tracing::warn!(error = %e, "work queue receive failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        Some(Ok(m)) => {
+                            tokio::spawn(me.clone().run_work(m));
+                        }
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -378,7 +464,7 @@ enum Reopened {
     NoJournal,
 }
 
-enum Route {
+pub(super) enum Route {
     Mine,
     Other { owner: Owner, revision: u64 },
     Nobody,
@@ -449,7 +535,13 @@ impl Inner {
         Ok(())
     }
 
-    async fn alive(&self, worker: &str) -> bool {
+    /// Whether this worker believes it owns run `run_id` (the owner record is the truth; a
+    /// stale belief is caught by the journal's fencing).
+    pub(super) fn owns(&self, run_id: &str) -> bool {
+        lock(&self.owned).contains(run_id)
+    }
+
+    pub(super) async fn alive(&self, worker: &str) -> bool {
         match self.live.entry(format!("w.{worker}")).await {
             Ok(Some(e)) => e.operation == kv::Operation::Put,
             Ok(None) => false,
@@ -458,7 +550,7 @@ impl Inner {
         }
     }
 
-    async fn route(&self, run_id: &str) -> Result<Route, String> {
+    pub(super) async fn route(&self, run_id: &str) -> Result<Route, String> {
         let entry = self
             .owners
             .entry(Self::owner_key(run_id))
@@ -778,7 +870,7 @@ impl Inner {
 
     /// Takes run `run_id` over from a dead owner (compare-and-set on the owner record read at
     /// `revision`), rebuilds it from its journal and re-runs its unfinished executions.
-    async fn take_over(self: &Arc<Self>, run_id: &str, revision: u64, from: &Owner) {
+    pub(super) async fn take_over(self: &Arc<Self>, run_id: &str, revision: u64, from: &Owner) {
         let address = RunAddress::new(&self.class, &from.a.0, &from.a.1, &from.a.2, run_id);
         let Ok(address) = address else {
             return;
