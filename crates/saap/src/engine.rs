@@ -109,7 +109,8 @@ pub struct EngineOptions {
     pub inline_single: bool,
     /// Keep ended runs in memory so that they can be inspected (default true). With
     /// `false`, a run leaves the engine's memory once it ended and no execution of it is
-    /// running, and `Engine::open` loads only live runs; the embedded store keeps them all.
+    /// running; the embedded store keeps them all. (`Engine::open` loads live runs only
+    /// either way; [`Engine::stored_snapshot`] reads an ended one from the store.)
     pub keep_ended_runs: bool,
 }
 
@@ -126,10 +127,9 @@ impl Default for EngineOptions {
 /// What `Engine::open` found in the store.
 #[derive(Debug, Default)]
 pub struct Recovery {
-    /// Live runs rebuilt from their journals.
+    /// Live runs rebuilt from their journals. (Ended runs are not loaded: they are read on
+    /// demand, [`Engine::stored_snapshot`].)
     pub resumed_runs: usize,
-    /// Runs that had ended, loaded for inspection.
-    pub ended_runs: usize,
     /// Executions that had started but not completed, now running again.
     pub retried_executions: usize,
     /// Runs that could not be rebuilt (they stay in the store untouched).
@@ -580,10 +580,12 @@ impl Engine {
         }
     }
 
-    /// Opens an engine over a store: every run of this workflow is rebuilt from its journal
-    /// by the dispatch core (recorded precondition results are reused, and the rebuilt
-    /// records must equal the stored ones); live runs then re-run the executions that had
-    /// started but not completed. Must be called inside a tokio runtime.
+    /// Opens an engine over a store: every live run of this workflow is rebuilt from its
+    /// journal by the dispatch core (recorded precondition results are reused, and the
+    /// rebuilt records must equal the stored ones), then re-runs the executions that had
+    /// started but not completed. Ended runs stay in the store, so opening costs what the
+    /// live runs cost: [`Engine::stored_snapshot`] reads one, and an event sent to one is
+    /// kept as after-stop evidence as before. Must be called inside a tokio runtime.
     pub async fn open(
         workflow: Workflow,
         backend: Arc<dyn Backend>,
@@ -593,8 +595,7 @@ impl Engine {
         let shared = &engine.shared;
         let stored = shared
             .backend
-            // An engine that does not keep ended runs does not load them either.
-            .load_runs(shared.workflow.name(), !shared.opts.keep_ended_runs)
+            .load_runs(shared.workflow.name(), true)
             .wait()
             .await?;
         let mut recovery = Recovery::default();
@@ -603,9 +604,7 @@ impl Engine {
             let run_id = s.meta.run_id.to_string();
             match shared.rebuild(s) {
                 Ok((slot, ended)) => {
-                    if ended {
-                        recovery.ended_runs += 1;
-                    } else {
+                    if !ended {
                         recovery.resumed_runs += 1;
                         let running: Vec<ExecutionId> = slot.lock().run.running().collect();
                         for x in running {
@@ -712,7 +711,7 @@ impl Engine {
     /// Sends an event to a live run; returns its id once it is durable. An event for a run
     /// that has ended is kept as after-stop evidence and never dispatched.
     pub async fn send<T: Event>(&self, run_id: &str, event: T) -> Result<EventId, EngineError> {
-        let slot = self.shared.slot(run_id)?;
+        let slot = self.shared.slot_or_ended(run_id).await?;
         let size = json_size(&event)?;
         let ev = self
             .shared
@@ -729,7 +728,7 @@ impl Engine {
         name: &str,
         payload: Payload,
     ) -> Result<EventId, EngineError> {
-        let slot = self.shared.slot(run_id)?;
+        let slot = self.shared.slot_or_ended(run_id).await?;
         let size = payload.check_json()?;
         let ev = self.shared.incoming(name, payload, size, None)?;
         let id = ev.id;
@@ -778,18 +777,26 @@ impl Engine {
     /// A consistent copy of a run's state, for inspection.
     pub fn snapshot(&self, run_id: &str) -> Option<RunSnapshot> {
         let slot = self.shared.slot(run_id).ok()?;
-        let st = slot.lock();
-        Some(RunSnapshot {
-            run_id: slot.run_id.to_string(),
-            thread_id: slot.thread_id.to_string(),
-            run: st.run.clone(),
-            payloads: st.payloads.clone(),
-            failure: st.failure.clone(),
-            display_by: st.display_by.clone(),
-        })
+        Some(slot_snapshot(&slot))
     }
 
     /// Ids of every run this engine knows (live and ended).
+    /// The run as [`Engine::snapshot`] sees it, or, when this engine does not hold it (an
+    /// ended run after [`Engine::open`], or one dropped with `keep_ended_runs: false`), the
+    /// store's copy rebuilt by the core without resuming it. `Ok(None)`: the store has no
+    /// such run of this workflow.
+    pub async fn stored_snapshot(&self, run_id: &str) -> Result<Option<RunSnapshot>, EngineError> {
+        if let Some(s) = self.snapshot(run_id) {
+            return Ok(Some(s));
+        }
+        let Some(slot) = self.shared.read_stored(run_id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(slot_snapshot(&slot)))
+    }
+
+    /// The ids of the runs this engine holds in memory (live runs, and ended ones it ran
+    /// while `keep_ended_runs` is on); [`Backend::list_runs`] lists what the store holds.
     pub fn run_ids(&self) -> Vec<String> {
         let runs = self.shared.runs.read().unwrap_or_else(|p| p.into_inner());
         let mut ids: Vec<String> = runs.keys().map(|k| k.to_string()).collect();
@@ -836,6 +843,48 @@ impl Shared {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(slot.run_id.clone(), slot);
+    }
+
+    /// Reads a run of this workflow from the store and rebuilds it (not inserted).
+    async fn read_stored(&self, run_id: &str) -> Result<Option<Arc<RunSlot>>, EngineError> {
+        let Some(stored) = self
+            .backend
+            .read_run(self.workflow.name(), run_id)
+            .wait()
+            .await?
+        else {
+            return Ok(None);
+        };
+        match self.rebuild(stored) {
+            Ok((slot, _)) => Ok(Some(slot)),
+            Err(detail) => Err(EngineError::Replay {
+                run_id: run_id.chars().take(128).collect(),
+                detail,
+            }),
+        }
+    }
+
+    /// The run's slot; a run this engine does not hold that the store has as ended is
+    /// loaded (once, whoever asks first), so an event sent to it becomes after-stop evidence.
+    async fn slot_or_ended(&self, run_id: &str) -> Result<Arc<RunSlot>, EngineError> {
+        if let Ok(slot) = self.slot(run_id) {
+            return Ok(slot);
+        }
+        let unknown = || EngineError::UnknownRun {
+            run_id: run_id.chars().take(128).collect(),
+        };
+        if !self.journal {
+            return Err(unknown());
+        }
+        let Some(slot) = self.read_stored(run_id).await? else {
+            return Err(unknown());
+        };
+        if !slot.lock().run.is_terminated() {
+            // A live run this engine does not hold belongs to another engine (a worker).
+            return Err(unknown());
+        }
+        let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
+        Ok(runs.entry(slot.run_id.clone()).or_insert(slot).clone())
     }
 
     fn slot(&self, run_id: &str) -> Result<Arc<RunSlot>, EngineError> {
@@ -1360,6 +1409,18 @@ impl Shared {
 
 /// The size of an event's JSON form, in bytes (an unserializable event is an error here,
 /// before it enters a run).
+fn slot_snapshot(slot: &RunSlot) -> RunSnapshot {
+    let st = slot.lock();
+    RunSnapshot {
+        run_id: slot.run_id.to_string(),
+        thread_id: slot.thread_id.to_string(),
+        run: st.run.clone(),
+        payloads: st.payloads.clone(),
+        failure: st.failure.clone(),
+        display_by: st.display_by.clone(),
+    }
+}
+
 fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
     let mut n = crate::event::ByteCount(0);
     serde_json::to_writer(&mut n, event).map_err(|e| PayloadError::Serialize {

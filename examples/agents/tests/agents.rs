@@ -59,8 +59,13 @@ async fn rag_agent_on_the_embedded_engine() {
     let (engine, rec) = Engine::open(rag::workflow(), backend, EngineOptions::default())
         .await
         .unwrap();
-    assert_eq!(rec.ended_runs, 1);
-    let after = engine.snapshot(run.run_id()).unwrap().timeline();
+    assert_eq!(rec.resumed_runs, 0);
+    let after = engine
+        .stored_snapshot(run.run_id())
+        .await
+        .unwrap()
+        .unwrap()
+        .timeline();
     assert_eq!(
         before, after,
         "the timeline is rebuilt from the store exactly"

@@ -1,7 +1,7 @@
 //! The in-memory backend: contexts in a map, no journal (runs live in the engine and end
 //! with the process). For tests and maximum speed.
 
-use super::{Backend, Pending, PersistBatch, Scope, StoreError, StoredRun};
+use super::{Backend, Pending, PersistBatch, RunPage, RunQuery, Scope, StoreError, StoredRun};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,6 +68,13 @@ impl Backend for MemoryBackend {
     }
     fn load_runs(&self, _workflow: &str, _live_only: bool) -> Pending<Vec<StoredRun>> {
         Pending::Ready(self.check().map(|_| Vec::new()))
+    }
+    fn list_runs(&self, _workflow: &str, _query: &RunQuery) -> Pending<RunPage> {
+        // Runs live in the engine only: the store has none to list.
+        Pending::Ready(self.check().map(|_| RunPage::default()))
+    }
+    fn read_run(&self, _workflow: &str, _run_id: &str) -> Pending<Option<StoredRun>> {
+        Pending::Ready(self.check().map(|_| None))
     }
     fn ctx_get(&self, scope: Scope, key: &str) -> Pending<Option<serde_json::Value>> {
         if let Err(e) = self.check() {

@@ -270,6 +270,161 @@ impl StoredRun {
     }
 }
 
+/// Which runs [`Backend::list_runs`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StatusFilter {
+    /// Not ended: waiting for events or running steps.
+    Live,
+    /// Ended, by a stop or an exception event.
+    Ended,
+    /// Ended by a stop event.
+    Stopped,
+    /// Ended by an exception event.
+    Failed,
+}
+
+impl StatusFilter {
+    /// Whether a run with this summary passes the filter.
+    pub fn admits(self, s: &RunSummary) -> bool {
+        match self {
+            StatusFilter::Live => !s.ended,
+            StatusFilter::Ended => s.ended,
+            StatusFilter::Stopped => s.termination == Some(Termination::Stop),
+            StatusFilter::Failed => s.termination == Some(Termination::Exception),
+        }
+    }
+}
+
+/// The most runs one [`Backend::list_runs`] call returns.
+pub const MAX_PAGE: usize = 10_000;
+/// The longest id prefix a query accepts (run ids are 24 characters).
+pub const MAX_ID_PREFIX: usize = 128;
+
+/// A page of runs to list: newest first, after `offset` matching runs, at most `limit`
+/// (capped at [`MAX_PAGE`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunQuery {
+    pub status: Option<StatusFilter>,
+    /// Only runs whose id starts with this (for resolving a prefix the user typed).
+    pub id_prefix: Option<String>,
+    pub offset: usize,
+    pub limit: usize,
+}
+
+impl Default for RunQuery {
+    fn default() -> Self {
+        RunQuery {
+            status: None,
+            id_prefix: None,
+            offset: 0,
+            limit: 50,
+        }
+    }
+}
+
+impl RunQuery {
+    /// The limit actually applied.
+    pub fn page_size(&self) -> usize {
+        self.limit.min(MAX_PAGE)
+    }
+    /// The prefix, bounded (a longer one cannot match a run id anyway).
+    pub fn prefix(&self) -> Option<&str> {
+        self.id_prefix
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let end = p
+                    .char_indices()
+                    .nth(MAX_ID_PREFIX)
+                    .map_or(p.len(), |(i, _)| i);
+                &p[..end]
+            })
+    }
+}
+
+pub use saap_dispatch::record::Termination;
+
+/// What a listing says about one run without rebuilding it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub thread_id: String,
+    pub ended: bool,
+    /// How it ended (`None` while live, or when the store cannot tell cheaply).
+    pub termination: Option<Termination>,
+    /// When the store first saw the run (ns since the epoch), if it records that.
+    pub started_ns: Option<i64>,
+    /// Events in the run's log (after-stop evidence included).
+    pub events: u64,
+    /// Entries in the run's journal.
+    pub journal_entries: u64,
+}
+
+/// One page of [`Backend::list_runs`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunPage {
+    pub runs: Vec<RunSummary>,
+    /// More runs match after this page (ask again with `offset + runs.len()`).
+    pub more: bool,
+}
+
+/// What the decision records of some journal entries say about the run's log, read
+/// without rebuilding it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordsSummary {
+    /// The highest log position the records name (`seq` of an appended, started,
+    /// terminating or after-stop record).
+    pub max_seq: Option<u64>,
+    /// The run ended in these records, and how.
+    pub termination: Option<Termination>,
+    /// An event arrived after the run had ended.
+    pub after_stop: bool,
+}
+
+impl RecordsSummary {
+    /// Reads a JSON array of decision records (as stored per journal entry).
+    pub fn of_json(records: &str) -> Result<RecordsSummary, serde_json::Error> {
+        let values: Vec<serde_json::Value> = serde_json::from_str(records)?;
+        let mut s = RecordsSummary::default();
+        s.add(&values);
+        Ok(s)
+    }
+
+    /// Adds records (already parsed) to the summary.
+    pub fn add(&mut self, records: &[serde_json::Value]) {
+        for r in records {
+            if let Some(seq) = r.get("seq").and_then(serde_json::Value::as_u64) {
+                self.max_seq = Some(self.max_seq.map_or(seq, |m| m.max(seq)));
+            }
+            match r.get("record").and_then(serde_json::Value::as_str) {
+                Some("run_terminated") => {
+                    self.termination = match r.get("by").and_then(serde_json::Value::as_str) {
+                        Some("exception") => Some(Termination::Exception),
+                        _ => Some(Termination::Stop),
+                    }
+                }
+                Some("event_after_stop") => self.after_stop = true,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Summarizes a run from its loaded journal.
+pub fn summarize(run: &StoredRun, started_ns: Option<i64>) -> RunSummary {
+    let mut s = RecordsSummary::default();
+    s.add(&run.records);
+    RunSummary {
+        run_id: run.meta.run_id.to_string(),
+        thread_id: run.meta.thread_id.to_string(),
+        ended: run.ended || s.termination.is_some(),
+        termination: s.termination,
+        started_ns,
+        events: s.max_seq.map_or(0, |m| m + 1),
+        journal_entries: run.journal.len() as u64,
+    }
+}
+
 /// Where runs, journals and contexts are kept.
 pub trait Backend: Send + Sync + 'static {
     /// A short name for reports (`memory`, `sqlite`).
@@ -282,6 +437,11 @@ pub trait Backend: Send + Sync + 'static {
     fn persist(&self, batch: PersistBatch) -> Pending<()>;
     /// Runs of a workflow (live ones only, or all).
     fn load_runs(&self, workflow: &str, live_only: bool) -> Pending<Vec<StoredRun>>;
+    /// A page of a workflow's runs, newest first, summarized without rebuilding them.
+    fn list_runs(&self, workflow: &str, query: &RunQuery) -> Pending<RunPage>;
+    /// One run of a workflow with its journal and records (`None`: the store has no such
+    /// run of this workflow).
+    fn read_run(&self, workflow: &str, run_id: &str) -> Pending<Option<StoredRun>>;
     fn ctx_get(&self, scope: Scope, key: &str) -> Pending<Option<serde_json::Value>>;
     fn ctx_set(&self, scope: Scope, key: &str, value: serde_json::Value) -> Pending<()>;
     fn ctx_delete(&self, scope: Scope, key: &str) -> Pending<()>;

@@ -6,7 +6,10 @@
 //! batches, from many runs), then answers each command. A batch is acknowledged only after
 //! its commit returned, so "durable before dispatch" holds.
 
-use super::{Backend, JournalEntry, Pending, PersistBatch, RunMeta, Scope, StoreError, StoredRun};
+use super::{
+    Backend, JournalEntry, Pending, PersistBatch, RecordsSummary, RunMeta, RunPage, RunQuery,
+    RunSummary, Scope, StatusFilter, StoreError, StoredRun, Termination,
+};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +18,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
 
-const SCHEMA_VERSION: i64 = 1;
+/// Version 2 added `runs.outcome` (how an ended run ended) and the indexes that list a
+/// workflow's runs newest first, by status; version-1 files are migrated when opened.
+const SCHEMA_VERSION: i64 = 2;
 /// The most commands applied in one transaction.
 const MAX_GROUP: usize = 1024;
 
@@ -24,6 +29,8 @@ type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 enum Cmd {
     Persist(Box<PersistBatch>, Reply<()>),
     LoadRuns(String, bool, Reply<Vec<StoredRun>>),
+    ListRuns(String, RunQuery, Reply<RunPage>),
+    ReadRun(String, String, Reply<Option<StoredRun>>),
     CtxGet(Scope, String, Reply<Option<serde_json::Value>>),
     CtxSet(Scope, String, serde_json::Value, Reply<()>),
     CtxDelete(Scope, String, Reply<()>),
@@ -181,8 +188,7 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
          CREATE TABLE IF NOT EXISTS runs(
             run_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, thread_id TEXT NOT NULL,
             fingerprint INTEGER NOT NULL, ended INTEGER NOT NULL DEFAULT 0,
-            created_ns INTEGER NOT NULL);
-         CREATE INDEX IF NOT EXISTS runs_live ON runs(workflow, ended);
+            created_ns INTEGER NOT NULL, outcome TEXT);
          CREATE TABLE IF NOT EXISTS journal(
             run_id TEXT NOT NULL, idx INTEGER NOT NULL, input TEXT NOT NULL,
             records TEXT NOT NULL);
@@ -193,12 +199,22 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
          CREATE TABLE IF NOT EXISTS thread_context(
             thread_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
             expires_ns INTEGER NOT NULL, PRIMARY KEY(thread_id, key)) WITHOUT ROWID;
-         INSERT OR IGNORE INTO saap_meta(key, value) VALUES ('schema', 1);
+         INSERT OR IGNORE INTO saap_meta(key, value) VALUES ('schema', 2);
          COMMIT;",
     )?;
-    let v: i64 = conn.query_row("SELECT value FROM saap_meta WHERE key='schema'", [], |r| {
+    let mut v: i64 = conn.query_row("SELECT value FROM saap_meta WHERE key='schema'", [], |r| {
         r.get(0)
     })?;
+    if v == 1 {
+        migrate_v1(conn)?;
+        v = 2;
+    }
+    // Listing: a workflow's runs newest first, all or by status (also what `load_runs`
+    // filters on).
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS runs_recent ON runs(workflow, created_ns);
+         CREATE INDEX IF NOT EXISTS runs_status ON runs(workflow, ended, created_ns);",
+    )?;
     if v != SCHEMA_VERSION {
         return Err(rusqlite::Error::SqliteFailure(
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
@@ -214,6 +230,85 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
     Ok(())
 }
 
+/// Version 1 → 2, in one transaction: the `outcome` column, filled in for runs that had
+/// already ended from their last journal entries; the index on (workflow, ended) gives way
+/// to the listing indexes made by `setup`.
+fn migrate_v1(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let tx = conn.unchecked_transaction()?;
+    tx.execute_batch(
+        "ALTER TABLE runs ADD COLUMN outcome TEXT;
+         DROP INDEX IF EXISTS runs_live;",
+    )?;
+    let ended: Vec<String> = tx
+        .prepare("SELECT run_id FROM runs WHERE ended = 1")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut n = 0usize;
+    for run_id in ended {
+        let tail = journal_tail(&tx, &run_id, true)?;
+        if let Some(t) = tail.termination {
+            tx.execute(
+                "UPDATE runs SET outcome = ?2 WHERE run_id = ?1",
+                params![run_id, outcome_text(t)],
+            )?;
+            n += 1;
+        }
+    }
+    tx.execute("UPDATE saap_meta SET value = 2 WHERE key = 'schema'", [])?;
+    tx.commit()?;
+    tracing::info!(
+        ended_runs = n,
+        "migrated the database from schema 1 to 2 (run outcomes, listing indexes)"
+    );
+    Ok(())
+}
+
+fn outcome_text(t: Termination) -> &'static str {
+    match t {
+        Termination::Stop => "stop",
+        Termination::Exception => "exception",
+    }
+}
+
+/// What the end of a run's journal says: walks its entries from the last one back until it
+/// knows the log length (the highest `seq`) and, with `want_end`, how the run ended. Most
+/// runs answer from their last entry or two.
+struct Tail {
+    entries: u64,
+    max_seq: Option<u64>,
+    termination: Option<Termination>,
+}
+
+fn journal_tail(conn: &Connection, run_id: &str, want_end: bool) -> Result<Tail, rusqlite::Error> {
+    let mut stmt = conn
+        .prepare_cached("SELECT idx, records FROM journal WHERE run_id = ?1 ORDER BY idx DESC")?;
+    let mut rows = stmt.query(params![run_id])?;
+    let mut tail = Tail {
+        entries: 0,
+        max_seq: None,
+        termination: None,
+    };
+    while let Some(row) = rows.next()? {
+        let idx: i64 = row.get(0)?;
+        if tail.entries == 0 {
+            tail.entries = idx.max(0) as u64 + 1;
+        }
+        let text: String = row.get(1)?;
+        // A row that does not parse says nothing here; `show` reports it when rebuilding.
+        let s = RecordsSummary::of_json(&text).unwrap_or_default();
+        if tail.max_seq.is_none() {
+            tail.max_seq = s.max_seq;
+        }
+        if s.termination.is_some() {
+            tail.termination = s.termination;
+        }
+        if tail.max_seq.is_some() && (!want_end || tail.termination.is_some()) {
+            break;
+        }
+    }
+    Ok(tail)
+}
+
 struct Worker {
     conn: Connection,
     ttl_ns: i64,
@@ -223,6 +318,11 @@ struct Worker {
 enum Done {
     Unit(Reply<()>, Result<(), StoreError>),
     Runs(Reply<Vec<StoredRun>>, Result<Vec<StoredRun>, StoreError>),
+    Page(Reply<RunPage>, Result<RunPage, StoreError>),
+    One(
+        Reply<Option<StoredRun>>,
+        Result<Option<StoredRun>, StoreError>,
+    ),
     Value(
         Reply<Option<serde_json::Value>>,
         Result<Option<serde_json::Value>, StoreError>,
@@ -265,6 +365,8 @@ impl Worker {
             match c {
                 Cmd::Persist(b, r) => done.push(Done::Unit(r, persist(&tx, &b))),
                 Cmd::LoadRuns(w, live, r) => done.push(Done::Runs(r, load_runs(&tx, &w, live))),
+                Cmd::ListRuns(w, q, r) => done.push(Done::Page(r, list_runs(&tx, &w, &q))),
+                Cmd::ReadRun(w, id, r) => done.push(Done::One(r, read_run(&tx, &w, &id))),
                 Cmd::CtxGet(s, k, r) => done.push(Done::Value(r, ctx_get(&tx, &s, &k))),
                 Cmd::CtxSet(s, k, v, r) => {
                     done.push(Done::Unit(r, ctx_set(&tx, &s, &k, &v, self.ttl_ns)))
@@ -279,6 +381,8 @@ impl Worker {
                 match d {
                     Done::Unit(r, _) => drop(r.send(Err(err.clone()))),
                     Done::Runs(r, _) => drop(r.send(Err(err.clone()))),
+                    Done::Page(r, _) => drop(r.send(Err(err.clone()))),
+                    Done::One(r, _) => drop(r.send(Err(err.clone()))),
                     Done::Value(r, _) => drop(r.send(Err(err.clone()))),
                 }
             }
@@ -289,6 +393,8 @@ impl Worker {
             match d {
                 Done::Unit(r, v) => drop(r.send(v)),
                 Done::Runs(r, v) => drop(r.send(v)),
+                Done::Page(r, v) => drop(r.send(v)),
+                Done::One(r, v) => drop(r.send(v)),
                 Done::Value(r, v) => drop(r.send(v)),
             }
         }
@@ -301,6 +407,8 @@ fn fail(c: Cmd, err: StoreError) {
             drop(r.send(Err(err)))
         }
         Cmd::LoadRuns(_, _, r) => drop(r.send(Err(err))),
+        Cmd::ListRuns(_, _, r) => drop(r.send(Err(err))),
+        Cmd::ReadRun(_, _, r) => drop(r.send(Err(err))),
         Cmd::CtxGet(_, _, r) => drop(r.send(Err(err))),
         Cmd::Halt => {}
     }
@@ -342,8 +450,13 @@ fn persist(tx: &rusqlite::Transaction<'_>, b: &PersistBatch) -> Result<(), Store
         })
         .map_err(io)?;
     if b.ended {
-        tx.prepare_cached("UPDATE runs SET ended = 1 WHERE run_id = ?1")
-            .and_then(|mut s| s.execute(params![&*b.run_id]))
+        // How it ended, from this entry's records (read once per run, at its end).
+        let outcome = RecordsSummary::of_json(&b.records_json)
+            .ok()
+            .and_then(|s| s.termination)
+            .map(outcome_text);
+        tx.prepare_cached("UPDATE runs SET ended = 1, outcome = ?2 WHERE run_id = ?1")
+            .and_then(|mut s| s.execute(params![&*b.run_id, outcome]))
             .map_err(io)?;
         tx.prepare_cached("DELETE FROM run_context WHERE run_id = ?1")
             .and_then(|mut s| s.execute(params![&*b.run_id]))
@@ -375,54 +488,169 @@ fn load_runs(
         .map_err(io)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(io)?;
-    let mut jstmt = tx
-        .prepare("SELECT input, records FROM journal WHERE run_id = ?1 ORDER BY idx")
-        .map_err(io)?;
     let mut out = Vec::with_capacity(metas.len());
     for (run_id, thread_id, fp, ended) in metas {
-        let rows = jstmt
-            .query_map(params![&run_id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-            })
-            .map_err(io)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(io)?;
-        let mut journal = Vec::with_capacity(rows.len());
-        let mut records = Vec::new();
-        let mut damaged = None;
-        for (i, (input, recs)) in rows.iter().enumerate() {
-            let parsed = serde_json::from_str::<JournalEntry>(input).and_then(|entry| {
-                serde_json::from_str::<Vec<serde_json::Value>>(recs).map(|r| (entry, r))
-            });
-            match parsed {
-                Ok((entry, recs)) => {
-                    journal.push(entry);
-                    records.extend(recs);
-                }
-                Err(e) => {
-                    let detail = format!("journal entry {i}: {e}");
-                    tracing::error!(run_id, %detail, "a stored run cannot be read");
-                    damaged = Some(detail);
-                    journal.clear();
-                    records.clear();
-                    break;
-                }
-            }
-        }
-        out.push(StoredRun {
-            meta: RunMeta {
-                run_id: run_id.as_str().into(),
-                thread_id: thread_id.into(),
-                workflow: workflow.to_string(),
-                fingerprint: fp as u64,
-            },
-            ended: ended != 0,
-            journal,
-            records,
-            damaged,
-        });
+        out.push(load_journal(
+            tx,
+            workflow,
+            run_id,
+            thread_id,
+            fp,
+            ended != 0,
+        )?);
     }
     Ok(out)
+}
+
+/// A run's journal and records, in order.
+fn load_journal(
+    tx: &rusqlite::Transaction<'_>,
+    workflow: &str,
+    run_id: String,
+    thread_id: String,
+    fingerprint: i64,
+    ended: bool,
+) -> Result<StoredRun, StoreError> {
+    let mut jstmt = tx
+        .prepare_cached("SELECT input, records FROM journal WHERE run_id = ?1 ORDER BY idx")
+        .map_err(io)?;
+    let rows = jstmt
+        .query_map(params![&run_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(io)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io)?;
+    let mut journal = Vec::with_capacity(rows.len());
+    let mut records = Vec::new();
+    let mut damaged = None;
+    for (i, (input, recs)) in rows.iter().enumerate() {
+        let parsed = serde_json::from_str::<JournalEntry>(input).and_then(|entry| {
+            serde_json::from_str::<Vec<serde_json::Value>>(recs).map(|r| (entry, r))
+        });
+        match parsed {
+            Ok((entry, recs)) => {
+                journal.push(entry);
+                records.extend(recs);
+            }
+            Err(e) => {
+                let detail = format!("journal entry {i}: {e}");
+                tracing::error!(run_id, %detail, "a stored run cannot be read");
+                damaged = Some(detail);
+                journal.clear();
+                records.clear();
+                break;
+            }
+        }
+    }
+    Ok(StoredRun {
+        meta: RunMeta {
+            run_id: run_id.as_str().into(),
+            thread_id: thread_id.into(),
+            workflow: workflow.to_string(),
+            fingerprint: fingerprint as u64,
+        },
+        ended,
+        journal,
+        records,
+        damaged,
+    })
+}
+
+fn read_run(
+    tx: &rusqlite::Transaction<'_>,
+    workflow: &str,
+    run_id: &str,
+) -> Result<Option<StoredRun>, StoreError> {
+    let meta = tx
+        .prepare_cached(
+            "SELECT thread_id, fingerprint, ended FROM runs WHERE run_id = ?1 AND workflow = ?2",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![run_id, workflow], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(io)?;
+    match meta {
+        None => Ok(None),
+        Some((thread_id, fp, ended)) => {
+            load_journal(tx, workflow, run_id.to_string(), thread_id, fp, ended != 0).map(Some)
+        }
+    }
+}
+
+/// A page of runs, newest first. The status filter and the order are served by the
+/// `runs_status` / `runs_recent` indexes; each listed run's log length comes from the end of
+/// its journal.
+fn list_runs(
+    tx: &rusqlite::Transaction<'_>,
+    workflow: &str,
+    q: &RunQuery,
+) -> Result<RunPage, StoreError> {
+    let limit = q.page_size();
+    let mut sql = String::from(
+        "SELECT run_id, thread_id, ended, outcome, created_ns FROM runs WHERE workflow = ?1",
+    );
+    sql.push_str(match q.status {
+        None => "",
+        Some(StatusFilter::Live) => " AND ended = 0",
+        Some(StatusFilter::Ended) => " AND ended = 1",
+        Some(StatusFilter::Stopped) => " AND ended = 1 AND outcome = 'stop'",
+        Some(StatusFilter::Failed) => " AND ended = 1 AND outcome = 'exception'",
+    });
+    // Prefix match as a range on the primary key: ids from `p` up to `p` followed by the
+    // largest code point.
+    let prefix = q.prefix().unwrap_or("");
+    if !prefix.is_empty() {
+        sql.push_str(" AND run_id >= ?4 AND run_id < ?4 || char(1114111)");
+    }
+    sql.push_str(" ORDER BY created_ns DESC, run_id DESC LIMIT ?2 OFFSET ?3");
+    let mut stmt = tx.prepare_cached(&sql).map_err(io)?;
+    let fetch = (limit as i64).saturating_add(1);
+    let offset = q.offset.min(i64::MAX as usize) as i64;
+    let map = |r: &rusqlite::Row<'_>| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, Option<String>>(3)?,
+            r.get::<_, i64>(4)?,
+        ))
+    };
+    let rows = if prefix.is_empty() {
+        stmt.query_map(params![workflow, fetch, offset], map)
+    } else {
+        stmt.query_map(params![workflow, fetch, offset, prefix], map)
+    }
+    .map_err(io)?
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(io)?;
+    let more = rows.len() > limit;
+    let mut runs = Vec::with_capacity(rows.len().min(limit));
+    for (run_id, thread_id, ended, outcome, created_ns) in rows.into_iter().take(limit) {
+        let tail = journal_tail(tx, &run_id, false).map_err(io)?;
+        let termination = match outcome.as_deref() {
+            Some("stop") => Some(Termination::Stop),
+            Some("exception") => Some(Termination::Exception),
+            _ => None,
+        };
+        runs.push(RunSummary {
+            run_id,
+            thread_id,
+            ended: ended != 0,
+            termination,
+            started_ns: Some(created_ns),
+            events: tail.max_seq.map_or(0, |m| m + 1),
+            journal_entries: tail.entries,
+        });
+    }
+    Ok(RunPage { runs, more })
 }
 
 fn ctx_get(
@@ -500,6 +728,14 @@ impl Backend for SqliteBackend {
     fn load_runs(&self, workflow: &str, live_only: bool) -> Pending<Vec<StoredRun>> {
         let w = workflow.to_string();
         self.send(|r| Cmd::LoadRuns(w, live_only, r))
+    }
+    fn list_runs(&self, workflow: &str, query: &RunQuery) -> Pending<RunPage> {
+        let (w, q) = (workflow.to_string(), query.clone());
+        self.send(|r| Cmd::ListRuns(w, q, r))
+    }
+    fn read_run(&self, workflow: &str, run_id: &str) -> Pending<Option<StoredRun>> {
+        let (w, id) = (workflow.to_string(), run_id.to_string());
+        self.send(|r| Cmd::ReadRun(w, id, r))
     }
     fn ctx_get(&self, scope: Scope, key: &str) -> Pending<Option<serde_json::Value>> {
         let k = key.to_string();

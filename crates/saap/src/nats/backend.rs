@@ -18,8 +18,8 @@
 //!   journal only, which the next owner publishes ([`NatsBackend::republish_outputs`]).
 
 use crate::backend::{
-    Backend, JournalEntry, Pending, PersistBatch, RunMeta, Scope, StoreError, StoredEvent,
-    StoredInput, StoredRun,
+    Backend, JournalEntry, Pending, PersistBatch, RecordsSummary, RunMeta, RunPage, RunQuery,
+    RunSummary, Scope, StoreError, StoredEvent, StoredInput, StoredRun,
 };
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, consumer::pull};
@@ -192,7 +192,7 @@ impl NatsBackend {
     /// run are fenced on the last sequence read here.
     pub async fn load_run(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
         let subject = journal_subject(&self.inner.class, run_id);
-        let mut runs = self.inner.read_journal(&subject).await?;
+        let mut runs = self.inner.read_journal(&subject, true).await?;
         match runs.pop() {
             Some(run) => match run.damage() {
                 Some(e) => Err(e),
@@ -307,8 +307,9 @@ impl Inner {
     }
 
     /// Reads journal messages of `filter` (one run's subject, or all) in stream order and
-    /// groups them into runs.
-    async fn read_journal(&self, filter: &str) -> Result<Vec<StoredRun>, StoreError> {
+    /// groups them into runs. With `fence`, later writes of this process to those runs are
+    /// fenced on the last sequence read (a read-only look passes `false`).
+    async fn read_journal(&self, filter: &str, fence: bool) -> Result<Vec<StoredRun>, StoreError> {
         let stream_name = journal_stream(&self.class);
         let stream = self
             .nats
@@ -366,13 +367,138 @@ impl Inner {
         let mut last = lock(&self.last_seq);
         for id in order {
             if let Some(b) = runs.remove(&id) {
-                last.insert(id.clone(), b.last_seq);
+                if fence {
+                    last.insert(id.clone(), b.last_seq);
+                }
                 if let Some(run) = b.finish()? {
                     out.push(run);
                 }
             }
         }
         Ok(out)
+    }
+
+    /// A page of the class's runs, newest first. Run ids come from the stream's subject list
+    /// (names only, no message is read); the runs skipped by the offset cost nothing unless a
+    /// status filter must look at them; each listed run costs two direct reads (its first
+    /// and last journal message), or a read of its journal when those do not tell how it
+    /// ended (events after the stop).
+    async fn list_runs(&self, workflow: &str, q: &RunQuery) -> Result<RunPage, StoreError> {
+        let stream_name = journal_stream(&self.class);
+        let stream = self
+            .nats
+            .jetstream()
+            .get_stream(&stream_name)
+            .await
+            .map_err(|e| io(format!("cannot read the journal stream {stream_name}: {e}")))?;
+        let prefix = format!("saap.journal.{}.", self.class);
+        let mut subjects = stream
+            .info_with_subjects(format!("{prefix}*"))
+            .await
+            .map_err(|e| io(format!("cannot list the runs of {stream_name}: {e}")))?;
+        let mut ids: Vec<String> = Vec::new();
+        let wanted = q.prefix().unwrap_or("");
+        while let Some(item) = subjects.next().await {
+            let (subject, _count) =
+                item.map_err(|e| io(format!("cannot list the runs of {stream_name}: {e}")))?;
+            if let Some(id) = subject.strip_prefix(&prefix)
+                && id.starts_with(wanted)
+            {
+                ids.push(id.to_string());
+            }
+        }
+        // Run ids begin with their start time (ObjectId layout): newest first.
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        let limit = q.page_size();
+        let mut page = RunPage::default();
+        let mut skipped = 0usize;
+        for id in ids {
+            let Some(summary) = self.summarize_run(&stream, workflow, &id).await? else {
+                continue;
+            };
+            if q.status.is_some_and(|f| !f.admits(&summary)) {
+                continue;
+            }
+            if skipped < q.offset {
+                skipped += 1;
+                continue;
+            }
+            if page.runs.len() == limit {
+                page.more = true;
+                break;
+            }
+            page.runs.push(summary);
+        }
+        Ok(page)
+    }
+
+    /// One run's summary from its first and last journal messages (`None`: not a run of
+    /// `workflow`, or no journal).
+    async fn summarize_run(
+        &self,
+        stream: &jetstream::stream::Stream,
+        workflow: &str,
+        run_id: &str,
+    ) -> Result<Option<RunSummary>, StoreError> {
+        let subject = journal_subject(&self.class, run_id);
+        let read = |e: &dyn std::fmt::Display| {
+            io(format!("cannot read the journal of run `{run_id}`: {e}"))
+        };
+        let first = match stream.get_first_raw_message_by_subject(&subject, 1).await {
+            Ok(m) => m,
+            Err(e) if e.kind() == jetstream::stream::RawMessageErrorKind::NoMessageFound => {
+                return Ok(None);
+            }
+            Err(e) => return Err(read(&e)),
+        };
+        let bad = |e: serde_json::Error| StoreError::BadRow {
+            run_id: run_id.to_string(),
+            detail: e.to_string(),
+        };
+        let head: WireBatch = serde_json::from_slice(&first.payload).map_err(bad)?;
+        let Some(meta) = head.m else {
+            return Err(StoreError::BadRow {
+                run_id: run_id.to_string(),
+                detail: "the journal has no first entry (run metadata missing)".into(),
+            });
+        };
+        if meta.w != workflow {
+            return Ok(None);
+        }
+        let last = stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .map_err(|e| read(&e))?;
+        let tail: WireBatch = serde_json::from_slice(&last.payload).map_err(bad)?;
+        let mut s = RecordsSummary::default();
+        let mut ended = false;
+        for e in &tail.b {
+            if let Value::Array(rs) = &e.r {
+                s.add(rs);
+            }
+            ended |= e.end;
+        }
+        let entries = tail.b.last().map_or(0, |e| e.x + 1);
+        let started_ns = saap_protocol::EventId::parse(run_id)
+            .ok()
+            .map(|id| i64::from(id.object_id_seconds()) * 1_000_000_000);
+        let ended = ended || s.after_stop || s.termination.is_some();
+        if s.max_seq.is_some() && (!ended || s.termination.is_some()) {
+            return Ok(Some(RunSummary {
+                run_id: run_id.to_string(),
+                thread_id: meta.t,
+                ended,
+                termination: s.termination,
+                started_ns,
+                events: s.max_seq.map_or(0, |m| m + 1),
+                journal_entries: entries,
+            }));
+        }
+        // The last message does not tell: read the whole journal of this run.
+        let mut runs = self.read_journal(&subject, false).await?;
+        Ok(runs
+            .pop()
+            .map(|r| crate::backend::summarize(&r, started_ns)))
     }
 
     /// Retries a journal write that failed transiently (a node fail-over, a timeout, a
@@ -873,7 +999,7 @@ impl Backend for NatsBackend {
         let workflow = workflow.to_string();
         self.spawn(async move {
             let filter = format!("saap.journal.{}.*", inner.class);
-            let runs = inner.read_journal(&filter).await?;
+            let runs = inner.read_journal(&filter, true).await?;
             Ok(runs
                 .into_iter()
                 // A damaged run whose metadata could not be read is reported too (the
@@ -884,6 +1010,30 @@ impl Backend for NatsBackend {
                         && !(live_only && r.ended)
                 })
                 .collect())
+        })
+    }
+    fn list_runs(&self, workflow: &str, query: &RunQuery) -> Pending<RunPage> {
+        let inner = self.inner.clone();
+        let (workflow, query) = (workflow.to_string(), query.clone());
+        self.spawn(async move { inner.list_runs(&workflow, &query).await })
+    }
+    fn read_run(&self, workflow: &str, run_id: &str) -> Pending<Option<StoredRun>> {
+        let inner = self.inner.clone();
+        let (workflow, run_id) = (workflow.to_string(), run_id.to_string());
+        self.spawn(async move {
+            // An id that is not one subject token cannot name a run (and must not widen the
+            // filter).
+            if run_id.is_empty()
+                || run_id.len() > 128
+                || run_id
+                    .chars()
+                    .any(|c| matches!(c, '.' | '*' | '>') || c.is_whitespace())
+            {
+                return Ok(None);
+            }
+            let subject = journal_subject(&inner.class, &run_id);
+            let mut runs = inner.read_journal(&subject, false).await?;
+            Ok(runs.pop().filter(|r| r.meta.workflow == workflow))
         })
     }
     fn ctx_get(&self, scope: Scope, key: &str) -> Pending<Option<Value>> {
