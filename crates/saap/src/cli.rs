@@ -20,7 +20,7 @@
 use crate::backend::Backend;
 use crate::backend::sqlite::SqliteBackend;
 use crate::engine::{Engine, EngineError, EngineOptions};
-use crate::history::{HistoryExportError, RunOutcome, StoredRunView, utc_time};
+use crate::history::{RunOutcome, StoredRunView, utc_time};
 use crate::snapshot::{RunSnapshot, timeline_with};
 use crate::workflow::Workflow;
 use clap::{Parser, Subcommand};
@@ -99,12 +99,15 @@ fn after_help(bin: &str) -> String {
   {bin} run --message \"reset my password\"   start a run, stream its display events, print the result
   {bin} run --event '{{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}}'
   {bin} send RUN --event JSON               continue a waiting run (e.g. a human's answer)
-  {bin} runs                                stored runs with their status
+  {bin} runs                                the newest stored runs, 20 a page (--offset N)
+  {bin} runs --status live                  the runs that wait for an event
   {bin} show RUN                            the run's timeline: events and decisions
   {bin} show RUN --history-out run.json     then: saap explain agent.json --history run.json
+  {bin} run --engine nats://HOST:PORT       serve the agent class as a NATS worker
+  {bin} runs --engine nats://HOST:PORT      the class's runs on NATS (send, show too)
 
 Runs are stored in --db PATH (default: $SAAP_STATE_DIR, $XDG_STATE_HOME/saap or
-~/.local/state/saap, file <agent>.db).
+~/.local/state/saap, file <agent>.db), or on NATS JetStream with --engine nats://HOST:PORT.
 
 Exit codes: 0 ok, 1 problems found (check errors; a run that failed or still waits),
 2 invalid input or usage, 3 internal or I/O failure."
@@ -130,9 +133,9 @@ enum Command {
     Run(RunArgs),
     /// Send an event to a stored live run (e.g. a human's answer) and follow it.
     Send(SendArgs),
-    /// List the stored runs with their status.
+    /// List stored runs, newest first, a page at a time, with their status.
     Runs(RunsArgs),
-    /// Show a stored run: its events and the dispatcher's decisions.
+    /// Show one stored run: its events and the dispatcher's decisions.
     Show(ShowArgs),
 }
 
@@ -289,25 +292,45 @@ struct RunArgs {
     json: bool,
 }
 
+/// Where `send`, `runs` and `show` find the runs.
+#[derive(clap::Args)]
+struct ReadArgs {
+    /// Where the runs are: sqlite (default: the database --db) or nats://HOST:PORT (tls://…):
+    /// the agent class's journal on NATS JetStream (the same credential and TLS flags as
+    /// `run --engine nats://…`).
+    #[arg(long, default_value = "sqlite", value_name = "ENGINE", value_parser = parse_engine_arg)]
+    engine: EngineArg,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[cfg(feature = "nats")]
+    #[command(flatten)]
+    nats: NatsArgs,
+}
+
 #[derive(clap::Args)]
 #[command(
-    after_help = "The run is opened from the database (live runs are resumed), the event is appended to
-it, and its display events are streamed until it ends or --timeout passes, as with `run`.
+    after_help = "With the embedded engine (default) the database is opened (its live runs are resumed in this
+process), the event is appended to the run, and its display events are streamed until it ends
+or --timeout passes, as with `run`. With --engine nats://HOST:PORT the event is published on the
+agent class's stream for the run (Nats-Msg-Id = event id): the workers dispatch it, and this
+command follows the run's journal until it ends or --timeout passes.
 
-Example (the approval agent waits for a human):
+Examples (the approval agent waits for a human):
   send RUN --event '{\"_event_name\": \"ApprovalGiven\", \"approved\": true, \"by\": \"ann\"}'
+  send RUN --event @answer.json --engine nats://127.0.0.1:4222 --timeout 10
+  runs --status live                    which runs wait for an event
 
 Exit codes: 0 the run stopped, 1 it failed or still waits, 2 unknown run, ended run or invalid
-event, 3 database failure."
+event, 3 database or server failure."
 )]
 struct SendArgs {
-    /// The run id (or a unique prefix of it).
+    /// The run id (or a unique prefix of it), as printed by `run` and `runs`.
     run: String,
     /// The event: JSON `{"_event_name": "...", ...fields}`, `@FILE` or `-`.
     #[arg(long, short, value_name = "JSON")]
     event: String,
     #[command(flatten)]
-    store: StoreArgs,
+    from: ReadArgs,
     /// Seconds to wait for the run to end.
     #[arg(long, default_value_t = 60.0, value_name = "SECS")]
     timeout: f64,
@@ -316,29 +339,85 @@ struct SendArgs {
     json: bool,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum StatusArg {
+    /// Not ended: waiting for events or running steps.
+    Live,
+    /// Ended (stopped or failed).
+    Ended,
+    /// Ended by a stop event.
+    Stopped,
+    /// Ended by an exception event.
+    Failed,
+}
+
+impl StatusArg {
+    fn filter(self) -> crate::backend::StatusFilter {
+        use crate::backend::StatusFilter as F;
+        match self {
+            StatusArg::Live => F::Live,
+            StatusArg::Ended => F::Ended,
+            StatusArg::Stopped => F::Stopped,
+            StatusArg::Failed => F::Failed,
+        }
+    }
+}
+
 #[derive(clap::Args)]
+#[command(
+    after_help = "Runs are listed newest first, one page at a time: each line comes from the store's run
+record and the end of its journal, so a page costs the same however many runs are stored.
+
+Examples:
+  runs                                  the 20 newest runs
+  runs --status live                    runs still waiting (continue one with `send RUN`)
+  runs --status failed --limit 5        the 5 newest runs that ended with an exception
+  runs --offset 20                      the next page
+  runs --json | jq -r '.runs[].run_id'  ids for scripts ({runs, offset, more, next_offset})
+  runs --engine nats://127.0.0.1:4222   the runs of the agent class on NATS JetStream
+
+Exit codes: 0 listed (an empty list too), 2 invalid flags, 3 database or server failure."
+)]
 struct RunsArgs {
     #[command(flatten)]
-    store: StoreArgs,
-    /// Print a JSON list of {run_id, thread_id, status, started, events, executions, ended_by}.
+    from: ReadArgs,
+    /// Only runs with this status.
+    #[arg(long, value_enum)]
+    status: Option<StatusArg>,
+    /// How many runs to list (at most 10000).
+    #[arg(long, default_value_t = 20, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    limit: u32,
+    /// Skip this many (newest) matching runs: the next page starts at the previous offset
+    /// plus the limit.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    offset: u64,
+    /// Print JSON: {runs: [{run_id, thread_id, status, started, events, journal_entries}],
+    /// offset, more, next_offset}.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "RUN is a run id as printed by `run` and `runs` (a unique prefix is enough).
+    after_help = "RUN is a run id as printed by `run` and `runs` (a unique prefix is enough). Only that run is
+read: its journal is replayed through the dispatch core (no step runs) and checked against its
+stored decision records.
 
 Examples:
   show RUN                              the timeline of events and decisions
   show RUN --json                       events with fields, records, executions
-  show RUN --history-out run.json       a History file for `saap explain SPEC --history run.json`"
+  show RUN --history-out run.json       a History file for `saap explain SPEC --history run.json`
+  show RUN --engine nats://127.0.0.1:4222   a run of the agent class on NATS JetStream
+
+Exit codes: 0 shown, 2 unknown or ambiguous run id, 3 database or server failure, or a
+journal that does not replay."
 )]
 struct ShowArgs {
     /// The run id (or a unique prefix of it).
     run: String,
     #[command(flatten)]
-    store: StoreArgs,
+    from: ReadArgs,
     /// Print JSON: {run_id, thread_id, workflow, status, events, records, executions, result}.
     #[arg(long)]
     json: bool,
@@ -649,14 +728,10 @@ async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
     follow(&engine, &run_id, 0, None, a.timeout, a.json).await
 }
 
-/// `run --engine nats://…`: one worker of the agent class on NATS JetStream, serving until
-/// the process is stopped (runs stay in JetStream; another worker or a restart resumes them).
-/// A start event given with --message/--event is published on the class stream first.
+/// The connection options of `--engine nats://…` and the credential/TLS flags.
 #[cfg(feature = "nats")]
-async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> Result<u8, Fail> {
-    use crate::nats::{EngineConnect, Worker, WorkerOptions};
-    let n = &a.nats;
-    let opts = EngineConnect {
+fn nats_options(url: &str, n: &NatsArgs) -> Result<crate::nats::NatsOptions, Fail> {
+    crate::nats::EngineConnect {
         url: url.to_string(),
         token_env: n.nats_token_env.clone(),
         user: n.nats_user.clone(),
@@ -669,7 +744,16 @@ async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> Result<u8, F
         tls_required: n.nats_tls_required,
     }
     .options()
-    .map_err(|e| invalid(e.to_string()))?;
+    .map_err(|e| invalid(e.to_string()))
+}
+
+/// `run --engine nats://…`: one worker of the agent class on NATS JetStream, serving until
+/// the process is stopped (runs stay in JetStream; another worker or a restart resumes them).
+/// A start event given with --message/--event is published on the class stream first.
+#[cfg(feature = "nats")]
+async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> Result<u8, Fail> {
+    use crate::nats::{Worker, WorkerOptions};
+    let opts = nats_options(url, &a.nats)?;
     let worker = Worker::connect(&opts, workflow.clone(), WorkerOptions::default())
         .await
         .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
@@ -717,7 +801,8 @@ async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> Result<u8, F
     Ok(0)
 }
 
-async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fail> {
+/// The event of `send --event`: (type name, fields).
+fn send_event(a: &SendArgs) -> Result<(String, Value), Fail> {
     let (what, value) = json_arg("--event", &a.event)?;
     let Value::Object(mut fields) = value else {
         return Err(invalid(format!(
@@ -732,57 +817,175 @@ async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fail> {
     for envelope in ["_parent_event_names", "event_id", "created_at"] {
         fields.remove(envelope);
     }
-    let path = db_path(workflow, &a.store);
+    Ok((name, Value::Object(fields)))
+}
+
+fn ended_run(run_id: &str, run: &saap_dispatch::Run) -> Fail {
+    invalid(format!(
+        "run {run_id} has ended ({}); an event sent now would only be kept as evidence, never dispatched: start a new run",
+        RunOutcome::of(run).as_str()
+    ))
+}
+
+async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fail> {
+    let (name, fields) = send_event(&a)?;
+    let kind = match &a.from.engine {
+        EngineArg::Local(EngineKind::Memory) => return Err(memory_keeps_nothing("send")),
+        EngineArg::Local(kind) => *kind,
+        #[cfg(feature = "nats")]
+        EngineArg::Nats(url) => return send_nats(workflow, url, &a, &name, fields).await,
+        #[cfg(not(feature = "nats"))]
+        EngineArg::Nats(_) => {
+            return Err(invalid(
+                "this agent was built without the `nats` feature of saap",
+            ));
+        }
+    };
+    let path = db_path(workflow, &a.from.store);
     if !path.exists() {
         return Err(invalid(format!(
             "no database {}; start a run first with `run`",
             path.display()
         )));
     }
-    let engine = open_engine(workflow, EngineKind::Sqlite, &a.store).await?;
-    let ids: Vec<String> = engine
-        .run_ids()
-        .into_iter()
-        .filter(|id| id.starts_with(&a.run))
-        .collect();
-    let run_id = match ids.as_slice() {
-        [one] => one.clone(),
-        [] => {
-            return Err(invalid(format!(
-                "no stored run `{}` of `{}` in {}; list them with `runs`",
-                a.run,
-                workflow.name(),
-                path.display()
-            )));
-        }
-        many => {
-            return Err(invalid(format!(
-                "`{}` matches {} runs; give more of the run id (see `runs`)",
-                a.run,
-                many.len()
-            )));
-        }
-    };
+    let engine = open_engine(workflow, kind, &a.from.store).await?;
+    let place = path.display().to_string();
+    let run_id = resolve_run(workflow, engine.backend(), &place, &a.run).await?;
     let snap = engine
-        .snapshot(&run_id)
-        .ok_or_else(|| internal(format!("run `{run_id}` vanished from the engine")))?;
+        .stored_snapshot(&run_id)
+        .await
+        .map_err(engine_fail)?
+        .ok_or_else(|| internal(format!("run `{run_id}` vanished from {place}")))?;
     if snap.run.is_terminated() {
-        return Err(invalid(format!(
-            "run {run_id} has ended ({}); an event sent now would only be kept as evidence, never dispatched: start a new run",
-            RunOutcome::of(&snap.run).as_str()
-        )));
+        return Err(ended_run(&run_id, &snap.run));
     }
     let from = snap.run.log().len();
     let id = engine
-        .send_named(
-            &run_id,
-            &name,
-            crate::event::Payload::from_json(Value::Object(fields)),
-        )
+        .send_named(&run_id, &name, crate::event::Payload::from_json(fields))
         .await
         .map_err(engine_fail)?;
     eprintln!("sent {name} {id} to run {run_id}");
     follow(&engine, &run_id, from, Some(id), a.timeout, a.json).await
+}
+
+fn memory_keeps_nothing(cmd: &str) -> Fail {
+    invalid(format!(
+        "`{cmd}` reads stored runs, and the memory engine keeps none: use --engine sqlite (the default) or --engine nats://HOST:PORT"
+    ))
+}
+
+/// `send --engine nats://…`: publishes the event on the class stream for the run (the
+/// workers dispatch it), then follows the run's journal.
+#[cfg(feature = "nats")]
+async fn send_nats(
+    workflow: &Workflow,
+    url: &str,
+    a: &SendArgs,
+    name: &str,
+    fields: Value,
+) -> Result<u8, Fail> {
+    let (reader, opts) = open_nats_reader(workflow, url, &a.from).await?;
+    let run_id = resolve_run(workflow, &reader.backend, &reader.place, &a.run).await?;
+    let view = read_view(workflow, &reader, &run_id).await?;
+    if view.run.is_terminated() {
+        return Err(ended_run(&run_id, &view.run));
+    }
+    let from = view.run.log().len();
+    let id = saap_nats::ids::fresh_event_id();
+    let mut env = saap_protocol::EventEnvelope::new(
+        &workflow.compiled().hierarchy,
+        name,
+        id,
+        saap_nats::ids::now_ns(),
+    )
+    .ok_or_else(|| {
+        invalid(format!(
+            "`{name}` is not an event type of `{}`; see its types with `spec`",
+            workflow.name()
+        ))
+    })?;
+    if let Value::Object(fields) = fields {
+        for (k, v) in fields {
+            env = env.with_field(&k, v);
+        }
+    }
+    let nats = reader.nats.nats();
+    // The run's address as its owner published it; else (no owner now) the journal's.
+    let owner = crate::nats::run_owner(nats, workflow.name(), &run_id)
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    let (agent, thread, display) = match owner {
+        Some(o) => (o.agent_id, o.thread_id, o.display_id),
+        None => ("cli".to_string(), view.thread_id.clone(), run_id.clone()),
+    };
+    let address =
+        saap_protocol::RunAddress::new(workflow.name(), &agent, &thread, &display, &run_id)
+            .map_err(|e| invalid(e.to_string()))?;
+    nats.publish_control(&address, &env)
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    eprintln!("sent {name} {id} to run {run_id} on the class stream");
+    follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await
+}
+
+/// Follows a run by reading its journal again every 100 ms (the NATS engine: the run lives
+/// in worker processes), printing display events after `from` and the end as `follow` does.
+#[cfg(feature = "nats")]
+async fn follow_stored(
+    workflow: &Workflow,
+    reader: &NatsReader,
+    run_id: &str,
+    from: usize,
+    sent: saap_dispatch::EventId,
+    timeout: f64,
+    json_lines: bool,
+) -> Result<u8, Fail> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
+    let mut shown = from;
+    let mut out = std::io::stdout();
+    let mut mid_line = false;
+    let snap = loop {
+        let snap = view_snapshot(read_view(workflow, reader, run_id).await?);
+        for seq in shown..snap.run.log().len() {
+            if snap.run.log()[seq].id == sent {
+                continue;
+            }
+            mid_line = show_display(&snap, seq, json_lines, &mut out, mid_line).map_err(io)?;
+        }
+        shown = shown.max(snap.run.log().len());
+        if (snap.run.is_terminated() && snap.running() == 0)
+            || tokio::time::Instant::now() >= deadline
+        {
+            break snap;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    if mid_line {
+        writeln!(out).map_err(io)?;
+    }
+    report(&snap, run_id, timeout, json_lines, &mut out)
+}
+
+/// A rebuilt stored run as a snapshot (payloads by position; the ExceptionEvent the core
+/// made for a failed step carries the step's error).
+fn view_snapshot(view: StoredRunView) -> RunSnapshot {
+    let payloads = (0..view.run.log().len())
+        .map(|seq| {
+            let id = view.run.log()[seq].id;
+            view.payloads
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| crate::event::Payload::from_json(view.fields(seq as u32)))
+        })
+        .collect();
+    RunSnapshot {
+        run_id: view.run_id,
+        thread_id: view.thread_id,
+        run: view.run,
+        payloads,
+        failure: None,
+        display_by: view.display_by,
+    }
 }
 
 /// Streams a run's display events from `from` on until it ends or `timeout` passes, then
@@ -827,8 +1030,20 @@ async fn follow(
     if snap.run.is_terminated() {
         let _ = tokio::time::timeout_at(deadline, engine.wait_for_end(run_id)).await;
     }
+    report(&snap, run_id, timeout, json_lines, &mut out)
+}
+
+/// Prints how a followed run stands (the result line, or what it waits for) and returns the
+/// exit code: 0 stopped, 1 failed or still live.
+fn report(
+    snap: &RunSnapshot,
+    run_id: &str,
+    timeout: f64,
+    json_lines: bool,
+    out: &mut impl Write,
+) -> Result<u8, Fail> {
     let outcome = RunOutcome::of(&snap.run);
-    let result = terminal(&snap);
+    let result = terminal(snap);
     if json_lines {
         let line = json!({
             "run_id": run_id,
@@ -944,124 +1159,283 @@ fn counts_json(run: &saap_dispatch::Run) -> Value {
     )
 }
 
-/// Stored runs of this agent, rebuilt; a missing database has none.
-async fn stored_views(
+/// An open store to read runs from, and where it is (for messages).
+struct Reader {
+    backend: Arc<dyn Backend>,
+    place: String,
+}
+
+#[cfg(feature = "nats")]
+struct NatsReader {
+    backend: Arc<dyn Backend>,
+    place: String,
+    nats: crate::nats::NatsBackend,
+}
+
+/// Opens the agent class's journal on NATS for reading.
+#[cfg(feature = "nats")]
+async fn open_nats_reader(
     workflow: &Workflow,
-    store: &StoreArgs,
-) -> Result<
-    (
-        PathBuf,
-        Vec<Result<StoredRunView, (String, HistoryExportError)>>,
-    ),
-    Fail,
-> {
-    let path = db_path(workflow, store);
-    if !path.exists() {
-        return Ok((path, Vec::new()));
+    url: &str,
+    from: &ReadArgs,
+) -> Result<(NatsReader, crate::nats::NatsOptions), Fail> {
+    let opts = nats_options(url, &from.nats)?;
+    let nats = saap_nats::SaapNats::connect(&opts)
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    let backend = crate::nats::NatsBackend::open(
+        nats,
+        workflow.name(),
+        workflow.compiled().hierarchy.clone(),
+        crate::nats::NatsBackendOptions {
+            publish_outputs: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    let reader = NatsReader {
+        backend: Arc::new(backend.clone()),
+        place: format!(
+            "the journal of class `{}` on {}",
+            workflow.name(),
+            opts.redacted_servers()
+        ),
+        nats: backend,
+    };
+    Ok((reader, opts))
+}
+
+#[cfg(feature = "nats")]
+async fn read_view(
+    workflow: &Workflow,
+    reader: &NatsReader,
+    run_id: &str,
+) -> Result<StoredRunView, Fail> {
+    let stored = reader
+        .backend
+        .read_run(workflow.name(), run_id)
+        .wait()
+        .await
+        .map_err(|e| internal(e.to_string()))?
+        .ok_or_else(|| internal(format!("run `{run_id}` vanished from {}", reader.place)))?;
+    StoredRunView::rebuild(workflow, &stored).map_err(|e| internal(e.to_string()))
+}
+
+/// The store `runs`/`show` read; `None`: the database does not exist (no runs yet).
+async fn open_reader(workflow: &Workflow, from: &ReadArgs) -> Result<Option<Reader>, Fail> {
+    match &from.engine {
+        EngineArg::Local(EngineKind::Memory) => Err(memory_keeps_nothing("runs/show")),
+        EngineArg::Local(EngineKind::Sqlite) => {
+            let path = db_path(workflow, &from.store);
+            if !path.exists() {
+                return Ok(None);
+            }
+            Ok(Some(Reader {
+                backend: open_store(&path)?,
+                place: path.display().to_string(),
+            }))
+        }
+        #[cfg(feature = "nats")]
+        EngineArg::Nats(url) => {
+            let (r, _) = open_nats_reader(workflow, url, from).await?;
+            Ok(Some(Reader {
+                backend: r.backend,
+                place: r.place,
+            }))
+        }
+        #[cfg(not(feature = "nats"))]
+        EngineArg::Nats(_) => Err(invalid(
+            "this agent was built without the `nats` feature of saap",
+        )),
     }
-    let backend = open_store(&path)?;
-    let stored = crate::history::load(&backend, workflow)
+}
+
+fn where_runs(from: &ReadArgs, workflow: &Workflow) -> String {
+    match &from.engine {
+        EngineArg::Nats(url) => format!("the class `{}` on {url}", workflow.name()),
+        EngineArg::Local(_) => db_path(workflow, &from.store).display().to_string(),
+    }
+}
+
+/// The run id a user typed (the id or a unique prefix), looked up in the store.
+async fn resolve_run(
+    workflow: &Workflow,
+    backend: &Arc<dyn Backend>,
+    place: &str,
+    given: &str,
+) -> Result<String, Fail> {
+    let shown: String = given.chars().take(64).collect();
+    if given.is_empty() {
+        return Err(invalid(
+            "the run id is empty; list the runs with `runs` (`runs --status live` for waiting ones)",
+        ));
+    }
+    let query = crate::backend::RunQuery {
+        id_prefix: Some(given.to_string()),
+        limit: 2,
+        ..Default::default()
+    };
+    let page = backend
+        .list_runs(workflow.name(), &query)
+        .wait()
         .await
         .map_err(|e| internal(e.to_string()))?;
-    backend.halt();
-    Ok((
-        path,
-        stored
-            .iter()
-            .map(|s| {
-                StoredRunView::rebuild(workflow, s).map_err(|e| (s.meta.run_id.to_string(), e))
-            })
-            .collect(),
-    ))
+    match page.runs.as_slice() {
+        [one] if !page.more => Ok(one.run_id.clone()),
+        [] => Err(invalid(format!(
+            "no stored run `{shown}` of `{}` in {place}; list the runs with `runs` (`runs --status live` for waiting ones)",
+            workflow.name()
+        ))),
+        _ => Err(invalid(format!(
+            "`{shown}` matches several runs of `{}` in {place}; give more of the run id (see `runs`)",
+            workflow.name()
+        ))),
+    }
+}
+
+fn status_of(s: &crate::backend::RunSummary) -> &'static str {
+    use crate::backend::Termination;
+    match (s.ended, s.termination) {
+        (false, _) => "live",
+        (true, Some(Termination::Stop)) => "stopped",
+        (true, Some(Termination::Exception)) => "failed",
+        (true, None) => "ended",
+    }
+}
+
+fn started_of(s: &crate::backend::RunSummary) -> Option<String> {
+    let secs = s.started_ns.map(|ns| ns.div_euclid(1_000_000_000))?;
+    u32::try_from(secs).ok().map(utc_time)
 }
 
 async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fail> {
-    let (path, views) = stored_views(workflow, &a.store).await?;
+    let offset = usize::try_from(a.offset).unwrap_or(usize::MAX);
+    let query = crate::backend::RunQuery {
+        status: a.status.map(StatusArg::filter),
+        id_prefix: None,
+        offset,
+        limit: a.limit as usize,
+    };
+    let (page, place) = match open_reader(workflow, &a.from).await? {
+        None => (
+            crate::backend::RunPage::default(),
+            where_runs(&a.from, workflow),
+        ),
+        Some(r) => {
+            let page = r
+                .backend
+                .list_runs(workflow.name(), &query)
+                .wait()
+                .await
+                .map_err(|e| internal(e.to_string()))?;
+            r.backend.halt();
+            (page, r.place)
+        }
+    };
+    let next = offset.saturating_add(page.runs.len());
     let mut out = std::io::stdout().lock();
     if a.json {
-        let list: Vec<Value> = views
+        let runs: Vec<Value> = page
+            .runs
             .iter()
-            .map(|v| match v {
-                Ok(v) => json!({
-                    "run_id": v.run_id,
-                    "thread_id": v.thread_id,
-                    "status": v.outcome().as_str(),
-                    "started": v.started_unix().map(utc_time),
-                    "events": v.run.log().len(),
-                    "executions": v.run.executions().len(),
-                    "ended_by": v.result().map(|(n, _)| n),
-                }),
-                Err((id, e)) => {
-                    json!({"run_id": id, "status": "unreadable", "error": e.to_string()})
-                }
+            .map(|r| {
+                json!({
+                    "run_id": r.run_id,
+                    "thread_id": r.thread_id,
+                    "status": status_of(r),
+                    "started": started_of(r),
+                    "events": r.events,
+                    "journal_entries": r.journal_entries,
+                })
             })
             .collect();
-        serde_json::to_writer_pretty(&mut out, &list)
+        let doc = json!({
+            "runs": runs,
+            "offset": offset,
+            "more": page.more,
+            "next_offset": page.more.then_some(next),
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)
             .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
         writeln!(out).map_err(io)?;
         return Ok(0);
     }
-    if views.is_empty() {
-        eprintln!(
-            "no stored runs of `{}` in {}; start one with `run --message TEXT`",
-            workflow.name(),
-            path.display()
-        );
+    if page.runs.is_empty() {
+        if offset > 0 || a.status.is_some() {
+            eprintln!(
+                "no stored runs of `{}` in {place} match (offset {offset}{}); `runs` lists the newest",
+                workflow.name(),
+                a.status
+                    .map(|s| format!(", status {}", status_of_arg(s)))
+                    .unwrap_or_default()
+            );
+        } else {
+            eprintln!(
+                "no stored runs of `{}` in {place}; start one with `run --message TEXT`",
+                workflow.name()
+            );
+        }
         return Ok(0);
     }
     writeln!(
         out,
-        "{:<24}  {:<10}  {:<19}  {:>6}  {:>10}  ended by",
-        "run", "status", "started (UTC)", "events", "executions"
+        "{:<24}  {:<8}  {:<19}  {:>6}",
+        "run", "status", "started (UTC)", "events"
     )
     .map_err(io)?;
-    for v in &views {
-        match v {
-            Ok(v) => writeln!(
-                out,
-                "{:<24}  {:<10}  {:<19}  {:>6}  {:>10}  {}",
-                v.run_id,
-                v.outcome().as_str(),
-                v.started_unix().map(utc_time).unwrap_or_default(),
-                v.run.log().len(),
-                v.run.executions().len(),
-                v.result().map(|(n, _)| n).unwrap_or_else(|| "-".into())
-            )
-            .map_err(io)?,
-            Err((id, e)) => writeln!(out, "{id:<24}  unreadable: {e}").map_err(io)?,
-        }
+    for r in &page.runs {
+        writeln!(
+            out,
+            "{:<24}  {:<8}  {:<19}  {:>6}",
+            r.run_id,
+            status_of(r),
+            started_of(r).unwrap_or_default(),
+            r.events
+        )
+        .map_err(io)?;
+    }
+    if page.more {
+        eprintln!(
+            "more runs: `runs --offset {next}`{}",
+            if a.limit != 20 {
+                format!(" --limit {}", a.limit)
+            } else {
+                String::new()
+            }
+        );
     }
     Ok(0)
 }
 
+fn status_of_arg(s: StatusArg) -> &'static str {
+    match s {
+        StatusArg::Live => "live",
+        StatusArg::Ended => "ended",
+        StatusArg::Stopped => "stopped",
+        StatusArg::Failed => "failed",
+    }
+}
+
 async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
-    let (path, views) = stored_views(workflow, &a.store).await?;
-    let matching: Vec<&Result<StoredRunView, (String, HistoryExportError)>> = views
-        .iter()
-        .filter(|v| match v {
-            Ok(v) => v.run_id.starts_with(&a.run),
-            Err((id, _)) => id.starts_with(&a.run),
-        })
-        .collect();
-    let view = match matching.as_slice() {
-        [] => {
-            return Err(invalid(format!(
-                "no stored run `{}` of `{}` in {}; list them with `runs`",
-                a.run,
-                workflow.name(),
-                path.display()
-            )));
-        }
-        [Ok(v)] => v,
-        [Err((_, e))] => return Err(internal(e.to_string())),
-        many => {
-            return Err(invalid(format!(
-                "`{}` matches {} runs; give more of the run id (see `runs`)",
-                a.run,
-                many.len()
-            )));
-        }
+    let Some(reader) = open_reader(workflow, &a.from).await? else {
+        return Err(invalid(format!(
+            "no stored run `{}` of `{}`: there is no database {}; start a run with `run`, or pass --db PATH",
+            a.run.chars().take(64).collect::<String>(),
+            workflow.name(),
+            where_runs(&a.from, workflow)
+        )));
     };
+    let run_id = resolve_run(workflow, &reader.backend, &reader.place, &a.run).await?;
+    let stored = reader
+        .backend
+        .read_run(workflow.name(), &run_id)
+        .wait()
+        .await
+        .map_err(|e| internal(e.to_string()))?
+        .ok_or_else(|| internal(format!("run `{run_id}` vanished from {}", reader.place)))?;
+    reader.backend.halt();
+    let view = &StoredRunView::rebuild(workflow, &stored).map_err(|e| internal(e.to_string()))?;
     if let Some(file) = &a.history_out {
         let text = serde_json::to_string_pretty(&view.history())
             .map_err(|e| internal(format!("cannot encode the history: {e}")))?;

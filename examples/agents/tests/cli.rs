@@ -155,9 +155,10 @@ fn runs_and_show_read_the_stored_run() {
     snap!("runs", runs.stdout);
     let runs_json: serde_json::Value =
         serde_json::from_str(&rag(&db, &["runs", "--json"]).stdout).unwrap();
-    assert_eq!(runs_json[0]["run_id"], run_id.as_str());
-    assert_eq!(runs_json[0]["status"], "stopped");
-    assert_eq!(runs_json[0]["ended_by"], "Answered");
+    assert_eq!(runs_json["runs"][0]["run_id"], run_id.as_str());
+    assert_eq!(runs_json["runs"][0]["status"], "stopped");
+    assert_eq!(runs_json["runs"][0]["events"], 14);
+    assert_eq!(runs_json["more"], false);
 
     let show = rag(&db, &["show", &run_id[..10]]);
     assert_eq!(show.code, 0, "{}", show.stderr);
@@ -251,7 +252,8 @@ fn bad_start_events_are_invalid_input_with_what_to_write() {
     let unknown = rag(&db, &["show", "0000"]);
     assert_eq!(unknown.code, 2);
     assert!(
-        unknown.stderr.contains("list them with `runs`"),
+        unknown.stderr.contains("no stored run `0000`")
+            && unknown.stderr.contains("list the runs with `runs`"),
         "{}",
         unknown.stderr
     );
@@ -296,7 +298,7 @@ fn a_run_that_never_ends_is_left_stored_and_show_says_what_it_waits_for() {
     let id = run.stderr.split_whitespace().nth(1).unwrap().to_string();
     let runs = panel(&db, &["runs", "--json"]);
     let list: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
-    assert_eq!(list[0]["status"], "live");
+    assert_eq!(list["runs"][0]["status"], "live");
     let show = panel(&db, &["show", &id]);
     assert_eq!(show.code, 0, "{}", show.stderr);
     snap!("show_live", show.stdout);
@@ -366,7 +368,7 @@ fn a_config_that_fails_validation_is_refused_before_the_run_starts() {
     assert!(not_object.stderr.contains("must be a JSON object"));
     let runs: serde_json::Value =
         serde_json::from_str(&support(&db, &["runs", "--json"]).stdout).unwrap();
-    assert_eq!(runs, serde_json::json!([]), "no run was stored");
+    assert_eq!(runs["runs"], serde_json::json!([]), "no run was stored");
 }
 
 fn approval(db: &Path, args: &[&str]) -> Out {
@@ -427,7 +429,8 @@ fn a_waiting_run_is_continued_by_send_in_another_process() {
     let unknown = approval(&db, &["send", "ffff", "--event", answer]);
     assert_eq!(unknown.code, 2);
     assert!(
-        unknown.stderr.contains("list them with `runs`"),
+        unknown.stderr.contains("no stored run `ffff`")
+            && unknown.stderr.contains("list the runs with `runs`"),
         "{}",
         unknown.stderr
     );
@@ -459,7 +462,66 @@ fn a_run_that_ends_with_an_exception_exits_1_and_prints_it() {
     );
     let runs: serde_json::Value =
         serde_json::from_str(&rag(&db, &["runs", "--json"]).stdout).unwrap();
-    assert_eq!(runs[0]["status"], "failed");
+    assert_eq!(runs["runs"][0]["status"], "failed");
+}
+
+#[test]
+fn runs_are_listed_newest_first_in_pages_with_status_filters() {
+    let (_d, db) = temp_db();
+    let mut ids = Vec::new();
+    for m in ["first", "second", "third"] {
+        let out = rag(&db, &["run", "--json", "--message", m]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let last: serde_json::Value =
+            serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+        ids.push(last["run_id"].as_str().unwrap().to_string());
+    }
+    let page = |args: &[&str]| {
+        let mut all = vec!["runs", "--json"];
+        all.extend_from_slice(args);
+        let out = rag(&db, &all);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let ids_of = |doc: &serde_json::Value| -> Vec<String> {
+        doc["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let first = page(&["--limit", "2"]);
+    assert_eq!(ids_of(&first), vec![ids[2].clone(), ids[1].clone()]);
+    assert_eq!(first["more"], true);
+    assert_eq!(first["next_offset"], 2);
+    let second = page(&["--limit", "2", "--offset", "2"]);
+    assert_eq!(ids_of(&second), vec![ids[0].clone()]);
+    assert_eq!(second["more"], false);
+    assert!(ids_of(&page(&["--status", "live"])).is_empty());
+    assert_eq!(ids_of(&page(&["--status", "stopped"])).len(), 3);
+
+    let text = rag(&db, &["runs", "--limit", "1"]);
+    assert_eq!(text.stdout.lines().count(), 2, "header and one run");
+    assert!(
+        text.stderr
+            .contains("more runs: `runs --offset 1` --limit 1"),
+        "{}",
+        text.stderr
+    );
+    let none = rag(&db, &["runs", "--status", "failed"]);
+    assert_eq!(none.code, 0);
+    assert!(none.stderr.contains("match"), "{}", none.stderr);
+
+    let bad = rag(&db, &["runs", "--limit", "0"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    let memory = rag(&db, &["runs", "--engine", "memory"]);
+    assert_eq!(memory.code, 2);
+    assert!(
+        memory.stderr.contains("the memory engine keeps none"),
+        "{}",
+        memory.stderr
+    );
 }
 
 // ---- Bad input through the agent CLI (issue 3): each is refused with an exit code and a

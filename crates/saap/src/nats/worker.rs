@@ -134,6 +134,50 @@ pub(super) struct Owner {
     a: (String, String, String),
 }
 
+/// Who owns a run and where its events are addressed, as its owner record says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOwner {
+    /// The owning worker's id.
+    pub worker: String,
+    pub agent_id: String,
+    pub thread_id: String,
+    pub display_id: String,
+}
+
+/// Reads run `run_id`'s owner record in `saap_{class}_steps` (read-only: the bucket is not
+/// created). `None`: nobody owns the run (it ended and was released, it never began, or no
+/// worker of the class ever ran).
+pub async fn run_owner(
+    nats: &SaapNats,
+    class: &str,
+    run_id: &str,
+) -> Result<Option<RunOwner>, crate::backend::StoreError> {
+    let io = |e: &dyn std::fmt::Display| crate::backend::StoreError::Io {
+        detail: format!("cannot read the owner of run `{run_id}`: {e}"),
+    };
+    let Ok(store) = nats
+        .jetstream()
+        .get_key_value(format!("saap_{class}_steps"))
+        .await
+    else {
+        return Ok(None);
+    };
+    let Some(value) = store
+        .get(Inner::owner_key(run_id))
+        .await
+        .map_err(|e| io(&e))?
+    else {
+        return Ok(None);
+    };
+    let owner: Owner = serde_json::from_slice(&value).map_err(|e| io(&e))?;
+    Ok(Some(RunOwner {
+        worker: owner.w,
+        agent_id: owner.a.0,
+        thread_id: owner.a.1,
+        display_id: owner.a.2,
+    }))
+}
+
 pub(super) struct Inner {
     pub(super) engine: Engine,
     backend: NatsBackend,
