@@ -1,0 +1,137 @@
+//! The agent CLI against a real nats-server (started for the test on a free loopback port
+//! with a temporary store): a run started by one process (`run --engine nats://…`, which
+//! serves the class as a worker) is listed and shown by other invocations, and `send` from
+//! another invocation reaches the waiting run, which the worker then finishes.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use saap_nats::testing::NatsServer;
+use std::time::{Duration, Instant};
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn approval(args: &[&str]) -> Out {
+    let out = Command::cargo_bin("approval-agent")
+        .unwrap()
+        .args(args)
+        .env("NO_COLOR", "1")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// Kills the worker process when the test ends, however it ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn runs_json(url: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["runs", "--json", "--engine", url];
+    args.extend_from_slice(extra);
+    let out = approval(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_run_on_nats_is_listed_shown_and_continued_by_send_from_other_invocations() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let bin = assert_cmd::cargo::cargo_bin("approval-agent");
+    let _worker = Child(
+        std::process::Command::new(bin)
+            .args(["run", "--engine", &url, "--message", "restart the database"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    // Another invocation lists the run once the worker asked the human (bounded wait:
+    // the worker process starts, takes the start event and runs `propose`).
+    let bound = Instant::now() + Duration::from_secs(90);
+    let run = loop {
+        let doc = runs_json(&url, &["--status", "live"]);
+        if let Some(r) = doc["runs"].as_array().unwrap().first()
+            && r["events"].as_u64().unwrap() >= 2
+        {
+            break r.clone();
+        }
+        assert!(Instant::now() < bound, "no live run listed: {doc}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+    assert_eq!(run["status"], "live");
+
+    let show = approval(&["show", &run_id[..10], "--engine", &url]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(show.stdout.contains("ApprovalRequested"), "{}", show.stdout);
+    assert!(show.stdout.contains("still live"), "{}", show.stdout);
+
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
+    let sent = approval(&[
+        "send",
+        &run_id,
+        "--event",
+        answer,
+        "--engine",
+        &url,
+        "--timeout",
+        "60",
+        "--json",
+    ]);
+    assert_eq!(sent.code, 0, "{}\n{}", sent.stdout, sent.stderr);
+    assert!(
+        sent.stderr.contains("on the class stream"),
+        "{}",
+        sent.stderr
+    );
+    let last: serde_json::Value =
+        serde_json::from_str(sent.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["status"], "stopped");
+    assert_eq!(last["result"]["event"], "Executed", "{last}");
+
+    let stopped = runs_json(&url, &["--status", "stopped"]);
+    assert_eq!(stopped["runs"][0]["run_id"], run_id.as_str());
+    assert!(
+        runs_json(&url, &["--status", "live"])["runs"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let json = approval(&["show", &run_id, "--engine", &url, "--json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(doc["status"], "stopped");
+    assert_eq!(doc["execution_counts"]["decide"], 1);
+
+    // An ended run takes no more events; an unknown id says how to list runs.
+    let again = approval(&["send", &run_id, "--event", answer, "--engine", &url]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("has ended (stopped)"),
+        "{}",
+        again.stderr
+    );
+    let unknown = approval(&["show", "ffff", "--engine", &url]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("list the runs with `runs`"),
+        "{}",
+        unknown.stderr
+    );
+}
