@@ -74,9 +74,49 @@ fn query(status: Option<StatusFilter>, offset: usize, limit: usize) -> RunQuery 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn listing_is_newest_first_paged_filtered_and_counts_events() {
+async fn sqlite_listing_is_newest_first_paged_filtered_and_counts_events() {
     let dir = tempfile::tempdir().unwrap();
-    let (engine, backend) = open(&dir.path().join("reads.db")).await;
+    let (engine, _backend) = open(&dir.path().join("reads.db")).await;
+    listing(engine).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_listing_is_newest_first_paged_filtered_and_counts_events() {
+    let (engine, _server) = common::nats_engine(wf());
+    listing(engine.clone()).await;
+    // One run by id from the journal stream; an id that is not a subject token reads nothing.
+    let backend = engine.backend();
+    let page = backend
+        .list_runs("Reads", &query(None, 0, 1))
+        .wait()
+        .await
+        .unwrap();
+    let id = &page.runs[0].run_id;
+    let run = backend.read_run("Reads", id).wait().await.unwrap().unwrap();
+    assert_eq!(&*run.meta.run_id, id.as_str());
+    for bad in ["*", ">", "a.b", "", "ffffffffffffffffffffffff"] {
+        assert!(
+            backend
+                .read_run("Reads", bad)
+                .wait()
+                .await
+                .unwrap()
+                .is_none(),
+            "{bad}"
+        );
+    }
+    assert!(
+        backend
+            .read_run("Other", id)
+            .wait()
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn listing(engine: Engine) {
+    let backend = engine.backend().clone();
     let ids = start(&engine, &["a", "wait", "fail", "b", "wait"]).await;
 
     let all = backend
@@ -121,7 +161,7 @@ async fn listing_is_newest_first_paged_filtered_and_counts_events() {
     assert_eq!(paged, newest_first);
 
     let ids_of = |status| {
-        let b = backend.clone();
+        let b: Arc<dyn Backend> = backend.clone();
         async move {
             b.list_runs("Reads", &query(Some(status), 0, 50))
                 .wait()
