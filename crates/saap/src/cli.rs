@@ -372,8 +372,9 @@ Examples:
   runs                                  the 20 newest runs
   runs --status live                    runs still waiting (continue one with `send RUN`)
   runs --status failed --limit 5        the 5 newest runs that ended with an exception
-  runs --offset 20                      the next page
-  runs --json | jq -r '.runs[].run_id'  ids for scripts ({runs, offset, more, next_offset})
+  runs --after RUN                      the next page: the runs older than RUN (the last listed)
+  runs --offset 20                      the same by position
+  runs --json | jq -r '.runs[].run_id'  ids for scripts ({runs, offset, more, next_offset, next_after})
   runs --engine nats://127.0.0.1:4222   the runs of the agent class on NATS JetStream
 
 Exit codes: 0 listed (an empty list too), 2 invalid flags, 3 database or server failure."
@@ -392,8 +393,12 @@ struct RunsArgs {
     /// plus the limit.
     #[arg(long, default_value_t = 0, value_name = "N")]
     offset: u64,
+    /// List the runs after this one (older): the last run of the previous page. Costs the
+    /// same on every page, where --offset grows with the runs skipped.
+    #[arg(long, value_name = "RUN")]
+    after: Option<String>,
     /// Print JSON: {runs: [{run_id, thread_id, status, started, events, journal_entries}],
-    /// offset, more, next_offset}.
+    /// offset, more, next_offset, next_after}.
     #[arg(long)]
     json: bool,
 }
@@ -1314,6 +1319,7 @@ async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fail> {
     let query = crate::backend::RunQuery {
         status: a.status.map(StatusArg::filter),
         id_prefix: None,
+        after: a.after.clone(),
         offset,
         limit: a.limit as usize,
     };
@@ -1355,6 +1361,7 @@ async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fail> {
             "offset": offset,
             "more": page.more,
             "next_offset": page.more.then_some(next),
+            "next_after": page.runs.last().filter(|_| page.more).map(|r| r.run_id.clone()),
         });
         serde_json::to_writer_pretty(&mut out, &doc)
             .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
@@ -1395,15 +1402,17 @@ async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fail> {
         )
         .map_err(io)?;
     }
-    if page.more {
-        eprintln!(
-            "more runs: `runs --offset {next}`{}",
-            if a.limit != 20 {
-                format!(" --limit {}", a.limit)
-            } else {
-                String::new()
-            }
-        );
+    if page.more
+        && let Some(last) = page.runs.last()
+    {
+        let mut hint = format!("runs --after {}", last.run_id);
+        if let Some(s) = a.status {
+            hint.push_str(&format!(" --status {}", status_of_arg(s)));
+        }
+        if a.limit != 20 {
+            hint.push_str(&format!(" --limit {}", a.limit));
+        }
+        eprintln!("more runs: `{hint}` (or --offset {next})");
     }
     Ok(0)
 }

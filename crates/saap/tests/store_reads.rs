@@ -68,6 +68,7 @@ fn query(status: Option<StatusFilter>, offset: usize, limit: usize) -> RunQuery 
     RunQuery {
         status,
         id_prefix: None,
+        after: None,
         offset,
         limit,
     }
@@ -159,6 +160,46 @@ async fn listing(engine: Engine) {
         .flat_map(|p| p.runs.iter().map(|r| r.run_id.as_str()))
         .collect();
     assert_eq!(paged, newest_first);
+    // The same pages by cursor: each starts after the last run of the previous one.
+    let mut by_cursor: Vec<String> = Vec::new();
+    let mut after = None;
+    loop {
+        let q = RunQuery {
+            after: after.clone(),
+            ..query(None, 0, 2)
+        };
+        let p = backend.list_runs("Reads", &q).wait().await.unwrap();
+        by_cursor.extend(p.runs.iter().map(|r| r.run_id.clone()));
+        if !p.more {
+            break;
+        }
+        after = p.runs.last().map(|r| r.run_id.clone());
+    }
+    assert_eq!(by_cursor, newest_first);
+    let live_after = RunQuery {
+        after: Some(ids[4].clone()),
+        ..query(Some(StatusFilter::Live), 0, 50)
+    };
+    let p = backend
+        .list_runs("Reads", &live_after)
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(p.runs.len(), 1);
+    assert_eq!(p.runs[0].run_id, ids[1]);
+    let unknown = RunQuery {
+        after: Some("ffffffffffffffffffffffff".into()),
+        ..query(None, 0, 50)
+    };
+    assert!(
+        backend
+            .list_runs("Reads", &unknown)
+            .wait()
+            .await
+            .unwrap()
+            .runs
+            .is_empty()
+    );
 
     let ids_of = |status| {
         let b: Arc<dyn Backend> = backend.clone();

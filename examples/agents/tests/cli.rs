@@ -501,11 +501,18 @@ fn runs_are_listed_newest_first_in_pages_with_status_filters() {
     assert!(ids_of(&page(&["--status", "live"])).is_empty());
     assert_eq!(ids_of(&page(&["--status", "stopped"])).len(), 3);
 
+    assert_eq!(first["next_after"], ids[1].as_str());
+    let after = page(&["--limit", "2", "--after", &ids[1]]);
+    assert_eq!(ids_of(&after), vec![ids[0].clone()]);
+    assert!(ids_of(&page(&["--after", "nosuchrun"])).is_empty());
+
     let text = rag(&db, &["runs", "--limit", "1"]);
     assert_eq!(text.stdout.lines().count(), 2, "header and one run");
     assert!(
-        text.stderr
-            .contains("more runs: `runs --offset 1` --limit 1"),
+        text.stderr.contains(&format!(
+            "more runs: `runs --after {} --limit 1` (or --offset 1)",
+            ids[2]
+        )),
         "{}",
         text.stderr
     );

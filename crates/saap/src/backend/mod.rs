@@ -307,6 +307,10 @@ pub struct RunQuery {
     pub status: Option<StatusFilter>,
     /// Only runs whose id starts with this (for resolving a prefix the user typed).
     pub id_prefix: Option<String>,
+    /// A cursor: only runs listed after this run (older ones), as the last run of the
+    /// previous page. Unlike `offset`, its cost does not grow with the pages skipped. An
+    /// id the store does not know lists nothing.
+    pub after: Option<String>,
     pub offset: usize,
     pub limit: usize,
 }
@@ -316,6 +320,7 @@ impl Default for RunQuery {
         RunQuery {
             status: None,
             id_prefix: None,
+            after: None,
             offset: 0,
             limit: 50,
         }

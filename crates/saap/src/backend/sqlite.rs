@@ -470,14 +470,19 @@ fn load_runs(
     workflow: &str,
     live_only: bool,
 ) -> Result<Vec<StoredRun>, StoreError> {
+    // Two statements rather than `(?2 = 0 OR ended = 0)`, which SQLite cannot serve from
+    // the (workflow, ended, created_ns) index: opening an engine reads the live runs only.
     let mut stmt = tx
-        .prepare(
+        .prepare_cached(if live_only {
             "SELECT run_id, thread_id, fingerprint, ended FROM runs
-             WHERE workflow = ?1 AND (?2 = 0 OR ended = 0) ORDER BY created_ns, run_id",
-        )
+             WHERE workflow = ?1 AND ended = 0 ORDER BY created_ns, run_id"
+        } else {
+            "SELECT run_id, thread_id, fingerprint, ended FROM runs
+             WHERE workflow = ?1 ORDER BY created_ns, run_id"
+        })
         .map_err(io)?;
     let metas = stmt
-        .query_map(params![workflow, live_only as i64], |r| {
+        .query_map(params![workflow], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
@@ -610,6 +615,16 @@ fn list_runs(
     if !prefix.is_empty() {
         sql.push_str(" AND run_id >= ?4 AND run_id < ?4 || char(1114111)");
     }
+    // The cursor: rows after the given run in listing order (an unknown id matches none).
+    let after = q
+        .after
+        .as_deref()
+        .map(|a| a.chars().take(128).collect::<String>());
+    if after.is_some() {
+        sql.push_str(
+            " AND (created_ns, run_id) < (SELECT created_ns, run_id FROM runs WHERE run_id = ?5)",
+        );
+    }
     sql.push_str(" ORDER BY created_ns DESC, run_id DESC LIMIT ?2 OFFSET ?3");
     let mut stmt = tx.prepare_cached(&sql).map_err(io)?;
     let fetch = (limit as i64).saturating_add(1);
@@ -623,10 +638,14 @@ fn list_runs(
             r.get::<_, i64>(4)?,
         ))
     };
-    let rows = if prefix.is_empty() {
-        stmt.query_map(params![workflow, fetch, offset], map)
-    } else {
-        stmt.query_map(params![workflow, fetch, offset, prefix], map)
+    let rows = match (prefix.is_empty(), &after) {
+        (true, None) => stmt.query_map(params![workflow, fetch, offset], map),
+        (false, None) => stmt.query_map(params![workflow, fetch, offset, prefix], map),
+        (true, Some(a)) => stmt.query_map(
+            params![workflow, fetch, offset, rusqlite::types::Null, a],
+            map,
+        ),
+        (false, Some(a)) => stmt.query_map(params![workflow, fetch, offset, prefix, a], map),
     }
     .map_err(io)?
     .collect::<Result<Vec<_>, _>>()

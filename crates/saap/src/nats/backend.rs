@@ -409,6 +409,13 @@ impl Inner {
         }
         // Run ids begin with their start time (ObjectId layout): newest first.
         ids.sort_unstable_by(|a, b| b.cmp(a));
+        if let Some(after) = &q.after {
+            // The cursor: only ids after it in this order (an unknown id lists nothing).
+            match ids.iter().position(|id| id == after) {
+                Some(i) => drop(ids.drain(..=i)),
+                None => ids.clear(),
+            }
+        }
         let limit = q.page_size();
         let mut page = RunPage::default();
         let mut skipped = 0usize;
