@@ -30,6 +30,7 @@
 pub mod backend;
 pub mod connect;
 pub mod steps;
+mod sweep;
 pub mod worker;
 
 pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subject};

@@ -23,9 +23,13 @@
 //! §4.7, §4.10), then releases it again. An event for a run with no journal (never begun) is
 //! refused after a few deliveries.
 //!
-//! **Recovery**: every worker sweeps the ownership bucket each heartbeat; a run whose owner is
-//! dead is taken over, rebuilt from its journal by the core, and its started-but-unfinished
+//! **Recovery**: every worker sweeps each heartbeat for runs whose owner is dead; such a run
+//! is taken over, rebuilt from its journal by the core, and its started-but-unfinished
 //! executions run again (their outputs have deterministic ids, so duplicates are dropped).
+//! The sweep reads what changed: watches on the ownership and heartbeat buckets keep an index
+//! of owners and last beats, and a sweep reads only the heartbeat of a worker that shows no
+//! recent beat and, if it is gone, that worker's owner records (`super::sweep`); every owner
+//! record only while the ownership watch has not caught up.
 //!
 //! **Step bodies** run on the run's owner by default (`Steps::Local`: ownership spreads runs
 //! over the workers). With `WorkerOptions::steps = Steps::Shared` they run on any worker of
@@ -43,6 +47,7 @@ use saap_nats::{Delivery, NatsError, NatsOptions, SaapNats};
 use saap_protocol::{AgentEventSubject, DecodeLimits, EventEnvelope, RunAddress};
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -189,6 +194,11 @@ pub(super) struct Inner {
     live: kv::Store,
     /// Runs this worker owns (and watches for their end).
     owned: Mutex<HashSet<Arc<str>>>,
+    /// Owners and heartbeats as watched, so that a sweep reads only what concerns workers
+    /// that look dead (`super::sweep`).
+    index: Mutex<super::sweep::OwnerIndex>,
+    /// Owner records read by sweeps (each is a KV request).
+    sweep_reads: AtomicU64,
     limits: DecodeLimits,
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -321,6 +331,8 @@ impl Worker {
                 owners,
                 live,
                 owned: Mutex::new(HashSet::new()),
+                index: Mutex::new(super::sweep::OwnerIndex::new()),
+                sweep_reads: AtomicU64::new(0),
                 limits,
                 stop: tokio::sync::watch::channel(false).0,
             }),
@@ -341,6 +353,12 @@ impl Worker {
     /// The engine that runs this worker's runs (for inspection).
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// Owner records this worker's sweeps have read so far (each one a KV request): while
+    /// every owner is alive, none after the owner watch caught up.
+    pub fn sweep_reads(&self) -> u64 {
+        self.inner.sweep_reads.load(Ordering::Relaxed)
     }
 
     /// The runs this worker owns now.
@@ -399,6 +417,8 @@ impl Worker {
                 tx
             })
             .collect();
+        tokio::spawn(self.inner.clone().watch_owners());
+        tokio::spawn(self.inner.clone().watch_beats());
         let mut tick = tokio::time::interval(inner.opts.lease / 3);
         tracing::info!(class = %inner.class, worker = %inner.id, "worker serving");
         loop {
@@ -950,14 +970,133 @@ impl Inner {
         }
     }
 
-    /// Takes over every run whose owner is dead.
+    /// Keeps the index of owner records current from a watch on the owners bucket (its
+    /// history first: the last record of every key), restarting the watch when it ends.
+    async fn watch_owners(self: Arc<Self>) {
+        let mut stop = self.stop.subscribe();
+        let stream = format!("KV_saap_{}_steps", self.class);
+        loop {
+            lock(&self.index).set_ready(false);
+            // An empty bucket delivers no history: then the index is complete at once.
+            let empty = match self.nats.jetstream().get_stream(&stream).await {
+                Ok(mut s) => s
+                    .info()
+                    .await
+                    .map(|i| i.state.messages == 0)
+                    .unwrap_or(false),
+                Err(_) => false,
+            };
+            match self.owners.watch_with_history(">").await {
+                Ok(mut watch) => {
+                    if empty {
+                        lock(&self.index).set_ready(true);
+                    }
+                    loop {
+                        let e = tokio::select! {
+                            _ = stop.changed() => return,
+                            e = watch.next() => e,
+                        };
+                        let Some(Ok(e)) = e else { break };
+                        let owner = (e.operation == kv::Operation::Put)
+                            .then(|| serde_json::from_slice::<Owner>(&e.value).ok())
+                            .flatten();
+                        let mut ix = lock(&self.index);
+                        ix.owner(&e.key, owner.as_ref().map(|o| o.w.as_str()), e.revision);
+                        if e.seen_current && !ix.ready() {
+                            ix.set_ready_keep(true);
+                        }
+                    }
+                    tracing::warn!(
+                        "the owner watch ended; sweeps read every owner record until it is back"
+                    );
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot watch the owner records"),
+            }
+            lock(&self.index).set_ready(false);
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = tokio::time::sleep(self.opts.lease / 3) => {}
+            }
+        }
+    }
+
+    /// Records every heartbeat (and deleted heartbeat entry) in the index.
+    async fn watch_beats(self: Arc<Self>) {
+        let mut stop = self.stop.subscribe();
+        loop {
+            match self.live.watch_with_history(">").await {
+                Ok(mut watch) => {
+                    lock(&self.index).restart_beats(std::time::Instant::now());
+                    loop {
+                        let e = tokio::select! {
+                            _ = stop.changed() => return,
+                            e = watch.next() => e,
+                        };
+                        let Some(Ok(e)) = e else { break };
+                        if let Some(w) = e.key.strip_prefix("w.") {
+                            let alive = e.operation == kv::Operation::Put;
+                            lock(&self.index).beat(w, alive, std::time::Instant::now());
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot watch the heartbeats"),
+            }
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = tokio::time::sleep(self.opts.lease / 3) => {}
+            }
+        }
+    }
+
+    /// Takes over every run whose owner is dead. Reads only the heartbeat of each worker
+    /// that the watches show without a recent beat, and the owner records of those that are
+    /// dead; every owner record while the owner watch is not caught up.
     async fn sweep(self: &Arc<Self>) {
+        let suspects = {
+            let ix = lock(&self.index);
+            ix.ready()
+                .then(|| ix.suspects(&self.id, self.opts.lease, std::time::Instant::now()))
+        };
+        let Some(suspects) = suspects else {
+            return self.sweep_all().await;
+        };
+        for (worker, keys) in suspects {
+            if self.alive(&worker).await {
+                // Its beats are late in the watch, not missing from the bucket.
+                continue;
+            }
+            for key in keys {
+                self.sweep_reads.fetch_add(1, Ordering::Relaxed);
+                let Ok(Some(e)) = self.owners.entry(key.clone()).await else {
+                    continue;
+                };
+                if e.operation != kv::Operation::Put {
+                    continue;
+                }
+                let Ok(o) = serde_json::from_slice::<Owner>(&e.value) else {
+                    continue;
+                };
+                // Re-owned since the index saw it: not this dead worker's any more.
+                if o.w != worker {
+                    continue;
+                }
+                let Some(run_id) = run_of_key(&key) else {
+                    continue;
+                };
+                self.take_over(&run_id, e.revision, &o).await;
+            }
+        }
+    }
+
+    /// Takes over every run whose owner is dead, reading every owner record.
+    async fn sweep_all(self: &Arc<Self>) {
         let Ok(mut keys) = self.owners.keys().await else {
             return;
         };
         let mut dead: HashSet<String> = HashSet::new();
         let mut alive: HashSet<String> = HashSet::new();
         while let Some(Ok(key)) = keys.next().await {
+            self.sweep_reads.fetch_add(1, Ordering::Relaxed);
             let Ok(Some(e)) = self.owners.entry(key.clone()).await else {
                 continue;
             };
