@@ -973,6 +973,7 @@ async fn follow_stored(
 
 /// A rebuilt stored run as a snapshot (payloads by position; the ExceptionEvent the core
 /// made for a failed step carries the step's error).
+#[cfg(feature = "nats")]
 fn view_snapshot(view: StoredRunView) -> RunSnapshot {
     let payloads = (0..view.run.log().len())
         .map(|seq| {
@@ -1168,6 +1169,9 @@ fn counts_json(run: &saap_dispatch::Run) -> Value {
 struct Reader {
     backend: Arc<dyn Backend>,
     place: String,
+    /// The connection, on NATS (to read a live run's owner record).
+    #[cfg(feature = "nats")]
+    nats: Option<saap_nats::SaapNats>,
 }
 
 #[cfg(feature = "nats")]
@@ -1239,6 +1243,8 @@ async fn open_reader(workflow: &Workflow, from: &ReadArgs) -> Result<Option<Read
             Ok(Some(Reader {
                 backend: open_store(&path)?,
                 place: path.display().to_string(),
+                #[cfg(feature = "nats")]
+                nats: None,
             }))
         }
         #[cfg(feature = "nats")]
@@ -1247,6 +1253,7 @@ async fn open_reader(workflow: &Workflow, from: &ReadArgs) -> Result<Option<Read
             Ok(Some(Reader {
                 backend: r.backend,
                 place: r.place,
+                nats: Some(r.nats.nats().clone()),
             }))
         }
         #[cfg(not(feature = "nats"))]
@@ -1445,6 +1452,18 @@ async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
         .ok_or_else(|| internal(format!("run `{run_id}` vanished from {}", reader.place)))?;
     reader.backend.halt();
     let view = &StoredRunView::rebuild(workflow, &stored).map_err(|e| internal(e.to_string()))?;
+    // On NATS, the worker that owns a live run (its owner record).
+    #[allow(unused_mut)]
+    let mut owner: Option<String> = None;
+    #[cfg(feature = "nats")]
+    if let Some(nats) = &reader.nats
+        && !view.run.is_terminated()
+    {
+        owner = crate::nats::run_owner(nats, workflow.name(), &run_id)
+            .await
+            .map_err(|e| internal(e.to_string()))?
+            .map(|o| o.worker);
+    }
     if let Some(file) = &a.history_out {
         let text = serde_json::to_string_pretty(&view.history())
             .map_err(|e| internal(format!("cannot encode the history: {e}")))?;
@@ -1507,6 +1526,7 @@ async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
             "records": run.records(),
             "executions": executions,
             "execution_counts": counts_json(run),
+            "owner": owner,
         });
         serde_json::to_writer_pretty(&mut out, &doc)
             .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
@@ -1530,6 +1550,9 @@ async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
         .map_err(io)?;
     writeln!(out).map_err(io)?;
     writeln!(out, "executions: {}", counts_text(run)).map_err(io)?;
+    if let Some(w) = &owner {
+        writeln!(out, "owned by worker {w}").map_err(io)?;
+    }
     match view.result() {
         Some((n, f)) => writeln!(out, "result: {n} {f}").map_err(io)?,
         None => writeln!(

@@ -81,6 +81,7 @@ fn a_run_on_nats_is_listed_shown_and_continued_by_send_from_other_invocations() 
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(show.stdout.contains("ApprovalRequested"), "{}", show.stdout);
     assert!(show.stdout.contains("still live"), "{}", show.stdout);
+    assert!(show.stdout.contains("owned by worker "), "{}", show.stdout);
 
     let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
     let sent = approval(&[
@@ -118,6 +119,11 @@ fn a_run_on_nats_is_listed_shown_and_continued_by_send_from_other_invocations() 
     let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(doc["status"], "stopped");
     assert_eq!(doc["execution_counts"]["decide"], 1);
+    assert_eq!(
+        doc["owner"],
+        serde_json::Value::Null,
+        "only a live run has an owner"
+    );
 
     // An ended run takes no more events; an unknown id says how to list runs.
     let again = approval(&["send", &run_id, "--event", answer, "--engine", &url]);
