@@ -164,6 +164,11 @@ fn main() {
             status: Some(StatusFilter::Live),
             ..Default::default()
         }));
+        let by_prefix = median(page(RunQuery {
+            limit: 2,
+            id_prefix: Some(some_id[..12].to_string()),
+            ..Default::default()
+        }));
         let show_one = median(|| {
             rt.block_on(async {
                 let t = Instant::now();
@@ -219,6 +224,7 @@ fn main() {
                 "list_last_page_by_offset_us": last_page.round(),
                 "list_last_page_by_cursor_us": last_page_by_cursor.round(),
                 "list_live_page_us": live_page.round(),
+                "resolve_id_prefix_us": by_prefix.round(),
                 "show_one_us": show_one.round(),
                 "before_read_and_rebuild_all_us": whole.round(),
                 "open_live_only_us": open.round(),
