@@ -933,8 +933,8 @@ async fn send_nats(
     follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await
 }
 
-/// Follows a run by reading its journal again every 100 ms (the NATS engine: the run lives
-/// in worker processes), printing display events after `from` and the end as `follow` does.
+/// Follows a run by looking at its last journal message every 100 ms and reading the
+/// journal again when it changed (the NATS engine: the run lives in worker processes), printing display events after `from` and the end as `follow` does.
 #[cfg(feature = "nats")]
 async fn follow_stored(
     workflow: &Workflow,
@@ -949,22 +949,37 @@ async fn follow_stored(
     let mut shown = from;
     let mut out = std::io::stdout();
     let mut mid_line = false;
-    let snap = loop {
-        let snap = view_snapshot(read_view(workflow, reader, run_id).await?);
-        for seq in shown..snap.run.log().len() {
-            if snap.run.log()[seq].id == sent {
-                continue;
+    let mut last_seq = None;
+    let mut current: Option<RunSnapshot> = None;
+    loop {
+        // Re-read and rebuild the run only when its journal has a new message.
+        let seq = reader
+            .nats
+            .last_journal_seq(run_id)
+            .await
+            .map_err(|e| internal(e.to_string()))?;
+        if current.is_none() || seq != last_seq {
+            last_seq = seq;
+            let snap = view_snapshot(read_view(workflow, reader, run_id).await?);
+            for at in shown..snap.run.log().len() {
+                if snap.run.log()[at].id == sent {
+                    continue;
+                }
+                mid_line = show_display(&snap, at, json_lines, &mut out, mid_line).map_err(io)?;
             }
-            mid_line = show_display(&snap, seq, json_lines, &mut out, mid_line).map_err(io)?;
+            shown = shown.max(snap.run.log().len());
+            let ended = snap.run.is_terminated() && snap.running() == 0;
+            current = Some(snap);
+            if ended {
+                break;
+            }
         }
-        shown = shown.max(snap.run.log().len());
-        if (snap.run.is_terminated() && snap.running() == 0)
-            || tokio::time::Instant::now() >= deadline
-        {
-            break snap;
+        if tokio::time::Instant::now() >= deadline {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    }
+    let snap = current.ok_or_else(|| internal(format!("run `{run_id}` vanished")))?;
     if mid_line {
         writeln!(out).map_err(io)?;
     }

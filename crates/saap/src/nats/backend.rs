@@ -202,6 +202,31 @@ impl NatsBackend {
         }
     }
 
+    /// The stream sequence of run `run_id`'s last journal message (`None`: no journal), one
+    /// direct read: for a reader that follows a run and re-reads it only when it changed.
+    pub async fn last_journal_seq(&self, run_id: &str) -> Result<Option<u64>, StoreError> {
+        let stream_name = journal_stream(&self.inner.class);
+        let stream = self
+            .inner
+            .nats
+            .jetstream()
+            .get_stream(&stream_name)
+            .await
+            .map_err(|e| io(format!("cannot read the journal stream {stream_name}: {e}")))?;
+        match stream
+            .get_last_raw_message_by_subject(&journal_subject(&self.inner.class, run_id))
+            .await
+        {
+            Ok(m) => Ok(Some(m.sequence)),
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => {
+                Ok(None)
+            }
+            Err(e) => Err(io(format!(
+                "cannot read the journal of run `{run_id}`: {e}"
+            ))),
+        }
+    }
+
     /// Publishes on the class stream every control output in `stored`'s journal that the
     /// stream does not hold: for a worker that took the run over, since its previous owner
     /// may have made an output durable in the journal and stopped before publishing it.
