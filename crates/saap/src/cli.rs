@@ -374,7 +374,7 @@ Examples:
   runs --status failed --limit 5        the 5 newest runs that ended with an exception
   runs --after RUN                      the next page: the runs older than RUN (the last listed)
   runs --offset 20                      the same by position
-  runs --json | jq -r '.runs[].run_id'  ids for scripts ({runs, offset, more, next_offset, next_after})
+  runs --json | jq -r '.runs[].run_id'  ids for scripts (the shape: see --json above)
   runs --engine nats://127.0.0.1:4222   the runs of the agent class on NATS JetStream
 
 Exit codes: 0 listed (an empty list too), 2 invalid flags, 3 database or server failure."
@@ -423,7 +423,8 @@ struct ShowArgs {
     run: String,
     #[command(flatten)]
     from: ReadArgs,
-    /// Print JSON: {run_id, thread_id, workflow, status, events, records, executions, result}.
+    /// Print JSON: {run_id, thread_id, workflow, status, events, records, executions, result,
+    /// execution_counts, owner (on NATS, the worker that owns a live run)}.
     #[arg(long)]
     json: bool,
     /// Also write the run as a History file (the input of `saap explain --history`).

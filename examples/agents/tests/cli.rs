@@ -665,3 +665,11 @@ fn a_damaged_run_in_the_database_is_reported_and_the_others_go_on() {
         .unwrap();
     assert_eq!(input, "{\"torn");
 }
+
+#[test]
+fn runs_help_teaches_paging_filters_and_engines() {
+    let (_d, db) = temp_db();
+    let out = rag(&db, &["runs", "--help"]);
+    assert_eq!(out.code, 0);
+    snap!("runs_help", out.stdout);
+}
