@@ -63,8 +63,12 @@ fn us(t: Instant) -> f64 {
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
+    // it: then one small store checks that every measurement works.
+    let smoke = !std::env::args().any(|a| a == "--bench");
     let sizes: Vec<usize> = match std::env::var("SAAP_BENCH_STORE_RUNS") {
-        Ok(v) => vec![v.parse().unwrap()],
+        Ok(v) => vec![v.parse::<usize>().unwrap().max(100)],
+        Err(_) if smoke => vec![200],
         Err(_) => vec![1_000, 10_000],
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
