@@ -42,6 +42,8 @@ pub use saap_nats::consumer::JOURNALED_HEADER;
 const MAX_ROUND: usize = 4096;
 /// Retries of a journal write that failed transiently (about 25 s with back-off).
 const WRITE_ATTEMPTS: u32 = 30;
+/// Run summaries a listing reads at once from the journal stream.
+const LIST_CONCURRENCY: usize = 64;
 /// Attempts of one compare-and-set context update before giving up.
 const CAS_ATTEMPTS: usize = 64;
 
@@ -407,7 +409,7 @@ impl Inner {
     /// (names only, no message is read); the runs skipped by the offset cost nothing unless a
     /// status filter must look at them; each listed run costs two direct reads (its first
     /// and last journal message), or a read of its journal when those do not tell how it
-    /// ended (events after the stop).
+    /// ended (events after the stop). Runs are read 64 at a time.
     async fn list_runs(&self, workflow: &str, q: &RunQuery) -> Result<RunPage, StoreError> {
         let stream_name = journal_stream(&self.class);
         let stream = self
@@ -443,23 +445,47 @@ impl Inner {
         }
         let limit = q.page_size();
         let mut page = RunPage::default();
+        // Without a status filter every run of the class matches (the class is the
+        // workflow's name), so the offset skips ids without reading them.
         let mut skipped = 0usize;
-        for id in ids {
-            let Some(summary) = self.summarize_run(&stream, workflow, &id).await? else {
-                continue;
+        let ids: Vec<String> = if q.status.is_none() {
+            skipped = q.offset.min(ids.len());
+            ids.into_iter().skip(q.offset).collect()
+        } else {
+            ids
+        };
+        // Summaries are read LIST_CONCURRENCY at a time (each is one or two round trips),
+        // then taken in order.
+        'chunks: for chunk in ids.chunks(LIST_CONCURRENCY) {
+            let want = if q.status.is_none() {
+                // Only as many as the page still needs (+1 to know there are more).
+                (limit + 1 - page.runs.len()).min(chunk.len())
+            } else {
+                chunk.len()
             };
-            if q.status.is_some_and(|f| !f.admits(&summary)) {
-                continue;
+            let summaries = futures_util::future::join_all(
+                chunk[..want]
+                    .iter()
+                    .map(|id| self.summarize_run(&stream, workflow, id)),
+            )
+            .await;
+            for summary in summaries {
+                let Some(summary) = summary? else {
+                    continue;
+                };
+                if q.status.is_some_and(|f| !f.admits(&summary)) {
+                    continue;
+                }
+                if skipped < q.offset {
+                    skipped += 1;
+                    continue;
+                }
+                if page.runs.len() == limit {
+                    page.more = true;
+                    break 'chunks;
+                }
+                page.runs.push(summary);
             }
-            if skipped < q.offset {
-                skipped += 1;
-                continue;
-            }
-            if page.runs.len() == limit {
-                page.more = true;
-                break;
-            }
-            page.runs.push(summary);
         }
         Ok(page)
     }
