@@ -576,8 +576,8 @@ fn an_oversized_event_is_invalid_input_and_the_run_is_unchanged() {
     // The waiting run is still live with what it had, and still takes a normal answer.
     let runs: serde_json::Value =
         serde_json::from_str(&approval(&db, &["runs", "--json"]).stdout).unwrap();
-    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
-    assert_eq!(runs[0]["status"], "live");
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs["runs"][0]["status"], "live");
     let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
     let done = approval(&db, &["send", &run_id, "--event", answer]);
     assert_eq!(done.code, 0, "{}", done.stderr);
@@ -633,8 +633,9 @@ fn a_damaged_run_in_the_database_is_reported_and_the_others_go_on() {
             .unwrap_or_default()
             .to_string()
     };
-    assert!(line(&damaged).contains("SAAP-H003"), "{}", runs.stdout);
-    assert!(line(&damaged).contains("SAAP-S006"), "{}", runs.stdout);
+    // `runs` lists both from their run records without reading the journals (a page costs
+    // the same however many runs are stored): the damage shows when the run is read.
+    assert!(line(&damaged).contains("live"), "{}", runs.stdout);
     assert!(line(&healthy).contains("live"), "{}", runs.stdout);
 
     let shown = approval(&db, &["show", &damaged]);
