@@ -154,12 +154,26 @@ pub(crate) struct Shared {
     runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>, FnvBuild>>,
     /// Type ids by name (FNV; the spec's own index uses SipHash).
     type_ids: HashMap<Box<str>, saap_dispatch::TypeId, FnvBuild>,
+    /// Per step: the types it declares as outputs, looked up before `type_ids` (a step
+    /// returns one of a few types: comparing a short name beats hashing it).
+    out_types: Vec<OutTypes>,
     opts: EngineOptions,
     ids: IdGen,
     /// Where started executions go instead of running here (set by a distributed engine
     /// whose bodies run on any worker, see `distributed.rs`).
     executor: std::sync::OnceLock<Arc<dyn distributed::StepExecutor>>,
+    /// Slots of evicted runs that nothing referred to any more, reset for new runs (their
+    /// core run and buffers keep their allocations). At most [`SPARE_SLOTS`].
+    spare_slots: Mutex<Vec<Arc<RunSlot>>>,
 }
+
+/// A step's declared output types: name and type id.
+type OutTypes = Box<[(Box<str>, saap_dispatch::TypeId)]>;
+
+/// How many evicted run slots an engine keeps for reuse.
+const SPARE_SLOTS: usize = 64;
+/// Largest run (logged events) whose slot is kept for reuse.
+const SPARE_SLOT_MAX_EVENTS: usize = 256;
 
 /// One run: the core state behind its lock, and a version counter bumped on each change.
 pub(crate) struct RunSlot {
@@ -194,6 +208,48 @@ pub(crate) struct RunState {
     scratch_started: Vec<ExecutionId>,
     /// Typed inputs of the last precondition evaluations (live runs only).
     pre_cache: PreCache,
+    /// Buffers of the run's last finished execution, reused by the next one it starts (an
+    /// inline chain allocates no input or output vectors per step). Empty and small.
+    spare_inputs: Vec<Vec<BoundEvent>>,
+    spare_outs: Vec<OutEvent>,
+}
+
+impl RunState {
+    /// The state of a new run, keeping the buffers' allocations (`Run::reset` for the core).
+    /// Lists every field, so that a new one cannot be forgotten here.
+    fn reset(&mut self, run_key: u64) {
+        let RunState {
+            run,
+            payloads,
+            journal_len,
+            records_sent,
+            ended_sent,
+            end_durable,
+            created,
+            failure,
+            display_by,
+            scratch_pending,
+            scratch_started,
+            pre_cache,
+            spare_inputs,
+            spare_outs,
+        } = self;
+        run.reset(run_key);
+        payloads.clear();
+        *journal_len = 0;
+        *records_sent = 0;
+        *ended_sent = false;
+        *end_durable = false;
+        *created = false;
+        *failure = None;
+        display_by.clear();
+        scratch_pending.clear();
+        scratch_started.clear();
+        *pre_cache = PreCache::default();
+        // Emptied by the executions that used them; cleared again in case one did not finish.
+        spare_inputs.clear();
+        spare_outs.clear();
+    }
 }
 
 impl RunSlot {
@@ -215,10 +271,32 @@ impl RunSlot {
                 scratch_pending: Vec::new(),
                 scratch_started: Vec::new(),
                 pre_cache: PreCache::default(),
+                spare_inputs: Vec::new(),
+                spare_outs: Vec::new(),
             }),
             version: std::sync::OnceLock::new(),
             quiet: tokio::sync::Notify::new(),
         }
+    }
+    /// Makes this slot (of an ended run nothing refers to any more) the slot of a new run.
+    fn reuse(&mut self, run_id: Arc<str>, thread_id: Arc<str>, run_key: u64) {
+        let RunSlot {
+            run_id: id,
+            thread_id: thread,
+            run_key: key,
+            state,
+            version,
+            quiet,
+        } = self;
+        *id = run_id;
+        *thread = thread_id;
+        *key = run_key;
+        state
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .reset(run_key);
+        *version = std::sync::OnceLock::new();
+        *quiet = tokio::sync::Notify::new();
     }
     pub(crate) fn lock(&self) -> MutexGuard<'_, RunState> {
         // The state is only mutated by the core's transition functions, which do not panic
@@ -341,6 +419,8 @@ pub(crate) struct Invocation {
     attempt: u32,
     step: StepIdx,
     inputs: Vec<Vec<BoundEvent>>,
+    /// An empty vector for the step's outputs (recycled from an earlier execution).
+    outs: Vec<OutEvent>,
 }
 
 /// The executions an input started: usually none or one, so no vector for those.
@@ -564,6 +644,17 @@ impl Engine {
             .enumerate()
             .map(|(i, t)| (t.name.as_str().into(), i as saap_dispatch::TypeId))
             .collect();
+        let out_types = workflow
+            .spec()
+            .steps
+            .iter()
+            .map(|s| {
+                s.outputs
+                    .iter()
+                    .filter_map(|n| Some((n.as_str().into(), workflow.compiled().type_id(n)?)))
+                    .collect()
+            })
+            .collect();
         Engine {
             shared: Arc::new(Shared {
                 journal: backend.wants_journal(),
@@ -573,9 +664,11 @@ impl Engine {
                 backend,
                 runs: RwLock::new(HashMap::default()),
                 type_ids,
+                out_types,
                 opts,
                 ids: IdGen::new(),
                 executor: std::sync::OnceLock::new(),
+                spare_slots: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -667,7 +760,7 @@ impl Engine {
         let size = json_size(&start)?;
         let ev = self
             .shared
-            .incoming(T::NAME, Payload::typed(start), size, None)?;
+            .incoming_named(T::NAME.into(), Payload::typed(start), size, None)?;
         self.start_run_with(thread_id, ev).await
     }
 
@@ -701,10 +794,21 @@ impl Engine {
             Some(t) => t.into(),
             None => hex_id(&self.shared.ids.next()),
         };
-        let run = Run::new(self.shared.workflow.compiled().clone(), run_key(&run_id));
-        let slot = Arc::new(RunSlot::new(run_id.clone(), thread_id, run));
+        let key = run_key(&run_id);
+        let reused = self.shared.spare_slot().and_then(|mut slot| {
+            Arc::get_mut(&mut slot)?.reuse(run_id.clone(), thread_id.clone(), key);
+            Some(slot)
+        });
+        let slot = match reused {
+            Some(slot) => slot,
+            None => {
+                let run = Run::new(self.shared.workflow.compiled().clone(), key);
+                Arc::new(RunSlot::new(run_id.clone(), thread_id, run))
+            }
+        };
         self.shared.insert(slot.clone());
         self.shared.submit(&slot, Input::Append(ev)).await?;
+        self.shared.release(slot);
         Ok(run_id.to_string())
     }
 
@@ -715,7 +819,7 @@ impl Engine {
         let size = json_size(&event)?;
         let ev = self
             .shared
-            .incoming(T::NAME, Payload::typed(event), size, None)?;
+            .incoming_named(T::NAME.into(), Payload::typed(event), size, None)?;
         let id = ev.id;
         self.shared.submit(&slot, Input::Append(ev)).await?;
         Ok(id)
@@ -824,10 +928,12 @@ impl Engine {
             tokio::pin!(notified);
             notified.as_mut().enable();
             if slot.is_quiet() {
-                return Ok(());
+                break;
             }
             notified.await;
         }
+        self.shared.release(slot);
+        Ok(())
     }
 
     /// Simulates a crash: the store stops accepting writes at once (what is not yet durable
@@ -906,8 +1012,20 @@ impl Shared {
         size: usize,
         id: Option<EventId>,
     ) -> Result<Incoming, EngineError> {
+        self.incoming_named(name.to_string().into(), payload, size, id)
+    }
+
+    /// [`Shared::incoming`] with the name as it is kept (a typed event's name is static: no
+    /// copy), looked up in the engine's FNV type table.
+    fn incoming_named(
+        &self,
+        name: std::borrow::Cow<'static, str>,
+        payload: Payload,
+        size: usize,
+        id: Option<EventId>,
+    ) -> Result<Incoming, EngineError> {
         let spec = self.workflow.compiled();
-        let Some(t) = spec.type_id(name) else {
+        let Some(t) = self.type_ids.get(&*name).copied() else {
             return Err(EngineError::UnknownEventType {
                 name: name.to_string(),
                 workflow: self.workflow.name().to_string(),
@@ -924,15 +1042,28 @@ impl Shared {
             id: id.unwrap_or_else(|| self.ids.next()),
             ty: NewEventType::Known(t),
             kind: spec.type_info(t).kind,
-            name: name.to_string().into(),
+            name,
             payload,
             by: None,
         })
     }
 
-    fn output(&self, run_key: u64, x: ExecutionId, index: u32, out: OutEvent) -> Incoming {
+    /// An output of execution `x` (of `step`, when known: its declared types are tried
+    /// first).
+    fn output(
+        &self,
+        step: Option<StepIdx>,
+        run_key: u64,
+        x: ExecutionId,
+        index: u32,
+        out: OutEvent,
+    ) -> Incoming {
         let spec = self.workflow.compiled();
-        let (ty, kind) = match self.type_ids.get(&*out.name).copied() {
+        let declared = step
+            .and_then(|s| self.out_types.get(s as usize))
+            .and_then(|ts| ts.iter().find(|(n, _)| **n == *out.name))
+            .map(|(_, t)| *t);
+        let (ty, kind) = match declared.or_else(|| self.type_ids.get(&*out.name).copied()) {
             Some(t) => (NewEventType::Known(t), spec.type_info(t).kind),
             None => {
                 let kind = EventKind::from_bits(EventKind::CONTROL);
@@ -957,6 +1088,17 @@ impl Shared {
 
     /// Applies one input under the run's lock and hands the journal entry to the backend.
     fn apply(&self, slot: &RunSlot, input: Input) -> Result<Applied, EngineError> {
+        self.apply_with(slot, input, Vec::new())
+    }
+
+    /// [`Shared::apply`] with the emptied input buffers of the execution that completed
+    /// (kept for the run's next execution).
+    fn apply_with(
+        &self,
+        slot: &RunSlot,
+        input: Input,
+        spare: Vec<Vec<BoundEvent>>,
+    ) -> Result<Applied, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
         if let Some(f) = &st.failure {
@@ -996,6 +1138,8 @@ impl Shared {
                     event: stored(&ev),
                     by: ev.by.map(|x| x.0),
                 });
+                // Exact: the scratch lives as long as the run.
+                pending.reserve_exact(1);
                 pending.push((ev.id, ev.payload));
                 pre.pending = &pending;
                 let new = NewEvent {
@@ -1024,12 +1168,17 @@ impl Shared {
                 attempt,
                 outcome,
             } => {
+                if st.spare_inputs.capacity() == 0 && reusable_inputs(&spare) {
+                    st.spare_inputs = spare;
+                }
                 let outcome = match outcome {
-                    Ok(outs) => {
+                    Ok(mut outs) => {
                         let mut stored_outs = Vec::new();
                         let mut news = Vec::with_capacity(outs.len());
-                        for (i, o) in outs.into_iter().enumerate() {
-                            let ev = self.output(slot.run_key, execution, i as u32, o);
+                        pending.reserve_exact(outs.len());
+                        let step = st.run.execution(execution).map(|e| e.step);
+                        for (i, o) in outs.drain(..).enumerate() {
+                            let ev = self.output(step, slot.run_key, execution, i as u32, o);
                             if journal {
                                 stored_outs.push(stored(&ev));
                             }
@@ -1038,6 +1187,9 @@ impl Shared {
                                 ty: ev.ty,
                             });
                             pending.push((ev.id, ev.payload));
+                        }
+                        if st.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
+                            st.spare_outs = outs;
                         }
                         stored_input = journal.then(|| StoredInput::Complete {
                             execution: execution.0,
@@ -1091,6 +1243,13 @@ impl Shared {
         st.ended_sent |= ended;
         if ended {
             st.pre_cache = PreCache::default();
+            if self.opts.keep_ended_runs {
+                // An ended run kept for inspection holds no buffers (an evicted one may be
+                // reused by a new run, buffers included).
+                st.spare_inputs = Vec::new();
+                st.spare_outs = Vec::new();
+                st.scratch_pending = Vec::new();
+            }
         }
         let durable = if journal || ended {
             let records = &st.run.records()[st.records_sent..];
@@ -1191,7 +1350,13 @@ impl Shared {
         payload: Payload,
     ) -> Result<(), ContextError> {
         let run_key = slot.run_key;
-        let mut ev = self.output(run_key, x, 0x4000_0000 | n, OutEvent { name, payload });
+        let mut ev = self.output(
+            None,
+            run_key,
+            x,
+            0x4000_0000 | n,
+            OutEvent { name, payload },
+        );
         if !ev.kind.is_display() || ev.kind.is_control() {
             return Err(ContextError::NotDisplay {
                 name: ev.name.to_string(),
@@ -1222,6 +1387,38 @@ impl Shared {
         }
     }
 
+    /// Drops a reference to a run's slot. When it was the last one (the run was evicted and
+    /// nothing else holds it), the slot is kept for a new run instead of freed.
+    fn release(&self, mut slot: Arc<RunSlot>) {
+        if self.opts.keep_ended_runs {
+            return;
+        }
+        let Some(s) = Arc::get_mut(&mut slot) else {
+            return;
+        };
+        let st = s.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if st.run.log().len() > SPARE_SLOT_MAX_EVENTS
+            || st.payloads.capacity() > SPARE_SLOT_MAX_EVENTS
+        {
+            return;
+        }
+        let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() < SPARE_SLOTS {
+            spare.push(slot);
+        }
+    }
+
+    /// A slot kept by [`Shared::release`], if any.
+    fn spare_slot(&self) -> Option<Arc<RunSlot>> {
+        if self.opts.keep_ended_runs {
+            return None;
+        }
+        self.spare_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+    }
+
     /// The store failed for this run: it cannot continue consistently. The failure is kept
     /// on the run (shown by snapshots and the test runner) and logged.
     fn storage_failed(&self, slot: &RunSlot, e: &StoreError) {
@@ -1242,7 +1439,7 @@ impl Shared {
     async fn execute(
         self: &Arc<Self>,
         slot: &Arc<RunSlot>,
-        inv: &Invocation,
+        inv: &mut Invocation,
     ) -> Result<Vec<OutEvent>, String> {
         let ctx = StepCtx {
             shared: self.clone(),
@@ -1251,21 +1448,29 @@ impl Shared {
             attempt: inv.attempt,
             displayed: Arc::new(AtomicU32::new(0)),
         };
-        self.run_body(inv.step, &inv.inputs, ctx).await
+        let outs = std::mem::take(&mut inv.outs);
+        let result = self.run_body(inv.step, &inv.inputs, ctx, outs).await;
+        // Release the bound events (the buffers stay for the run's next execution).
+        for events in &mut inv.inputs {
+            events.clear();
+        }
+        result
     }
 
-    /// Runs a step body with its inputs and context, catching panics.
+    /// Runs a step body with its inputs and context, catching panics. `outs` is an empty
+    /// vector for the outputs (recycled by the caller, or new).
     async fn run_body(
         &self,
         step_idx: StepIdx,
         inputs: &[Vec<BoundEvent>],
         ctx: StepCtx,
+        outs: Vec<OutEvent>,
     ) -> Result<Vec<OutEvent>, String> {
         let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
             return Err(format!("the workflow has no step {step_idx}"));
         };
         let name = &self.workflow.spec().steps[step_idx as usize].name;
-        let made = std::panic::catch_unwind(AssertUnwindSafe(|| (step.handler)(inputs, ctx)));
+        let made = std::panic::catch_unwind(AssertUnwindSafe(|| (step.handler)(inputs, ctx, outs)));
         let fut = match made {
             Ok(Ok(f)) => f,
             Ok(Err(e)) => return Err(format!("step `{name}` cannot read its inputs: {e}")),
@@ -1478,31 +1683,58 @@ fn type_name(names: &[Arc<str>], ty: EventTy) -> Arc<str> {
     }
 }
 
-fn invocation(st: &RunState, names: &[Arc<str>], x: ExecutionId, attempt: u32) -> Invocation {
-    let step = st.run.execution(x).map(|e| e.step).unwrap_or(0);
-    let log = st.run.log();
-    let inputs = st
-        .run
-        .bindings(x)
-        .iter()
-        .enumerate()
-        .map(|(pi, b)| {
-            st.run
-                .bound_seqs(step, pi as u32, *b)
-                .iter()
-                .map(|&seq| BoundEvent {
-                    id: log[seq as usize].id,
-                    name: type_name(names, log[seq as usize].ty),
-                    payload: st.payloads[seq as usize].clone(),
-                })
-                .collect()
-        })
-        .collect();
+/// Largest buffer (elements) kept for reuse by the run's next execution.
+const SPARE_MAX: usize = 64;
+
+fn reusable_inputs(spare: &[Vec<BoundEvent>]) -> bool {
+    spare.len() <= 16
+        && spare
+            .iter()
+            .all(|v| v.is_empty() && v.capacity() <= SPARE_MAX)
+}
+
+fn invocation(st: &mut RunState, names: &[Arc<str>], x: ExecutionId, attempt: u32) -> Invocation {
+    let RunState {
+        run,
+        payloads,
+        spare_inputs,
+        spare_outs,
+        ..
+    } = st;
+    let step = run.execution(x).map(|e| e.step).unwrap_or(0);
+    let log = run.log();
+    let bindings = run.bindings(x);
+    // The buffers of the run's last finished execution, when there are (no allocation).
+    // Exact sizes otherwise: a vector grown by pushing starts at room for four.
+    let mut inputs = match std::mem::take(spare_inputs) {
+        v if v.capacity() == 0 => Vec::with_capacity(bindings.len()),
+        mut v => {
+            v.truncate(bindings.len());
+            v.reserve_exact(bindings.len() - v.len());
+            v
+        }
+    };
+    inputs.resize_with(bindings.len(), Vec::new);
+    for (pi, (b, events)) in bindings.iter().zip(inputs.iter_mut()).enumerate() {
+        let seqs = run.bound_seqs(step, pi as u32, *b);
+        if events.capacity() == 0 {
+            *events = Vec::with_capacity(seqs.len());
+        } else {
+            events.clear();
+            events.reserve_exact(seqs.len());
+        }
+        events.extend(seqs.iter().map(|&seq| BoundEvent {
+            id: log[seq as usize].id,
+            name: type_name(names, log[seq as usize].ty),
+            payload: payloads[seq as usize].clone(),
+        }));
+    }
     Invocation {
         execution: x,
         attempt,
         step,
         inputs,
+        outs: std::mem::take(spare_outs),
     }
 }
 
@@ -1515,40 +1747,45 @@ fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 /// their own tasks — except on a current-thread runtime with the in-memory backend, where
 /// tasks would add no parallelism: there [`drive_together`] polls them on this task (same
 /// concurrency, no spawn per execution).
-async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, mut inv: Invocation) {
+async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
+    drive_steps(&shared, &slot, inv).await;
+    shared.release(slot);
+}
+
+async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocation) {
     loop {
         if let Some(executor) = shared.executor.get() {
             // The body runs elsewhere; its completion comes back as an input of the run.
-            executor.execute(distributed::work(&slot, inv));
+            executor.execute(distributed::work(slot, inv));
             return;
         }
-        let result = shared.execute(&slot, &inv).await;
-        let Some(applied) = complete(&shared, &slot, &inv, result) else {
+        let result = shared.execute(slot, &mut inv).await;
+        let Some(applied) = complete(shared, slot, &mut inv, result) else {
             return;
         };
         let stored = applied.durable.wait().await;
-        if durable(&shared, &slot, applied.ended, stored).is_none() {
+        if durable(shared, slot, applied.ended, stored).is_none() {
             return;
         }
         let first = match applied.started {
             Started::None => {
-                shared.maybe_evict(&slot);
+                shared.maybe_evict(slot);
                 return;
             }
             Started::One(first) => first,
-            Started::Many(all) if shares_task(&shared) => {
+            Started::Many(all) if shares_task(shared) => {
                 let together: FuturesUnordered<Running> = all
                     .into_iter()
-                    .map(|inv| running(&shared, &slot, inv))
+                    .map(|inv| running(shared, slot, inv))
                     .collect();
                 // Boxed: a chain's future stays small.
-                Box::pin(drive_together(shared, slot, None, together)).await;
+                Box::pin(drive_together(shared.clone(), slot.clone(), None, together)).await;
                 return;
             }
             Started::Many(all) => {
                 let mut all = all.into_iter();
                 let Some(first) = all.next() else {
-                    shared.maybe_evict(&slot);
+                    shared.maybe_evict(slot);
                     return;
                 };
                 for other in all {
@@ -1582,7 +1819,8 @@ type Running = Pin<Box<dyn Future<Output = (Invocation, Result<Vec<OutEvent>, St
 fn running(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) -> Running {
     let (shared, slot) = (shared.clone(), slot.clone());
     Box::pin(async move {
-        let r = shared.execute(&slot, &inv).await;
+        let mut inv = inv;
+        let r = shared.execute(&slot, &mut inv).await;
         (inv, r)
     })
 }
@@ -1592,7 +1830,7 @@ fn running(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) -> Runnin
 fn complete(
     shared: &Shared,
     slot: &RunSlot,
-    inv: &Invocation,
+    inv: &mut Invocation,
     mut result: Result<Vec<OutEvent>, String>,
 ) -> Option<Applied> {
     if shared.journal
@@ -1604,13 +1842,14 @@ fn complete(
         // serializes, see `Payload`).
         result = Err(e.to_string());
     }
-    match shared.apply(
+    match shared.apply_with(
         slot,
         Input::Complete {
             execution: inv.execution,
             attempt: inv.attempt,
             outcome: result,
         },
+        std::mem::take(&mut inv.inputs),
     ) {
         Ok(a) => Some(a),
         Err(e) => {
@@ -1651,10 +1890,10 @@ async fn drive_together(
         if let Some(inv) = inline.take() {
             together.push(running(&shared, &slot, inv));
         }
-        let Some((inv, result)) = together.next().await else {
+        let Some((mut inv, result)) = together.next().await else {
             return;
         };
-        let Some(applied) = complete(&shared, &slot, &inv, result) else {
+        let Some(applied) = complete(&shared, &slot, &mut inv, result) else {
             // The others still complete (their inputs are refused the same way).
             continue;
         };
@@ -1716,6 +1955,7 @@ pub fn is_running(state: ExecState) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]
@@ -1735,6 +1975,113 @@ mod tests {
         for bits in 0..32u8 {
             assert_eq!(EventKind::from_bits(bits).bits(), bits);
         }
+    }
+
+    /// A chain that waits for an outside answer, showing a display event on the way.
+    fn asking() -> Workflow {
+        use crate::event::{
+            ChunkEvent, HumanInTheLoopRequestEvent, HumanInTheLoopResponseEvent, StopEvent,
+            UserMessageEvent,
+        };
+        use crate::params::Required;
+        use crate::workflow::{Step, StepError};
+        Workflow::builder("Asking")
+            .step(Step::new(
+                "ask",
+                |_: Required<UserMessageEvent>, ctx: StepCtx| async move {
+                    ctx.display(&ChunkEvent::default())
+                        .await
+                        .map_err(|e| StepError::new(e.to_string()))?;
+                    Ok::<_, StepError>(HumanInTheLoopRequestEvent::default())
+                },
+            ))
+            .step(Step::new(
+                "answer",
+                |_: Required<HumanInTheLoopResponseEvent>, _: StepCtx| async {
+                    Ok::<_, StepError>(StopEvent::default())
+                },
+            ))
+            .build()
+            .expect("valid workflow")
+    }
+
+    /// Waits until the run logged `n` events (start, display, request: it waits).
+    async fn logged(engine: &Engine, run: &str, n: usize) -> RunSnapshot {
+        let mut rx = engine.watch(run).expect("live run");
+        loop {
+            let snap = engine.snapshot(run).expect("live run");
+            if snap.run.log().len() >= n {
+                return snap;
+            }
+            tokio::time::timeout(std::time::Duration::from_secs(10), rx.changed())
+                .await
+                .expect("the run makes progress")
+                .expect("the run is live");
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_evicted_run_slot_is_reused_with_a_fresh_state() {
+        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        let engine = Engine::new(
+            asking(),
+            Arc::new(crate::backend::memory::MemoryBackend::new()),
+            EngineOptions {
+                keep_ended_runs: false,
+                ..EngineOptions::default()
+            },
+        );
+        let spare = |e: &Engine| e.shared.spare_slots.lock().map(|v| v.len()).unwrap_or(0);
+        let a = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
+        let first = logged(&engine, &a, 3).await;
+        engine
+            .send(&a, HumanInTheLoopResponseEvent::default())
+            .await
+            .unwrap();
+        engine.wait_for_end(&a).await.unwrap();
+        assert!(engine.snapshot(&a).is_none(), "an ended run is evicted");
+        assert_eq!(spare(&engine), 1, "the evicted run's slot is kept");
+
+        let b = engine.start_run(UserMessageEvent::new("b")).await.unwrap();
+        assert_eq!(spare(&engine), 0, "the new run took the kept slot");
+        let snap = logged(&engine, &b, 3).await;
+        assert_eq!(snap.run_id, b);
+        assert_ne!(snap.thread_id, first.thread_id);
+        assert_eq!(snap.run.log().len(), 3, "only the new run's events");
+        assert_eq!(snap.payloads.len(), 3);
+        assert_eq!(
+            snap.payloads[0]
+                .get::<UserMessageEvent>()
+                .map(|m| m.message.as_str()),
+            Some("b")
+        );
+        assert_eq!(snap.run.records().len(), first.run.records().len());
+        assert_eq!(snap.failure, None);
+        // Display numbering starts again at 0 for the new run's execution.
+        assert_eq!(snap.display_by.len(), 1);
+        let (seq, x) = snap.display_by[0];
+        assert_eq!(
+            snap.run.log()[seq as usize].id,
+            derived_event_id(run_key(&b), x, 0x4000_0000)
+        );
+        engine
+            .send(&b, HumanInTheLoopResponseEvent::default())
+            .await
+            .unwrap();
+        engine.wait_for_end(&b).await.unwrap();
+        assert_eq!(spare(&engine), 1);
+    }
+
+    #[test]
+    fn engines_keeping_ended_runs_reuse_no_slot() {
+        let engine = Engine::in_memory(asking());
+        let slot = Arc::new(RunSlot::new(
+            "r".into(),
+            "t".into(),
+            Run::new(engine.workflow().compiled().clone(), 1),
+        ));
+        engine.shared.release(slot);
+        assert!(engine.shared.spare_slot().is_none());
     }
 
     #[test]

@@ -91,8 +91,13 @@ impl<E: std::error::Error> From<E> for StepError {
 }
 
 pub(crate) type StepFuture = Pin<Box<dyn Future<Output = Result<Vec<OutEvent>, String>> + Send>>;
-pub(crate) type ErasedHandler =
-    Arc<dyn Fn(&[Vec<BoundEvent>], StepCtx) -> Result<StepFuture, InputError> + Send + Sync>;
+/// Runs a step: extracts its typed inputs from the bound events and returns the body's
+/// future, which fills the given (empty) vector with the outputs.
+pub(crate) type ErasedHandler = Arc<
+    dyn Fn(&[Vec<BoundEvent>], StepCtx, Vec<OutEvent>) -> Result<StepFuture, InputError>
+        + Send
+        + Sync,
+>;
 /// A precondition over the bound inputs. `bound[i]` holds the events of parameter `i` after
 /// the first `skipped[i]`, which are already in the typed inputs kept in `cache` by the
 /// previous evaluation for this run and step (see [`PreCacheSlot`]); the last argument yields
@@ -156,13 +161,13 @@ impl<I: Inputs> Step<I> {
         let mut outputs = OutputDecl::default();
         O::declare(&mut outputs);
         let body = Arc::new(body);
-        let handler: ErasedHandler = Arc::new(move |bound, ctx| {
+        let handler: ErasedHandler = Arc::new(move |bound, ctx, mut out: Vec<OutEvent>| {
             let inputs = I::extract(bound)?;
             let fut = body(inputs, ctx);
             Ok(Box::pin(async move {
                 match fut.await {
                     Ok(o) => {
-                        let mut out = Vec::new();
+                        out.clear();
                         o.collect(&mut out).map_err(|e| e.to_string())?;
                         Ok(out)
                     }

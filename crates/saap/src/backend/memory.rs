@@ -62,7 +62,11 @@ impl Backend for MemoryBackend {
             return Pending::Ready(Err(e));
         }
         if batch.ended {
-            self.lock().remove(&Scope::Run(batch.run_id));
+            // Most runs never write a RunContext: skip hashing the id into an empty map.
+            let mut contexts = self.lock();
+            if !contexts.is_empty() {
+                contexts.remove(&Scope::Run(batch.run_id));
+            }
         }
         Pending::Ready(Ok(()))
     }

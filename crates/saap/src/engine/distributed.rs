@@ -212,7 +212,9 @@ impl Engine {
             attempt: work.attempt,
             displayed: Arc::new(AtomicU32::new(0)),
         };
-        self.shared.run_body(work.step, &work.inputs, ctx).await
+        self.shared
+            .run_body(work.step, &work.inputs, ctx, Vec::new())
+            .await
     }
 
     /// Feeds the completion of an execution whose body ran elsewhere to run `run_id`;
