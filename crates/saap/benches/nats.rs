@@ -2,8 +2,10 @@
 //! targets): steps/s with 1 and 2 workers, and the latency of one step hop (p50/p99).
 //!
 //! `cargo bench -p saap --bench nats` (needs nats-server >= 2.10: `scripts/nats-server-install`).
-//! Arguments filter: `hop` / `throughput` (scenario), `local` / `shared` (where NATS step
-//! bodies run, `WorkerOptions::steps`; both by default), `nats-only` (skip memory/SQLite).
+//! Arguments filter: `hop` / `throughput` (scenario), `local` / `shared-adaptive` /
+//! `shared-forced` (where NATS step bodies run: `Steps::Local`, `Steps::Shared` with the
+//! default `local_slots`, `Steps::Shared` with `local_slots: 0`, every body through the work
+//! queue; all three by default), `nats-only` (skip memory/SQLite).
 //! The server is started by the test harness on a free loopback port with a temporary store,
 //! once with `sync_interval: always` (one fsync per JetStream write, as the durability tests
 //! use; `"sync":"always"`) and once with the server's default syncing (`"sync":"default"`),
@@ -165,12 +167,34 @@ fn start_envelope(wf: &Workflow) -> EventEnvelope {
     env
 }
 
-async fn workers(server: &NatsServer, wf: &Workflow, n: usize, steps: Steps) -> Vec<Worker> {
+/// Where NATS step bodies run: `Steps::Local`, `Steps::Shared` with adaptive placement
+/// (default `local_slots`), or `Steps::Shared` with every body through the work queue
+/// (`local_slots: 0`).
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Local,
+    Adaptive,
+    Forced,
+}
+
+async fn workers(server: &NatsServer, wf: &Workflow, n: usize, mode: Mode) -> Vec<Worker> {
     let mut out = Vec::new();
     for _ in 0..n {
-        let opts = WorkerOptions {
-            steps,
-            ..WorkerOptions::default()
+        let defaults = WorkerOptions::default();
+        let opts = match mode {
+            Mode::Local => WorkerOptions {
+                steps: Steps::Local,
+                ..defaults
+            },
+            Mode::Adaptive => WorkerOptions {
+                steps: Steps::Shared,
+                ..defaults
+            },
+            Mode::Forced => WorkerOptions {
+                steps: Steps::Shared,
+                local_slots: 0,
+                ..defaults
+            },
         };
         let w = Worker::with_connection(connect(server).await, wf.clone(), opts)
             .await
@@ -205,14 +229,15 @@ async fn wait_done(sub: &mut async_nats::Subscriber, n: usize) {
     }
 }
 
-fn steps_name(steps: Steps) -> &'static str {
-    match steps {
-        Steps::Local => "local",
-        Steps::Shared => "shared",
+fn steps_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Local => "local",
+        Mode::Adaptive => "shared-adaptive",
+        Mode::Forced => "shared-forced",
     }
 }
 
-async fn hop_nats(runs: usize, default_sync: bool, steps: Steps) -> String {
+async fn hop_nats(runs: usize, default_sync: bool, steps: Mode) -> String {
     let server = server(default_sync);
     let stamps: Stamps = Arc::default();
     let wf = chain(&stamps);
@@ -275,12 +300,7 @@ fn throughput_line(engine: &str, runs: usize, took: Duration) -> String {
     )
 }
 
-async fn throughput_nats(
-    n_workers: usize,
-    runs: usize,
-    default_sync: bool,
-    steps: Steps,
-) -> String {
+async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool, steps: Mode) -> String {
     let server = server(default_sync);
     let stamps: Stamps = Arc::default();
     let wf = chain(&stamps);
@@ -327,11 +347,14 @@ fn main() {
         !filters.iter().any(|f| f == "hop" || f == "throughput") || filters.iter().any(|f| f == s)
     };
     let want = |s: &str| scenario(s);
-    // `local` / `shared` pick where NATS step bodies run (both by default).
-    let modes: Vec<Steps> = [Steps::Local, Steps::Shared]
+    // `local` / `shared-adaptive` / `shared-forced` pick where NATS step bodies run (all by
+    // default).
+    let modes: Vec<Mode> = [Mode::Local, Mode::Adaptive, Mode::Forced]
         .into_iter()
         .filter(|m| {
-            !filters.iter().any(|f| f == "local" || f == "shared")
+            !filters
+                .iter()
+                .any(|f| f.starts_with("local") || f.starts_with("shared"))
                 || filters.iter().any(|f| f == steps_name(*m))
         })
         .collect();

@@ -12,7 +12,7 @@
 // Entry points for engines that share runs between processes (the `nats` engine): start a run
 // under a given id, adopt a run from its journal, hand a run over.
 mod distributed;
-pub use distributed::{StepExecutor, Work};
+pub use distributed::{LocalSlot, StepExecutor, Work};
 
 use crate::backend::{
     Backend, Pending, PersistBatch, RunMeta, StoreError, StoredEvent, StoredInput, StoredRun,
@@ -1754,12 +1754,21 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 
 async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocation) {
     loop {
+        let mut here = None;
         if let Some(executor) = shared.executor.get() {
-            // The body runs elsewhere; its completion comes back as an input of the run.
-            executor.execute(distributed::work(slot, inv));
-            return;
+            match executor.run_here() {
+                // A free local slot: the body runs on this task, held until it ends.
+                Some(local) => here = Some(local),
+                None => {
+                    // The body runs elsewhere; its completion comes back as an input of the
+                    // run.
+                    executor.execute(distributed::work(slot, inv));
+                    return;
+                }
+            }
         }
         let result = shared.execute(slot, &mut inv).await;
+        drop(here);
         let Some(applied) = complete(shared, slot, &mut inv, result) else {
             return;
         };
@@ -1810,6 +1819,7 @@ async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocat
 /// task never waits for a store while others are pending on it.
 fn shares_task(shared: &Shared) -> bool {
     !shared.journal
+        && shared.executor.get().is_none()
         && tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
 }

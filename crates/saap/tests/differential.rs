@@ -462,6 +462,8 @@ async fn through_workers(steps: saap::nats::Steps, prefix: &str) {
             let opts = WorkerOptions {
                 steps,
                 work_batch: 1,
+                // With Shared: every body through the work queue (no local placement).
+                local_slots: 0,
                 ..WorkerOptions::default()
             };
             let w = Worker::with_connection(nats, wf.clone(), opts)

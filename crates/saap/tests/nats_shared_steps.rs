@@ -4,7 +4,9 @@
 //! SIGKILL in the middle of a body it took for a run owned by another worker → the body runs
 //! again elsewhere with the same attempt, every run ends, no output twice; the owner killed
 //! while another worker runs a body → the new owner finishes the run; every body run twice
-//! (duplicated work items) → each output logged once.
+//! (duplicated work items) → each output logged once. These use `local_slots: 0` (every body
+//! through the work queue); adaptive placement (`local_slots > 0`): a saturated owner spills
+//! bodies to another worker, an owner with free slots publishes no work item.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -36,6 +38,8 @@ fn shared_opts() -> WorkerOptions {
         work_ack_wait: Duration::from_secs(2),
         // One item per pull: a burst is spread over the workers.
         work_batch: 1,
+        // Every body through the work queue: these tests move bodies between workers.
+        local_slots: 0,
         ..WorkerOptions::default()
     }
 }
@@ -308,6 +312,167 @@ async fn one_runs_fan_out_runs_on_both_workers_and_each_input_set_once() {
         let text = records(r);
         assert!(!text.contains("execution_retried"), "{text}");
     }
+    w1.shutdown();
+    w2.shutdown();
+}
+
+/// `split(UserMessage) -> [A; 6]` (waits until `gate` is set), `work(A) -> B` (records which
+/// worker ran it, then sleeps `work_ms`), `join([B; 6]) -> Done`.
+fn gated_fan(label: &str, log: BodyLog, gate: Arc<AtomicBool>, work_ms: u64) -> Workflow {
+    let (l1, l2) = (label.to_string(), label.to_string());
+    let (g1, g2) = (log.clone(), log);
+    Workflow::builder("Spill")
+        .step(Step::new(
+            "split",
+            move |_: Required<UserMessageEvent>, ctx: StepCtx| {
+                g1.push(&l1, &ctx, "split", 0);
+                let gate = gate.clone();
+                async move {
+                    while !gate.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    Ok::<_, StepError>((0..FAN).map(|n| A { n }).collect::<Vec<_>>())
+                }
+            },
+        ))
+        .step(Step::new("work", move |a: Required<A>, ctx: StepCtx| {
+            g2.push(&l2, &ctx, "work", a.n);
+            async move {
+                tokio::time::sleep(Duration::from_millis(work_ms)).await;
+                Ok::<_, StepError>(B { n: a.n })
+            }
+        }))
+        .step(
+            Step::new("join", |bs: saap::FixedList<B, 6>, _: StepCtx| async move {
+                Ok::<_, StepError>(Done {
+                    n: bs.iter().map(|b| b.n).sum(),
+                })
+            })
+            .max_executions_per_run(1),
+        )
+        .build()
+        .unwrap()
+}
+
+/// How many work items were ever published to the class's work queue (its last sequence; a
+/// work-queue stream deletes acknowledged items, its sequence stays).
+async fn work_items_published(nats: &SaapNats, class: &str) -> u64 {
+    let mut stream = nats
+        .jetstream()
+        .get_stream(saap::nats::work_stream(class))
+        .await
+        .unwrap();
+    stream.info().await.unwrap().state.last_sequence
+}
+
+fn adaptive_opts(local_slots: usize) -> WorkerOptions {
+    WorkerOptions {
+        local_slots,
+        ..shared_opts()
+    }
+}
+
+/// Adaptive placement, saturated owner: one worker owns the run (it was the only one
+/// serving when the start event came), its 2 local slots hold 2 slow bodies of the fan-out,
+/// the others go through the work queue and the second worker runs some of them; each
+/// input set still runs once and the run decides once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_owner_spills_bodies_to_another_worker() {
+    let server = NatsServer::start();
+    let log = BodyLog::default();
+    let gate = Arc::new(AtomicBool::new(false));
+    let wf1 = gated_fan("w1", log.clone(), gate.clone(), 400);
+    let w1 = serve(&server, wf1.clone(), adaptive_opts(2)).await;
+    let client = connect(&server).await;
+    publish_start(&client, "Spill", &wf1, "s1").await;
+    within(BOUND, "w1 to own the run", async {
+        while w1.owned_runs().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let w2 = serve(
+        &server,
+        gated_fan("w2", log.clone(), gate.clone(), 400),
+        adaptive_opts(2),
+    )
+    .await;
+    within(BOUND, "both workers to pull work", async {
+        while work_pullers(&client, "Spill").await < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    gate.store(true, Ordering::SeqCst);
+    let store = reader(connect(&server).await, &wf1).await;
+    let runs = ended_runs(&store, "Spill", 1).await;
+
+    let works: Vec<Body> = log.all().into_iter().filter(|e| e.2 == "work").collect();
+    let on = |w: &str| works.iter().filter(|e| e.0 == w).count();
+    eprintln!("work bodies: w1 {}, w2 {}", on("w1"), on("w2"));
+    assert_eq!(works.len(), FAN as usize, "{works:?}");
+    let distinct: HashSet<u32> = works.iter().map(|e| e.3).collect();
+    assert_eq!(distinct.len(), FAN as usize);
+    assert_eq!(
+        log.all()
+            .iter()
+            .filter(|e| e.2 == "split" && e.0 == "w1")
+            .count(),
+        1
+    );
+    assert!(on("w1") >= 1, "the owner ran no body itself: {works:?}");
+    assert!(
+        on("w2") >= 1,
+        "no body spilled to the other worker: {works:?}"
+    );
+    assert!(work_items_published(&client, "Spill").await >= 1);
+    assert_eq!(completions_with(&runs[0], "Done"), 1);
+    assert_eq!(completions_with(&runs[0], "B"), FAN as usize);
+    w1.shutdown();
+    w2.shutdown();
+}
+
+/// Adaptive placement, free slots: the owner runs every body of the fan-out itself and not
+/// one work item is published, although another worker is serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_with_free_slots_publishes_no_work_item() {
+    let server = NatsServer::start();
+    let log = BodyLog::default();
+    let gate = Arc::new(AtomicBool::new(true));
+    let w1 = serve(
+        &server,
+        gated_fan("w1", log.clone(), gate.clone(), 30),
+        adaptive_opts(8),
+    )
+    .await;
+    let w2 = serve(
+        &server,
+        gated_fan("w2", log.clone(), gate.clone(), 30),
+        adaptive_opts(8),
+    )
+    .await;
+    let client = connect(&server).await;
+    within(BOUND, "both workers to pull work", async {
+        while work_pullers(&client, "Spill").await < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let wf = gated_fan("client", BodyLog::default(), gate, 30);
+    publish_start(&client, "Spill", &wf, "s1").await;
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, "Spill", 1).await;
+
+    let all = log.all();
+    let owner = &all.iter().find(|e| e.2 == "split").unwrap().0;
+    let works: Vec<&Body> = all.iter().filter(|e| e.2 == "work").collect();
+    assert_eq!(works.len(), FAN as usize, "{works:?}");
+    assert!(
+        works.iter().all(|e| &e.0 == owner),
+        "a body ran off its owner {owner}: {works:?}"
+    );
+    assert_eq!(work_items_published(&client, "Spill").await, 0);
+    assert_eq!(completions_with(&runs[0], "Done"), 1);
     w1.shutdown();
     w2.shutdown();
 }

@@ -144,8 +144,30 @@ pub struct Work {
 /// Runs started executions somewhere else than on the task that started them. Set with
 /// [`Engine::set_executor`]; without one, bodies run on the engine's tasks.
 pub trait StepExecutor: Send + Sync {
+    /// Asked first for every started execution: a [`LocalSlot`] runs its body here, on the
+    /// engine's task, as without an executor (the slot is dropped when the body ends);
+    /// `None` hands it to [`StepExecutor::execute`]. Default: never here.
+    fn run_here(&self) -> Option<LocalSlot> {
+        None
+    }
+
     /// Takes one started execution. Must not block: hand it off and return.
     fn execute(&self, work: Work);
+}
+
+/// One of an executor's local slots, held while a body runs on the engine's task (see
+/// [`StepExecutor::run_here`]); dropping it frees the slot.
+pub struct LocalSlot {
+    _guard: Box<dyn Send + Sync>,
+}
+
+impl LocalSlot {
+    /// A slot that frees itself when `guard` is dropped.
+    pub fn new(guard: impl Send + Sync + 'static) -> Self {
+        LocalSlot {
+            _guard: Box::new(guard),
+        }
+    }
 }
 
 /// The [`Work`] of an invocation of run `slot`.

@@ -26,16 +26,19 @@
 use super::worker::{Inner, Route};
 use crate::context::{ContextError, DisplaySink};
 use crate::engine::EngineError;
-use crate::engine::{StepExecutor, Work};
+use crate::engine::{LocalSlot, StepExecutor, Work};
 use crate::event::Payload;
 use crate::params::{BoundEvent, OutEvent};
 use async_nats::jetstream;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use saap_dispatch::{EventId, ExecutionId};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+use tokio::sync::Notify;
 
 /// Where a run's step bodies execute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,6 +104,8 @@ struct WireShow {
 
 /// Upper bound of a work item or completion (bound inputs travel inline).
 const MAX_WORK_BYTES: usize = 8 * 1024 * 1024;
+/// How long a pull for work items waits on an idle queue before it is asked again.
+const PULL_EXPIRES: Duration = Duration::from_secs(1);
 /// Tries to publish a work item before the execution is failed (about 30 s).
 const PUBLISH_TRIES: u32 = 30;
 /// Tries to hand a completion or display event to the run's owner (about 60 s).
@@ -168,12 +173,83 @@ fn from_wire(bytes: &[u8]) -> Result<Work, String> {
     })
 }
 
-/// The owner's side: publishes each started execution to the work queue.
+/// A worker's slots for step bodies (adaptive placement, `WorkerOptions::local_slots`):
+/// bodies its engine runs itself and work items it took from the queue each hold one while
+/// they run. The owner runs a body itself only when a slot is free; the work-queue puller
+/// asks for as many items as slots are free. A pull that was asked while slots were free
+/// may deliver after local bodies took them: those items run anyway (the bound is soft, at
+/// most `local_slots` over).
+pub(super) struct Slots {
+    limit: usize,
+    busy: AtomicUsize,
+    freed: Notify,
+}
+
+/// One held slot; dropping it frees the slot.
+pub(super) struct Busy(Arc<Slots>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+        self.0.freed.notify_one();
+    }
+}
+
+impl Slots {
+    pub(super) fn new(limit: usize) -> Arc<Slots> {
+        Arc::new(Slots {
+            limit,
+            busy: AtomicUsize::new(0),
+            freed: Notify::new(),
+        })
+    }
+
+    /// A free slot, or `None` when all are held.
+    fn try_take(self: &Arc<Self>) -> Option<Busy> {
+        self.busy
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                (b < self.limit).then_some(b + 1)
+            })
+            .ok()
+            .map(|_| Busy(self.clone()))
+    }
+
+    /// A slot even when all are held (a work item already delivered).
+    fn take(self: &Arc<Self>) -> Busy {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(self.clone())
+    }
+
+    /// How many slots are free now.
+    fn free(&self) -> usize {
+        self.limit.saturating_sub(self.busy.load(Ordering::Acquire))
+    }
+
+    /// Waits until at least one slot is free; returns how many are.
+    async fn wait_free(&self) -> usize {
+        loop {
+            let freed = self.freed.notified();
+            let n = self.free();
+            if n > 0 {
+                return n;
+            }
+            freed.await;
+        }
+    }
+}
+
+/// The owner's side: runs a started execution itself when one of its local slots is free,
+/// else publishes it to the work queue.
 pub(super) struct WorkQueue {
     pub inner: Weak<Inner>,
+    pub slots: Arc<Slots>,
 }
 
 impl StepExecutor for WorkQueue {
+    fn run_here(&self) -> Option<LocalSlot> {
+        self.slots.try_take().map(LocalSlot::new)
+    }
+
     fn execute(&self, work: Work) {
         let Some(inner) = self.inner.upgrade() else {
             return;
@@ -243,9 +319,9 @@ impl Answer {
 
 impl Inner {
     /// Creates the work-queue stream and binds the shared pull consumer.
-    pub(super) async fn work_messages(
+    pub(super) async fn work_consumer(
         &self,
-    ) -> Result<jetstream::consumer::pull::Stream, super::WorkerError> {
+    ) -> Result<jetstream::consumer::PullConsumer, super::WorkerError> {
         let js = self.nats.jetstream();
         let name = work_stream(&self.class);
         let err = |detail: String| {
@@ -272,7 +348,7 @@ impl Inner {
                     "cannot create the work stream: {e}; is JetStream enabled?"
                 ))
             })?;
-        let consumer = stream
+        stream
             .get_or_create_consumer(
                 &work_consumer(&self.class),
                 jetstream::consumer::pull::Config {
@@ -284,13 +360,80 @@ impl Inner {
                 },
             )
             .await
-            .map_err(|e| err(format!("cannot create or bind it: {e}")))?;
+            .map_err(|e| err(format!("cannot create or bind it: {e}")))
+    }
+
+    /// The error of a pull from the work queue.
+    fn pull_error(&self, detail: String) -> super::WorkerError {
+        super::WorkerError::Nats(saap_nats::NatsError::Consumer {
+            consumer: work_consumer(&self.class),
+            stream: work_stream(&self.class),
+            reason: format!("cannot pull from it: {detail}"),
+        })
+    }
+
+    /// Every body through the queue (`local_slots: 0`): a continuous pull of
+    /// `work_batch` items at a time, each run as it arrives.
+    pub(super) async fn work_messages(
+        &self,
+        consumer: &jetstream::consumer::PullConsumer,
+    ) -> Result<jetstream::consumer::pull::Stream, super::WorkerError> {
         consumer
             .stream()
             .max_messages_per_batch(self.opts.work_batch.max(1))
             .messages()
             .await
-            .map_err(|e| err(format!("cannot pull from it: {e}")))
+            .map_err(|e| self.pull_error(e.to_string()))
+    }
+
+    /// Adaptive placement: pulls work items only while local slots are free, as many as
+    /// are free (at most `work_batch`), each holding a slot while it runs; until `stop`.
+    pub(super) async fn pull_when_free(
+        self: Arc<Self>,
+        consumer: jetstream::consumer::PullConsumer,
+        slots: Arc<Slots>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        loop {
+            let free = tokio::select! {
+                _ = stop.changed() => return,
+                n = slots.wait_free() => n,
+            };
+            let asked = consumer
+                .batch()
+                .max_messages(free.min(self.opts.work_batch.max(1)))
+                .expires(PULL_EXPIRES)
+                .messages()
+                .await;
+            let mut batch = match asked {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %self.pull_error(e.to_string()), "work queue pull failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    m = batch.next() => match m {
+                        None => break,
+                        Some(Err(e)) => {
+                            tracing::warn!(error = %e, "work queue receive failed");
+                            break;
+                        }
+                        Some(Ok(m)) => {
+                            let busy = slots.take();
+                            let me = self.clone();
+                            tokio::spawn(async move {
+                                me.run_work(m).await;
+                                drop(busy);
+                            });
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Publishes a started execution to the work queue (retried; after `PUBLISH_TRIES` the
@@ -634,6 +777,28 @@ mod tests {
     fn an_oversized_or_malformed_work_item_is_refused() {
         assert!(from_wire(b"{").is_err());
         assert!(from_wire(&vec![b' '; MAX_WORK_BYTES + 1]).is_err());
+    }
+
+    #[tokio::test]
+    async fn local_slots_bound_local_bodies_and_free_on_drop() {
+        let slots = Slots::new(2);
+        let a = slots.try_take().unwrap();
+        let _b = slots.try_take().unwrap();
+        assert!(
+            slots.try_take().is_none(),
+            "a third local body over 2 slots"
+        );
+        // A delivered work item holds a slot even over the bound (soft bound).
+        let over = slots.take();
+        assert_eq!(slots.free(), 0);
+        drop(over);
+        drop(a);
+        assert_eq!(slots.wait_free().await, 1);
+        assert!(slots.try_take().is_some());
+        assert!(
+            Slots::new(0).try_take().is_none(),
+            "0 slots: every body is published"
+        );
     }
 
     #[test]

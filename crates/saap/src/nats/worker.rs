@@ -37,7 +37,7 @@
 //! decision (module docs of `saap::nats::steps`).
 
 use super::backend::{NatsBackend, NatsBackendOptions, ctx_key};
-use super::steps::{Steps, WorkQueue};
+use super::steps::{Slots, Steps, WorkQueue};
 use crate::engine::{Engine, EngineError, EngineOptions};
 use crate::workflow::Workflow;
 use async_nats::jetstream::kv;
@@ -98,7 +98,15 @@ pub struct WorkerOptions {
     /// stays with it before the server delivers it to another (default 10 s; the body's
     /// worker renews it every third of this while the body runs).
     pub work_ack_wait: Duration,
-    /// With `Steps::Shared`: how many work items one pull asks for (default 16). Bodies of
+    /// With `Steps::Shared`: how many step bodies this worker runs at once before it spills
+    /// to the work queue (adaptive placement; default: the number of CPUs). The owner of a
+    /// run runs a started execution itself while fewer than this many bodies (its own and
+    /// work items it took) are running, and publishes it to the work queue otherwise; every
+    /// worker pulls work items only while it has free slots. An idle cluster then costs what
+    /// `Steps::Local` costs, and a saturated owner spreads bodies to other workers. `0`
+    /// sends every body through the queue (pulled `work_batch` at a time, unbounded).
+    pub local_slots: usize,
+    /// With `Steps::Shared`: how many work items one pull asks for at most (default 16). Bodies of
     /// the items a worker holds run concurrently; a smaller batch spreads a burst more
     /// evenly over the workers, a larger one costs fewer pull requests.
     pub work_batch: usize,
@@ -124,6 +132,9 @@ impl Default for WorkerOptions {
             steps: Steps::Local,
             work_ack_wait: Duration::from_secs(10),
             work_batch: 16,
+            local_slots: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
             agent_configs: BTreeMap::new(),
             discovery_fields: serde_json::Map::new(),
         }
@@ -201,6 +212,8 @@ pub(super) struct Inner {
     sweep_reads: AtomicU64,
     limits: DecodeLimits,
     stop: tokio::sync::watch::Sender<bool>,
+    /// With `Steps::Shared` and `local_slots > 0`: the slots of adaptive placement.
+    pub(super) slots: Option<Arc<Slots>>,
 }
 
 /// One worker process of an agent class (module docs). Cheap to clone.
@@ -320,6 +333,7 @@ impl Worker {
             ..DecodeLimits::default()
         };
         let engine = Engine::new(workflow, Arc::new(backend.clone()), opts.engine.clone());
+        let slots = (opts.local_slots > 0).then(|| Slots::new(opts.local_slots));
         let worker = Worker {
             inner: Arc::new(Inner {
                 engine,
@@ -335,11 +349,14 @@ impl Worker {
                 sweep_reads: AtomicU64::new(0),
                 limits,
                 stop: tokio::sync::watch::channel(false).0,
+                slots,
             }),
         };
         if worker.inner.opts.steps == Steps::Shared {
             worker.inner.engine.set_executor(Arc::new(WorkQueue {
                 inner: Arc::downgrade(&worker.inner),
+                // No local slot: every body goes through the queue.
+                slots: worker.inner.slots.clone().unwrap_or_else(|| Slots::new(0)),
             }));
         }
         Ok(worker)
@@ -490,7 +507,16 @@ impl Worker {
             });
         }
         inner.nats.sync().await?;
-        let mut work = inner.work_messages().await?;
+        let consumer = inner.work_consumer().await?;
+        if let Some(slots) = &inner.slots {
+            let pull =
+                inner
+                    .clone()
+                    .pull_when_free(consumer, slots.clone(), inner.stop.subscribe());
+            tokio::spawn(pull);
+            return Ok(());
+        }
+        let mut work = inner.work_messages(&consumer).await?;
         let me = inner.clone();
         let mut stop = inner.stop.subscribe();
         tokio::spawn(async move {
