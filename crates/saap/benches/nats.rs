@@ -14,6 +14,9 @@
 //! - `hop`: one S1 run (10-step chain) at a time; each step body records `Instant::now()`;
 //!   a hop is the time from one step's body to the next step's body (the completion made
 //!   durable, the core's decision, the next execution started). Memory, SQLite, NATS.
+//! - Every NATS line says how many bodies went through the work queue (`queued`, the work
+//!   stream's last sequence; `shared-adaptive` queues a body only when its owner's local
+//!   slots are full).
 //! - `throughput`: S1 runs started at once; wall time until every run ended. Embedded runs
 //!   go through `Engine::start_run`; NATS runs are published on the class stream by a client
 //!   (as any producer would) and served by 1 or 2 workers (in this process, own connections);
@@ -206,6 +209,22 @@ async fn workers(server: &NatsServer, wf: &Workflow, n: usize, mode: Mode) -> Ve
     out
 }
 
+/// How many bodies went through the class's work queue (its last sequence; 0 without one).
+async fn work_items(nats: &SaapNats, class: &str) -> u64 {
+    match nats
+        .jetstream()
+        .get_stream(saap::nats::work_stream(class))
+        .await
+    {
+        Ok(mut stream) => stream
+            .info()
+            .await
+            .map(|i| i.state.last_sequence)
+            .unwrap_or(0),
+        Err(_) => 0,
+    }
+}
+
 /// Counts `Done` events of the class on core NATS.
 async fn done_counter(nats: &SaapNats, class: &str) -> async_nats::Subscriber {
     let sub = nats
@@ -259,12 +278,13 @@ async fn hop_nats(runs: usize, default_sync: bool, steps: Mode) -> String {
             take_hops(&stamps, &mut hops);
         }
     }
+    let queued = work_items(&client, wf.name()).await;
     for w in ws {
         w.shutdown();
     }
     hops_line(
         &format!(
-            "nats-1-worker\",\"sync\":\"{}\",\"steps\":\"{}",
+            "nats-1-worker\",\"sync\":\"{}\",\"steps\":\"{}\",\"queued\":\"{queued}",
             sync_name(default_sync),
             steps_name(steps)
         ),
@@ -322,12 +342,13 @@ async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool, step
     }
     wait_done(&mut done, runs).await;
     let took = t.elapsed();
+    let queued = work_items(&client, wf.name()).await;
     for w in ws {
         w.shutdown();
     }
     throughput_line(
         &format!(
-            "nats-{n_workers}-worker\",\"sync\":\"{}\",\"steps\":\"{}",
+            "nats-{n_workers}-worker\",\"sync\":\"{}\",\"steps\":\"{}\",\"queued\":\"{queued}",
             sync_name(default_sync),
             steps_name(steps)
         ),
