@@ -239,6 +239,50 @@ struct NatsArgs {
     nats_tls_required: bool,
 }
 
+/// Where the step bodies of `run --engine nats://…` run (run only).
+#[cfg(feature = "nats")]
+#[derive(clap::Args)]
+struct StepsArgs {
+    /// With --engine nats://…: where step bodies run: local (on the run's owner, default) or shared (on any worker
+    /// of the class through its work queue; every worker of a class must use the same).
+    #[arg(long, value_name = "MODE", default_value = "local", value_parser = parse_steps)]
+    steps: crate::nats::Steps,
+    /// With --steps shared: bodies this worker runs at once before it hands started ones to
+    /// the work queue (default: the number of CPUs; 0: every body through the queue).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=4096))]
+    local_slots: Option<u32>,
+}
+
+#[cfg(feature = "nats")]
+fn parse_steps(value: &str) -> Result<crate::nats::Steps, String> {
+    match value {
+        "local" => Ok(crate::nats::Steps::Local),
+        "shared" => Ok(crate::nats::Steps::Shared),
+        v => Err(format!(
+            "`{}` is not a step mode: use local or shared",
+            v.chars().take(64).collect::<String>()
+        )),
+    }
+}
+
+/// The worker options of `run --engine nats://…` from its arguments.
+#[cfg(feature = "nats")]
+fn worker_options(n: &StepsArgs) -> Result<crate::nats::WorkerOptions, Fail> {
+    let mut opts = crate::nats::WorkerOptions {
+        steps: n.steps,
+        ..Default::default()
+    };
+    if let Some(slots) = n.local_slots {
+        if n.steps != crate::nats::Steps::Shared {
+            return Err(invalid(
+                "--local-slots applies to shared step bodies: add --steps shared or drop it",
+            ));
+        }
+        opts.local_slots = slots as usize;
+    }
+    Ok(opts)
+}
+
 #[derive(clap::Args)]
 struct StoreArgs {
     /// The database of runs (default: <state dir>/<agent>.db, see --help of the agent).
@@ -284,6 +328,9 @@ struct RunArgs {
     #[cfg(feature = "nats")]
     #[command(flatten)]
     nats: NatsArgs,
+    #[cfg(feature = "nats")]
+    #[command(flatten)]
+    steps: StepsArgs,
     /// Seconds to wait for the run to end before leaving it stored and live.
     #[arg(long, default_value_t = 60.0, value_name = "SECS")]
     timeout: f64,
@@ -758,9 +805,9 @@ fn nats_options(url: &str, n: &NatsArgs) -> Result<crate::nats::NatsOptions, Fai
 /// A start event given with --message/--event is published on the class stream first.
 #[cfg(feature = "nats")]
 async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> Result<u8, Fail> {
-    use crate::nats::{Worker, WorkerOptions};
+    use crate::nats::Worker;
     let opts = nats_options(url, &a.nats)?;
-    let worker = Worker::connect(&opts, workflow.clone(), WorkerOptions::default())
+    let worker = Worker::connect(&opts, workflow.clone(), worker_options(&a.steps)?)
         .await
         .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
     eprintln!(

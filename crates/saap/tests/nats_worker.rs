@@ -702,6 +702,65 @@ async fn the_agent_cli_runs_as_a_worker_with_engine_nats() {
     assert_eq!(counts.get("finish"), 1);
 }
 
+/// `run --engine nats://… --steps shared --local-slots 0`: the CLI worker runs every body
+/// through the class's work queue (items were published) and the run ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_cli_runs_shared_step_bodies_through_the_work_queue() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::ZERO);
+    let url = server.url();
+    let cli_wf = wf.clone();
+    // Serves until the process ends (the test harness exits after the tests).
+    std::thread::spawn(move || {
+        saap::cli::main_with(
+            cli_wf,
+            [
+                "relay",
+                "run",
+                "--engine",
+                url.as_str(),
+                "--steps",
+                "shared",
+                "--local-slots",
+                "0",
+                "--message",
+                "go",
+            ],
+        )
+    });
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, "Relay", 1).await;
+    assert!(ended_with_done(&runs[0]));
+    assert_eq!(counts.get("finish"), 1);
+    let client = connect(&server).await;
+    let mut work = client
+        .jetstream()
+        .get_stream(saap::nats::work_stream("Relay"))
+        .await
+        .unwrap();
+    // One work item per step of the relay (begin, middle, finish).
+    assert_eq!(work.info().await.unwrap().state.last_sequence, 3);
+}
+
+/// `--local-slots` without `--steps shared` is refused before anything connects (exit 2).
+#[test]
+fn the_agent_cli_refuses_local_slots_without_shared_steps() {
+    let wf = relay(Counts::new(&["begin", "middle", "finish"]), Duration::ZERO);
+    let code = saap::cli::main_with(
+        wf,
+        [
+            "relay",
+            "run",
+            "--engine",
+            "nats://127.0.0.1:1",
+            "--local-slots",
+            "2",
+        ],
+    );
+    assert_eq!(code, std::process::ExitCode::from(2));
+}
+
 /// Protocol services (issue 4 §3): a serving worker answers config RPC for its class
 /// (`aihub.rpc.config.agent.{class}.{id}`: the configured agent id is found, another is not)
 /// and class discovery addressed to its class or to every class.
