@@ -2,7 +2,8 @@
 //! `Steps::Shared`): with an executor set, a started execution is handed over as a `Work`
 //! instead of running; `Engine::execute_work` runs its body anywhere; `Engine::complete_work`
 //! feeds the completion back. The core decides as before: a second or stale completion is
-//! dropped, so a body run twice (a redelivered work item) logs its outputs once.
+//! dropped, so a body run twice (a redelivered work item) logs its outputs once. An executor
+//! with a free local slot (`StepExecutor::run_here`) keeps the body on the engine.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -247,4 +248,66 @@ async fn a_fan_out_hands_every_execution_to_the_executor() {
         "each of the three executions handed over once"
     );
     assert_eq!(engine.snapshot(&run).unwrap().executions_of("each"), 3);
+}
+
+/// Hands over only what it has no local slot for: one slot, held by a body while it runs.
+struct OneSlot {
+    slot: Arc<tokio::sync::Semaphore>,
+    capture: Capture,
+}
+
+impl StepExecutor for OneSlot {
+    fn run_here(&self) -> Option<saap::engine::LocalSlot> {
+        self.slot
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .map(saap::engine::LocalSlot::new)
+    }
+
+    fn execute(&self, work: Work) {
+        self.capture.execute(work);
+    }
+}
+
+/// Adaptive placement at the seam: while the executor has a free local slot the engine runs
+/// the body itself (nothing handed over, the run ends on its own); with its slot held, the
+/// next started execution is handed over, and its completion ends the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_runs_on_the_engine_while_its_executor_has_a_free_local_slot() {
+    let engine = Engine::in_memory(relay());
+    let exec = Arc::new(OneSlot {
+        slot: Arc::new(tokio::sync::Semaphore::new(1)),
+        capture: Capture::default(),
+    });
+    assert!(engine.set_executor(exec.clone()));
+    let run = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
+    tokio::time::timeout(common::WAIT, engine.wait_for_end(&run))
+        .await
+        .expect("the run ended without an executor round trip")
+        .unwrap();
+    assert_eq!(engine.snapshot(&run).unwrap().executions_of("finish"), 1);
+    assert!(exec.capture.take().is_empty(), "a body was handed over");
+    assert_eq!(exec.slot.available_permits(), 1, "the slot was not freed");
+
+    // The slot held elsewhere: the start's execution is handed over.
+    let held = exec.slot.clone().try_acquire_owned().unwrap();
+    let run = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
+    let begin = next_work(&exec.capture).await;
+    drop(held);
+    let outs = engine
+        .execute_work(&begin, Arc::new(NoDisplay))
+        .await
+        .unwrap();
+    engine
+        .complete_work(&run, begin.execution, begin.attempt, Ok(outs))
+        .await
+        .unwrap();
+    // `finish` found the slot free again and ran here.
+    tokio::time::timeout(common::WAIT, engine.wait_for_end(&run))
+        .await
+        .expect("the run ended")
+        .unwrap();
+    assert_eq!(engine.snapshot(&run).unwrap().executions_of("finish"), 1);
+    assert!(exec.capture.take().is_empty(), "`finish` was handed over");
 }
