@@ -2,7 +2,7 @@
 //! targets): steps/s with 1 and 2 workers, and the latency of one step hop (p50/p99).
 //!
 //! `cargo bench -p saap --bench nats` (needs nats-server >= 2.10: `scripts/nats-server-install`).
-//! Arguments filter: `hop` / `throughput` (scenario), `local` / `shared-adaptive` /
+//! Arguments filter: `hop` / `throughput` / `spill` (scenario), `local` / `shared-adaptive` /
 //! `shared-forced` (where NATS step bodies run: `Steps::Local`, `Steps::Shared` with the
 //! default `local_slots`, `Steps::Shared` with `local_slots: 0`, every body through the work
 //! queue; all three by default), `nats-only` (skip memory/SQLite).
@@ -17,6 +17,10 @@
 //! - Every NATS line says how many bodies went through the work queue (`queued`, the work
 //!   stream's last sequence; `shared-adaptive` queues a body only when its owner's local
 //!   slots are full).
+//! - `spill`: 100 runs of an 8-wide fan-out whose bodies wait 10 ms (as on I/O), started at
+//!   once on 1 or 2 workers (default syncing): bodies/s. `Local` runs every body of a run on
+//!   its owner, unbounded; adaptive `Shared` runs `local_slots` at a time per worker and
+//!   queues the rest; forced `Shared` queues all.
 //! - `throughput`: S1 runs started at once; wall time until every run ended. Embedded runs
 //!   go through `Engine::start_run`; NATS runs are published on the class stream by a client
 //!   (as any producer would) and served by 1 or 2 workers (in this process, own connections);
@@ -357,6 +361,80 @@ async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool, step
     )
 }
 
+/// Bodies of the `spill` scenario: one run's fan-out width and each body's wait.
+const SPILL_FAN: usize = 8;
+const SPILL_BODY: Duration = Duration::from_millis(10);
+
+/// `split(UserMessage) -> [E1; 8]`, `work(E1) -> E2` (waits 10 ms, as a body waiting on I/O
+/// would), `join([E2; 8]) -> Done`.
+fn spill_fan() -> Workflow {
+    Workflow::builder("SpillFan")
+        .step(Step::new(
+            "split",
+            |_: Required<UserMessageEvent>, _: StepCtx| async {
+                Ok::<_, StepError>((0..SPILL_FAN as u32).map(|v| E1 { v }).collect::<Vec<_>>())
+            },
+        ))
+        .step(Step::new(
+            "work",
+            |e: Required<E1>, _: StepCtx| async move {
+                tokio::time::sleep(SPILL_BODY).await;
+                Ok::<_, StepError>(E2 { v: e.v })
+            },
+        ))
+        .step(
+            Step::new(
+                "join",
+                |es: saap::FixedList<E2, SPILL_FAN>, _: StepCtx| async move {
+                    Ok::<_, StepError>(Done {
+                        v: es.iter().map(|e| e.v).sum(),
+                    })
+                },
+            )
+            .max_executions_per_run(1),
+        )
+        .build()
+        .unwrap()
+}
+
+/// `spill`: runs of an 8-wide fan-out of waiting bodies started at once (default syncing);
+/// wall time until all ended, as bodies/s, and how many bodies were queued. Shows what the
+/// slots of adaptive placement cost waiting bodies, and what a second worker adds.
+async fn spill(n_workers: usize, runs: usize, mode: Mode) -> String {
+    let server = server(true);
+    let wf = spill_fan();
+    let ws = workers(&server, &wf, n_workers, mode).await;
+    let client = connect(&server).await;
+    let mut done = done_counter(&client, wf.name()).await;
+    let starts: Vec<(RunAddress, EventEnvelope)> = (0..runs)
+        .map(|i| {
+            let run = format!("p{i}");
+            (
+                RunAddress::new(wf.name(), "bench", &run, &run, &run).unwrap(),
+                start_envelope(&wf),
+            )
+        })
+        .collect();
+    let t = Instant::now();
+    for r in client.publish_controls(&starts).await {
+        r.unwrap();
+    }
+    wait_done(&mut done, runs).await;
+    let took = t.elapsed();
+    let queued = work_items(&client, wf.name()).await;
+    for w in ws {
+        w.shutdown();
+    }
+    let bodies = runs * SPILL_FAN;
+    format!(
+        r#"{{"scenario":"spill","engine":"nats-{n_workers}-worker","steps":"{}","runs":{runs},"bodies":{bodies},"body_ms":{},"queued":{queued},"total_ms":{:.0},"bodies_per_s":{:.0}}}"#,
+        steps_name(mode),
+        SPILL_BODY.as_millis(),
+        took.as_secs_f64() * 1e3,
+        bodies as f64 / took.as_secs_f64()
+    )
+}
+
 fn main() {
     // `cargo test --all-targets` runs this binary without `--bench`: a small smoke run.
     let smoke = !std::env::args().any(|a| a == "--bench");
@@ -365,7 +443,10 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     let scenario = |s: &str| {
-        !filters.iter().any(|f| f == "hop" || f == "throughput") || filters.iter().any(|f| f == s)
+        !filters
+            .iter()
+            .any(|f| f == "hop" || f == "throughput" || f == "spill")
+            || filters.iter().any(|f| f == s)
     };
     let want = |s: &str| scenario(s);
     // `local` / `shared-adaptive` / `shared-forced` pick where NATS step bodies run (all by
@@ -394,6 +475,14 @@ fn main() {
             for &steps in &modes {
                 for default_sync in [false, true] {
                     println!("{}", hop_nats(hop_runs, default_sync, steps).await);
+                }
+            }
+        }
+        if want("spill") {
+            let runs = if smoke { 4 } else { 100 };
+            for &mode in &modes {
+                for n in [1, 2] {
+                    println!("{}", spill(n, runs, mode).await);
                 }
             }
         }
