@@ -248,7 +248,7 @@ struct StepsArgs {
     #[arg(long, value_name = "MODE", default_value = "local", value_parser = parse_steps)]
     steps: crate::nats::Steps,
     /// With --steps shared: bodies this worker runs at once before it hands started ones to
-    /// the work queue (default: the number of CPUs; 0: every body through the queue).
+    /// the work queue (default: 64, a bound on bodies waiting on I/O, not on CPUs; 0: every body through the queue).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=4096))]
     local_slots: Option<u32>,
 }

@@ -37,4 +37,4 @@ pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subje
 pub use connect::{EngineChoice, EngineConnect, parse_engine};
 pub use saap_nats::{Auth, NatsOptions, Secret, TlsOptions};
 pub use steps::{Steps, work_consumer, work_stream};
-pub use worker::{RunOwner, Worker, WorkerError, WorkerOptions, run_owner};
+pub use worker::{DEFAULT_LOCAL_SLOTS, RunOwner, Worker, WorkerError, WorkerOptions, run_owner};

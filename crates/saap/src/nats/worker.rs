@@ -99,7 +99,7 @@ pub struct WorkerOptions {
     /// worker renews it every third of this while the body runs).
     pub work_ack_wait: Duration,
     /// With `Steps::Shared`: how many step bodies this worker runs at once before it spills
-    /// to the work queue (adaptive placement; default: the number of CPUs). The owner of a
+    /// to the work queue (adaptive placement; default [`DEFAULT_LOCAL_SLOTS`]). The owner of a
     /// run runs a started execution itself while fewer than this many bodies (its own and
     /// work items it took) are running, and publishes it to the work queue otherwise; every
     /// worker pulls work items only while it has free slots. An idle cluster then costs what
@@ -119,6 +119,12 @@ pub struct WorkerOptions {
     pub discovery_fields: serde_json::Map<String, serde_json::Value>,
 }
 
+/// The default of [`WorkerOptions::local_slots`]: bodies, not CPUs. An agent's step bodies
+/// mostly wait on I/O (a model or tool call), and a slot is held for the whole wait; with one
+/// slot per CPU, 8-wide fan-outs of 10 ms waits ran at 165–320 bodies/s against 6k–9k with
+/// `Steps::Local` (`BENCHMARKS.md`, `spill`). Lower it for CPU-bound bodies.
+pub const DEFAULT_LOCAL_SLOTS: usize = 64;
+
 impl Default for WorkerOptions {
     fn default() -> Self {
         WorkerOptions {
@@ -132,9 +138,7 @@ impl Default for WorkerOptions {
             steps: Steps::Local,
             work_ack_wait: Duration::from_secs(10),
             work_batch: 16,
-            local_slots: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2),
+            local_slots: DEFAULT_LOCAL_SLOTS,
             agent_configs: BTreeMap::new(),
             discovery_fields: serde_json::Map::new(),
         }
