@@ -1126,3 +1126,103 @@ async fn discovery_is_answered_once_per_class_by_two_workers() {
         w.shutdown();
     }
 }
+
+/// Interop (issue 4): a UserMessageEvent in the Python implementation's JSON, published by a
+/// plain NATS client on the seeds' subject (random `Nats-Msg-Id`, an `X-AIHub-*` header, as
+/// the platform API does), starts a run of a Rust worker; the run ends and its outputs are on
+/// the class stream under the same run address, in the wire JSON another client decodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_user_message_from_a_plain_client_starts_a_rust_run() {
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::ZERO);
+    let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+        .await
+        .unwrap();
+    let serving = w.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+
+    let fixture = [
+        env!("CARGO_MANIFEST_DIR"),
+        "..",
+        "saap-protocol",
+        "tests",
+        "fixtures",
+        "python",
+        "user_message_event.json",
+    ]
+    .iter()
+    .collect::<std::path::PathBuf>();
+    let bytes = std::fs::read(&fixture).unwrap();
+    let raw: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let event_id = raw["event_id"].as_str().unwrap().to_owned();
+    let subject =
+        format!("agent.Relay.wiki.t-65a0.d-65a0.r-65a0.control_event.UserMessageEvent.{event_id}");
+    let plain = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(plain);
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", "3f1c2a9e-0b7d-4c55-9a43-1d2e3f4a5b6c");
+    headers.insert("X-AIHub-User-Id", "u-1");
+    js.publish_with_headers(subject, headers, bytes.into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    let observer = connect(&server).await;
+    let store = reader(observer.clone(), &wf).await;
+    let runs = ended_runs(&store, "Relay", 1).await;
+    let run = runs.iter().find(|r| &*r.meta.run_id == "r-65a0").unwrap();
+    assert_eq!(&*run.meta.thread_id, "t-65a0");
+    assert!(ended_with_done(run), "{}", record_text(run));
+    assert_eq!(
+        (
+            counts.get("begin"),
+            counts.get("middle"),
+            counts.get("finish")
+        ),
+        (1, 1, 1)
+    );
+    // The journal holds the Python event as it arrived (its id, its fields).
+    let start = serde_json::to_string(&run.journal[0]).unwrap();
+    assert!(start.contains(&event_id), "{start}");
+
+    // Every output is on the class stream at the run's address, decodable as wire JSON.
+    let on_stream = within(BOUND, "the outputs on the class stream", async {
+        loop {
+            let c = stream_counts(&observer, "Relay", "r-65a0").await;
+            if c.get("Done") == Some(&1) {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert_eq!(on_stream.get("A"), Some(&1), "{on_stream:?}");
+    assert_eq!(on_stream.get("B"), Some(&1), "{on_stream:?}");
+    let stored = observer
+        .replay_control("Relay", &Default::default())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let done = stored
+        .iter()
+        .find(|m| {
+            m.parsed_subject()
+                .is_ok_and(|s| s.run().run_id() == "r-65a0" && s.event_name() == "Done")
+        })
+        .unwrap();
+    let s = done.parsed_subject().unwrap();
+    assert_eq!(
+        (s.run().agent_id(), s.run().thread_id()),
+        ("wiki", "t-65a0")
+    );
+    let body: serde_json::Value = serde_json::from_slice(&done.payload).unwrap();
+    assert_eq!(body["_event_name"], "Done");
+    assert_eq!(body["n"], 3);
+    assert!(body["event_id"].is_string(), "{body}");
+    assert!(body["_parent_event_names"].is_array(), "{body}");
+    w.shutdown();
+}
