@@ -11,12 +11,12 @@
 
 mod common;
 
-use saap::event::to_payload;
-use saap::nats::{NatsBackend, Steps, Worker, WorkerOptions};
+use common::nats::{ended_runs, load, publish_to, reader};
+
+use saap::nats::{Steps, Worker, WorkerOptions};
 use saap::{Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
 use saap_nats::testing::{NatsServer, connect, within};
 use saap_nats::{NatsOptions, SaapNats};
-use saap_protocol::{EventEnvelope, RunAddress};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,58 +151,8 @@ fn relay(
         .unwrap()
 }
 
-fn address(class: &str, run: &str) -> RunAddress {
-    RunAddress::new(class, "agent1", &format!("t{run}"), "d1", run).unwrap()
-}
-
 async fn publish_start(nats: &SaapNats, class: &str, wf: &Workflow, run: &str) {
-    let mut env = EventEnvelope::new(
-        &wf.compiled().hierarchy,
-        UserMessageEvent::NAME,
-        saap_nats::ids::fresh_event_id(),
-        saap_nats::ids::now_ns(),
-    )
-    .unwrap();
-    if let serde_json::Value::Object(fields) = &*to_payload(&UserMessageEvent::new("go")).unwrap() {
-        for (k, v) in fields {
-            env = env.with_field(k, v.clone());
-        }
-    }
-    nats.publish_control(&address(class, run), &env)
-        .await
-        .unwrap();
-}
-
-use saap::Event as _;
-
-async fn reader(nats: SaapNats, wf: &Workflow) -> NatsBackend {
-    NatsBackend::open(
-        nats,
-        wf.name(),
-        wf.compiled().hierarchy.clone(),
-        Default::default(),
-    )
-    .await
-    .unwrap()
-}
-
-async fn load(store: &NatsBackend, wf: &str) -> Vec<saap::backend::StoredRun> {
-    use saap::backend::Backend;
-    store.load_runs(wf, false).wait().await.unwrap()
-}
-
-/// Waits until `n` runs of the workflow have ended in the journal; returns them.
-async fn ended_runs(store: &NatsBackend, wf: &str, n: usize) -> Vec<saap::backend::StoredRun> {
-    within(BOUND, "every run to end", async {
-        loop {
-            let runs = load(store, wf).await;
-            if runs.iter().filter(|r| r.ended).count() >= n {
-                return runs;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
+    publish_to(nats, class, wf, run, &UserMessageEvent::new("go")).await;
 }
 
 /// How many journaled completions of `run` returned an event named `name`.

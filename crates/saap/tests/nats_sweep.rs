@@ -6,12 +6,12 @@
 
 mod common;
 
-use saap::event::to_payload;
+use common::nats::publish_to;
+
 use saap::nats::{Worker, WorkerOptions};
 use saap::{Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
 use saap_nats::SaapNats;
 use saap_nats::testing::{NatsServer, connect, within};
-use saap_protocol::{EventEnvelope, RunAddress};
 use std::time::Duration;
 
 event!(Answer, "ControlEvent");
@@ -37,20 +37,7 @@ fn held() -> Workflow {
 }
 
 async fn publish<T: saap::Event>(nats: &SaapNats, wf: &Workflow, run: &str, ev: &T) {
-    let mut env = EventEnvelope::new(
-        &wf.compiled().hierarchy,
-        T::NAME,
-        saap_nats::ids::fresh_event_id(),
-        saap_nats::ids::now_ns(),
-    )
-    .unwrap();
-    if let serde_json::Value::Object(fields) = &*to_payload(ev).unwrap() {
-        for (k, v) in fields {
-            env = env.with_field(k, v.clone());
-        }
-    }
-    let address = RunAddress::new(wf.name(), "agent1", &format!("t{run}"), "d1", run).unwrap();
-    nats.publish_control(&address, &env).await.unwrap();
+    publish_to(nats, wf.name(), wf, run, ev).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

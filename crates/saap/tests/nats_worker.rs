@@ -6,12 +6,13 @@
 
 mod common;
 
-use saap::event::to_payload;
+use common::nats::{address, ended_runs, envelope, publish_to, reader, record_text};
+
 use saap::nats::{NatsBackend, Worker, WorkerOptions};
 use saap::{Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
 use saap_nats::testing::{NatsServer, connect, within};
 use saap_nats::{NatsOptions, SaapNats};
-use saap_protocol::{EventEnvelope, EventKind, RunAddress};
+use saap_protocol::{EventEnvelope, EventKind};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -79,38 +80,14 @@ fn relay(counts: Counts, middle_sleep: Duration) -> Workflow {
         .unwrap()
 }
 
-fn address(class: &str, run: &str) -> RunAddress {
-    RunAddress::new(class, "agent1", &format!("t{run}"), "d1", run).unwrap()
-}
-
-fn envelope<T: saap::Event>(wf: &Workflow, ev: &T) -> EventEnvelope {
-    let mut env = EventEnvelope::new(
-        &wf.compiled().hierarchy,
-        T::NAME,
-        saap_nats::ids::fresh_event_id(),
-        saap_nats::ids::now_ns(),
-    )
-    .unwrap();
-    if let serde_json::Value::Object(fields) = &*to_payload(ev).unwrap() {
-        for (k, v) in fields {
-            env = env.with_field(k, v.clone());
-        }
-    }
-    env
-}
-
-/// Publishes `ev` to run `run` the way any client does (JetStream, Msg-Id = event id).
+/// Publishes `ev` to run `run` of the workflow's class the way any client does.
 async fn publish<T: saap::Event>(
     nats: &SaapNats,
     wf: &Workflow,
     run: &str,
     ev: &T,
 ) -> EventEnvelope {
-    let env = envelope(wf, ev);
-    nats.publish_control(&address(wf.name(), run), &env)
-        .await
-        .unwrap();
-    env
+    publish_to(nats, wf.name(), wf, run, ev).await
 }
 
 /// Publishes an already published event again *without* Msg-Id, so the stream stores and
@@ -130,37 +107,6 @@ async fn publish_copy(nats: &SaapNats, class: &str, run: &str, env: &EventEnvelo
         .unwrap()
         .await
         .unwrap();
-}
-
-/// A store handle of the test itself, to read the journals the workers wrote.
-async fn reader(nats: SaapNats, wf: &Workflow) -> NatsBackend {
-    NatsBackend::open(
-        nats,
-        wf.name(),
-        wf.compiled().hierarchy.clone(),
-        Default::default(),
-    )
-    .await
-    .unwrap()
-}
-
-/// Waits until `n` runs of the workflow have ended in the journal; returns them.
-async fn ended_runs(store: &NatsBackend, wf: &str, n: usize) -> Vec<saap::backend::StoredRun> {
-    use saap::backend::Backend;
-    within(BOUND, "every run to end", async {
-        loop {
-            let runs = store.load_runs(wf, false).wait().await.unwrap();
-            if runs.iter().filter(|r| r.ended).count() >= n {
-                return runs;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-}
-
-fn record_text(run: &saap::backend::StoredRun) -> String {
-    serde_json::to_string(&run.records).unwrap()
 }
 
 fn ended_with_done(run: &saap::backend::StoredRun) -> bool {

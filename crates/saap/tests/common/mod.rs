@@ -1,6 +1,9 @@
 //! Shared helpers: event declarations and running one test body on both backends.
 #![allow(dead_code, clippy::unwrap_used)]
 
+#[cfg(feature = "nats")]
+pub mod nats;
+
 use saap::testing::TestRunner;
 use saap::{Engine, EngineOptions, SqliteBackend, Workflow};
 use std::sync::Arc;

@@ -1,0 +1,87 @@
+//! Helpers of the tests that run workers on a real nats-server: addressing a run, publishing an
+//! event as any client does, and reading the journals the workers wrote.
+
+use saap::Workflow;
+use saap::backend::{Backend, StoredRun};
+use saap::event::to_payload;
+use saap::nats::NatsBackend;
+use saap_nats::SaapNats;
+use saap_nats::testing::within;
+use saap_protocol::{EventEnvelope, RunAddress};
+use std::time::Duration;
+
+/// Bounds every wait on the workers (a hung test fails; nothing is asserted about time).
+pub const NATS_BOUND: Duration = Duration::from_secs(90);
+
+/// The address of run `run` of `class` (agent `agent1`, thread `t{run}`).
+pub fn address(class: &str, run: &str) -> RunAddress {
+    RunAddress::new(class, "agent1", &format!("t{run}"), "d1", run).unwrap()
+}
+
+/// `ev` as a wire envelope with a fresh id.
+pub fn envelope<T: saap::Event>(wf: &Workflow, ev: &T) -> EventEnvelope {
+    let mut env = EventEnvelope::new(
+        &wf.compiled().hierarchy,
+        T::NAME,
+        saap_nats::ids::fresh_event_id(),
+        saap_nats::ids::now_ns(),
+    )
+    .unwrap();
+    if let serde_json::Value::Object(fields) = &*to_payload(ev).unwrap() {
+        for (k, v) in fields {
+            env = env.with_field(k, v.clone());
+        }
+    }
+    env
+}
+
+/// Publishes `ev` to run `run` of `class` the way any client does (JetStream, Msg-Id = event id).
+pub async fn publish_to<T: saap::Event>(
+    nats: &SaapNats,
+    class: &str,
+    wf: &Workflow,
+    run: &str,
+    ev: &T,
+) -> EventEnvelope {
+    let env = envelope(wf, ev);
+    nats.publish_control(&address(class, run), &env)
+        .await
+        .unwrap();
+    env
+}
+
+/// A store handle of the test itself, to read the journals the workers wrote.
+pub async fn reader(nats: SaapNats, wf: &Workflow) -> NatsBackend {
+    NatsBackend::open(
+        nats,
+        wf.name(),
+        wf.compiled().hierarchy.clone(),
+        Default::default(),
+    )
+    .await
+    .unwrap()
+}
+
+/// Every stored run of workflow `wf`, ended ones included.
+pub async fn load(store: &NatsBackend, wf: &str) -> Vec<StoredRun> {
+    store.load_runs(wf, false).wait().await.unwrap()
+}
+
+/// Waits until `n` runs of the workflow have ended in the journal; returns them.
+pub async fn ended_runs(store: &NatsBackend, wf: &str, n: usize) -> Vec<StoredRun> {
+    within(NATS_BOUND, "every run to end", async {
+        loop {
+            let runs = load(store, wf).await;
+            if runs.iter().filter(|r| r.ended).count() >= n {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+/// A run's decision records as one JSON text (for failure messages and substring checks).
+pub fn record_text(run: &StoredRun) -> String {
+    serde_json::to_string(&run.records).unwrap()
+}
