@@ -128,10 +128,34 @@ fn env(kind: &str, wf: Workflow) -> Env {
     }
 }
 
-async fn one_run(engine: &Engine) {
-    let id = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
-    // A run evicted on its end (keep_ended_runs = false) is unknown afterwards: ended too.
-    let _ = engine.wait_for_end(&id).await;
+/// How a run is run: `Engine::run` (one awaited call, driven on the caller's task) or
+/// `Engine::start_run` + `Engine::wait_for_end` (the run on its own task, watched).
+#[derive(Clone, Copy, PartialEq)]
+enum Api {
+    Run,
+    StartWait,
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Api::Run => "run",
+            Api::StartWait => "start_run+wait_for_end",
+        }
+    }
+}
+
+async fn one_run(engine: &Engine, api: Api) {
+    match api {
+        Api::Run => {
+            engine.run(UserMessageEvent::new("go")).await.unwrap();
+        }
+        Api::StartWait => {
+            let id = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
+            // A run evicted on its end (keep_ended_runs = false) is unknown afterwards: ended.
+            let _ = engine.wait_for_end(&id).await;
+        }
+    }
 }
 
 /// Peak resident set size so far (VmHWM), KiB.
@@ -146,34 +170,36 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-async fn s1(kind: &str, runs: usize) -> String {
+async fn s1(kind: &str, runs: usize, api: Api) -> String {
     let e = env(kind, chain());
     for _ in 0..runs / 20 + 1 {
-        one_run(&e.engine).await;
+        one_run(&e.engine, api).await;
     }
     let t = Instant::now();
     for _ in 0..runs {
-        one_run(&e.engine).await;
+        one_run(&e.engine, api).await;
     }
     let total = t.elapsed().as_secs_f64();
     format!(
-        r#"{{"scenario":"s1","backend":"{kind}","runs":{runs},"steps_per_run":10,"mean_run_us":{:.2},"per_step_us":{:.3},"steps_per_s":{:.0}}}"#,
+        r#"{{"scenario":"s1","backend":"{kind}","api":"{}","runs":{runs},"steps_per_run":10,"mean_run_us":{:.2},"per_step_us":{:.3},"steps_per_s":{:.0}}}"#,
+        api.name(),
         total / runs as f64 * 1e6,
         total / (runs * 10) as f64 * 1e6,
         (runs * 10) as f64 / total
     )
 }
 
-async fn s2(kind: &str, n: u32, fixed: bool, runs: usize) -> String {
+async fn s2(kind: &str, n: u32, fixed: bool, runs: usize, api: Api) -> String {
     let e = env(kind, fan(n, fixed));
-    one_run(&e.engine).await;
+    one_run(&e.engine, api).await;
     let t = Instant::now();
     for _ in 0..runs {
-        one_run(&e.engine).await;
+        one_run(&e.engine, api).await;
     }
     let total = t.elapsed().as_secs_f64();
     format!(
-        r#"{{"scenario":"s2","backend":"{kind}","fan_in":"{}","n":{n},"runs":{runs},"mean_run_us":{:.1}}}"#,
+        r#"{{"scenario":"s2","backend":"{kind}","api":"{}","fan_in":"{}","n":{n},"runs":{runs},"mean_run_us":{:.1}}}"#,
+        api.name(),
         if fixed {
             "fixed_list"
         } else {
@@ -183,15 +209,15 @@ async fn s2(kind: &str, n: u32, fixed: bool, runs: usize) -> String {
     )
 }
 
-async fn s3(kind: &str, concurrent: usize) -> String {
+async fn s3(kind: &str, concurrent: usize, api: Api) -> String {
     let e = env(kind, chain());
-    one_run(&e.engine).await;
+    one_run(&e.engine, api).await;
     let rss0 = rss_kib();
     let t = Instant::now();
     let mut tasks = Vec::with_capacity(concurrent);
     for _ in 0..concurrent {
         let engine = e.engine.clone();
-        tasks.push(tokio::spawn(async move { one_run(&engine).await }));
+        tasks.push(tokio::spawn(async move { one_run(&engine, api).await }));
     }
     for t in tasks {
         t.await.unwrap();
@@ -199,7 +225,8 @@ async fn s3(kind: &str, concurrent: usize) -> String {
     let total = t.elapsed().as_secs_f64();
     let rss1 = rss_kib();
     format!(
-        r#"{{"scenario":"s3","backend":"{kind}","concurrent_runs":{concurrent},"steps_per_run":10,"total_ms":{:.2},"steps_per_s":{:.0},"peak_rss_growth_kib_per_run":{:.2}}}"#,
+        r#"{{"scenario":"s3","backend":"{kind}","api":"{}","concurrent_runs":{concurrent},"steps_per_run":10,"total_ms":{:.2},"steps_per_s":{:.0},"peak_rss_growth_kib_per_run":{:.2}}}"#,
+        api.name(),
         total * 1e3,
         (concurrent * 10) as f64 / total,
         rss1.saturating_sub(rss0) as f64 / concurrent as f64
@@ -231,13 +258,27 @@ fn main() {
             .build()
             .unwrap()
     };
+    // SAAP_BENCH_API=start_run runs every scenario through start_run + wait_for_end;
+    // otherwise they use Engine::run, and S1 prints a second line with the older API.
+    let api_env = std::env::var("SAAP_BENCH_API").ok();
+    let api = match api_env.as_deref() {
+        Some("start_run") => Api::StartWait,
+        _ => Api::Run,
+    };
+    let s1_apis: &[Api] = match api_env.as_deref() {
+        Some("start_run") => &[Api::StartWait],
+        Some(_) => &[Api::Run],
+        None => &[Api::Run, Api::StartWait],
+    };
     rt.block_on(async {
         if smoke {
             for kind in ["memory", "sqlite"] {
-                println!("{}", s1(kind, 3).await);
-                println!("{}", s2(kind, 100, true, 1).await);
-                println!("{}", s2(kind, 100, false, 1).await);
-                println!("{}", s3(kind, 20).await);
+                for &a in [Api::Run, Api::StartWait].iter() {
+                    println!("{}", s1(kind, 3, a).await);
+                    println!("{}", s2(kind, 100, true, 1, a).await);
+                    println!("{}", s2(kind, 100, false, 1, a).await);
+                    println!("{}", s3(kind, 20, a).await);
+                }
             }
             return;
         }
@@ -249,7 +290,9 @@ fn main() {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(if kind == "memory" { 1000 } else { 100 });
             if want("s1", kind) {
-                println!("{}", s1(kind, seq_runs).await);
+                for &a in s1_apis {
+                    println!("{}", s1(kind, seq_runs, a).await);
+                }
             }
             if want("s2", kind) {
                 // SAAP_BENCH_N restricts S2 to one fan-out size (for profiling).
@@ -267,15 +310,15 @@ fn main() {
                     } else {
                         5
                     };
-                    println!("{}", s2(kind, n, true, runs).await);
+                    println!("{}", s2(kind, n, true, runs, api).await);
                     // The list fan-in at N = 10,000 only when asked for (SAAP_BENCH_N=10000).
                     if n <= 1000 || only_n == Some(n) {
-                        println!("{}", s2(kind, n, false, runs).await);
+                        println!("{}", s2(kind, n, false, runs, api).await);
                     }
                 }
             }
             if want("s3", kind) {
-                println!("{}", s3(kind, 1000).await);
+                println!("{}", s3(kind, 1000, api).await);
             }
         }
     });

@@ -777,15 +777,61 @@ impl Engine {
         self.start_run_with(thread_id, ev).await
     }
 
-    async fn start_run_with(
+    /// Runs a workflow to its end with one awaited call: starts a run in a new thread with
+    /// `start` and drives its executions on the caller's task (inline when one is ready,
+    /// polled together when several are, as a run's own task would), returning once the run
+    /// has ended as [`Engine::wait_for_end`] sees it. No task is spawned for the run and
+    /// nothing is watched, so a short run costs less than `start_run` + `wait_for_end`.
+    ///
+    /// Same semantics as [`Engine::start_run`]: the start event and every completion are
+    /// durable before the executions they start run. Events sent to the run from other tasks
+    /// meanwhile ([`Engine::send`], by the id from [`Engine::run_ids`] or a store listing) are
+    /// accepted as for any run: the executions they start run on their own tasks, and this
+    /// call returns only when those have finished too. A run that waits for an outside event
+    /// keeps this call waiting (no timeout). Dropping the call's future (e.g. a
+    /// `tokio::time::timeout`) drops the executions it was driving: the run stays live with
+    /// them marked running, resumed only by an engine opened on a durable store — for runs
+    /// that wait for outside input, use `start_run` + `send`. Returns the run id.
+    pub async fn run<T: Event>(&self, start: T) -> Result<String, EngineError> {
+        let size = json_size(&start)?;
+        let ev = self
+            .shared
+            .incoming_named(T::NAME.into(), Payload::typed(start), size, None)?;
+        let (run_id, slot) = self.new_run(None, &ev)?;
+        let applied = self.shared.apply(&slot, Input::Append(ev))?;
+        if let Err(e) = applied.durable.wait().await {
+            self.shared.storage_failed(&slot, &e);
+            return Err(e.into());
+        }
+        if applied.ended {
+            slot.lock().end_durable = true;
+        }
+        slot.bump();
+        drive_started(&self.shared, &slot, applied.started).await;
+        // Executions started by events sent from other tasks run on their own tasks.
+        loop {
+            let notified = slot.quiet.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if slot.is_quiet() {
+                break;
+            }
+            notified.await;
+        }
+        self.shared.release(slot);
+        Ok(run_id.to_string())
+    }
+
+    /// Checks a start event and makes (or reuses) the slot of a new run, registered with the
+    /// engine; the start event is not applied yet.
+    fn new_run(
         &self,
         thread_id: Option<&str>,
-        ev: Incoming,
-    ) -> Result<String, EngineError> {
-        let name = ev.name.clone();
+        ev: &Incoming,
+    ) -> Result<(Arc<str>, Arc<RunSlot>), EngineError> {
         if !(ev.kind.is_start() && ev.kind.is_control()) {
             return Err(EngineError::NotAStartEvent {
-                name: name.to_string(),
+                name: ev.name.to_string(),
             });
         }
         self.shared.workflow.validate_start(&ev.payload)?;
@@ -807,6 +853,15 @@ impl Engine {
             }
         };
         self.shared.insert(slot.clone());
+        Ok((run_id, slot))
+    }
+
+    async fn start_run_with(
+        &self,
+        thread_id: Option<&str>,
+        ev: Incoming,
+    ) -> Result<String, EngineError> {
+        let (run_id, slot) = self.new_run(thread_id, &ev)?;
         self.shared.submit(&slot, Input::Append(ev)).await?;
         self.shared.release(slot);
         Ok(run_id.to_string())
@@ -1750,6 +1805,39 @@ fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
     drive_steps(&shared, &slot, inv).await;
     shared.release(slot);
+}
+
+/// Drives the executions an input started on this task (what [`drive_steps`] does after a
+/// completion): none — the run may have ended; one — inline; several — together on this
+/// task or, where tasks add parallelism, the others on their own tasks.
+async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
+    let first = match started {
+        Started::None => {
+            shared.maybe_evict(slot);
+            return;
+        }
+        Started::One(first) => first,
+        Started::Many(all) if shares_task(shared) && shared.executor.get().is_none() => {
+            let together: FuturesUnordered<Running> = all
+                .into_iter()
+                .map(|inv| running(shared, slot, inv))
+                .collect();
+            Box::pin(drive_together(shared.clone(), slot.clone(), None, together)).await;
+            return;
+        }
+        Started::Many(all) => {
+            let mut all = all.into_iter();
+            let Some(first) = all.next() else {
+                shared.maybe_evict(slot);
+                return;
+            };
+            for other in all {
+                spawn_drive(shared.clone(), slot.clone(), other);
+            }
+            first
+        }
+    };
+    drive_steps(shared, slot, first).await;
 }
 
 async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocation) {

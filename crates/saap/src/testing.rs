@@ -67,6 +67,15 @@ impl TestRunner {
             run_id,
         })
     }
+    /// Runs a workflow to its end on this task ([`Engine::run`]) and returns the ended run
+    /// for inspection. For runs that wait for sent events, use [`TestRunner::start`].
+    pub async fn run<T: Event>(&self, start: T) -> Result<TestRun, EngineError> {
+        let run_id = self.engine.run(start).await?;
+        Ok(TestRun {
+            engine: self.engine.clone(),
+            run_id,
+        })
+    }
     /// A handle on an existing run (e.g. one resumed after a restart).
     pub fn attach(&self, run_id: &str) -> Result<TestRun, EngineError> {
         self.engine.watch(run_id)?;

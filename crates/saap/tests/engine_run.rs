@@ -1,0 +1,171 @@
+//! `Engine::run`: a run started and driven to its end by one awaited call.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use saap::{
+    Engine, EngineOptions, Required, SqliteBackend, Step, StepCtx, StepError, UserMessageEvent,
+    Workflow,
+};
+use std::sync::Arc;
+
+event!(Item, "ControlEvent");
+event!(Res, "ControlEvent");
+event!(Asked, "ControlEvent");
+event!(Answer, "ControlEvent");
+event!(Done, "StopEvent");
+
+/// start → 3 × Item → work (3 executions, together) → collect 3 Res → Done.
+fn fan() -> Workflow {
+    Workflow::builder("RunFan")
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async {
+                Ok::<_, StepError>((0..3).map(|n| Item { n }).collect::<Vec<_>>())
+            },
+        ))
+        .step(Step::new(
+            "work",
+            |i: Required<Item>, _: StepCtx| async move {
+                tokio::task::yield_now().await;
+                Ok::<_, StepError>(Res { n: i.n + 10 })
+            },
+        ))
+        .step(Step::new(
+            "collect",
+            |r: saap::FixedList<Res, 3>, _: StepCtx| async move {
+                Ok::<_, StepError>(Done {
+                    n: r.iter().map(|r| r.n).sum(),
+                })
+            },
+        ))
+        .build()
+        .unwrap()
+}
+
+async fn check_fan(engine: &Engine) {
+    let id = engine.run(UserMessageEvent::new("go")).await.unwrap();
+    let snap = engine.stored_snapshot(&id).await.unwrap().unwrap();
+    assert!(snap.is_ended(), "{}", snap.timeline());
+    assert_eq!(snap.running(), 0);
+    assert_eq!(snap.executions_of("work"), 3);
+    assert_eq!(snap.events_of::<Done>(), vec![Done { n: 33 }]);
+}
+
+#[tokio::test]
+async fn run_drives_a_fan_out_to_its_end_on_a_current_thread_runtime() {
+    check_fan(&Engine::in_memory(fan())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_drives_a_fan_out_to_its_end_on_worker_threads() {
+    check_fan(&Engine::in_memory(fan())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_on_a_durable_store_returns_when_the_end_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.db");
+    let engine = Engine::new(
+        fan(),
+        Arc::new(SqliteBackend::open(&path).unwrap()),
+        EngineOptions {
+            keep_ended_runs: false,
+            ..EngineOptions::default()
+        },
+    );
+    // The run is evicted on its end: `check_fan` reads it back from the store.
+    check_fan(&engine).await;
+}
+
+#[tokio::test]
+async fn run_with_ended_runs_evicted_reuses_slots_and_reports_each_run() {
+    let engine = Engine::new(
+        fan(),
+        Arc::new(saap::MemoryBackend::new()),
+        EngineOptions {
+            keep_ended_runs: false,
+            ..EngineOptions::default()
+        },
+    );
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(engine.run(UserMessageEvent::new("go")).await.unwrap());
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 5);
+    assert!(engine.run_ids().is_empty());
+}
+
+/// A run that waits for an outside event: `run` keeps waiting while another task sends it,
+/// and returns once the executions that event started have finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_sent_to_a_run_driven_by_its_caller_are_dispatched() {
+    let wf = Workflow::builder("RunAsk")
+        .step(Step::new(
+            "ask",
+            |_: Required<UserMessageEvent>, _: StepCtx| async {
+                Ok::<_, StepError>(Asked { n: 1 })
+            },
+        ))
+        .step(Step::new(
+            "reply",
+            |(a, b): (Required<Asked>, Required<Answer>), _: StepCtx| async move {
+                Ok::<_, StepError>(Done { n: a.n + b.n })
+            },
+        ))
+        .build()
+        .unwrap();
+    let engine = Engine::in_memory(wf);
+    let sender = engine.clone();
+    let send = tokio::spawn(async move {
+        loop {
+            if let Some(id) = sender.run_ids().into_iter().next() {
+                sender.send(&id, Answer { n: 41 }).await.unwrap();
+                return id;
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    let id = tokio::time::timeout(common::WAIT, engine.run(UserMessageEvent::new("hi")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(send.await.unwrap(), id);
+    let snap = engine.snapshot(&id).unwrap();
+    assert_eq!(snap.events_of::<Done>(), vec![Done { n: 42 }]);
+    assert_eq!(snap.running(), 0);
+}
+
+#[tokio::test]
+async fn run_refuses_an_event_that_is_not_a_start_event() {
+    let engine = Engine::in_memory(fan());
+    let err = engine.run(Item { n: 0 }).await.unwrap_err();
+    assert!(err.to_string().contains("Item"), "{err}");
+    assert!(engine.run_ids().is_empty());
+}
+
+/// The run `Engine::run` drives decides what a run on its own task decides: same records,
+/// same execution counts, same events (ids aside).
+#[tokio::test]
+async fn a_run_driven_by_its_caller_decides_as_a_started_run() {
+    let runner = saap::testing::TestRunner::in_memory(fan());
+    let driven = runner.run(UserMessageEvent::new("go")).await.unwrap();
+    let started = runner.start(UserMessageEvent::new("go")).await.unwrap();
+    started.wait_idle(common::WAIT).await.unwrap();
+    let (a, b) = (driven.snapshot(), started.snapshot());
+    assert_eq!(
+        serde_json::to_string(a.run.records()).unwrap(),
+        serde_json::to_string(b.run.records()).unwrap()
+    );
+    assert_eq!(a.execution_counts(), b.execution_counts());
+    let names = |s: &saap::RunSnapshot| {
+        s.events()
+            .into_iter()
+            .map(|e| (e.name, e.payload.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&a), names(&b));
+    assert!(a.has_stop());
+}
