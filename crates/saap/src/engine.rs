@@ -1933,12 +1933,14 @@ fn complete(
 ) -> Option<Applied> {
     if shared.journal
         && let Ok(outs) = &result
-        && let Some(e) = outs.iter().find_map(|o| o.payload.check_json().err())
+        && let Some(e) = outs
+            .iter()
+            .find_map(|o| stored_output_error(o, shared.opts.max_event_bytes))
     {
-        // A store needs the JSON form: an output that cannot be serialized fails the
-        // step here, as it would have when returned (the in-memory backend never
+        // A store needs the JSON form: an output that cannot be serialized, or is larger
+        // than an event may be, fails the step here (the in-memory backend never
         // serializes, see `Payload`).
-        result = Err(e.to_string());
+        result = Err(e);
     }
     match shared.apply_with(
         slot,
@@ -1954,6 +1956,21 @@ fn complete(
             tracing::error!(run_id = %slot.run_id, error = %e, "completion refused");
             None
         }
+    }
+}
+
+/// Why an output cannot be stored: its JSON form cannot be made, or is larger than `max`
+/// bytes (the limit `send` enforces on incoming events).
+fn stored_output_error(out: &OutEvent, max: usize) -> Option<String> {
+    match out.payload.check_json() {
+        Err(e) => Some(e.to_string()),
+        Ok(size) if size > max => Some(format!(
+            "step output `{}` is {size} bytes, more than the event size limit of {max} \
+             (EngineOptions::max_event_bytes); return large data by reference (an id, path \
+             or URL of where it is stored) instead of in the event",
+            out.name
+        )),
+        Ok(_) => None,
     }
 }
 
