@@ -421,6 +421,9 @@ pub(crate) struct Invocation {
     inputs: Vec<Vec<BoundEvent>>,
     /// An empty vector for the step's outputs (recycled from an earlier execution).
     outs: Vec<OutEvent>,
+    /// A display counter at 0 for the step's context, recycled from the execution this
+    /// task ran before (its body kept no copy of its context); `None`: a new one.
+    displayed: Option<Arc<AtomicU32>>,
 }
 
 /// The executions an input started: usually none or one, so no vector for those.
@@ -1496,15 +1499,25 @@ impl Shared {
         slot: &Arc<RunSlot>,
         inv: &mut Invocation,
     ) -> Result<Vec<OutEvent>, String> {
+        let mut displayed = inv
+            .displayed
+            .take()
+            .unwrap_or_else(|| Arc::new(AtomicU32::new(0)));
         let ctx = StepCtx {
             shared: self.clone(),
             run: crate::context::CtxRun::Local(slot.clone()),
             execution: inv.execution,
             attempt: inv.attempt,
-            displayed: Arc::new(AtomicU32::new(0)),
+            displayed: displayed.clone(),
         };
         let outs = std::mem::take(&mut inv.outs);
         let result = self.run_body(inv.step, &inv.inputs, ctx, outs).await;
+        // The body dropped its context (unless it kept a clone): the counter serves the
+        // next execution this task runs, instead of an allocation per step.
+        if let Some(n) = Arc::get_mut(&mut displayed) {
+            *n.get_mut() = 0;
+            inv.displayed = Some(displayed);
+        }
         // Release the bound events (the buffers stay for the run's next execution).
         for events in &mut inv.inputs {
             events.clear();
@@ -1790,6 +1803,7 @@ fn invocation(st: &mut RunState, names: &[Arc<str>], x: ExecutionId, attempt: u3
         step,
         inputs,
         outs: std::mem::take(spare_outs),
+        displayed: None,
     }
 }
 
@@ -1898,7 +1912,9 @@ async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocat
         // A long inline chain whose steps never wait would keep this worker busy: let the
         // scheduler run other tasks once this task used its budget.
         tokio::task::consume_budget().await;
+        let displayed = inv.displayed.take();
         inv = first;
+        inv.displayed = displayed;
     }
 }
 
@@ -2185,6 +2201,70 @@ mod tests {
             .unwrap();
         engine.wait_for_end(&b).await.unwrap();
         assert_eq!(spare(&engine), 1);
+    }
+
+    /// The display counter is recycled along an inline chain: each execution still numbers
+    /// its display events from 0 (their derived ids are what prevents showing them twice
+    /// after a crash).
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_execution_of_an_inline_chain_numbers_its_display_events_from_zero() {
+        use crate::event::{
+            ChunkEvent, HumanInTheLoopRequestEvent, HumanInTheLoopResponseEvent, StopEvent,
+            UserMessageEvent,
+        };
+        use crate::params::Required;
+        use crate::workflow::{Step, StepError};
+        async fn show_two(ctx: &StepCtx) -> Result<(), StepError> {
+            for _ in 0..2 {
+                ctx.display(&ChunkEvent::default())
+                    .await
+                    .map_err(|e| StepError::new(e.to_string()))?;
+            }
+            Ok(())
+        }
+        let wf = Workflow::builder("Shows")
+            .step(Step::new(
+                "a",
+                |_: Required<UserMessageEvent>, ctx: StepCtx| async move {
+                    show_two(&ctx).await?;
+                    Ok::<_, StepError>(HumanInTheLoopRequestEvent::default())
+                },
+            ))
+            .step(Step::new(
+                "b",
+                |_: Required<HumanInTheLoopRequestEvent>, ctx: StepCtx| async move {
+                    show_two(&ctx).await?;
+                    Ok::<_, StepError>(HumanInTheLoopResponseEvent::default())
+                },
+            ))
+            .step(Step::new(
+                "c",
+                |_: Required<HumanInTheLoopResponseEvent>, ctx: StepCtx| async move {
+                    show_two(&ctx).await?;
+                    Ok::<_, StepError>(StopEvent::default())
+                },
+            ))
+            .build()
+            .expect("valid workflow");
+        let engine = Engine::in_memory(wf);
+        let run = engine.run(UserMessageEvent::new("go")).await.unwrap();
+        let snap = engine.snapshot(&run).unwrap();
+        assert!(snap.has_stop(), "{}", snap.timeline());
+        let mut by_execution: Vec<(ExecutionId, Vec<EventId>)> = Vec::new();
+        for &(seq, x) in &snap.display_by {
+            let id = snap.run.log()[seq as usize].id;
+            match by_execution.iter_mut().find(|(e, _)| *e == x) {
+                Some((_, ids)) => ids.push(id),
+                None => by_execution.push((x, vec![id])),
+            }
+        }
+        assert_eq!(by_execution.len(), 3);
+        for (x, ids) in by_execution {
+            let expected: Vec<EventId> = (0..2)
+                .map(|n| derived_event_id(run_key(&run), x, 0x4000_0000 | n))
+                .collect();
+            assert_eq!(ids, expected, "execution {x:?}");
+        }
     }
 
     #[test]
