@@ -909,21 +909,8 @@ impl Run {
         let x = self.live_execution(execution, attempt)?;
         let step = x.step;
         match outcome {
-            Outcome::Returned(outputs) => {
-                self.executions[execution.0 as usize].state = ExecState::Completed;
-                self.records.push(Record::ExecutionCompleted {
-                    execution,
-                    attempt,
-                    outputs: outputs.len() as u32,
-                });
-                for ev in outputs {
-                    match self.append_from(ev, Origin::Execution(execution), pre) {
-                        Ok(_) => {}
-                        // Outputs of a live execution always belong to a started run.
-                        Err(AppendError::RunNotStarted { .. }) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
+            Outcome::Returned(mut outputs) => {
+                self.returned(execution, attempt, &mut outputs, pre)?;
             }
             Outcome::Failed(mut message) => {
                 if message.len() > MAX_ERROR_MESSAGE {
@@ -947,6 +934,46 @@ impl Run {
                     let ty = self.spec.exception_type();
                     self.append_from(NewEvent::known(id, ty), Origin::Execution(execution), pre)?;
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Run::complete`] with `Outcome::Returned`, taking the outputs from the caller's
+    /// vector: it is left empty with its allocation, for the caller's next completion (no
+    /// vector per completion). Same rules, records and errors; on an error the vector is
+    /// left as given when the execution was not live, emptied otherwise.
+    pub fn complete_returned(
+        &mut self,
+        execution: ExecutionId,
+        attempt: u32,
+        outputs: &mut Vec<NewEvent>,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> Result<(), CompleteError> {
+        self.live_execution(execution, attempt)?;
+        self.returned(execution, attempt, outputs, pre)
+    }
+
+    /// A live execution returned `outputs` (appended in return order, each dispatched).
+    fn returned(
+        &mut self,
+        execution: ExecutionId,
+        attempt: u32,
+        outputs: &mut Vec<NewEvent>,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> Result<(), CompleteError> {
+        self.executions[execution.0 as usize].state = ExecState::Completed;
+        self.records.push(Record::ExecutionCompleted {
+            execution,
+            attempt,
+            outputs: outputs.len() as u32,
+        });
+        for ev in outputs.drain(..) {
+            match self.append_from(ev, Origin::Execution(execution), pre) {
+                Ok(_) => {}
+                // Outputs of a live execution always belong to a started run.
+                Err(AppendError::RunNotStarted { .. }) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())

@@ -847,3 +847,56 @@ fn records_replay_from_every_prefix_then_continuing_live_matches_the_uninterrupt
         assert_eq!(live.records(), h.run.records(), "prefix {k}");
     }
 }
+
+// ---- completion into a caller's buffer --------------------------------------------------
+
+/// `complete_returned` decides exactly as `complete` with `Outcome::Returned` (same
+/// records, log and started executions), empties the caller's vector and keeps its
+/// allocation; a stale completion leaves the vector untouched.
+#[test]
+fn complete_returned_decides_as_complete_and_keeps_the_callers_buffer() {
+    let yaml = spec(
+        "  - {name: s, params: [{name: x, kind: required, types: [StartEvent]}]}
+  - {name: t, params: [{name: a, kind: required, types: [A]}, {name: b, kind: optional, types: [B]}]}",
+    );
+    let mut by_value = H::new(&yaml);
+    let mut by_buffer = H::new(&yaml);
+    let mut buf: Vec<NewEvent> = Vec::with_capacity(8);
+    for h in [&mut by_value, &mut by_buffer] {
+        h.send("StartEvent");
+    }
+    let x = by_value.started()[0];
+    assert_eq!(by_buffer.started(), vec![x]);
+    by_value.complete(x, &["A", "B"]);
+    let outs = |h: &H| -> Vec<NewEvent> {
+        ["A", "B"]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                NewEvent::known(
+                    derived_event_id(h.run.run_key(), x, i as u32),
+                    h.spec().type_id(t).unwrap(),
+                )
+            })
+            .collect()
+    };
+    buf.extend(outs(&by_buffer));
+    let cap = buf.capacity();
+    by_buffer
+        .run
+        .complete_returned(x, 1, &mut buf, &mut DeclaredConditions)
+        .unwrap();
+    assert!(buf.is_empty());
+    assert_eq!(buf.capacity(), cap);
+    assert_eq!(by_value.run.records(), by_buffer.run.records());
+    assert_eq!(by_value.run.log(), by_buffer.run.log());
+    assert_eq!(by_value.started(), by_buffer.started());
+
+    buf.extend(outs(&by_buffer));
+    let err = by_buffer
+        .run
+        .complete_returned(x, 1, &mut buf, &mut DeclaredConditions)
+        .unwrap_err();
+    assert!(matches!(err, CompleteError::AlreadyFinished(_)), "{err:?}");
+    assert_eq!(buf.len(), 2);
+}

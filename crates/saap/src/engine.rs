@@ -212,6 +212,9 @@ pub(crate) struct RunState {
     /// inline chain allocates no input or output vectors per step). Empty and small.
     spare_inputs: Vec<Vec<BoundEvent>>,
     spare_outs: Vec<OutEvent>,
+    /// The core's view of a completion's outputs, handed to `Run::complete_returned` (kept
+    /// empty between completions: no vector per completion).
+    scratch_news: Vec<NewEvent>,
 }
 
 impl RunState {
@@ -233,6 +236,7 @@ impl RunState {
             pre_cache,
             spare_inputs,
             spare_outs,
+            scratch_news,
         } = self;
         run.reset(run_key);
         payloads.clear();
@@ -249,6 +253,7 @@ impl RunState {
         // Emptied by the executions that used them; cleared again in case one did not finish.
         spare_inputs.clear();
         spare_outs.clear();
+        scratch_news.clear();
     }
 }
 
@@ -273,6 +278,7 @@ impl RunSlot {
                 pre_cache: PreCache::default(),
                 spare_inputs: Vec::new(),
                 spare_outs: Vec::new(),
+                scratch_news: Vec::new(),
             }),
             version: std::sync::OnceLock::new(),
             quiet: tokio::sync::Notify::new(),
@@ -1229,10 +1235,12 @@ impl Shared {
                 if st.spare_inputs.capacity() == 0 && reusable_inputs(&spare) {
                     st.spare_inputs = spare;
                 }
-                let outcome = match outcome {
+                let mut news = std::mem::take(&mut st.scratch_news);
+                let failed = match outcome {
                     Ok(mut outs) => {
                         let mut stored_outs = Vec::new();
-                        let mut news = Vec::with_capacity(outs.len());
+                        news.clear();
+                        news.reserve(outs.len());
                         pending.reserve_exact(outs.len());
                         let step = st.run.execution(execution).map(|e| e.step);
                         for (i, o) in outs.drain(..).enumerate() {
@@ -1255,7 +1263,7 @@ impl Shared {
                             outputs: Some(stored_outs),
                             error: None,
                         });
-                        Outcome::Returned(news)
+                        None
                     }
                     Err(msg) => {
                         stored_input = journal.then(|| StoredInput::Complete {
@@ -1264,11 +1272,21 @@ impl Shared {
                             outputs: None,
                             error: Some(msg.clone()),
                         });
-                        Outcome::Failed(msg)
+                        Some(Outcome::Failed(msg))
                     }
                 };
                 pre.pending = &pending;
-                match st.run.complete(execution, attempt, outcome, &mut pre) {
+                let completed = match failed {
+                    None => st
+                        .run
+                        .complete_returned(execution, attempt, &mut news, &mut pre),
+                    Some(outcome) => st.run.complete(execution, attempt, outcome, &mut pre),
+                };
+                if news.capacity() <= SPARE_MAX {
+                    news.clear();
+                    st.scratch_news = news;
+                }
+                match completed {
                     Ok(()) => {}
                     // A completion of a stale attempt (the execution was retried) is dropped.
                     Err(CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_)) => {
