@@ -519,17 +519,19 @@ async fn a_worker_killed_in_a_body_it_took_for_another_owner_runs_it_again_elsew
         }
     })
     .await;
+    // Every `begin` held here before the child serves: a child that took a `begin` item
+    // would run it where this process's log cannot see it.
+    within(BOUND, "every begin to wait at the gate", async {
+        while log.count("begin") < RUNS {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     // The child's `middle` never finishes in time: it is killed inside it.
     let mut child = spawn_child(&server.url(), 0, 600_000, &mark);
     within(BOUND, "the child to pull work", async {
         while live_workers(&client, "Hop").await < 2 || work_pullers(&client, "Hop").await < 2 {
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    within(BOUND, "every begin to wait at the gate", async {
-        while log.count("begin") < RUNS {
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await;
