@@ -24,7 +24,8 @@
 //! - `throughput`: S1 runs started at once; wall time until every run ended. Embedded runs
 //!   go through `Engine::start_run`; NATS runs are published on the class stream by a client
 //!   (as any producer would) and served by 1 or 2 workers (in this process, own connections);
-//!   their end is seen on the `Done` events the owners publish.
+//!   their end is seen on the `Done` events the owners publish. 500 runs; `SAAP_BENCH_TP_RUNS=N`
+//!   for another count.
 #![allow(clippy::unwrap_used)]
 
 use saap::event::to_payload;
@@ -466,7 +467,13 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let (hop_runs, tp_runs) = if smoke { (2, 10) } else { (200, 500) };
+    // `SAAP_BENCH_TP_RUNS` lengthens the throughput scenario (500 runs take ~0.5 s, short
+    // enough for the VM's speed changes to show).
+    let tp_default = std::env::var("SAAP_BENCH_TP_RUNS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(500);
+    let (hop_runs, tp_runs) = if smoke { (2, 10) } else { (200, tp_default) };
     rt.block_on(async {
         if want("hop") {
             for kind in ["memory", "sqlite"].into_iter().filter(|_| embedded_too) {
