@@ -1843,33 +1843,47 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 /// completion): none — the run may have ended; one — inline; several — together on this
 /// task or, where tasks add parallelism, the others on their own tasks.
 async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
-    let first = match started {
+    if let Some(first) = fan_out(shared, slot, started).await {
+        drive_steps(shared, slot, first).await;
+    }
+}
+
+/// Hands out the executions an input started: none — the run may have ended (evicted if
+/// so); several — polled together on this task where that is cheaper than tasks
+/// ([`shares_task`]), else all but the first on their own tasks. Returns the execution this
+/// task goes on with, if any.
+async fn fan_out(
+    shared: &Arc<Shared>,
+    slot: &Arc<RunSlot>,
+    started: Started,
+) -> Option<Invocation> {
+    match started {
         Started::None => {
             shared.maybe_evict(slot);
-            return;
+            None
         }
-        Started::One(first) => first,
-        Started::Many(all) if shares_task(shared) && shared.executor.get().is_none() => {
+        Started::One(first) => Some(first),
+        Started::Many(all) if shares_task(shared) => {
             let together: FuturesUnordered<Running> = all
                 .into_iter()
                 .map(|inv| running(shared, slot, inv))
                 .collect();
+            // Boxed: a chain's future stays small.
             Box::pin(drive_together(shared.clone(), slot.clone(), None, together)).await;
-            return;
+            None
         }
         Started::Many(all) => {
             let mut all = all.into_iter();
             let Some(first) = all.next() else {
                 shared.maybe_evict(slot);
-                return;
+                return None;
             };
             for other in all {
                 spawn_drive(shared.clone(), slot.clone(), other);
             }
-            first
+            Some(first)
         }
-    };
-    drive_steps(shared, slot, first).await;
+    }
 }
 
 async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocation) {
@@ -1896,32 +1910,8 @@ async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocat
         if durable(shared, slot, applied.ended, stored).is_none() {
             return;
         }
-        let first = match applied.started {
-            Started::None => {
-                shared.maybe_evict(slot);
-                return;
-            }
-            Started::One(first) => first,
-            Started::Many(all) if shares_task(shared) => {
-                let together: FuturesUnordered<Running> = all
-                    .into_iter()
-                    .map(|inv| running(shared, slot, inv))
-                    .collect();
-                // Boxed: a chain's future stays small.
-                Box::pin(drive_together(shared.clone(), slot.clone(), None, together)).await;
-                return;
-            }
-            Started::Many(all) => {
-                let mut all = all.into_iter();
-                let Some(first) = all.next() else {
-                    shared.maybe_evict(slot);
-                    return;
-                };
-                for other in all {
-                    spawn_drive(shared.clone(), slot.clone(), other);
-                }
-                first
-            }
+        let Some(first) = fan_out(shared, slot, applied.started).await else {
+            return;
         };
         if !shared.opts.inline_single {
             spawn_drive(shared.clone(), slot.clone(), first);
