@@ -325,19 +325,17 @@ fn throughput_line(engine: &str, runs: usize, took: Duration) -> String {
     )
 }
 
-async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool, steps: Mode) -> String {
-    let server = server(default_sync);
-    let stamps: Stamps = Arc::default();
-    let wf = chain(&stamps);
-    let ws = workers(&server, &wf, n_workers, steps).await;
-    let client = connect(&server).await;
-    let mut done = done_counter(&client, wf.name()).await;
+/// Publishes the start events of `runs` runs at once (run ids `{prefix}{i}`) as a client
+/// would, waits until each ended, and returns the wall time and how many work items the
+/// class's work queue received meanwhile.
+async fn run_all(client: &SaapNats, wf: &Workflow, runs: usize, prefix: &str) -> (Duration, u64) {
+    let mut done = done_counter(client, wf.name()).await;
     let starts: Vec<(RunAddress, EventEnvelope)> = (0..runs)
         .map(|i| {
-            let run = format!("t{i}");
+            let run = format!("{prefix}{i}");
             (
                 RunAddress::new(wf.name(), "bench", &run, &run, &run).unwrap(),
-                start_envelope(&wf),
+                start_envelope(wf),
             )
         })
         .collect();
@@ -347,7 +345,16 @@ async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool, step
     }
     wait_done(&mut done, runs).await;
     let took = t.elapsed();
-    let queued = work_items(&client, wf.name()).await;
+    (took, work_items(client, wf.name()).await)
+}
+
+async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool, steps: Mode) -> String {
+    let server = server(default_sync);
+    let stamps: Stamps = Arc::default();
+    let wf = chain(&stamps);
+    let ws = workers(&server, &wf, n_workers, steps).await;
+    let client = connect(&server).await;
+    let (took, queued) = run_all(&client, &wf, runs, "t").await;
     for w in ws {
         w.shutdown();
     }
@@ -406,23 +413,7 @@ async fn spill(n_workers: usize, runs: usize, mode: Mode) -> String {
     let wf = spill_fan();
     let ws = workers(&server, &wf, n_workers, mode).await;
     let client = connect(&server).await;
-    let mut done = done_counter(&client, wf.name()).await;
-    let starts: Vec<(RunAddress, EventEnvelope)> = (0..runs)
-        .map(|i| {
-            let run = format!("p{i}");
-            (
-                RunAddress::new(wf.name(), "bench", &run, &run, &run).unwrap(),
-                start_envelope(&wf),
-            )
-        })
-        .collect();
-    let t = Instant::now();
-    for r in client.publish_controls(&starts).await {
-        r.unwrap();
-    }
-    wait_done(&mut done, runs).await;
-    let took = t.elapsed();
-    let queued = work_items(&client, wf.name()).await;
+    let (took, queued) = run_all(&client, &wf, runs, "p").await;
     for w in ws {
         w.shutdown();
     }

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::nats::{ended_runs, load, publish_to, reader};
+use common::nats::{ended_runs, load, publish_to, reader, serve};
 
 use saap::nats::{Steps, Worker, WorkerOptions};
 use saap::{Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
@@ -202,15 +202,6 @@ async fn live_workers(nats: &SaapNats, class: &str) -> usize {
         Ok(keys) => keys.filter(|k| std::future::ready(k.is_ok())).count().await,
         Err(_) => 0,
     }
-}
-
-async fn serve(server: &NatsServer, wf: Workflow, opts: WorkerOptions) -> Worker {
-    let w = Worker::with_connection(connect(server).await, wf, opts)
-        .await
-        .unwrap();
-    let serving = w.clone();
-    tokio::spawn(async move { serving.serve().await.unwrap() });
-    w
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::nats::{address, ended_runs, envelope, publish_to, reader, record_text};
+use common::nats::{address, ended_runs, envelope, publish_to, reader, record_text, serve};
 
 use saap::nats::{NatsBackend, Worker, WorkerOptions};
 use saap::{Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
@@ -211,11 +211,7 @@ async fn duplicate_and_delayed_deliveries_execute_each_input_set_once() {
         .unwrap();
     let mut workers = Vec::new();
     for _ in 0..2 {
-        let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
-            .await
-            .unwrap();
-        let serving = w.clone();
-        tokio::spawn(async move { serving.serve().await.unwrap() });
+        let w = serve(&server, wf.clone(), opts()).await;
         workers.push(w);
     }
     let client = connect(&server).await;
@@ -608,11 +604,7 @@ async fn display_events_are_published_on_core_nats() {
         .await
         .unwrap();
     client.sync().await.unwrap();
-    let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
-        .await
-        .unwrap();
-    let serving = w.clone();
-    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let w = serve(&server, wf.clone(), opts()).await;
     publish(&client, &wf, "s1", &UserMessageEvent::new("go")).await;
     let m = within(BOUND, "the display event", shown.next())
         .await
@@ -727,11 +719,7 @@ async fn a_worker_answers_config_rpc_and_class_discovery() {
     options
         .agent_configs
         .insert("agent1".into(), config.clone());
-    let w = Worker::with_connection(connect(&server).await, wf.clone(), options)
-        .await
-        .unwrap();
-    let serving = w.clone();
-    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let w = serve(&server, wf.clone(), options).await;
     let client = connect(&server).await;
     // The responders start with `serve`: ask until one answers.
     let found = within(BOUND, "the config RPC responder", async {
@@ -799,11 +787,7 @@ async fn events_for_a_released_run_are_kept_as_after_stop_evidence() {
         .unwrap();
     let mut workers = Vec::new();
     for _ in 0..2 {
-        let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
-            .await
-            .unwrap();
-        let serving = w.clone();
-        tokio::spawn(async move { serving.serve().await.unwrap() });
+        let w = serve(&server, wf.clone(), opts()).await;
         workers.push(w);
     }
     let released = || async {
@@ -949,11 +933,7 @@ async fn takeover_publishes_each_output_once(first_publishes: bool) {
     } else {
         assert_eq!(stream_counts(&client, wf.name(), "r1").await.get("A"), None);
     }
-    let second = Worker::with_connection(connect(&server).await, wf.clone(), opts())
-        .await
-        .unwrap();
-    let serving = second.clone();
-    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let second = serve(&server, wf.clone(), opts()).await;
     let store = reader(connect(&server).await, &wf).await;
     let runs = ended_runs(&store, wf.name(), 1).await;
     assert!(ended_with_done(&runs[0]));
@@ -1011,11 +991,7 @@ async fn discovery_is_answered_once_per_class_by_two_workers() {
         options
             .discovery_fields
             .insert("worker".into(), name.into());
-        let w = Worker::with_connection(connect(&server).await, wf.clone(), options)
-            .await
-            .unwrap();
-        let serving = w.clone();
-        tokio::spawn(async move { serving.serve().await.unwrap() });
+        let w = serve(&server, wf.clone(), options).await;
         workers.push(w);
     }
     let other = connect(&server).await;
@@ -1082,11 +1058,7 @@ async fn a_python_user_message_from_a_plain_client_starts_a_rust_run() {
     let server = NatsServer::start();
     let counts = Counts::new(&["begin", "middle", "finish"]);
     let wf = relay(counts.clone(), Duration::ZERO);
-    let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
-        .await
-        .unwrap();
-    let serving = w.clone();
-    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let w = serve(&server, wf.clone(), opts()).await;
 
     let fixture = [
         env!("CARGO_MANIFEST_DIR"),

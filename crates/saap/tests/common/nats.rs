@@ -4,9 +4,9 @@
 use saap::Workflow;
 use saap::backend::{Backend, StoredRun};
 use saap::event::to_payload;
-use saap::nats::NatsBackend;
+use saap::nats::{NatsBackend, Worker, WorkerOptions};
 use saap_nats::SaapNats;
-use saap_nats::testing::within;
+use saap_nats::testing::{NatsServer, connect, within};
 use saap_protocol::{EventEnvelope, RunAddress};
 use std::time::Duration;
 
@@ -84,4 +84,14 @@ pub async fn ended_runs(store: &NatsBackend, wf: &str, n: usize) -> Vec<StoredRu
 /// A run's decision records as one JSON text (for failure messages and substring checks).
 pub fn record_text(run: &StoredRun) -> String {
     serde_json::to_string(&run.records).unwrap()
+}
+
+/// A worker of `wf` on its own connection, serving in the background until shut down.
+pub async fn serve(server: &NatsServer, wf: Workflow, opts: WorkerOptions) -> Worker {
+    let w = Worker::with_connection(connect(server).await, wf, opts)
+        .await
+        .unwrap();
+    let serving = w.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    w
 }
