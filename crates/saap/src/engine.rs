@@ -477,6 +477,33 @@ impl IntoIterator for Started {
     }
 }
 
+/// What [`Shared::apply_locked`] did: the journal entry's durability, the append's result,
+/// whether the run ended, and the execution a retry restarted.
+struct Entry {
+    durable: Pending<()>,
+    appended: Option<Appended>,
+    ended: bool,
+    retried: Option<(ExecutionId, u32)>,
+}
+
+/// What [`Shared::complete_in_place`] did.
+struct Completed {
+    durable: Pending<()>,
+    /// This completion ended the run.
+    ended: bool,
+    next: Next,
+}
+
+/// The executions a completion started, for the task that ran the completed one.
+enum Next {
+    /// None.
+    None,
+    /// One: the invocation now holds it.
+    Here,
+    /// Several: the invocation holds the first, these are the others.
+    Also(Vec<Invocation>),
+}
+
 struct Applied {
     durable: Pending<()>,
     started: Started,
@@ -1165,6 +1192,83 @@ impl Shared {
     ) -> Result<Applied, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
+        if st.spare_inputs.capacity() == 0 && reusable_inputs(&spare) {
+            st.spare_inputs = spare;
+        }
+        let entry = self.apply_locked(slot, st, input)?;
+        let mut started = Started::None;
+        let mut xs = std::mem::take(&mut st.scratch_started);
+        st.run.drain_started_into(&mut xs);
+        for &x in &xs {
+            started.push(invocation(st, &self.type_names, x, 1));
+        }
+        xs.clear();
+        st.scratch_started = xs;
+        if let Some((x, attempt)) = entry.retried {
+            started.push(invocation(st, &self.type_names, x, attempt));
+        }
+        Ok(Applied {
+            durable: entry.durable,
+            started,
+            appended: entry.appended,
+            ended: entry.ended,
+        })
+    }
+
+    /// Completes the execution `inv` ran with `outcome` and, when that started executions,
+    /// turns `inv` into the first of them in place (its input and output buffers reused: an
+    /// inline chain moves no invocation and allocates none).
+    fn complete_in_place(
+        &self,
+        slot: &RunSlot,
+        inv: &mut Invocation,
+        outcome: Result<Vec<OutEvent>, String>,
+    ) -> Result<Completed, EngineError> {
+        let mut guard = slot.lock();
+        let st = &mut *guard;
+        let entry = self.apply_locked(
+            slot,
+            st,
+            Input::Complete {
+                execution: inv.execution,
+                attempt: inv.attempt,
+                outcome,
+            },
+        )?;
+        let mut xs = std::mem::take(&mut st.scratch_started);
+        st.run.drain_started_into(&mut xs);
+        let next = match xs.split_first() {
+            None => Next::None,
+            Some((&first, rest)) => {
+                invocation_into(st, &self.type_names, first, 1, inv);
+                if rest.is_empty() {
+                    Next::Here
+                } else {
+                    Next::Also(
+                        rest.iter()
+                            .map(|&x| invocation(st, &self.type_names, x, 1))
+                            .collect(),
+                    )
+                }
+            }
+        };
+        xs.clear();
+        st.scratch_started = xs;
+        Ok(Completed {
+            durable: entry.durable,
+            ended: entry.ended,
+            next,
+        })
+    }
+
+    /// Applies one input to the core under the run's lock (held by the caller) and hands
+    /// the journal entry to the backend; the executions it started are left in the core.
+    fn apply_locked(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        input: Input,
+    ) -> Result<Entry, EngineError> {
         if let Some(f) = &st.failure {
             // The store missed an entry of this run: accepting more would leave a gap in
             // its journal. The run stays stopped until the engine is reopened.
@@ -1232,9 +1336,6 @@ impl Shared {
                 attempt,
                 outcome,
             } => {
-                if st.spare_inputs.capacity() == 0 && reusable_inputs(&spare) {
-                    st.spare_inputs = spare;
-                }
                 let mut news = std::mem::take(&mut st.scratch_news);
                 let failed = match outcome {
                     Ok(mut outs) => {
@@ -1291,11 +1392,11 @@ impl Shared {
                     // A completion of a stale attempt (the execution was retried) is dropped.
                     Err(CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_)) => {
                         tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
-                        return Ok(Applied {
+                        return Ok(Entry {
                             durable: Pending::Ready(Ok(())),
-                            started: Started::None,
                             appended: None,
                             ended: false,
+                            retried: None,
                         });
                     }
                     Err(e) => return Err(core_err(&e)),
@@ -1372,22 +1473,11 @@ impl Shared {
             Pending::Ready(Ok(()))
         };
 
-        let mut started = Started::None;
-        let mut xs = std::mem::take(&mut st.scratch_started);
-        st.run.drain_started_into(&mut xs);
-        for &x in &xs {
-            started.push(invocation(st, &self.type_names, x, 1));
-        }
-        xs.clear();
-        st.scratch_started = xs;
-        if let Some((x, attempt)) = retried {
-            started.push(invocation(st, &self.type_names, x, attempt));
-        }
-        Ok(Applied {
+        Ok(Entry {
             durable,
-            started,
             appended,
             ended,
+            retried,
         })
     }
 
@@ -1780,26 +1870,45 @@ fn reusable_inputs(spare: &[Vec<BoundEvent>]) -> bool {
 }
 
 fn invocation(st: &mut RunState, names: &[Arc<str>], x: ExecutionId, attempt: u32) -> Invocation {
+    let mut inv = Invocation {
+        execution: x,
+        attempt,
+        step: 0,
+        // The buffers of the run's last finished execution, when there are (no allocation).
+        inputs: std::mem::take(&mut st.spare_inputs),
+        outs: Vec::new(),
+        displayed: None,
+    };
+    invocation_into(st, names, x, attempt, &mut inv);
+    inv
+}
+
+/// Turns `inv` (an execution that finished, or a new one) into the invocation of execution
+/// `x`, keeping its buffers. Exact sizes for new buffers: a vector grown by pushing starts
+/// at room for four.
+fn invocation_into(
+    st: &mut RunState,
+    names: &[Arc<str>],
+    x: ExecutionId,
+    attempt: u32,
+    inv: &mut Invocation,
+) {
     let RunState {
         run,
         payloads,
-        spare_inputs,
         spare_outs,
         ..
     } = st;
     let step = run.execution(x).map(|e| e.step).unwrap_or(0);
     let log = run.log();
     let bindings = run.bindings(x);
-    // The buffers of the run's last finished execution, when there are (no allocation).
-    // Exact sizes otherwise: a vector grown by pushing starts at room for four.
-    let mut inputs = match std::mem::take(spare_inputs) {
-        v if v.capacity() == 0 => Vec::with_capacity(bindings.len()),
-        mut v => {
-            v.truncate(bindings.len());
-            v.reserve_exact(bindings.len() - v.len());
-            v
-        }
-    };
+    let inputs = &mut inv.inputs;
+    if inputs.capacity() == 0 {
+        *inputs = Vec::with_capacity(bindings.len());
+    } else {
+        inputs.truncate(bindings.len());
+        inputs.reserve_exact(bindings.len() - inputs.len());
+    }
     inputs.resize_with(bindings.len(), Vec::new);
     for (pi, (b, events)) in bindings.iter().zip(inputs.iter_mut()).enumerate() {
         let seqs = run.bound_seqs(step, pi as u32, *b);
@@ -1815,13 +1924,11 @@ fn invocation(st: &mut RunState, names: &[Arc<str>], x: ExecutionId, attempt: u3
             payload: payloads[seq as usize].clone(),
         }));
     }
-    Invocation {
-        execution: x,
-        attempt,
-        step,
-        inputs,
-        outs: std::mem::take(spare_outs),
-        displayed: None,
+    inv.execution = x;
+    inv.attempt = attempt;
+    inv.step = step;
+    if inv.outs.capacity() == 0 {
+        inv.outs = std::mem::take(spare_outs);
     }
 }
 
@@ -1903,26 +2010,44 @@ async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocat
         }
         let result = shared.execute(slot, &mut inv).await;
         drop(here);
-        let Some(applied) = complete(shared, slot, &mut inv, result) else {
+        let Some(done) = complete(shared, slot, &mut inv, result) else {
             return;
         };
-        let stored = applied.durable.wait().await;
-        if durable(shared, slot, applied.ended, stored).is_none() {
+        let stored = match done.durable {
+            Pending::Ready(r) => r,
+            waiting => waiting.wait().await,
+        };
+        if durable(shared, slot, done.ended, stored).is_none() {
             return;
         }
-        let Some(first) = fan_out(shared, slot, applied.started).await else {
-            return;
-        };
+        match done.next {
+            Next::None => {
+                shared.maybe_evict(slot);
+                return;
+            }
+            Next::Here => {}
+            Next::Also(others) if shares_task(shared) => {
+                let together: FuturesUnordered<Running> = std::iter::once(inv)
+                    .chain(others)
+                    .map(|inv| running(shared, slot, inv))
+                    .collect();
+                // Boxed: a chain's future stays small.
+                Box::pin(drive_together(shared.clone(), slot.clone(), None, together)).await;
+                return;
+            }
+            Next::Also(others) => {
+                for other in others {
+                    spawn_drive(shared.clone(), slot.clone(), other);
+                }
+            }
+        }
         if !shared.opts.inline_single {
-            spawn_drive(shared.clone(), slot.clone(), first);
+            spawn_drive(shared.clone(), slot.clone(), inv);
             return;
         }
         // A long inline chain whose steps never wait would keep this worker busy: let the
         // scheduler run other tasks once this task used its budget.
         tokio::task::consume_budget().await;
-        let displayed = inv.displayed.take();
-        inv = first;
-        inv.displayed = displayed;
     }
 }
 
@@ -1947,14 +2072,14 @@ fn running(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) -> Runnin
     })
 }
 
-/// Feeds a finished execution back to the core (not yet durable); `None` when the
-/// completion was refused.
+/// Feeds a finished execution back to the core (not yet durable); `inv` becomes the first
+/// execution it started, if any. `None` when the completion was refused.
 fn complete(
     shared: &Shared,
     slot: &RunSlot,
     inv: &mut Invocation,
     mut result: Result<Vec<OutEvent>, String>,
-) -> Option<Applied> {
+) -> Option<Completed> {
     if shared.journal
         && let Ok(outs) = &result
         && let Some(e) = outs
@@ -1966,16 +2091,8 @@ fn complete(
         // serializes, see `Payload`).
         result = Err(e);
     }
-    match shared.apply_with(
-        slot,
-        Input::Complete {
-            execution: inv.execution,
-            attempt: inv.attempt,
-            outcome: result,
-        },
-        std::mem::take(&mut inv.inputs),
-    ) {
-        Ok(a) => Some(a),
+    match shared.complete_in_place(slot, inv, result) {
+        Ok(done) => Some(done),
         Err(e) => {
             tracing::error!(run_id = %slot.run_id, error = %e, "completion refused");
             None
@@ -2032,31 +2149,38 @@ async fn drive_together(
         let Some((mut inv, result)) = together.next().await else {
             return;
         };
-        let Some(applied) = complete(&shared, &slot, &mut inv, result) else {
+        let Some(done) = complete(&shared, &slot, &mut inv, result) else {
             // The others still complete (their inputs are refused the same way).
             continue;
         };
-        let stored = applied.durable.wait().await;
-        if durable(&shared, &slot, applied.ended, stored).is_none() {
+        let stored = match done.durable {
+            Pending::Ready(r) => r,
+            waiting => waiting.wait().await,
+        };
+        if durable(&shared, &slot, done.ended, stored).is_none() {
             continue;
         }
-        let mut next = applied.started.into_iter();
-        let Some(first) = next.next() else {
-            if together.is_empty() {
-                shared.maybe_evict(&slot);
-                return;
+        match done.next {
+            Next::None => {
+                if together.is_empty() {
+                    shared.maybe_evict(&slot);
+                    return;
+                }
+                continue;
             }
-            continue;
-        };
-        for other in next {
-            together.push(running(&shared, &slot, other));
+            Next::Here => {}
+            Next::Also(others) => {
+                for other in others {
+                    together.push(running(&shared, &slot, other));
+                }
+            }
         }
         if !shared.opts.inline_single {
-            spawn_drive(shared.clone(), slot.clone(), first);
+            spawn_drive(shared.clone(), slot.clone(), inv);
             continue;
         }
         tokio::task::consume_budget().await;
-        inline = Some(first);
+        inline = Some(inv);
     }
 }
 
