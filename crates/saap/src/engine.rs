@@ -27,7 +27,7 @@ use futures_util::stream::FuturesUnordered;
 use saap_dispatch::derived_event_id;
 use saap_dispatch::ids::Seq;
 use saap_dispatch::ids::run_key;
-use saap_dispatch::run::{CompleteError, EventTy, ExecState};
+use saap_dispatch::run::{Bound, CompleteError, EventTy, ExecState};
 use saap_dispatch::spec::ParamKind;
 use saap_dispatch::{
     Appended, EventId, EventKind, ExecutionId, NewEvent, NewEventType, Origin, Outcome,
@@ -1903,26 +1903,31 @@ fn invocation_into(
     let log = run.log();
     let bindings = run.bindings(x);
     let inputs = &mut inv.inputs;
-    if inputs.capacity() == 0 {
-        *inputs = Vec::with_capacity(bindings.len());
-    } else {
+    if inputs.len() != bindings.len() {
         inputs.truncate(bindings.len());
         inputs.reserve_exact(bindings.len() - inputs.len());
+        inputs.resize_with(bindings.len(), Vec::new);
     }
-    inputs.resize_with(bindings.len(), Vec::new);
+    let bound = |seq: Seq| BoundEvent {
+        id: log[seq as usize].id,
+        name: type_name(names, log[seq as usize].ty),
+        payload: payloads[seq as usize].clone(),
+    };
     for (pi, (b, events)) in bindings.iter().zip(inputs.iter_mut()).enumerate() {
-        let seqs = run.bound_seqs(step, pi as u32, *b);
-        if events.capacity() == 0 {
-            *events = Vec::with_capacity(seqs.len());
-        } else {
-            events.clear();
-            events.reserve_exact(seqs.len());
+        events.clear();
+        match *b {
+            Bound::Nothing => {}
+            // A required or optional parameter (most of them): no slice to go through.
+            Bound::One(seq) => {
+                events.reserve_exact(1);
+                events.push(bound(seq));
+            }
+            Bound::First(_) => {
+                let seqs = run.bound_seqs(step, pi as u32, *b);
+                events.reserve_exact(seqs.len());
+                events.extend(seqs.iter().map(|&seq| bound(seq)));
+            }
         }
-        events.extend(seqs.iter().map(|&seq| BoundEvent {
-            id: log[seq as usize].id,
-            name: type_name(names, log[seq as usize].ty),
-            payload: payloads[seq as usize].clone(),
-        }));
     }
     inv.execution = x;
     inv.attempt = attempt;
