@@ -21,7 +21,7 @@ use crate::context::{ContextError, StepCtx};
 use crate::event::{Event, Payload, PayloadError};
 use crate::params::{BoundEvent, OutEvent};
 use crate::snapshot::RunSnapshot;
-use crate::workflow::{StepFuture, StepImpl, Workflow};
+use crate::workflow::{StepImpl, Workflow};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use saap_dispatch::derived_event_id;
@@ -40,7 +40,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::task::{Context, Poll};
+use std::task::Poll;
 use tokio::sync::watch;
 
 /// Engine errors. Each says what was wrong and what to do.
@@ -1436,7 +1436,8 @@ impl Shared {
                 String::new()
             };
             st.records_sent = st.run.records().len();
-            let new_run = (!st.created).then(|| RunMeta {
+            // Only a journal keeps run metadata (the in-memory store only hears of the end).
+            let new_run = (journal && !st.created).then(|| RunMeta {
                 run_id: slot.run_id.clone(),
                 thread_id: slot.thread_id.clone(),
                 workflow: self.workflow.name().to_string(),
@@ -1647,13 +1648,25 @@ impl Shared {
         };
         let name = &self.workflow.spec().steps[step_idx as usize].name;
         let made = std::panic::catch_unwind(AssertUnwindSafe(|| (step.handler)(inputs, ctx, outs)));
-        let fut = match made {
+        let mut fut = match made {
             Ok(Ok(f)) => f,
             Ok(Err(e)) => return Err(format!("step `{name}` cannot read its inputs: {e}")),
             Err(p) => return Err(format!("step `{name}` panicked: {}", panic_text(&p))),
         };
-        match (CatchUnwind { fut }).await {
-            Ok(r) => r,
+        let polled = std::future::poll_fn(|cx| {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+                Ok(Poll::Pending) => Poll::Pending,
+                Err(p) => Poll::Ready(Err(panic_text(&p))),
+            }
+        })
+        .await;
+        match polled {
+            Ok(r) => {
+                fut.recycle();
+                r
+            }
+            // A body that panicked is dropped, not reused.
             Err(p) => Err(format!("step `{name}` panicked: {p}")),
         }
     }
@@ -2196,23 +2209,6 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
         s.clone()
     } else {
         "a non-text panic payload".to_string()
-    }
-}
-
-/// Polls a step future, turning a panic into an error.
-struct CatchUnwind {
-    fut: StepFuture,
-}
-
-impl Future for CatchUnwind {
-    type Output = Result<Result<Vec<OutEvent>, String>, String>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let fut = &mut self.fut;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(p) => Poll::Ready(Err(panic_text(&p))),
-        }
     }
 }
 

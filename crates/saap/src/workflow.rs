@@ -90,7 +90,87 @@ impl<E: std::error::Error> From<E> for StepError {
     }
 }
 
-pub(crate) type StepFuture = Pin<Box<dyn Future<Output = Result<Vec<OutEvent>, String>> + Send>>;
+/// A running step body. When it has ended, the engine hands it back with
+/// [`StepRun::recycle`], which keeps its allocation for the step's next execution: an inline
+/// chain allocates no future per step.
+pub(crate) trait StepRun: Future<Output = Result<Vec<OutEvent>, String>> + Send {
+    /// Drops the body's future (in place) and returns the allocation to its step.
+    fn recycle(self: Pin<Box<Self>>);
+}
+
+pub(crate) type StepFuture = Pin<Box<dyn StepRun>>;
+
+/// Ended body runs of one step, kept for its next executions (at most [`POOLED_RUNS`]).
+struct BodyPool<Fut, O> {
+    free: std::sync::Mutex<Vec<PooledRun<Fut, O>>>,
+}
+
+type PooledRun<Fut, O> = Pin<Box<BodyRun<Fut, O>>>;
+
+/// How many ended body runs a step keeps: about the executions of the step running at once
+/// in a busy engine; more are freed.
+const POOLED_RUNS: usize = 32;
+
+pin_project_lite::pin_project! {
+    /// A step body's future and the vector its outputs go to. Reused through [`BodyPool`]:
+    /// [`Pin::set`] replaces an ended run's value in place, so no allocation is unpinned.
+    struct BodyRun<Fut, O> {
+        #[pin]
+        body: Option<Fut>,
+        out: Vec<OutEvent>,
+        // Only while running: a pooled run holds no reference to its pool (no cycle).
+        pool: Option<Arc<BodyPool<Fut, O>>>,
+        outputs: std::marker::PhantomData<fn() -> O>,
+    }
+}
+
+impl<Fut, O> Future for BodyRun<Fut, O>
+where
+    Fut: Future<Output = Result<O, StepError>>,
+    O: Outputs,
+{
+    type Output = Result<Vec<OutEvent>, String>;
+    fn poll(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let mut this = self.project();
+        let Some(body) = this.body.as_mut().as_pin_mut() else {
+            return std::task::Poll::Ready(Err("a step's future was polled after it ended".into()));
+        };
+        let result = std::task::ready!(body.poll(cx));
+        // The body's future (with the context it holds) is dropped as soon as it ends.
+        this.body.set(None);
+        std::task::Poll::Ready(match result {
+            Ok(o) => {
+                let mut out = std::mem::take(this.out);
+                out.clear();
+                o.collect(&mut out).map(|()| out).map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.message),
+        })
+    }
+}
+
+impl<Fut, O> StepRun for BodyRun<Fut, O>
+where
+    Fut: Future<Output = Result<O, StepError>> + Send + 'static,
+    O: Outputs,
+{
+    fn recycle(mut self: Pin<Box<Self>>) {
+        let mut this = self.as_mut().project();
+        this.body.set(None);
+        *this.out = Vec::new();
+        let Some(pool) = this.pool.take() else {
+            return;
+        };
+        if let Ok(mut free) = pool.free.lock()
+            && free.len() < POOLED_RUNS
+        {
+            free.push(self);
+        }
+    }
+}
 /// Runs a step: extracts its typed inputs from the bound events and returns the body's
 /// future, which fills the given (empty) vector with the outputs.
 pub(crate) type ErasedHandler = Arc<
@@ -161,19 +241,25 @@ impl<I: Inputs> Step<I> {
         let mut outputs = OutputDecl::default();
         O::declare(&mut outputs);
         let body = Arc::new(body);
-        let handler: ErasedHandler = Arc::new(move |bound, ctx, mut out: Vec<OutEvent>| {
+        let pool = Arc::new(BodyPool::<Fut, O> {
+            free: std::sync::Mutex::new(Vec::new()),
+        });
+        let handler: ErasedHandler = Arc::new(move |bound, ctx, out: Vec<OutEvent>| {
             let inputs = I::extract(bound)?;
-            let fut = body(inputs, ctx);
-            Ok(Box::pin(async move {
-                match fut.await {
-                    Ok(o) => {
-                        out.clear();
-                        o.collect(&mut out).map_err(|e| e.to_string())?;
-                        Ok(out)
-                    }
-                    Err(e) => Err(e.message),
+            let run = BodyRun {
+                body: Some(body(inputs, ctx)),
+                out,
+                pool: Some(pool.clone()),
+                outputs: std::marker::PhantomData,
+            };
+            let ended = pool.free.lock().ok().and_then(|mut free| free.pop());
+            Ok(match ended {
+                Some(mut b) => {
+                    b.as_mut().set(run);
+                    b
                 }
-            }) as StepFuture)
+                None => Box::pin(run),
+            } as StepFuture)
         });
         Step {
             name: name.to_string(),
@@ -612,6 +698,55 @@ mod tests {
     use super::*;
     use crate::event::UserMessageEvent;
     use crate::params::Required;
+
+    #[test]
+    fn an_ended_body_run_goes_back_to_its_pool_and_is_reused_in_place() {
+        type Fut = std::future::Ready<Result<UserMessageEvent, StepError>>;
+        let pool = Arc::new(BodyPool::<Fut, UserMessageEvent> {
+            free: std::sync::Mutex::new(Vec::new()),
+        });
+        let run = |m: &str| BodyRun {
+            body: Some(std::future::ready(Ok(UserMessageEvent::new(m)))),
+            out: Vec::new(),
+            pool: Some(pool.clone()),
+            outputs: std::marker::PhantomData,
+        };
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let message = |out: Vec<OutEvent>| {
+            out[0]
+                .payload
+                .get::<UserMessageEvent>()
+                .unwrap()
+                .message
+                .clone()
+        };
+
+        let mut first: PooledRun<Fut, UserMessageEvent> = Box::pin(run("a"));
+        let address = &*first as *const BodyRun<Fut, UserMessageEvent>;
+        let std::task::Poll::Ready(Ok(out)) = first.as_mut().poll(&mut cx) else {
+            panic!("a ready body ends at its first poll");
+        };
+        assert_eq!(message(out), "a");
+        (first as StepFuture).recycle();
+        assert_eq!(pool.free.lock().unwrap().len(), 1, "the ended run is kept");
+        assert_eq!(
+            Arc::strong_count(&pool),
+            1,
+            "a pooled run holds no reference to its pool (no cycle)"
+        );
+
+        let mut again = pool.free.lock().unwrap().pop().unwrap();
+        again.as_mut().set(run("b"));
+        assert_eq!(&*again as *const BodyRun<Fut, UserMessageEvent>, address);
+        let std::task::Poll::Ready(Ok(out)) = again.as_mut().poll(&mut cx) else {
+            panic!("a ready body ends at its first poll");
+        };
+        assert_eq!(message(out), "b", "the reused run runs the new body");
+        assert!(
+            matches!(again.as_mut().poll(&mut cx), std::task::Poll::Ready(Err(_))),
+            "an ended run polled again is an error, not a panic"
+        );
+    }
 
     #[test]
     fn parameter_names_default_to_snake_case_type_names() {
