@@ -21,7 +21,7 @@ use crate::context::{ContextError, StepCtx};
 use crate::event::{Event, Payload, PayloadError};
 use crate::params::{BoundEvent, OutEvent};
 use crate::snapshot::RunSnapshot;
-use crate::workflow::{StepImpl, Workflow};
+use crate::workflow::{StepFuture, StepImpl, Workflow};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use saap_dispatch::derived_event_id;
@@ -34,7 +34,7 @@ use saap_dispatch::{
     PreconditionCall, PreconditionEvaluator, Run, StepIdx,
 };
 use saap_protocol::{DecodeError, DecodeLimits, EventEnvelope};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -432,6 +432,20 @@ pub(crate) struct Invocation {
     displayed: Option<Arc<AtomicU32>>,
 }
 
+impl Invocation {
+    /// An invocation to bind an execution into (no buffers yet).
+    fn empty() -> Invocation {
+        Invocation {
+            execution: ExecutionId(0),
+            attempt: 1,
+            step: 0,
+            inputs: Vec::new(),
+            outs: Vec::new(),
+            displayed: None,
+        }
+    }
+}
+
 /// The executions an input started: usually none or one, so no vector for those.
 #[derive(Default)]
 pub(crate) enum Started {
@@ -500,8 +514,15 @@ enum Next {
     None,
     /// One: the invocation now holds it.
     Here,
-    /// Several: the invocation holds the first, these are the others.
-    Also(Vec<Invocation>),
+    /// Several: the invocation holds the first, the others were added to the caller's list.
+    Also,
+}
+
+/// An execution waiting for its turn on a run's local driver.
+enum Queued {
+    Bound(Invocation),
+    /// Started by a completion, bound when its turn comes.
+    Started(ExecutionId),
 }
 
 struct Applied {
@@ -1217,12 +1238,13 @@ impl Shared {
 
     /// Completes the execution `inv` ran with `outcome` and, when that started executions,
     /// turns `inv` into the first of them in place (its input and output buffers reused: an
-    /// inline chain moves no invocation and allocates none).
+    /// inline chain moves no invocation and allocates none); the others go to `others`.
     fn complete_in_place(
         &self,
         slot: &RunSlot,
         inv: &mut Invocation,
         outcome: Result<Vec<OutEvent>, String>,
+        others: &mut Vec<ExecutionId>,
     ) -> Result<Completed, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
@@ -1244,11 +1266,9 @@ impl Shared {
                 if rest.is_empty() {
                     Next::Here
                 } else {
-                    Next::Also(
-                        rest.iter()
-                            .map(|&x| invocation(st, &self.type_names, x, 1))
-                            .collect(),
-                    )
+                    // Bound when their turn comes (bindings never change once made).
+                    others.extend_from_slice(rest);
+                    Next::Also
                 }
             }
         };
@@ -1498,9 +1518,7 @@ impl Shared {
         }
         slot.bump();
         let none_started = applied.started.is_empty();
-        for inv in applied.started {
-            spawn_drive(self.clone(), slot.clone(), inv);
-        }
+        spawn_all(self, slot, applied.started);
         if none_started {
             self.maybe_evict(slot);
         }
@@ -1602,40 +1620,114 @@ impl Shared {
         slot.quiet.notify_waiters();
     }
 
-    /// Runs one execution's body, catching panics.
+    /// Runs one execution's body to its end, catching panics.
     async fn execute(
         self: &Arc<Self>,
         slot: &Arc<RunSlot>,
         inv: &mut Invocation,
     ) -> Result<Vec<OutEvent>, String> {
-        let mut displayed = inv
+        let step = inv.step;
+        let result = match self.start_body(slot, inv) {
+            Ok(fut) => {
+                let mut body = Some(fut);
+                std::future::poll_fn(|cx| self.poll_body(step, &mut body, cx)).await
+            }
+            Err(e) => Err(e),
+        };
+        end_body(inv);
+        result
+    }
+
+    /// Makes the future of an execution's body: its context, inputs and output vector.
+    fn start_body(
+        self: &Arc<Self>,
+        slot: &Arc<RunSlot>,
+        inv: &mut Invocation,
+    ) -> Result<StepFuture, String> {
+        let displayed = inv
             .displayed
-            .take()
-            .unwrap_or_else(|| Arc::new(AtomicU32::new(0)));
+            .get_or_insert_with(|| Arc::new(AtomicU32::new(0)))
+            .clone();
         let ctx = StepCtx {
             shared: self.clone(),
             run: crate::context::CtxRun::Local(slot.clone()),
             execution: inv.execution,
             attempt: inv.attempt,
-            displayed: displayed.clone(),
+            displayed,
         };
         let outs = std::mem::take(&mut inv.outs);
-        let result = self.run_body(inv.step, &inv.inputs, ctx, outs).await;
-        // The body dropped its context (unless it kept a clone): the counter serves the
-        // next execution this task runs, instead of an allocation per step.
-        if let Some(n) = Arc::get_mut(&mut displayed) {
-            *n.get_mut() = 0;
-            inv.displayed = Some(displayed);
-        }
-        // Release the bound events (the buffers stay for the run's next execution).
-        for events in &mut inv.inputs {
-            events.clear();
-        }
-        result
+        self.make_body(inv.step, &inv.inputs, ctx, outs)
     }
 
-    /// Runs a step body with its inputs and context, catching panics. `outs` is an empty
-    /// vector for the outputs (recycled by the caller, or new).
+    /// Calls a step's handler, catching a panic. `outs` is an empty vector for the outputs
+    /// (recycled by the caller, or new).
+    fn make_body(
+        &self,
+        step_idx: StepIdx,
+        inputs: &[Vec<BoundEvent>],
+        ctx: StepCtx,
+        outs: Vec<OutEvent>,
+    ) -> Result<StepFuture, String> {
+        let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
+            return Err(format!("the workflow has no step {step_idx}"));
+        };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| (step.handler)(inputs, ctx, outs))) {
+            Ok(Ok(f)) => Ok(f),
+            Ok(Err(e)) => Err(format!(
+                "step `{}` cannot read its inputs: {e}",
+                self.step_name(step_idx)
+            )),
+            Err(p) => Err(format!(
+                "step `{}` panicked: {}",
+                self.step_name(step_idx),
+                panic_text(&p)
+            )),
+        }
+    }
+
+    fn step_name(&self, step_idx: StepIdx) -> &str {
+        self.workflow
+            .spec()
+            .steps
+            .get(step_idx as usize)
+            .map_or("?", |s| s.name.as_str())
+    }
+
+    /// Polls a started body once, catching a panic. A body that ended normally goes back
+    /// to its step for reuse; one that panicked is dropped.
+    fn poll_body(
+        &self,
+        step_idx: StepIdx,
+        body: &mut Option<StepFuture>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Result<Vec<OutEvent>, String>> {
+        let Some(fut) = body.as_mut() else {
+            return Poll::Ready(Err(format!(
+                "step `{}` was polled after it ended",
+                self.step_name(step_idx)
+            )));
+        };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(r)) => {
+                if let Some(f) = body.take() {
+                    f.recycle();
+                }
+                Poll::Ready(r)
+            }
+            Err(p) => {
+                *body = None;
+                Poll::Ready(Err(format!(
+                    "step `{}` panicked: {}",
+                    self.step_name(step_idx),
+                    panic_text(&p)
+                )))
+            }
+        }
+    }
+
+    /// Runs a step body with its inputs and context, catching panics (a body of a run
+    /// owned elsewhere, see `distributed.rs`).
     async fn run_body(
         &self,
         step_idx: StepIdx,
@@ -1643,32 +1735,14 @@ impl Shared {
         ctx: StepCtx,
         outs: Vec<OutEvent>,
     ) -> Result<Vec<OutEvent>, String> {
-        let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
-            return Err(format!("the workflow has no step {step_idx}"));
-        };
-        let name = &self.workflow.spec().steps[step_idx as usize].name;
-        let made = std::panic::catch_unwind(AssertUnwindSafe(|| (step.handler)(inputs, ctx, outs)));
-        let mut fut = match made {
-            Ok(Ok(f)) => f,
-            Ok(Err(e)) => return Err(format!("step `{name}` cannot read its inputs: {e}")),
-            Err(p) => return Err(format!("step `{name}` panicked: {}", panic_text(&p))),
-        };
-        let polled = std::future::poll_fn(|cx| {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-                Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
-                Ok(Poll::Pending) => Poll::Pending,
-                Err(p) => Poll::Ready(Err(panic_text(&p))),
-            }
-        })
-        .await;
-        match polled {
-            Ok(r) => {
-                fut.recycle();
-                r
-            }
-            // A body that panicked is dropped, not reused.
-            Err(p) => Err(format!("step `{name}` panicked: {p}")),
-        }
+        let mut body = Some(self.make_body(step_idx, inputs, ctx, outs)?);
+        std::future::poll_fn(|cx| self.poll_body(step_idx, &mut body, cx)).await
+    }
+
+    /// Binds execution `x` (first attempt) into `inv`, keeping its buffers.
+    fn bind(&self, slot: &RunSlot, x: ExecutionId, inv: &mut Invocation) {
+        let mut st = slot.lock();
+        invocation_into(&mut st, &self.type_names, x, 1, inv);
     }
 
     /// Rebuilds a stored run through the core. Returns the slot and whether the run ended.
@@ -1954,64 +2028,84 @@ fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
     tokio::spawn(drive(shared, slot, inv));
 }
 
-/// Runs an execution and feeds its completion back; continues inline with the next
-/// execution when exactly one became ready. Executions that became ready together run on
-/// their own tasks — except on a current-thread runtime with the in-memory backend, where
-/// tasks would add no parallelism: there [`drive_together`] polls them on this task (same
-/// concurrency, no spawn per execution).
+/// [`spawn_drive`] for an execution not bound yet.
+fn spawn_started(shared: Arc<Shared>, slot: Arc<RunSlot>, x: ExecutionId) {
+    tokio::spawn(async move {
+        let mut inv = Invocation::empty();
+        shared.bind(&slot, x, &mut inv);
+        drive(shared, slot, inv).await;
+    });
+}
+
+/// Launches the executions an outside input started on tasks of their own: one task for
+/// all of them where tasks add no parallelism ([`shares_task`]), else one each.
+fn spawn_all(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
+    match started {
+        Started::None => {}
+        Started::One(inv) => spawn_drive(shared.clone(), slot.clone(), inv),
+        Started::Many(all) if shares_task(shared) => {
+            let (shared, slot) = (shared.clone(), slot.clone());
+            tokio::spawn(async move {
+                let queue = all.into_iter().map(Queued::Bound).collect();
+                drive_local(&shared, &slot, None, queue).await;
+                shared.release(slot);
+            });
+        }
+        Started::Many(all) => {
+            for inv in all {
+                spawn_drive(shared.clone(), slot.clone(), inv);
+            }
+        }
+    }
+}
+
+/// Runs an execution and feeds its completion back; continues with the next execution on
+/// this task (see [`drive_steps`] and [`drive_local`]).
 async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
     drive_steps(&shared, &slot, inv).await;
     shared.release(slot);
 }
 
-/// Drives the executions an input started on this task (what [`drive_steps`] does after a
-/// completion): none — the run may have ended; one — inline; several — together on this
-/// task or, where tasks add parallelism, the others on their own tasks.
+/// Drives the executions an input started on this task: none — the run may have ended;
+/// one — inline; several — together on this task or, where tasks add parallelism, the
+/// others on their own tasks.
 async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
-    if let Some(first) = fan_out(shared, slot, started).await {
-        drive_steps(shared, slot, first).await;
-    }
-}
-
-/// Hands out the executions an input started: none — the run may have ended (evicted if
-/// so); several — polled together on this task where that is cheaper than tasks
-/// ([`shares_task`]), else all but the first on their own tasks. Returns the execution this
-/// task goes on with, if any.
-async fn fan_out(
-    shared: &Arc<Shared>,
-    slot: &Arc<RunSlot>,
-    started: Started,
-) -> Option<Invocation> {
     match started {
-        Started::None => {
-            shared.maybe_evict(slot);
-            None
-        }
-        Started::One(first) => Some(first),
+        Started::None => shared.maybe_evict(slot),
+        Started::One(first) => drive_steps(shared, slot, first).await,
         Started::Many(all) if shares_task(shared) => {
-            let together: FuturesUnordered<Running> = all
-                .into_iter()
-                .map(|inv| running(shared, slot, inv))
-                .collect();
-            // Boxed: a chain's future stays small.
-            Box::pin(drive_together(shared.clone(), slot.clone(), None, together)).await;
-            None
+            let queue = all.into_iter().map(Queued::Bound).collect();
+            drive_local(shared, slot, None, queue).await
         }
         Started::Many(all) => {
             let mut all = all.into_iter();
             let Some(first) = all.next() else {
                 shared.maybe_evict(slot);
-                return None;
+                return;
             };
             for other in all {
                 spawn_drive(shared.clone(), slot.clone(), other);
             }
-            Some(first)
+            drive_steps(shared, slot, first).await;
         }
     }
 }
 
-async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocation) {
+/// Runs `inv` and what its completions start on this task: inline while exactly one
+/// execution became ready; where tasks add no parallelism ([`shares_task`]) all of them,
+/// through [`drive_local`]; elsewhere the others on their own tasks.
+async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) {
+    if shares_task(shared) {
+        drive_local(shared, slot, Some(inv), VecDeque::new()).await
+    } else {
+        drive_spawning(shared, slot, inv).await
+    }
+}
+
+/// [`drive_steps`] where tasks add parallelism: runs `inv`, then inline the one execution
+/// its completion started, if only one; the others on their own tasks.
+async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocation) {
+    let mut others = Vec::new();
     loop {
         let mut here = None;
         if let Some(executor) = shared.executor.get() {
@@ -2028,7 +2122,7 @@ async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocat
         }
         let result = shared.execute(slot, &mut inv).await;
         drop(here);
-        let Some(done) = complete(shared, slot, &mut inv, result) else {
+        let Some(done) = complete(shared, slot, &mut inv, result, &mut others) else {
             return;
         };
         let stored = match done.durable {
@@ -2044,18 +2138,9 @@ async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocat
                 return;
             }
             Next::Here => {}
-            Next::Also(others) if shares_task(shared) => {
-                let together: FuturesUnordered<Running> = std::iter::once(inv)
-                    .chain(others)
-                    .map(|inv| running(shared, slot, inv))
-                    .collect();
-                // Boxed: a chain's future stays small.
-                Box::pin(drive_together(shared.clone(), slot.clone(), None, together)).await;
-                return;
-            }
-            Next::Also(others) => {
-                for other in others {
-                    spawn_drive(shared.clone(), slot.clone(), other);
+            Next::Also => {
+                for x in others.drain(..) {
+                    spawn_started(shared.clone(), slot.clone(), x);
                 }
             }
         }
@@ -2069,25 +2154,128 @@ async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocat
     }
 }
 
-/// Whether executions that became ready together should share the completing task: on a
+/// Whether all executions of a run should share the task that drives it: on a
 /// current-thread runtime tasks add no parallelism, and with the in-memory backend the
 /// task never waits for a store while others are pending on it.
 fn shares_task(shared: &Shared) -> bool {
     !shared.journal
+        && shared.opts.inline_single
         && shared.executor.get().is_none()
         && tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
 }
 
+/// A body that did not end at its first poll, polled among the run's others.
 type Running = Pin<Box<dyn Future<Output = (Invocation, Result<Vec<OutEvent>, String>)> + Send>>;
 
-fn running(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) -> Running {
-    let (shared, slot) = (shared.clone(), slot.clone());
-    Box::pin(async move {
-        let mut inv = inv;
-        let r = shared.execute(&slot, &mut inv).await;
-        (inv, r)
-    })
+/// Drives all the executions of a run on this task, in the order they started: `first`,
+/// then `queue`. Each is bound when its turn comes (into the buffers of one that finished)
+/// and its body polled at once. A body that ends at that poll — any body that does not wait
+/// for I/O — is completed right away: no task, no boxed future, no waker. Bodies that wait
+/// are polled together (a `FuturesUnordered`), as tasks would be, and completed as they
+/// end. Returns when nothing of the run is queued or waiting here.
+async fn drive_local(
+    shared: &Arc<Shared>,
+    slot: &Arc<RunSlot>,
+    first: Option<Invocation>,
+    mut queue: VecDeque<Queued>,
+) {
+    let mut waiting: Option<FuturesUnordered<Running>> = None;
+    let mut spare: Option<Invocation> = None;
+    let mut others = Vec::new();
+    let mut next = first;
+    'drive: loop {
+        let (mut inv, result) = 'ran: {
+            let mut inv = match next.take() {
+                Some(inv) => inv,
+                None => match queue.pop_front() {
+                    Some(Queued::Bound(inv)) => inv,
+                    Some(Queued::Started(x)) => {
+                        let mut inv = spare.take().unwrap_or_else(Invocation::empty);
+                        shared.bind(slot, x, &mut inv);
+                        inv
+                    }
+                    None => {
+                        // Nothing to start: wait for a body that waits.
+                        let ended = match waiting.as_mut() {
+                            Some(w) => w.next().await,
+                            None => None,
+                        };
+                        match ended {
+                            Some(ran) => break 'ran ran,
+                            None => break 'drive,
+                        }
+                    }
+                },
+            };
+            let step = inv.step;
+            let mut body = None;
+            let polled = match shared.start_body(slot, &mut inv) {
+                Ok(fut) => {
+                    body = Some(fut);
+                    std::future::poll_fn(|cx| Poll::Ready(shared.poll_body(step, &mut body, cx)))
+                        .await
+                }
+                Err(e) => Poll::Ready(Err(e)),
+            };
+            match polled {
+                Poll::Ready(r) => {
+                    end_body(&mut inv);
+                    (inv, r)
+                }
+                Poll::Pending => {
+                    let s = shared.clone();
+                    let parked: Running = Box::pin(async move {
+                        let r = std::future::poll_fn(|cx| s.poll_body(step, &mut body, cx)).await;
+                        end_body(&mut inv);
+                        (inv, r)
+                    });
+                    waiting
+                        .get_or_insert_with(FuturesUnordered::new)
+                        .push(parked);
+                    continue 'drive;
+                }
+            }
+        };
+        // A refused completion (the run stopped): the others still complete, refused alike.
+        let Some(done) = complete(shared, slot, &mut inv, result, &mut others) else {
+            continue;
+        };
+        let stored = match done.durable {
+            Pending::Ready(r) => r,
+            waiting => waiting.wait().await,
+        };
+        if durable(shared, slot, done.ended, stored).is_none() {
+            continue;
+        }
+        match done.next {
+            Next::None => {
+                spare = Some(inv);
+                continue;
+            }
+            Next::Here => {}
+            Next::Also => queue.extend(others.drain(..).map(Queued::Started)),
+        }
+        next = Some(inv);
+        // A long chain whose steps never wait would keep this worker busy: let the
+        // scheduler run other tasks once this task used its budget.
+        tokio::task::consume_budget().await;
+    }
+    shared.maybe_evict(slot);
+}
+
+/// After a body ended: keeps its display counter for the next execution when the body
+/// kept no copy of its context, and releases the bound events (the buffers stay).
+fn end_body(inv: &mut Invocation) {
+    if let Some(d) = &mut inv.displayed {
+        match Arc::get_mut(d) {
+            Some(n) => *n.get_mut() = 0,
+            None => inv.displayed = None,
+        }
+    }
+    for events in &mut inv.inputs {
+        events.clear();
+    }
 }
 
 /// Feeds a finished execution back to the core (not yet durable); `inv` becomes the first
@@ -2097,6 +2285,7 @@ fn complete(
     slot: &RunSlot,
     inv: &mut Invocation,
     mut result: Result<Vec<OutEvent>, String>,
+    others: &mut Vec<ExecutionId>,
 ) -> Option<Completed> {
     if shared.journal
         && let Ok(outs) = &result
@@ -2109,7 +2298,7 @@ fn complete(
         // serializes, see `Payload`).
         result = Err(e);
     }
-    match shared.complete_in_place(slot, inv, result) {
+    match shared.complete_in_place(slot, inv, result, others) {
         Ok(done) => Some(done),
         Err(e) => {
             tracing::error!(run_id = %slot.run_id, error = %e, "completion refused");
@@ -2149,57 +2338,6 @@ fn durable(
     }
     slot.bump();
     Some(())
-}
-
-/// [`drive`] for several executions on one task: polls them together, applies each
-/// completion as it comes, and adds what it started to the set (the one started execution
-/// of a completion runs in the set too, so that none waits for another's await).
-async fn drive_together(
-    shared: Arc<Shared>,
-    slot: Arc<RunSlot>,
-    mut inline: Option<Invocation>,
-    mut together: FuturesUnordered<Running>,
-) {
-    loop {
-        if let Some(inv) = inline.take() {
-            together.push(running(&shared, &slot, inv));
-        }
-        let Some((mut inv, result)) = together.next().await else {
-            return;
-        };
-        let Some(done) = complete(&shared, &slot, &mut inv, result) else {
-            // The others still complete (their inputs are refused the same way).
-            continue;
-        };
-        let stored = match done.durable {
-            Pending::Ready(r) => r,
-            waiting => waiting.wait().await,
-        };
-        if durable(&shared, &slot, done.ended, stored).is_none() {
-            continue;
-        }
-        match done.next {
-            Next::None => {
-                if together.is_empty() {
-                    shared.maybe_evict(&slot);
-                    return;
-                }
-                continue;
-            }
-            Next::Here => {}
-            Next::Also(others) => {
-                for other in others {
-                    together.push(running(&shared, &slot, other));
-                }
-            }
-        }
-        if !shared.opts.inline_single {
-            spawn_drive(shared.clone(), slot.clone(), inv);
-            continue;
-        }
-        tokio::task::consume_budget().await;
-        inline = Some(inv);
-    }
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
