@@ -559,6 +559,10 @@ struct PreEntry {
     value: crate::workflow::PreCacheSlot,
     /// Per parameter: how many bound events `value` holds and the last one's sequence.
     seen: Vec<(usize, Seq)>,
+    /// Buffers of the evaluation's arguments, kept empty between evaluations (a list
+    /// fan-in re-evaluated on every arrival allocates none per arrival).
+    skipped: Vec<usize>,
+    bound: Vec<Vec<BoundEvent>>,
 }
 
 impl PreCache {
@@ -598,9 +602,12 @@ impl PreconditionEvaluator for Pre<'_> {
         // hold is extended with the events after them only (each event is extracted once
         // over a fan-in, not on every arrival); any other parameter is extracted whole.
         let cached = entry.value.is_some() && entry.seen.len() == n;
-        let mut skipped = Vec::with_capacity(n);
-        let mut bound: Vec<Vec<BoundEvent>> = Vec::with_capacity(n);
-        for pi in 0..n {
+        let mut skipped = std::mem::take(&mut entry.skipped);
+        let mut bound = std::mem::take(&mut entry.bound);
+        skipped.clear();
+        bound.truncate(n);
+        bound.resize_with(n, Vec::new);
+        for (pi, events) in bound.iter_mut().enumerate() {
             let seqs = call.bound(pi as u32);
             let keep = match entry.seen.get(pi) {
                 Some(&(len, last))
@@ -614,30 +621,26 @@ impl PreconditionEvaluator for Pre<'_> {
                 _ => 0,
             };
             skipped.push(keep);
-            bound.push(
-                seqs[keep..]
-                    .iter()
-                    .map(|&seq| {
-                        let id = log[seq as usize].id;
-                        let payload = self
-                            .payloads
-                            .get(seq as usize)
-                            .cloned()
-                            .or_else(|| {
-                                self.pending
-                                    .iter()
-                                    .find(|(i, _)| *i == id)
-                                    .map(|(_, p)| p.clone())
-                            })
-                            .unwrap_or_else(|| Payload::from_json(serde_json::Value::Null));
-                        BoundEvent {
-                            id,
-                            name: type_name(self.names, log[seq as usize].ty),
-                            payload,
-                        }
+            events.clear();
+            events.extend(seqs[keep..].iter().map(|&seq| {
+                let id = log[seq as usize].id;
+                let payload = self
+                    .payloads
+                    .get(seq as usize)
+                    .cloned()
+                    .or_else(|| {
+                        self.pending
+                            .iter()
+                            .find(|(i, _)| *i == id)
+                            .map(|(_, p)| p.clone())
                     })
-                    .collect(),
-            );
+                    .unwrap_or_else(|| Payload::from_json(serde_json::Value::Null));
+                BoundEvent {
+                    id,
+                    name: type_name(self.names, log[seq as usize].ty),
+                    payload,
+                }
+            }));
         }
         entry.seen.clear();
         entry.seen.extend((0..n).map(|pi| {
@@ -660,6 +663,12 @@ impl PreconditionEvaluator for Pre<'_> {
                 false
             }
         };
+        // The buffers go back to the entry, emptied (the bound events are released).
+        for events in &mut bound {
+            events.clear();
+        }
+        entry.skipped = skipped;
+        entry.bound = bound;
         self.results.push(result);
         result
     }

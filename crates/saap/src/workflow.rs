@@ -193,7 +193,8 @@ pub(crate) type ErasedPrecondition = Arc<
         + Sync,
 >;
 
-/// The typed inputs a precondition was last evaluated on (an `I: Inputs`), kept so that the
+/// The typed inputs a precondition was last evaluated on (an `Option<I>` with `I: Inputs`,
+/// always `Some` while cached), kept so that the
 /// next evaluation only extracts the events bound since. Empty after a failed or panicking
 /// evaluation, which makes the engine pass the whole bindings again.
 pub(crate) type PreCacheSlot = Option<Box<dyn std::any::Any + Send>>;
@@ -205,13 +206,19 @@ fn cached_check<I: Inputs>(
     cache: &mut PreCacheSlot,
     check: impl FnOnce(&I) -> Result<bool, InputError>,
 ) -> Result<bool, InputError> {
-    let prev = cache
-        .take()
-        .and_then(|b| b.downcast::<I>().ok())
-        .map(|b| *b);
+    // Taken out while evaluating: a failed or panicking evaluation leaves the cache empty.
+    // The box (an `Option<I>`) is kept for the new inputs: no allocation per evaluation.
+    let mut boxed = cache.take().and_then(|b| b.downcast::<Option<I>>().ok());
+    let prev = boxed.as_mut().and_then(|b| b.take());
     let inputs = I::extend(prev, skipped, bound)?;
     let result = check(&inputs)?;
-    *cache = Some(Box::new(inputs));
+    *cache = Some(match boxed {
+        Some(mut b) => {
+            *b = Some(inputs);
+            b
+        }
+        None => Box::new(Some(inputs)),
+    });
     Ok(result)
 }
 
