@@ -3,6 +3,12 @@
 //! list, S3 1,000 concurrent 10-step runs. Prints medians of several repetitions.
 //!
 //! Run: `cargo bench -p saap-dispatch --bench core` (add `-- --quick` for a short run).
+//!
+//! Instruction counts (see `BENCHMARKS.md`): `--count s1 --runs R` drives R fresh chain-10
+//! runs once, the way the engine does (`Run::complete_returned` with a reused output
+//! buffer), and prints nothing else; `--count s2 --n N` drives one fan-out of N (fixed
+//! list; `--count s2list` for list + precondition). Run each at two sizes under
+//! `valgrind --tool=callgrind` and divide the difference by the added steps or arrivals.
 
 use saap_dispatch::{
     CompiledSpec, DeclaredConditions, NewEvent, Outcome, Run, SpecSyntax, compile_spec_text,
@@ -92,6 +98,72 @@ fn drive(run: &mut Run, fan_n: usize, buf: &mut Vec<saap_dispatch::ExecutionId>)
     steps
 }
 
+/// Drives one run to its end like the engine: outputs handed over in a reused buffer
+/// (`Run::complete_returned`). Returns the number of step executions.
+fn drive_returned(
+    run: &mut Run,
+    start: saap_dispatch::TypeId,
+    fan_n: usize,
+    buf: &mut Vec<saap_dispatch::ExecutionId>,
+    outs: &mut Vec<NewEvent>,
+) -> usize {
+    run.append(
+        NewEvent::known(counter_event_id(1), start),
+        &mut DeclaredConditions,
+    )
+    .expect("start");
+    let mut steps = 0;
+    run.drain_started_into(buf);
+    while let Some(x) = buf.pop() {
+        steps += 1;
+        let step = run.execution(x).expect("exec").step;
+        let s = &run.spec().steps[step as usize];
+        // The fan-out step is step 0 of the fan spec.
+        let reps = if step == 0 { fan_n } else { 1 };
+        for i in 0..reps {
+            for (j, t) in s.outputs.iter().enumerate() {
+                let id = derived_event_id(run.run_key(), x, (i * 8 + j) as u32);
+                outs.push(NewEvent::known(id, *t));
+            }
+        }
+        run.complete_returned(x, 1, outs, &mut DeclaredConditions)
+            .expect("complete");
+        run.drain_started_into(buf);
+    }
+    steps
+}
+
+/// `--count <shape>`: one pass of a shape, for instruction counting under callgrind.
+fn count_mode(shape: &str, arg: impl Fn(&str) -> Option<usize>) {
+    let mut buf = Vec::new();
+    let mut outs = Vec::new();
+    let steps = match shape {
+        "s1" => {
+            let proto = Run::new(Arc::new(chain_spec(10)), 0);
+            let start = proto.spec().type_id("StartEvent").expect("start");
+            let runs = arg("--runs").unwrap_or(1_000);
+            let mut steps = 0;
+            for r in 0..runs {
+                let mut run = proto.sibling(r as u64);
+                steps += drive_returned(&mut run, start, 1, &mut buf, &mut outs);
+                std::hint::black_box(&run);
+            }
+            steps
+        }
+        "s2" | "s2list" => {
+            let n = arg("--n").unwrap_or(1_000);
+            let spec = Arc::new(fan_spec(n, shape == "s2"));
+            let start = spec.type_id("StartEvent").expect("start");
+            let mut run = Run::new(spec, 1);
+            let steps = drive_returned(&mut run, start, n, &mut buf, &mut outs);
+            std::hint::black_box(&run);
+            steps
+        }
+        other => panic!("--count takes s1, s2 or s2list, not {other}"),
+    };
+    println!("{shape}: {steps} step executions");
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -107,6 +179,20 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|s| s.to_ascii_lowercase());
     let want = |shape: &str| only.as_deref().is_none_or(|o| o == shape);
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse::<usize>().ok())
+    };
+    if let Some(shape) = args
+        .iter()
+        .position(|a| a == "--count")
+        .and_then(|i| args.get(i + 1))
+    {
+        count_mode(shape, arg);
+        return;
+    }
     let reps = if quick { 3 } else { 9 };
     let mut buf = Vec::new();
 
