@@ -157,6 +157,9 @@ pub(crate) struct ConsumerSlot {
     pub slot: u32,
     pub kind: ParamKind,
     pub size: u32,
+    /// The step has this one parameter, required or optional: it binds exactly its trigger,
+    /// so each of its input sets is new (a seq is dispatched once) and none is recorded.
+    pub single: bool,
 }
 
 /// A spec ready for dispatch.
@@ -384,13 +387,16 @@ impl CompiledSpec {
                 pairs
                     .iter()
                     .map(|&(step, param)| {
-                        let p = &steps[step as usize].params[param as usize];
+                        let params = &steps[step as usize].params;
+                        let p = &params[param as usize];
                         ConsumerSlot {
                             step,
                             param,
                             slot: param_offsets[step as usize] + param,
                             kind: p.kind,
                             size: p.size,
+                            single: params.len() == 1
+                                && matches!(p.kind, ParamKind::Required | ParamKind::Optional),
                         }
                     })
                     .collect()

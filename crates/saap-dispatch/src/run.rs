@@ -631,6 +631,28 @@ impl Run {
 
     /// Candidacy, readiness, binding and start for one trigger (DESIGN §4.1–§4.5).
     fn dispatch(&mut self, seq: Seq, t: TypeId, pre: &mut dyn PreconditionEvaluator) -> u32 {
+        // The common case (a chain link): one consumer, the only parameter of its step.
+        // Ready at once (its parameter binds the trigger) and its input set is new, so it
+        // starts unless a precondition or a budget has a say (then the general path below).
+        if let &[c] = self.spec.consumer_slots(t)
+            && c.single
+            && self.spec.steps[c.step as usize].precondition.is_none()
+            && self.spec.steps[c.step as usize]
+                .max_executions_per_run
+                .is_none()
+        {
+            // Only a live run dispatches, and nothing here ends it.
+            debug_assert_eq!(self.status, RunStatus::Live);
+            self.slots[c.slot as usize] = seq;
+            self.records.push(Record::Candidate {
+                trigger: seq,
+                step: c.step,
+            });
+            let bind_start = self.bindings.len() as u32;
+            self.bindings.push(Bound::One(seq));
+            self.start(c.step, seq, bind_start);
+            return 1;
+        }
         // No Arc clone on this path: the spec is borrowed field by field next to the
         // mutable bookkeeping (an atomic increment and decrement per trigger add up).
         for c in self.spec.consumer_slots(t) {
@@ -655,24 +677,27 @@ impl Run {
         let mut started = 0;
         let mut previous = None;
         for i in 0..self.spec.consumer_slots(t).len() {
-            let step = self.spec.consumer_slots(t)[i].step;
+            let c = self.spec.consumer_slots(t)[i];
+            let step = c.step;
             if previous == Some(step) {
                 continue;
             }
             previous = Some(step);
             self.records.push(Record::Candidate { trigger: seq, step });
-            if self.evaluate(step, seq, pre) {
+            if self.evaluate(step, seq, c.single, pre) {
                 started += 1;
             }
         }
         started
     }
 
-    /// Readiness in the order of DESIGN §4.3; starts the execution when ready.
+    /// Readiness in the order of DESIGN §4.3; starts the execution when ready. `single`:
+    /// the step's one parameter (required or optional) binds exactly the trigger.
     fn evaluate(
         &mut self,
         step: StepIdx,
         trigger: Seq,
+        single: bool,
         pre: &mut dyn PreconditionEvaluator,
     ) -> bool {
         let s = &self.spec.steps[step as usize];
@@ -731,7 +756,8 @@ impl Run {
             });
         }
         let execution = ExecutionId(self.executions.len() as u32);
-        let hashed = self.input_sets_indexed || s.overlapping_params;
+        // A single binding is the trigger: its input set is new and never looked up again.
+        let hashed = !single && (self.input_sets_indexed || s.overlapping_params);
         let mut key = 0;
         let mut recorded = false;
         if hashed {
@@ -755,7 +781,8 @@ impl Run {
                 self.bindings.truncate(bind_start);
                 skip!(SkipReason::InputSetAlreadyRan { by });
             }
-        } else if self.slots[self.count_slot(step)] > 0
+        } else if !single
+            && self.slots[self.count_slot(step)] > 0
             && let Some(by) = self.scan_input_sets(step, bind_start)
         {
             self.bindings.truncate(bind_start);
@@ -779,17 +806,6 @@ impl Run {
             }
         }
         // Start: count, input set and start record form one decision.
-        let bind_start = bind_start as u32;
-        self.executions.push(Execution {
-            step,
-            trigger,
-            state: ExecState::Running,
-            attempt: 1,
-            error: None,
-            bind_start,
-        });
-        let c = self.count_slot(step);
-        self.slots[c] += 1;
         if hashed && !recorded {
             match self.input_sets.entry((step, key)) {
                 // Same hash, different set (find_input_set compared them): keep both.
@@ -801,6 +817,24 @@ impl Run {
                 }
             }
         }
+        self.start(step, trigger, bind_start as u32);
+        true
+    }
+
+    /// Starts an execution of `step` whose bindings are at `bind_start` (its input set is
+    /// already recorded where it has to be).
+    fn start(&mut self, step: StepIdx, trigger: Seq, bind_start: u32) {
+        let execution = ExecutionId(self.executions.len() as u32);
+        self.executions.push(Execution {
+            step,
+            trigger,
+            state: ExecState::Running,
+            attempt: 1,
+            error: None,
+            bind_start,
+        });
+        let c = self.count_slot(step);
+        self.slots[c] += 1;
         self.records.push(Record::ExecutionStarted {
             execution,
             step,
@@ -809,7 +843,6 @@ impl Run {
         if !self.input_sets_indexed && self.executions.len() >= self.linear_input_sets as usize {
             self.index_input_sets();
         }
-        true
     }
 
     /// The execution of `step` that already ran the input set bound at `bind_start` (the
@@ -831,8 +864,14 @@ impl Run {
     fn index_input_sets(&mut self) {
         for i in 0..self.executions.len() {
             let step = self.executions[i].step;
-            if self.spec.steps[step as usize].overlapping_params {
+            let st = &self.spec.steps[step as usize];
+            if st.overlapping_params {
                 continue; // already hashed when it started
+            }
+            if st.params.len() == 1
+                && matches!(st.params[0].kind, ParamKind::Required | ParamKind::Optional)
+            {
+                continue; // a single binding: its input sets are never looked up
             }
             let execution = ExecutionId(i as u32);
             let key = self.input_set_hash(step, self.bindings(execution));
