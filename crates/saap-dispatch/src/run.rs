@@ -223,6 +223,16 @@ impl PreconditionEvaluator for DeclaredConditions {
     }
 }
 
+/// Where an id's fingerprint bit lives in [`Run`]'s `id_bits`: 7 bits of a multiplicative
+/// hash of all 12 bytes (counter ids differ in their last bytes, derived ids everywhere).
+fn id_bit(id: &EventId) -> (usize, u64) {
+    let b = id.as_bytes();
+    let lo = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+    let hi = u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as u64;
+    let f = ((lo ^ (hi << 32) ^ hi).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 57) as u32;
+    ((f >> 6) as usize, 1u64 << (f & 63))
+}
+
 fn eval_condition(c: &CompiledCondition, call: &PreconditionCall<'_>) -> bool {
     match c {
         CompiledCondition::Always(b) => *b,
@@ -245,6 +255,9 @@ pub struct Run {
     /// Event id → seq; empty (and unused) until the log passes [`LINEAR_IDS`] events.
     by_id: FastMap<EventId, Seq>,
     ids_indexed: bool,
+    /// While ids are scanned: one bit per logged id's fingerprint ([`id_bit`]). A clear bit
+    /// proves an id absent without a scan; a set bit may be another id's (then scan).
+    id_bits: [u64; 2],
     /// [`LINEAR_IDS`] and [`LINEAR_INPUT_SETS`], or lower in tests of the index switch.
     linear_ids: u32,
     linear_input_sets: u32,
@@ -294,6 +307,7 @@ impl Run {
             log: Vec::with_capacity(events),
             by_id: FastMap::default(),
             ids_indexed: false,
+            id_bits: [0; 2],
             linear_ids: LINEAR_IDS as u32,
             linear_input_sets: LINEAR_INPUT_SETS as u32,
             start_seq: NO_SEQ,
@@ -351,6 +365,7 @@ impl Run {
         self.log.clear();
         self.by_id.clear();
         self.ids_indexed = false;
+        self.id_bits = [0; 2];
         self.start_seq = NO_SEQ;
         self.foreign_names.clear();
         for m in &mut self.matches {
@@ -448,6 +463,10 @@ impl Run {
     }
 
     fn scan_id(&self, id: &EventId) -> Option<Seq> {
+        let (word, bit) = id_bit(id);
+        if self.id_bits[word] & bit == 0 {
+            return None;
+        }
         self.log
             .iter()
             .enumerate()
@@ -567,6 +586,11 @@ impl Run {
                 EventTy::Foreign(i as u32)
             }
         };
+        if !self.ids_indexed {
+            // Every logged id, orphans included (a spare bit only costs a scan).
+            let (word, bit) = id_bit(&event.id);
+            self.id_bits[word] |= bit;
+        }
         self.log.push(LoggedEvent {
             id: event.id,
             ty,
@@ -1087,5 +1111,34 @@ impl Run {
             + self.executions.capacity() * size_of::<Execution>()
             + self.bindings.capacity() * size_of::<Bound>()
             + self.by_id.capacity() * (size_of::<EventId>() + size_of::<Seq>() + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{counter_event_id, derived_event_id, run_key};
+
+    /// The scan filter only pays if ids of one run land on different bits: counter ids
+    /// (differing in their last bytes) and derived ids (differing everywhere) both spread.
+    #[test]
+    fn id_fingerprints_spread_counter_and_derived_ids_over_the_bits() {
+        let distinct = |ids: Vec<EventId>| {
+            let mut seen = std::collections::HashSet::new();
+            for id in &ids {
+                seen.insert(id_bit(id));
+            }
+            seen.len()
+        };
+        let counters = distinct((1..=32).map(counter_event_id).collect());
+        let key = run_key("run-1");
+        let derived = distinct(
+            (0..32)
+                .map(|x| derived_event_id(key, ExecutionId(x), 0))
+                .collect(),
+        );
+        // 32 ids over 128 bits: a uniform spread leaves about 28 distinct.
+        assert!(counters >= 24, "counter ids on {counters} bits");
+        assert!(derived >= 24, "derived ids on {derived} bits");
     }
 }
