@@ -167,6 +167,15 @@ pub enum AppendError {
     LogFull,
 }
 
+/// [`AppendError`] without its strings, as the append path returns it (small enough for
+/// registers; the error with names is made only when an append is refused).
+#[derive(Debug, Clone, Copy)]
+enum Refused {
+    NotStarted { seq: Seq },
+    UnknownType(TypeId),
+    LogFull,
+}
+
 /// Errors of [`Run::complete`] and [`Run::retry`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompleteError {
@@ -467,6 +476,11 @@ impl Run {
         if self.id_bits[word] & bit == 0 {
             return None;
         }
+        self.scan_log(id)
+    }
+
+    /// The first non-orphan event with this id, by scanning the whole log.
+    fn scan_log(&self, id: &EventId) -> Option<Seq> {
         self.log
             .iter()
             .enumerate()
@@ -526,46 +540,85 @@ impl Run {
         event: NewEvent,
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<Appended, AppendError> {
-        self.append_from(event, Origin::Outside, pre)
+        let NewEvent { id, mut ty } = event;
+        self.append_from(id, &mut ty, Origin::Outside, pre)
     }
 
+    /// Appends one event; a foreign type's name is taken out of `ty` (left empty).
     fn append_from(
         &mut self,
-        event: NewEvent,
+        id: EventId,
+        ty: &mut NewEventType,
         origin: Origin,
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<Appended, AppendError> {
+        self.append_event(id, ty, origin, pre)
+            .map_err(|r| self.refusal(r))
+    }
+
+    /// The error for a refused append (with names: built only when one is refused).
+    fn refusal(&self, r: Refused) -> AppendError {
+        match r {
+            Refused::LogFull => AppendError::LogFull,
+            Refused::UnknownType(t) => AppendError::UnknownType(t),
+            Refused::NotStarted { seq } => AppendError::RunNotStarted {
+                seq,
+                name: self
+                    .log
+                    .get(seq as usize)
+                    .map(|e| self.type_name(e.ty).to_string())
+                    .unwrap_or_default(),
+            },
+        }
+    }
+
+    /// [`Run::append_from`] with a small error, inlined into the completion loop.
+    #[inline(always)]
+    fn append_event(
+        &mut self,
+        id: EventId,
+        ty: &mut NewEventType,
+        origin: Origin,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> Result<Appended, Refused> {
         if self.log.len() >= MAX_LOG_EVENTS {
-            return Err(AppendError::LogFull);
+            return Err(Refused::LogFull);
         }
-        if let NewEventType::Known(t) = event.ty
-            && t as usize >= self.spec.types.len()
-        {
-            return Err(AppendError::UnknownType(t));
-        }
-        let seq = self.log.len() as Seq;
-        let kind = match &event.ty {
-            NewEventType::Known(t) => self.spec.types[*t as usize].kind,
+        let kind = match ty {
+            NewEventType::Known(t) => match self.spec.types.get(*t as usize) {
+                Some(info) => info.kind,
+                None => return Err(Refused::UnknownType(*t)),
+            },
             NewEventType::Foreign { kind, .. } => *kind,
+        };
+        let seq = self.log.len() as Seq;
+        if !self.ids_indexed && self.log.len() >= self.linear_ids as usize {
+            self.index_ids();
+        }
+        // While ids are scanned, the id's filter bit (set below for every logged id).
+        let (word, bit) = if self.ids_indexed {
+            (0, 0)
+        } else {
+            id_bit(&id)
         };
         // An orphan (a control event before the run began) is refused, so its id is not
         // taken: the publisher may deliver the same event again once the run has begun.
-        let orphan = self.status == RunStatus::NotStarted && kind.is_control() && !kind.is_start();
+        let orphan =
+            matches!(self.status, RunStatus::NotStarted) && kind.is_control() && !kind.is_start();
         if !orphan {
-            if !self.ids_indexed && self.log.len() >= self.linear_ids as usize {
-                self.index_ids();
-            }
             let first = if self.ids_indexed {
                 // One hash for the duplicate check and the insert.
-                match self.by_id.entry(event.id) {
+                match self.by_id.entry(id) {
                     std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
                     std::collections::hash_map::Entry::Vacant(v) => {
                         v.insert(seq);
                         None
                     }
                 }
+            } else if self.id_bits[word] & bit != 0 {
+                self.scan_log(&id)
             } else {
-                self.scan_id(&event.id)
+                None
             };
             if let Some(first_seq) = first {
                 self.records
@@ -573,26 +626,23 @@ impl Run {
                 return Ok(Appended::Duplicate { first_seq });
             }
         }
-        let ty = match event.ty {
-            NewEventType::Known(t) => EventTy::Known(t),
+        let ty = match ty {
+            NewEventType::Known(t) => EventTy::Known(*t),
             NewEventType::Foreign { name, .. } => {
-                let i = match self.foreign_names.iter().position(|n| **n == *name) {
+                let i = match self.foreign_names.iter().position(|n| **n == **name) {
                     Some(i) => i,
                     None => {
-                        self.foreign_names.push(name.into_boxed_str());
+                        self.foreign_names
+                            .push(std::mem::take(name).into_boxed_str());
                         self.foreign_names.len() - 1
                     }
                 };
                 EventTy::Foreign(i as u32)
             }
         };
-        if !self.ids_indexed {
-            // Every logged id, orphans included (a spare bit only costs a scan).
-            let (word, bit) = id_bit(&event.id);
-            self.id_bits[word] |= bit;
-        }
+        self.id_bits[word] |= bit;
         self.log.push(LoggedEvent {
-            id: event.id,
+            id,
             ty,
             kind,
             origin,
@@ -613,10 +663,7 @@ impl Run {
                     self.records.push(Record::RunStarted { seq });
                 } else if kind.is_control() {
                     self.records.push(Record::OrphanEvent { seq });
-                    return Err(AppendError::RunNotStarted {
-                        seq,
-                        name: self.type_name(ty).to_string(),
-                    });
+                    return Err(Refused::NotStarted { seq });
                 }
             }
             RunStatus::Live => {}
@@ -654,6 +701,7 @@ impl Run {
     }
 
     /// Candidacy, readiness, binding and start for one trigger (DESIGN §4.1–§4.5).
+    #[inline(always)]
     fn dispatch(&mut self, seq: Seq, t: TypeId, pre: &mut dyn PreconditionEvaluator) -> u32 {
         // The common case (a chain link): one consumer, the only parameter of its step.
         // Ready at once (its parameter binds the trigger) and its input set is new, so it
@@ -847,6 +895,7 @@ impl Run {
 
     /// Starts an execution of `step` whose bindings are at `bind_start` (its input set is
     /// already recorded where it has to be).
+    #[inline(always)]
     fn start(&mut self, step: StepIdx, trigger: Seq, bind_start: u32) {
         let execution = ExecutionId(self.executions.len() as u32);
         self.executions.push(Execution {
@@ -995,7 +1044,8 @@ impl Run {
                 if stop_on_error {
                     let id = derived_event_id(self.run_key, execution, u32::MAX);
                     let ty = self.spec.exception_type();
-                    self.append_from(NewEvent::known(id, ty), Origin::Execution(execution), pre)?;
+                    let mut ty = NewEventType::Known(ty);
+                    self.append_from(id, &mut ty, Origin::Execution(execution), pre)?;
                 }
             }
         }
@@ -1031,14 +1081,19 @@ impl Run {
             attempt,
             outputs: outputs.len() as u32,
         });
-        for ev in outputs.drain(..) {
-            match self.append_from(ev, Origin::Execution(execution), pre) {
+        // Appended in place (no move of each event); the vector keeps its allocation.
+        for ev in outputs.iter_mut() {
+            match self.append_event(ev.id, &mut ev.ty, Origin::Execution(execution), pre) {
                 Ok(_) => {}
                 // Outputs of a live execution always belong to a started run.
-                Err(AppendError::RunNotStarted { .. }) => {}
-                Err(e) => return Err(e.into()),
+                Err(Refused::NotStarted { .. }) => {}
+                Err(r) => {
+                    outputs.clear();
+                    return Err(self.refusal(r).into());
+                }
             }
         }
+        outputs.clear();
         Ok(())
     }
 
