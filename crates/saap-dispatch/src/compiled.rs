@@ -160,6 +160,9 @@ pub(crate) struct ConsumerSlot {
     /// The step has this one parameter, required or optional: it binds exactly its trigger,
     /// so each of its input sets is new (a seq is dispatched once) and none is recorded.
     pub single: bool,
+    /// `single`, and the step has no precondition and no execution budget: it starts on
+    /// every arrival of the type (decided at compile time; a compiled spec is not changed).
+    pub starts_at_once: bool,
 }
 
 /// A spec ready for dispatch.
@@ -387,16 +390,21 @@ impl CompiledSpec {
                 pairs
                     .iter()
                     .map(|&(step, param)| {
-                        let params = &steps[step as usize].params;
+                        let st = &steps[step as usize];
+                        let params = &st.params;
                         let p = &params[param as usize];
+                        let single = params.len() == 1
+                            && matches!(p.kind, ParamKind::Required | ParamKind::Optional);
                         ConsumerSlot {
                             step,
                             param,
                             slot: param_offsets[step as usize] + param,
                             kind: p.kind,
                             size: p.size,
-                            single: params.len() == 1
-                                && matches!(p.kind, ParamKind::Required | ParamKind::Optional),
+                            single,
+                            starts_at_once: single
+                                && st.precondition.is_none()
+                                && st.max_executions_per_run.is_none(),
                         }
                     })
                     .collect()

@@ -270,6 +270,11 @@ pub struct Run {
     /// [`LINEAR_IDS`] and [`LINEAR_INPUT_SETS`], or lower in tests of the index switch.
     linear_ids: u32,
     linear_input_sets: u32,
+    /// The log length at which the id index is built (`u32::MAX` once built) and the
+    /// execution count at which input sets are hashed (`u32::MAX` once they are): one
+    /// comparison on the hot path instead of a flag and a threshold.
+    index_ids_at: u32,
+    index_sets_at: u32,
     /// The seq of the start event that began the run (`NO_SEQ` before): control events
     /// logged before it are orphans, whose ids are not taken.
     start_seq: Seq,
@@ -319,6 +324,8 @@ impl Run {
             id_bits: [0; 2],
             linear_ids: LINEAR_IDS as u32,
             linear_input_sets: LINEAR_INPUT_SETS as u32,
+            index_ids_at: LINEAR_IDS as u32,
+            index_sets_at: LINEAR_INPUT_SETS as u32,
             start_seq: NO_SEQ,
             foreign_names: Vec::new(),
             // Only list and fixed-list parameters keep match lists; a workflow without any
@@ -359,8 +366,11 @@ impl Run {
         );
         self.linear_ids = ids.min(LINEAR_IDS) as u32;
         self.linear_input_sets = input_sets.min(LINEAR_INPUT_SETS) as u32;
+        self.index_ids_at = self.linear_ids;
+        self.index_sets_at = self.linear_input_sets;
         if input_sets == 0 {
             self.input_sets_indexed = true;
+            self.index_sets_at = u32::MAX;
         }
         self
     }
@@ -387,6 +397,12 @@ impl Run {
         self.input_sets.clear();
         self.input_set_collisions.clear();
         self.input_sets_indexed = self.linear_input_sets == 0;
+        self.index_ids_at = self.linear_ids;
+        self.index_sets_at = if self.input_sets_indexed {
+            u32::MAX
+        } else {
+            self.linear_input_sets
+        };
         self.executions.clear();
         self.bindings.clear();
         self.records.clear();
@@ -498,6 +514,7 @@ impl Run {
         }
         self.by_id = by_id;
         self.ids_indexed = true;
+        self.index_ids_at = u32::MAX;
     }
     /// How many executions of a step have started.
     pub fn execution_count(&self, step: StepIdx) -> usize {
@@ -592,7 +609,7 @@ impl Run {
             NewEventType::Foreign { kind, .. } => *kind,
         };
         let seq = self.log.len() as Seq;
-        if !self.ids_indexed && self.log.len() >= self.linear_ids as usize {
+        if self.log.len() >= self.index_ids_at as usize {
             self.index_ids();
         }
         // While ids are scanned, the id's filter bit (set below for every logged id).
@@ -707,11 +724,7 @@ impl Run {
         // Ready at once (its parameter binds the trigger) and its input set is new, so it
         // starts unless a precondition or a budget has a say (then the general path below).
         if let &[c] = self.spec.consumer_slots(t)
-            && c.single
-            && self.spec.steps[c.step as usize].precondition.is_none()
-            && self.spec.steps[c.step as usize]
-                .max_executions_per_run
-                .is_none()
+            && c.starts_at_once
         {
             // Only a live run dispatches, and nothing here ends it.
             debug_assert_eq!(self.status, RunStatus::Live);
@@ -913,7 +926,7 @@ impl Run {
             step,
             trigger,
         });
-        if !self.input_sets_indexed && self.executions.len() >= self.linear_input_sets as usize {
+        if self.executions.len() >= self.index_sets_at as usize {
             self.index_input_sets();
         }
     }
@@ -958,6 +971,7 @@ impl Run {
             }
         }
         self.input_sets_indexed = true;
+        self.index_sets_at = u32::MAX;
     }
 
     fn input_set_hash(&self, step: StepIdx, bound: &[Bound]) -> u64 {
