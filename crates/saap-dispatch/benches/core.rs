@@ -148,6 +148,22 @@ fn count_mode(shape: &str, arg: impl Fn(&str) -> Option<usize>) {
                 steps += drive_returned(&mut run, start, 1, &mut buf, &mut outs);
                 std::hint::black_box(&run);
             }
+            // Bytes of one run (Run::memory_bytes): fresh, after its start event, ended.
+            let mut run = proto.sibling(1);
+            let fresh = run.memory_bytes();
+            run.append(
+                NewEvent::known(counter_event_id(1), start),
+                &mut DeclaredConditions,
+            )
+            .expect("start");
+            let started = run.memory_bytes();
+            run.take_started();
+            let mut run = proto.sibling(1);
+            drive_returned(&mut run, start, 1, &mut buf, &mut outs);
+            println!(
+                "s1: bytes per chain-10 run: {fresh} fresh, {started} started, {} ended",
+                run.memory_bytes()
+            );
             steps
         }
         "s2" | "s2list" => {
@@ -332,20 +348,11 @@ fn main() {
         }
         samples.push(t.elapsed().as_nanos() as f64);
         per_run_state = runs.iter().map(|(r, _)| r.state_bytes()).sum::<usize>() / n_runs;
-        per_run_total = runs
-            .iter()
-            .map(|(r, _)| {
-                r.state_bytes()
-                    + std::mem::size_of_val(r.log())
-                    + std::mem::size_of_val(r.records())
-                    + std::mem::size_of::<Run>()
-            })
-            .sum::<usize>()
-            / n_runs;
+        per_run_total = runs.iter().map(|(r, _)| r.memory_bytes()).sum::<usize>() / n_runs;
     }
     let m = median(samples);
     println!(
-        "S3 1,000 concurrent chain-10 runs: {:.2} ms total, {:.3} µs per step; per run: bookkeeping {per_run_state} B, with log + records + Run header {per_run_total} B",
+        "S3 1,000 concurrent chain-10 runs: {:.2} ms total, {:.3} µs per step; per run: bookkeeping {per_run_state} B, all (Run::memory_bytes: with log, records, Run header) {per_run_total} B",
         m / 1e6,
         m / (n_runs * 10) as f64 / 1000.0
     );

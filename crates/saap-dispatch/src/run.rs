@@ -1167,6 +1167,25 @@ impl Run {
             .collect()
     }
 
+    /// Approximate bytes held by the whole run: the `Run` itself, its bookkeeping
+    /// ([`Run::state_bytes`]), its log and records, foreign type names and error messages
+    /// (allocator overhead not included).
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        size_of::<Run>()
+            + self.state_bytes()
+            + self.log.capacity() * size_of::<LoggedEvent>()
+            + self.records.capacity() * size_of::<Record>()
+            + self.foreign_names.capacity() * size_of::<Box<str>>()
+            + self.foreign_names.iter().map(|n| n.len()).sum::<usize>()
+            + self.input_set_collisions.capacity() * size_of::<(StepIdx, u64, ExecutionId)>()
+            + self
+                .executions
+                .iter()
+                .filter_map(|x| x.error.as_ref().map(|e| e.len()))
+                .sum::<usize>()
+    }
+
     /// Approximate heap bytes held by this run's bookkeeping (not counting the log and
     /// records, which grow with the events).
     pub fn state_bytes(&self) -> usize {
@@ -1209,5 +1228,35 @@ mod tests {
         // 32 ids over 128 bits: a uniform spread leaves about 28 distinct.
         assert!(counters >= 24, "counter ids on {counters} bits");
         assert!(derived >= 24, "derived ids on {derived} bits");
+    }
+
+    /// `memory_bytes` counts what grows with the events (log, records), which
+    /// `state_bytes` leaves out.
+    #[test]
+    fn memory_bytes_counts_the_log_and_the_records() {
+        let spec = crate::compile_spec_text(
+            "name: W\nevents: [{name: Note, parents: [DisplayEvent]}]\nsteps: []\n",
+            crate::SpecSyntax::Yaml,
+        )
+        .expect("spec");
+        let note = spec.type_id("Note").expect("Note");
+        let mut run = Run::new(Arc::new(spec), 1);
+        for n in 0..100 {
+            run.append(
+                NewEvent::known(counter_event_id(n), note),
+                &mut DeclaredConditions,
+            )
+            .expect("display events are logged");
+        }
+        let at_least = std::mem::size_of::<Run>()
+            + run.state_bytes()
+            + std::mem::size_of_val(run.log())
+            + std::mem::size_of_val(run.records());
+        assert!(run.log().len() == 100 && run.records().len() == 100);
+        assert!(
+            run.memory_bytes() >= at_least,
+            "{} < {at_least}",
+            run.memory_bytes()
+        );
     }
 }
