@@ -74,7 +74,7 @@ impl NewEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventTy {
     Known(TypeId),
-    /// Index into [`Run::foreign_names`].
+    /// Index of the name among the run's foreign type names, in order of first arrival.
     Foreign(u32),
 }
 
@@ -254,6 +254,28 @@ fn eval_condition(c: &CompiledCondition, call: &PreconditionCall<'_>) -> bool {
     }
 }
 
+/// Tables that a short run of a workflow without foreign events or input-set checks never
+/// uses: kept out of line (allocated on first use, kept by [`Run::reset`]) so that such a
+/// run's `Run` stays small.
+#[derive(Debug, Clone, Default)]
+struct Rare {
+    /// Event id → seq; empty (and unused) until the log passes [`LINEAR_IDS`] events.
+    by_id: FastMap<EventId, Seq>,
+    foreign_names: Vec<Box<str>>,
+    /// `seq_table[i] == SMALL_SEQS + i`: lets a single binding past the static table be
+    /// returned as a one-element slice (short runs never allocate it).
+    seq_table: Vec<Seq>,
+    /// Input-set hash → the execution that ran it. Holds the steps whose parameters overlap
+    /// from the start, and every step once the run has [`LINEAR_INPUT_SETS`] executions.
+    input_sets: FastMap<(StepIdx, u64), ExecutionId>,
+    input_set_collisions: Vec<(StepIdx, u64, ExecutionId)>,
+}
+
+/// The run's [`Rare`] tables, allocated on first use.
+fn rare(r: &mut Option<Box<Rare>>) -> &mut Rare {
+    r.get_or_insert_with(Default::default)
+}
+
 /// One run of a workflow.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -261,8 +283,8 @@ pub struct Run {
     run_key: u64,
     status: RunStatus,
     log: Vec<LoggedEvent>,
-    /// Event id → seq; empty (and unused) until the log passes [`LINEAR_IDS`] events.
-    by_id: FastMap<EventId, Seq>,
+    /// The tables a short run of a plain workflow never needs (see [`Rare`]).
+    rare: Option<Box<Rare>>,
     ids_indexed: bool,
     /// While ids are scanned: one bit per logged id's fingerprint ([`id_bit`]). A clear bit
     /// proves an id absent without a scan; a set bit may be another id's (then scan).
@@ -278,7 +300,6 @@ pub struct Run {
     /// The seq of the start event that began the run (`NO_SEQ` before): control events
     /// logged before it are orphans, whose ids are not taken.
     start_seq: Seq,
-    foreign_names: Vec<Box<str>>,
     /// Per list/fixed-list (step, param), flattened with the spec's parameter offsets: the matching
     /// dispatched events in arrival order.
     matches: Vec<Vec<Seq>>,
@@ -288,13 +309,6 @@ pub struct Run {
     slots: Vec<u32>,
     /// Index in `slots` of the first execution count (= the number of parameter slots).
     count_base: u32,
-    /// `seq_table[i] == SMALL_SEQS + i`: lets a single binding past the static table be
-    /// returned as a one-element slice (short runs never allocate it).
-    seq_table: Vec<Seq>,
-    /// Input-set hash → the execution that ran it. Holds the steps whose parameters overlap
-    /// from the start, and every step once the run has [`LINEAR_INPUT_SETS`] executions.
-    input_sets: FastMap<(StepIdx, u64), ExecutionId>,
-    input_set_collisions: Vec<(StepIdx, u64, ExecutionId)>,
     input_sets_indexed: bool,
     executions: Vec<Execution>,
     bindings: Vec<Bound>,
@@ -319,7 +333,7 @@ impl Run {
             run_key,
             status: RunStatus::NotStarted,
             log: Vec::with_capacity(events),
-            by_id: FastMap::default(),
+            rare: None,
             ids_indexed: false,
             id_bits: [0; 2],
             linear_ids: LINEAR_IDS as u32,
@@ -327,7 +341,6 @@ impl Run {
             index_ids_at: LINEAR_IDS as u32,
             index_sets_at: LINEAR_INPUT_SETS as u32,
             start_seq: NO_SEQ,
-            foreign_names: Vec::new(),
             // Only list and fixed-list parameters keep match lists; a workflow without any
             // (a plain chain) allocates none.
             matches: if lists {
@@ -341,9 +354,6 @@ impl Run {
                 v[total..].fill(0);
                 v
             },
-            seq_table: Vec::new(),
-            input_sets: FastMap::default(),
-            input_set_collisions: Vec::new(),
             input_sets_indexed: false,
             executions: Vec::with_capacity(steps),
             bindings: Vec::with_capacity(total),
@@ -382,20 +392,22 @@ impl Run {
         self.run_key = run_key;
         self.status = RunStatus::NotStarted;
         self.log.clear();
-        self.by_id.clear();
+        if let Some(r) = &mut self.rare {
+            r.by_id.clear();
+            r.foreign_names.clear();
+            r.seq_table.clear();
+            r.input_sets.clear();
+            r.input_set_collisions.clear();
+        }
         self.ids_indexed = false;
         self.id_bits = [0; 2];
         self.start_seq = NO_SEQ;
-        self.foreign_names.clear();
         for m in &mut self.matches {
             m.clear();
         }
         let counts = self.count_base as usize;
         self.slots[..counts].fill(NO_SEQ);
         self.slots[counts..].fill(0);
-        self.seq_table.clear();
-        self.input_sets.clear();
-        self.input_set_collisions.clear();
         self.input_sets_indexed = self.linear_input_sets == 0;
         self.index_ids_at = self.linear_ids;
         self.index_sets_at = if self.input_sets_indexed {
@@ -461,7 +473,11 @@ impl Run {
             Bound::Nothing => &[],
             Bound::One(seq) => match (seq as usize).checked_sub(SMALL_SEQS) {
                 None => &IDENTITY[seq as usize..=seq as usize],
-                Some(i) => self.seq_table.get(i..=i).unwrap_or(&[]),
+                Some(i) => self
+                    .rare
+                    .as_ref()
+                    .and_then(|r| r.seq_table.get(i..=i))
+                    .unwrap_or(&[]),
             },
             Bound::First(n) => &self.matches[self.param_slot(step, param)][..n as usize],
         }
@@ -470,13 +486,17 @@ impl Run {
     pub fn type_name(&self, ty: EventTy) -> &str {
         match ty {
             EventTy::Known(t) => &self.spec.types[t as usize].name,
-            EventTy::Foreign(i) => &self.foreign_names[i as usize],
+            EventTy::Foreign(i) => self
+                .rare
+                .as_ref()
+                .and_then(|r| r.foreign_names.get(i as usize))
+                .map_or("", |n| n),
         }
     }
     /// The seq of an event id, if it is in the log.
     pub fn seq_of(&self, id: &EventId) -> Option<Seq> {
         if self.ids_indexed {
-            self.by_id.get(id).copied()
+            self.rare.as_ref().and_then(|r| r.by_id.get(id).copied())
         } else {
             self.scan_id(id)
         }
@@ -512,7 +532,7 @@ impl Run {
                 by_id.entry(e.id).or_insert(i as Seq);
             }
         }
-        self.by_id = by_id;
+        rare(&mut self.rare).by_id = by_id;
         self.ids_indexed = true;
         self.index_ids_at = u32::MAX;
     }
@@ -625,7 +645,7 @@ impl Run {
         if !orphan {
             let first = if self.ids_indexed {
                 // One hash for the duplicate check and the insert.
-                match self.by_id.entry(id) {
+                match rare(&mut self.rare).by_id.entry(id) {
                     std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
                     std::collections::hash_map::Entry::Vacant(v) => {
                         v.insert(seq);
@@ -646,12 +666,12 @@ impl Run {
         let ty = match ty {
             NewEventType::Known(t) => EventTy::Known(*t),
             NewEventType::Foreign { name, .. } => {
-                let i = match self.foreign_names.iter().position(|n| **n == **name) {
+                let names = &mut rare(&mut self.rare).foreign_names;
+                let i = match names.iter().position(|n| **n == **name) {
                     Some(i) => i,
                     None => {
-                        self.foreign_names
-                            .push(std::mem::take(name).into_boxed_str());
-                        self.foreign_names.len() - 1
+                        names.push(std::mem::take(name).into_boxed_str());
+                        names.len() - 1
                     }
                 };
                 EventTy::Foreign(i as u32)
@@ -665,7 +685,7 @@ impl Run {
             origin,
         });
         if seq as usize >= SMALL_SEQS {
-            self.seq_table.push(seq);
+            rare(&mut self.rare).seq_table.push(seq);
         }
 
         match self.status {
@@ -711,8 +731,10 @@ impl Run {
         self.records.push(Record::RunTerminated { seq, by });
         // Step bookkeeping ends with the run; the log, the executions and the match lists
         // (which let bindings be expanded for reports) are kept as evidence.
-        self.input_sets = FastMap::default();
-        self.input_set_collisions = Vec::new();
+        if let Some(r) = &mut self.rare {
+            r.input_sets = FastMap::default();
+            r.input_set_collisions = Vec::new();
+        }
         let counts = self.count_base as usize;
         self.slots[counts..].fill(0);
     }
@@ -849,7 +871,7 @@ impl Run {
             key = self.input_set_hash(step, &self.bindings[bind_start..]);
             // One probe of the input-set table: a free slot is taken at once when no
             // precondition stands between this check and the start (the common case).
-            let first = match self.input_sets.entry((step, key)) {
+            let first = match rare(&mut self.rare).input_sets.entry((step, key)) {
                 std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
                 std::collections::hash_map::Entry::Vacant(v) => {
                     if s.precondition.is_none() {
@@ -892,10 +914,11 @@ impl Run {
         }
         // Start: count, input set and start record form one decision.
         if hashed && !recorded {
-            match self.input_sets.entry((step, key)) {
+            let r = rare(&mut self.rare);
+            match r.input_sets.entry((step, key)) {
                 // Same hash, different set (find_input_set compared them): keep both.
                 std::collections::hash_map::Entry::Occupied(_) => {
-                    self.input_set_collisions.push((step, key, execution));
+                    r.input_set_collisions.push((step, key, execution));
                 }
                 std::collections::hash_map::Entry::Vacant(v) => {
                     v.insert(execution);
@@ -961,9 +984,10 @@ impl Run {
             }
             let execution = ExecutionId(i as u32);
             let key = self.input_set_hash(step, self.bindings(execution));
-            match self.input_sets.entry((step, key)) {
+            let r = rare(&mut self.rare);
+            match r.input_sets.entry((step, key)) {
                 std::collections::hash_map::Entry::Occupied(_) => {
-                    self.input_set_collisions.push((step, key, execution));
+                    r.input_set_collisions.push((step, key, execution));
                 }
                 std::collections::hash_map::Entry::Vacant(v) => {
                     v.insert(execution);
@@ -1016,7 +1040,9 @@ impl Run {
         if self.same_input_set(step, self.bindings(hit), bound) {
             return Some(hit);
         }
-        self.input_set_collisions
+        self.rare
+            .as_ref()
+            .map_or(&[][..], |r| &r.input_set_collisions)
             .iter()
             .filter(|(s, k, _)| *s == step && *k == key)
             .map(|(_, _, x)| *x)
@@ -1176,9 +1202,11 @@ impl Run {
             + self.state_bytes()
             + self.log.capacity() * size_of::<LoggedEvent>()
             + self.records.capacity() * size_of::<Record>()
-            + self.foreign_names.capacity() * size_of::<Box<str>>()
-            + self.foreign_names.iter().map(|n| n.len()).sum::<usize>()
-            + self.input_set_collisions.capacity() * size_of::<(StepIdx, u64, ExecutionId)>()
+            + self.rare.as_ref().map_or(0, |r| {
+                r.foreign_names.capacity() * size_of::<Box<str>>()
+                    + r.foreign_names.iter().map(|n| n.len()).sum::<usize>()
+                    + r.input_set_collisions.capacity() * size_of::<(StepIdx, u64, ExecutionId)>()
+            })
             + self
                 .executions
                 .iter()
@@ -1193,12 +1221,15 @@ impl Run {
         self.matches.capacity() * size_of::<Vec<Seq>>()
             + self.matches.iter().map(|m| m.capacity() * 4).sum::<usize>()
             + self.slots.capacity() * 4
-            + self.seq_table.capacity() * 4
-            + self.input_sets.capacity()
-                * (size_of::<(StepIdx, u64)>() + size_of::<ExecutionId>() + 1)
+            + self.rare.as_ref().map_or(0, |r| {
+                size_of::<Rare>()
+                    + r.seq_table.capacity() * 4
+                    + r.input_sets.capacity()
+                        * (size_of::<(StepIdx, u64)>() + size_of::<ExecutionId>() + 1)
+                    + r.by_id.capacity() * (size_of::<EventId>() + size_of::<Seq>() + 1)
+            })
             + self.executions.capacity() * size_of::<Execution>()
             + self.bindings.capacity() * size_of::<Bound>()
-            + self.by_id.capacity() * (size_of::<EventId>() + size_of::<Seq>() + 1)
     }
 }
 
