@@ -8,7 +8,8 @@
 //! runs once, the way the engine does (`Run::complete_returned` with a reused output
 //! buffer), and prints nothing else; `--count s2 --n N` drives one fan-out of N (fixed
 //! list; `--count s2list` for list + precondition). Run each at two sizes under
-//! `valgrind --tool=callgrind` and divide the difference by the added steps or arrivals.
+//! `valgrind --tool=callgrind` and divide the difference by the added steps or arrivals
+//! (`benches/callgrind.sh` does it; figures in `BENCHMARKS.md`).
 
 use saap_dispatch::{
     CompiledSpec, DeclaredConditions, NewEvent, Outcome, Run, SpecSyntax, compile_spec_text,
