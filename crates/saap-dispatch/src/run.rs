@@ -1062,6 +1062,9 @@ impl Run {
         let step = x.step;
         match outcome {
             Outcome::Returned(mut outputs) => {
+                if outputs.len() > 1 {
+                    self.reserve_for(outputs.len());
+                }
                 self.returned(execution, attempt, &mut outputs, pre)?;
             }
             Outcome::Failed(mut message) => {
@@ -1104,6 +1107,9 @@ impl Run {
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<(), CompleteError> {
         self.live_execution(execution, attempt)?;
+        if outputs.len() > 1 {
+            self.reserve_for(outputs.len());
+        }
         self.returned(execution, attempt, outputs, pre)
     }
 
@@ -1135,6 +1141,24 @@ impl Run {
         }
         outputs.clear();
         Ok(())
+    }
+
+    /// Room for `n` more events arriving together (a fan-out's outputs): the log, one record
+    /// each, and the id index (built now if they would cross the threshold; decisions do
+    /// not depend on when it is built) grow once to their size instead of doubling
+    /// repeatedly, rehashing every id each time.
+    #[cold]
+    #[inline(never)]
+    fn reserve_for(&mut self, n: usize) {
+        let n = n.min(MAX_LOG_EVENTS);
+        self.log.reserve(n);
+        self.records.reserve(n);
+        if self.log.len() + n > self.index_ids_at as usize {
+            self.index_ids();
+        }
+        if self.ids_indexed {
+            rare(&mut self.rare).by_id.reserve(n);
+        }
     }
 
     /// Runs a started-but-unfinished execution again (after a crash or a lost worker).
