@@ -423,6 +423,60 @@ fn idempotency_duplicate_event_id_is_dropped() {
 }
 
 #[test]
+fn idempotency_duplicates_among_the_outputs_of_one_completion_are_dropped() {
+    // 10 outputs stay within the log length up to which ids are scanned; 40 cross it (the
+    // index is then built before they are appended). Either way the duplicates among them
+    // (of an earlier output, of the start event) are dropped exactly as in a run that
+    // indexes ids from its first event.
+    let yaml = spec(
+        "  - {name: fan, params: [{name: q, kind: required, types: [StartEvent]}], outputs: [A]}
+  - {name: s, params: [{name: a, kind: required, types: [A]}]}",
+    );
+    let spec = Arc::new(compile_spec_text(&yaml, SpecSyntax::Yaml).unwrap());
+    for n in [10u64, 40] {
+        let records = |mut run: Run| {
+            let start = run.spec().type_id("StartEvent").unwrap();
+            let a = run.spec().type_id("A").unwrap();
+            run.append(
+                NewEvent::known(counter_event_id(1), start),
+                &mut DeclaredConditions,
+            )
+            .unwrap();
+            let x = run.take_started()[0];
+            let mut outputs: Vec<NewEvent> = (100..100 + n)
+                .map(|i| NewEvent::known(counter_event_id(i), a))
+                .collect();
+            outputs[n as usize - 5].id = counter_event_id(100);
+            outputs[n as usize - 2].id = counter_event_id(1);
+            run.complete_returned(x, 1, &mut outputs, &mut DeclaredConditions)
+                .unwrap();
+            assert!(outputs.is_empty(), "the caller's buffer is emptied");
+            (run.records().to_vec(), run.executions().len())
+        };
+        let (scanned, executions) = records(Run::new(spec.clone(), 7));
+        let (indexed, _) = records(Run::new(spec.clone(), 7).with_index_thresholds(0, 0));
+        assert_eq!(scanned, indexed, "{n} outputs");
+        let duplicates: Vec<_> = scanned
+            .iter()
+            .filter_map(|r| match r {
+                Record::DuplicateEvent { first_seq, .. } => Some(*first_seq),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            duplicates,
+            vec![1, 0],
+            "{n} outputs: seq 1 repeated, then the start"
+        );
+        assert_eq!(
+            executions,
+            1 + n as usize - 2,
+            "fan, then s per distinct output"
+        );
+    }
+}
+
+#[test]
 fn idempotency_repeated_input_set_is_skipped_and_consumes_no_budget() {
     let mut h = H::new(&spec(
         "  - {name: s, max_executions_per_run: 2, params: [{name: xs, kind: fixed_list, size: 1, types: [A]}, {name: b, kind: optional, types: [B]}]}",
