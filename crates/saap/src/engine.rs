@@ -823,11 +823,16 @@ impl Engine {
         thread_id: Option<&str>,
         start: T,
     ) -> Result<String, EngineError> {
-        let size = json_size(&start)?;
-        let ev = self
-            .shared
-            .incoming_named(T::NAME.into(), Payload::typed(start), size, None)?;
-        self.start_run_with(thread_id, ev).await
+        let ev = json_size(&start)
+            .map_err(EngineError::from)
+            .and_then(|size| {
+                self.shared
+                    .incoming_named(T::NAME.into(), Payload::typed(start), size, None)
+            });
+        let (run_id, slot, applied) = self.begin_run(thread_id, ev)?;
+        self.shared.launch(&slot, applied).await?;
+        self.shared.release(slot);
+        Ok(run_id.to_string())
     }
 
     /// Starts a run with a start event given by type name and fields (JSON), e.g. from a
@@ -838,9 +843,14 @@ impl Engine {
         name: &str,
         payload: Payload,
     ) -> Result<String, EngineError> {
-        let size = payload.check_json()?;
-        let ev = self.shared.incoming(name, payload, size, None)?;
-        self.start_run_with(thread_id, ev).await
+        let ev = payload
+            .check_json()
+            .map_err(EngineError::from)
+            .and_then(|size| self.shared.incoming(name, payload, size, None));
+        let (run_id, slot, applied) = self.begin_run(thread_id, ev)?;
+        self.shared.launch(&slot, applied).await?;
+        self.shared.release(slot);
+        Ok(run_id.to_string())
     }
 
     /// Runs a workflow to its end with one awaited call: starts a run in a new thread with
@@ -922,15 +932,17 @@ impl Engine {
         Ok((run_id, slot))
     }
 
-    async fn start_run_with(
+    /// The synchronous part of starting a run: makes its slot and applies its start event
+    /// (not yet durable). Kept out of the `start_run*` futures, which stay small.
+    fn begin_run(
         &self,
         thread_id: Option<&str>,
-        ev: Incoming,
-    ) -> Result<String, EngineError> {
+        ev: Result<Incoming, EngineError>,
+    ) -> Result<(Arc<str>, Arc<RunSlot>, Applied), EngineError> {
+        let ev = ev?;
         let (run_id, slot) = self.new_run(thread_id, &ev)?;
-        self.shared.submit(&slot, Input::Append(ev)).await?;
-        self.shared.release(slot);
-        Ok(run_id.to_string())
+        let applied = self.shared.apply(&slot, Input::Append(ev))?;
+        Ok((run_id, slot, applied))
     }
 
     /// Sends an event to a live run; returns its id once it is durable. An event for a run
@@ -1518,20 +1530,41 @@ impl Shared {
         input: Input,
     ) -> Result<Option<Appended>, EngineError> {
         let applied = self.apply(slot, input)?;
-        if let Err(e) = applied.durable.wait().await {
+        self.launch(slot, applied).await
+    }
+
+    /// Waits until an applied input is durable, then launches what it started. The wait
+    /// of a store that is not ready at once is boxed: a caller's future (one per run
+    /// started with `start_run`) stays small on the in-memory path.
+    async fn launch(
+        self: &Arc<Self>,
+        slot: &Arc<RunSlot>,
+        applied: Applied,
+    ) -> Result<Option<Appended>, EngineError> {
+        let Applied {
+            durable,
+            started,
+            appended,
+            ended,
+        } = applied;
+        let stored = match durable {
+            Pending::Ready(r) => r,
+            waiting => Box::pin(waiting.wait()).await,
+        };
+        if let Err(e) = stored {
             self.storage_failed(slot, &e);
             return Err(e.into());
         }
-        if applied.ended {
+        if ended {
             slot.lock().end_durable = true;
         }
         slot.bump();
-        let none_started = applied.started.is_empty();
-        spawn_all(self, slot, applied.started);
+        let none_started = started.is_empty();
+        spawn_all(self, slot, started);
         if none_started {
             self.maybe_evict(slot);
         }
-        Ok(applied.appended)
+        Ok(appended)
     }
 
     /// A display event from a running step.
@@ -2055,8 +2088,7 @@ fn spawn_all(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
         Started::Many(all) if shares_task(shared) => {
             let (shared, slot) = (shared.clone(), slot.clone());
             tokio::spawn(async move {
-                let queue = all.into_iter().map(Queued::Bound).collect();
-                drive_local(&shared, &slot, None, queue).await;
+                drive_local(&shared, &slot, None, Some(queued(all))).await;
                 shared.release(slot);
             });
         }
@@ -2071,7 +2103,12 @@ fn spawn_all(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
 /// Runs an execution and feeds its completion back; continues with the next execution on
 /// this task (see [`drive_steps`] and [`drive_local`]).
 async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
-    drive_steps(&shared, &slot, inv).await;
+    // Not through `drive_steps`: one level of future less in every task.
+    if shares_task(&shared) {
+        drive_local(&shared, &slot, Some(inv), None).await;
+    } else {
+        Box::pin(drive_spawning(&shared, &slot, inv)).await;
+    }
     shared.release(slot);
 }
 
@@ -2083,8 +2120,7 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
         Started::None => shared.maybe_evict(slot),
         Started::One(first) => drive_steps(shared, slot, first).await,
         Started::Many(all) if shares_task(shared) => {
-            let queue = all.into_iter().map(Queued::Bound).collect();
-            drive_local(shared, slot, None, queue).await
+            drive_local(shared, slot, None, Some(queued(all))).await
         }
         Started::Many(all) => {
             let mut all = all.into_iter();
@@ -2105,9 +2141,10 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
 /// through [`drive_local`]; elsewhere the others on their own tasks.
 async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) {
     if shares_task(shared) {
-        drive_local(shared, slot, Some(inv), VecDeque::new()).await
+        drive_local(shared, slot, Some(inv), None).await
     } else {
-        drive_spawning(shared, slot, inv).await
+        // Boxed: the in-memory path keeps the smaller future.
+        Box::pin(drive_spawning(shared, slot, inv)).await
     }
 }
 
@@ -2177,45 +2214,54 @@ fn shares_task(shared: &Shared) -> bool {
 /// A body that did not end at its first poll, polled among the run's others.
 type Running = Pin<Box<dyn Future<Output = (Invocation, Result<Vec<OutEvent>, String>)> + Send>>;
 
-/// Drives all the executions of a run on this task, in the order they started: `first`,
-/// then `queue`. Each is bound when its turn comes (into the buffers of one that finished)
-/// and its body polled at once. A body that ends at that poll — any body that does not wait
-/// for I/O — is completed right away: no task, no boxed future, no waker. Bodies that wait
-/// are polled together (a `FuturesUnordered`), as tasks would be, and completed as they
-/// end. Returns when nothing of the run is queued or waiting here.
+/// The executions a local driver has queued or waiting besides the one it runs (boxed: a
+/// chain, whose driver never needs them, keeps a small task).
+#[derive(Default)]
+struct Fanout {
+    queue: VecDeque<Queued>,
+    waiting: Option<FuturesUnordered<Running>>,
+    /// The buffers of an execution that finished, for the next one to bind.
+    spare: Option<Invocation>,
+}
+
+/// Drives all the executions of a run on this task, in the order they started: `next`,
+/// then the queue of `fan`. Each is bound when its turn comes (into the buffers of one that
+/// finished) and its body polled at once. A body that ends at that poll — any body that
+/// does not wait for I/O — is completed right away: no task, no boxed future, no waker.
+/// Bodies that wait are polled together (a `FuturesUnordered`), as tasks would be, and
+/// completed as they end. Returns when nothing of the run is queued or waiting here.
 async fn drive_local(
     shared: &Arc<Shared>,
     slot: &Arc<RunSlot>,
-    first: Option<Invocation>,
-    mut queue: VecDeque<Queued>,
+    mut next: Option<Invocation>,
+    mut fan: Option<Box<Fanout>>,
 ) {
-    let mut waiting: Option<FuturesUnordered<Running>> = None;
-    let mut spare: Option<Invocation> = None;
     let mut others = Vec::new();
-    let mut next = first;
     'drive: loop {
         let (mut inv, result) = 'ran: {
             let mut inv = match next.take() {
                 Some(inv) => inv,
-                None => match queue.pop_front() {
-                    Some(Queued::Bound(inv)) => inv,
-                    Some(Queued::Started(x)) => {
-                        let mut inv = spare.take().unwrap_or_else(Invocation::empty);
-                        shared.bind(slot, x, &mut inv);
-                        inv
-                    }
-                    None => {
-                        // Nothing to start: wait for a body that waits.
-                        let ended = match waiting.as_mut() {
-                            Some(w) => w.next().await,
-                            None => None,
-                        };
-                        match ended {
-                            Some(ran) => break 'ran ran,
-                            None => break 'drive,
+                None => {
+                    let Some(f) = fan.as_mut() else {
+                        break 'drive;
+                    };
+                    match f.queue.pop_front() {
+                        Some(Queued::Bound(inv)) => inv,
+                        Some(Queued::Started(x)) => {
+                            let mut inv = f.spare.take().unwrap_or_else(Invocation::empty);
+                            shared.bind(slot, x, &mut inv);
+                            inv
                         }
+                        // Nothing to start: wait for a body that waits.
+                        None => match f.waiting.as_mut() {
+                            Some(w) => match w.next().await {
+                                Some(ran) => break 'ran ran,
+                                None => break 'drive,
+                            },
+                            None => break 'drive,
+                        },
                     }
-                },
+                }
             };
             let step = inv.step;
             let mut body = None;
@@ -2239,7 +2285,8 @@ async fn drive_local(
                         end_body(&mut inv);
                         (inv, r)
                     });
-                    waiting
+                    fan.get_or_insert_with(Box::default)
+                        .waiting
                         .get_or_insert_with(FuturesUnordered::new)
                         .push(parked);
                     continue 'drive;
@@ -2252,18 +2299,23 @@ async fn drive_local(
         };
         let stored = match done.durable {
             Pending::Ready(r) => r,
-            waiting => waiting.wait().await,
+            waiting => Box::pin(waiting.wait()).await,
         };
         if durable(shared, slot, done.ended, stored).is_none() {
             continue;
         }
         match done.next {
             Next::None => {
-                spare = Some(inv);
+                if let Some(f) = fan.as_mut() {
+                    f.spare = Some(inv);
+                }
                 continue;
             }
             Next::Here => {}
-            Next::Also => queue.extend(others.drain(..).map(Queued::Started)),
+            Next::Also => fan
+                .get_or_insert_with(Box::default)
+                .queue
+                .extend(others.drain(..).map(Queued::Started)),
         }
         next = Some(inv);
         // A long chain whose steps never wait would keep this worker busy: let the
@@ -2271,6 +2323,14 @@ async fn drive_local(
         tokio::task::consume_budget().await;
     }
     shared.maybe_evict(slot);
+}
+
+/// Invocations made by an input, queued for a local driver.
+fn queued(all: Vec<Invocation>) -> Box<Fanout> {
+    Box::new(Fanout {
+        queue: all.into_iter().map(Queued::Bound).collect(),
+        ..Fanout::default()
+    })
 }
 
 /// After a body ended: keeps its display counter for the next execution when the body
