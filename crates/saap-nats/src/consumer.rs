@@ -117,7 +117,10 @@ impl Delivery {
     }
 
     /// Acknowledges the message and waits until the server confirms it (a double ack), so a
-    /// returned `Ok` means the message will not be redelivered.
+    /// returned `Ok` means the server recorded it and will not redeliver it while it runs and
+    /// after a graceful stop. A crash of the server (kill -9) can still lose the
+    /// acknowledgement, since the consumer state is written lazily: the message then comes
+    /// again, possibly as a first delivery (`delivered == 1`); handlers stay idempotent.
     pub async fn ack(self) -> Result<()> {
         let seq = self.info.stream_sequence;
         self.acker.double_ack().await.map_err(|e| NatsError::Ack {

@@ -751,14 +751,13 @@ async fn acknowledged_messages_survive_a_server_kill_and_restart() {
         d.ack().await.unwrap();
     }
     // Drain until the server itself reports nothing outstanding. This is the race behind the
-    // test's flaky failure (CI, 1 run in ~10; the old test failed 1 in 30 locally): the kill can
-    // lose the acknowledgements of 1 and 2 (the consumer state is written lazily), and the
-    // server then holds them as delivered-but-unacknowledged and redelivers them only when
-    // their ack wait expires, often after 3..5 arrived. A test that stopped at 3..5 and then
-    // stopped the server gracefully found exactly that, correctly persisted: ack floor 0, 2
-    // acks pending, nothing redelivered yet. Whether the kill loses those acks depends on
-    // whether the server's lazy state write ran before it, so only the server's own report
-    // fixes the starting point of the graceful-stop check below.
+    // test's flaky failure (CI about 1 run in 10): the consumer state is written lazily, so the
+    // kill leaves whatever the last write saw. Measured over 100 kills: nothing delivered (66),
+    // 5 delivered and unacknowledged (32), or 1 and 2 delivered and unacknowledged (2). In the
+    // last case 3..5 arrive at once as new messages but 1 and 2 only when their ack wait
+    // expires; a test that stopped at 3..5 and then stopped the server gracefully found that
+    // state, correctly persisted: ack floor 0, 2 acks pending, nothing redelivered yet. Only
+    // the server's own report fixes the starting point of the graceful-stop check below.
     loop {
         let info = runner_info(&nats, class).await;
         if info.num_ack_pending == 0 && info.num_pending == 0 {
