@@ -318,15 +318,24 @@ pub struct Run {
     untaken: u32,
 }
 
+/// First capacities of a new run's tables (see [`Run::new`]).
+const FIRST_EVENTS: usize = 4;
+const FIRST_EXECUTIONS: usize = 2;
+const FIRST_BINDINGS: usize = 4;
+const FIRST_RECORDS: usize = 8;
+
 impl Run {
     /// A new, not yet started run. `run_key` (see [`crate::ids::run_key`]) seeds the
     /// deterministic ids of events the core creates (ExceptionEvents of failed steps).
     pub fn new(spec: Arc<CompiledSpec>, run_key: u64) -> Run {
         let total = spec.param_offsets().last().copied().unwrap_or(0) as usize;
         let steps = spec.steps.len();
-        // Sized for a run that executes each step about once, so that a typical run
-        // allocates each table once instead of growing it step by step.
-        let events = steps + 2;
+        // Sized for a run's first dispatch, not its whole life: many runs in flight at once
+        // mostly wait at their first events, so a full-size table each would hold ~2 KB per
+        // run for nothing. A run grows its tables as it goes (a few doublings), and an
+        // engine that recycles ended runs (`Run::reset`, which keeps the capacity) pays
+        // that growth once per recycled run, not once per run.
+        let events = (steps + 2).min(FIRST_EVENTS);
         let lists = spec.has_list_params();
         Run {
             spec,
@@ -355,12 +364,12 @@ impl Run {
                 v
             },
             input_sets_indexed: false,
-            executions: Vec::with_capacity(steps),
-            bindings: Vec::with_capacity(total),
+            executions: Vec::with_capacity(steps.min(FIRST_EXECUTIONS)),
+            bindings: Vec::with_capacity(total.min(FIRST_BINDINGS)),
             // A run in which each step runs once records 4 per step (candidate, start,
-            // completion, the output's append) plus the start and the end: sized exactly so,
-            // which also keeps a 10-step run's buffer inside the allocator's thread cache.
-            records: Vec::with_capacity(4 * steps + 3),
+            // completion, the output's append) plus the start and the end; the first
+            // dispatch records about 4.
+            records: Vec::with_capacity((4 * steps + 3).min(FIRST_RECORDS)),
             untaken: 0,
         }
     }
@@ -418,6 +427,25 @@ impl Run {
         self.executions.clear();
         self.bindings.clear();
         self.records.clear();
+        self.untaken = 0;
+    }
+
+    /// Frees the memory of the run's evidence — log, records, executions, bindings, match
+    /// lists, indexes — keeping its status (an ended run stays ended, with nothing
+    /// running). For an engine that keeps no ended runs: one still referenced for a while
+    /// (by whoever waits for its end) need not hold its tables. [`Run::reset`] makes it a
+    /// fresh run as usual.
+    pub fn forget_evidence(&mut self) {
+        self.log = Vec::new();
+        self.rare = None;
+        self.ids_indexed = false;
+        self.id_bits = [0; 2];
+        for m in &mut self.matches {
+            *m = Vec::new();
+        }
+        self.executions = Vec::new();
+        self.bindings = Vec::new();
+        self.records = Vec::new();
         self.untaken = 0;
     }
 

@@ -532,4 +532,31 @@ proptest! {
         }
         prop_assert_eq!(recycled.take_started(), out.run.clone().take_started());
     }
+
+    #[test]
+    fn a_run_that_forgot_its_evidence_keeps_its_status_and_resets_like_a_fresh_one(
+        wf in arb_workflow(), ops in arb_ops(), other in arb_ops()
+    ) {
+        // Engines free an ended run's tables while a waiter still holds it: its status must
+        // stay (an ended run stays ended), nothing may look running, and a reset after it
+        // must decide like a fresh run.
+        let spec = Arc::new(CompiledSpec::compile(&wf).unwrap());
+        let out = drive(spec.clone(), &ops);
+        let mut forgetful = drive(spec.clone(), &other).run;
+        let status = forgetful.status();
+        forgetful.forget_evidence();
+        prop_assert_eq!(forgetful.status(), status);
+        prop_assert_eq!(forgetful.running().count(), 0);
+        prop_assert!(forgetful.log().is_empty() && forgetful.records().is_empty());
+        forgetful.reset(42);
+        for input in &out.journal {
+            forgetful.apply(input.clone(), &mut DeclaredConditions).unwrap();
+        }
+        prop_assert_eq!(forgetful.records(), out.run.records());
+        prop_assert_eq!(forgetful.log(), out.run.log());
+        for i in 0..out.run.executions().len() {
+            let x = ExecutionId(i as u32);
+            prop_assert_eq!(forgetful.bound_event_ids(x), out.run.bound_event_ids(x));
+        }
+    }
 }
