@@ -218,6 +218,20 @@ pub(crate) struct RunState {
 }
 
 impl RunState {
+    /// Frees what an ended run that left the engine holds (see [`Run::forget_evidence`]);
+    /// it stays ended, and quiet.
+    fn forget(&mut self) {
+        self.run.forget_evidence();
+        self.payloads = Vec::new();
+        self.display_by = Vec::new();
+        self.scratch_pending = Vec::new();
+        self.scratch_started = Vec::new();
+        self.pre_cache = PreCache::default();
+        self.spare_inputs = Vec::new();
+        self.spare_outs = Vec::new();
+        self.scratch_news = Vec::new();
+    }
+
     /// The state of a new run, keeping the buffers' allocations (`Run::reset` for the core).
     /// Lists every field, so that a new one cannot be forgotten here.
     fn reset(&mut self, run_key: u64) {
@@ -1607,10 +1621,17 @@ impl Shared {
         }
         slot.quiet.notify_waiters();
         if !self.opts.keep_ended_runs {
-            self.runs
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&slot.run_id);
+            let in_flight = {
+                let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
+                runs.remove(&slot.run_id);
+                runs.len()
+            };
+            // Many runs in flight: whoever waits for this one's end may hold it for a while
+            // (a waiter runs after the tasks before it), and only a few ended slots are kept
+            // for reuse anyway: its tables go now, not when the last waiter lets go.
+            if in_flight >= SPARE_SLOTS {
+                slot.lock().forget();
+            }
         }
     }
 
@@ -2605,6 +2626,49 @@ mod tests {
                 .collect();
             assert_eq!(ids, expected, "execution {x:?}");
         }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn runs_evicted_while_many_are_in_flight_still_end_for_their_waiters() {
+        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        let engine = Engine::new(
+            asking(),
+            Arc::new(crate::backend::memory::MemoryBackend::new()),
+            EngineOptions {
+                keep_ended_runs: false,
+                ..EngineOptions::default()
+            },
+        );
+        // More runs in flight than ended slots are kept: the first ones to end have their
+        // tables freed at once, while their waiters still hold them.
+        let mut ids = Vec::new();
+        for _ in 0..SPARE_SLOTS + 16 {
+            ids.push(engine.start_run(UserMessageEvent::new("q")).await.unwrap());
+        }
+        for id in &ids {
+            logged(&engine, id, 3).await;
+        }
+        let waiters: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let (engine, id) = (engine.clone(), id.clone());
+                tokio::spawn(async move { engine.wait_for_end(&id).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        for id in &ids {
+            engine
+                .send(id, HumanInTheLoopResponseEvent::default())
+                .await
+                .unwrap();
+        }
+        for w in waiters {
+            w.await.unwrap().unwrap();
+        }
+        assert!(
+            engine.run_ids().is_empty(),
+            "every ended run left the engine"
+        );
     }
 
     #[test]
