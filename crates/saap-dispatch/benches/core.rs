@@ -18,6 +18,19 @@ use saap_dispatch::{counter_event_id, derived_event_id};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// `println!` that ends the bench quietly when stdout is closed (e.g. piped to `head`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            panic!("cannot write the bench output: {e}");
+        }
+    }};
+}
+
 fn chain_spec(n: usize) -> CompiledSpec {
     let mut y = String::from("name: Chain\nevents:\n");
     for i in 0..n {
@@ -161,7 +174,7 @@ fn count_mode(shape: &str, arg: impl Fn(&str) -> Option<usize>) {
             run.take_started();
             let mut run = proto.sibling(1);
             drive_returned(&mut run, start, 1, &mut buf, &mut outs);
-            println!(
+            out!(
                 "s1: bytes per chain-10 run: {fresh} fresh, {started} started, {} ended",
                 run.memory_bytes()
             );
@@ -178,7 +191,7 @@ fn count_mode(shape: &str, arg: impl Fn(&str) -> Option<usize>) {
         }
         other => panic!("--count takes s1, s2 or s2list, not {other}"),
     };
-    println!("{shape}: {steps} step executions");
+    out!("{shape}: {steps} step executions");
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -272,14 +285,14 @@ fn main() {
     if want("s1") {
         let (total, alone) = (median(samples.clone()), median(harness));
         let reused = median(recycled);
-        println!(
+        out!(
             "S1 chain-10: harness alone {:.3} µs per step; decision work (total − harness) {:.3} µs per step with a new run each time, {:.3} µs with recycled run tables",
             alone / 1000.0,
             (total - alone) / 1000.0,
             (reused - alone) / 1000.0
         );
     }
-    println!(
+    out!(
         "S1 chain-10: {:.3} µs per step (median of {reps}, {runs} runs each, run creation included)",
         median(samples) / 1000.0
     );
@@ -300,7 +313,7 @@ fn main() {
                 std::hint::black_box(&run);
             }
             let total = median(samples);
-            println!(
+            out!(
                 "S2 fan-in by {:<10} N={n:>6}: {:>9.1} µs total, {:.3} µs per arrival, state {bytes} B",
                 if fixed { "fixed list" } else { "list+pre" },
                 total / 1000.0,
@@ -352,7 +365,7 @@ fn main() {
         per_run_total = runs.iter().map(|(r, _)| r.memory_bytes()).sum::<usize>() / n_runs;
     }
     let m = median(samples);
-    println!(
+    out!(
         "S3 1,000 concurrent chain-10 runs: {:.2} ms total, {:.3} µs per step; per run: bookkeeping {per_run_state} B, all (Run::memory_bytes: with log, records, Run header) {per_run_total} B",
         m / 1e6,
         m / (n_runs * 10) as f64 / 1000.0

@@ -12,6 +12,19 @@ use saap::{
 use std::sync::Arc;
 use std::time::Instant;
 
+/// `println!` that ends the bench quietly when stdout is closed (e.g. piped to `head`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            panic!("cannot write the bench output: {e}");
+        }
+    }};
+}
+
 macro_rules! ev {
     ($($name:ident : $parent:literal),*) => {$(
         #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -284,10 +297,10 @@ fn main() {
         if smoke {
             for kind in ["memory", "sqlite"] {
                 for &a in [Api::Run, Api::StartWait].iter() {
-                    println!("{}", s1(kind, 3, a).await);
-                    println!("{}", s2(kind, 100, true, 1, a).await);
-                    println!("{}", s2(kind, 100, false, 1, a).await);
-                    println!("{}", s3(kind, 20, a).await);
+                    out!("{}", s1(kind, 3, a).await);
+                    out!("{}", s2(kind, 100, true, 1, a).await);
+                    out!("{}", s2(kind, 100, false, 1, a).await);
+                    out!("{}", s3(kind, 20, a).await);
                 }
             }
             return;
@@ -301,7 +314,7 @@ fn main() {
                 .unwrap_or(if kind == "memory" { 1000 } else { 100 });
             if want("s1", kind) {
                 for &a in s1_apis {
-                    println!("{}", s1(kind, seq_runs, a).await);
+                    out!("{}", s1(kind, seq_runs, a).await);
                 }
             }
             if want("s2", kind) {
@@ -320,15 +333,15 @@ fn main() {
                     } else {
                         5
                     };
-                    println!("{}", s2(kind, n, true, runs, api).await);
+                    out!("{}", s2(kind, n, true, runs, api).await);
                     // The list fan-in at N = 10,000 only when asked for (SAAP_BENCH_N=10000).
                     if n <= 1000 || only_n == Some(n) {
-                        println!("{}", s2(kind, n, false, runs, api).await);
+                        out!("{}", s2(kind, n, false, runs, api).await);
                     }
                 }
             }
             if want("s3", kind) {
-                println!("{}", s3(kind, 1000, api).await);
+                out!("{}", s3(kind, 1000, api).await);
             }
         }
     });

@@ -165,6 +165,9 @@ pub(crate) struct Shared {
     /// Slots of evicted runs that nothing referred to any more, reset for new runs (their
     /// core run and buffers keep their allocations). At most [`SPARE_SLOTS`].
     spare_slots: Mutex<Vec<Arc<RunSlot>>>,
+    /// Executions for the engine's local driver, and its wake-up (see `enqueue_local`).
+    local: Mutex<LocalQueue>,
+    local_wake: tokio::sync::Notify,
 }
 
 /// A step's declared output types: name and type id.
@@ -532,11 +535,11 @@ enum Next {
     Also,
 }
 
-/// An execution waiting for its turn on a run's local driver.
+/// An execution waiting for its turn on a local driver.
 enum Queued {
-    Bound(Invocation),
+    Bound(Arc<RunSlot>, Invocation),
     /// Started by a completion, bound when its turn comes.
-    Started(ExecutionId),
+    Started(Arc<RunSlot>, ExecutionId),
 }
 
 struct Applied {
@@ -749,6 +752,8 @@ impl Engine {
                 ids: IdGen::new(),
                 executor: std::sync::OnceLock::new(),
                 spare_slots: Mutex::new(Vec::new()),
+                local: Mutex::new(LocalQueue::default()),
+                local_wake: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -2088,7 +2093,11 @@ fn invocation_into(
 }
 
 fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
-    tokio::spawn(drive(shared, slot, inv));
+    if shares_task(&shared) {
+        enqueue_local(&shared, [Queued::Bound(slot, inv)]);
+    } else {
+        tokio::spawn(drive(shared, slot, inv));
+    }
 }
 
 /// [`spawn_drive`] for an execution not bound yet.
@@ -2106,13 +2115,10 @@ fn spawn_all(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
     match started {
         Started::None => {}
         Started::One(inv) => spawn_drive(shared.clone(), slot.clone(), inv),
-        Started::Many(all) if shares_task(shared) => {
-            let (shared, slot) = (shared.clone(), slot.clone());
-            tokio::spawn(async move {
-                drive_local(&shared, &slot, None, Some(queued(all))).await;
-                shared.release(slot);
-            });
-        }
+        Started::Many(all) if shares_task(shared) => enqueue_local(
+            shared,
+            all.into_iter().map(|inv| Queued::Bound(slot.clone(), inv)),
+        ),
         Started::Many(all) => {
             for inv in all {
                 spawn_drive(shared.clone(), slot.clone(), inv);
@@ -2124,12 +2130,7 @@ fn spawn_all(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
 /// Runs an execution and feeds its completion back; continues with the next execution on
 /// this task (see [`drive_steps`] and [`drive_local`]).
 async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
-    // Not through `drive_steps`: one level of future less in every task.
-    if shares_task(&shared) {
-        drive_local(&shared, &slot, Some(inv), None).await;
-    } else {
-        Box::pin(drive_spawning(&shared, &slot, inv)).await;
-    }
+    drive_spawning(&shared, &slot, inv).await;
     shared.release(slot);
 }
 
@@ -2141,7 +2142,7 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
         Started::None => shared.maybe_evict(slot),
         Started::One(first) => drive_steps(shared, slot, first).await,
         Started::Many(all) if shares_task(shared) => {
-            drive_local(shared, slot, None, Some(queued(all))).await
+            drive_local(shared, None, Some(queued(slot, all)), None, Some(slot)).await
         }
         Started::Many(all) => {
             let mut all = all.into_iter();
@@ -2162,7 +2163,7 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
 /// through [`drive_local`]; elsewhere the others on their own tasks.
 async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) {
     if shares_task(shared) {
-        drive_local(shared, slot, Some(inv), None).await
+        drive_local(shared, Some((slot.clone(), inv)), None, None, Some(slot)).await
     } else {
         // Boxed: the in-memory path keeps the smaller future.
         Box::pin(drive_spawning(shared, slot, inv)).await
@@ -2233,10 +2234,11 @@ fn shares_task(shared: &Shared) -> bool {
 }
 
 /// A body that did not end at its first poll, polled among the run's others.
-type Running = Pin<Box<dyn Future<Output = (Invocation, Result<Vec<OutEvent>, String>)> + Send>>;
+type Running =
+    Pin<Box<dyn Future<Output = (Arc<RunSlot>, Invocation, Result<Vec<OutEvent>, String>)> + Send>>;
 
-/// The executions a local driver has queued or waiting besides the one it runs (boxed: a
-/// chain, whose driver never needs them, keeps a small task).
+/// The executions a per-run local driver has queued or waiting besides the one it runs
+/// (boxed: a chain, whose driver never needs them, keeps a small task).
 #[derive(Default)]
 struct Fanout {
     queue: VecDeque<Queued>,
@@ -2245,48 +2247,129 @@ struct Fanout {
     spare: Option<Invocation>,
 }
 
-/// Drives all the executions of a run on this task, in the order they started: `next`,
-/// then the queue of `fan`. Each is bound when its turn comes (into the buffers of one that
-/// finished) and its body polled at once. A body that ends at that poll — any body that
-/// does not wait for I/O — is completed right away: no task, no boxed future, no waker.
-/// Bodies that wait are polled together (a `FuturesUnordered`), as tasks would be, and
-/// completed as they end. Returns when nothing of the run is queued or waiting here.
+/// Executions started by inputs from other tasks, waiting for the engine's driver (see
+/// [`enqueue_local`]).
+#[derive(Default)]
+pub(crate) struct LocalQueue {
+    items: VecDeque<Queued>,
+    /// A driver task exists (it empties the queue, then clears this under the lock).
+    driving: bool,
+}
+
+/// Hands executions to the engine's local driver, spawning it when none runs: on a
+/// current-thread in-memory engine ([`shares_task`]) a run started with `start_run` (or
+/// woken by `send`) costs a queue entry, not a task.
+fn enqueue_local(shared: &Arc<Shared>, items: impl IntoIterator<Item = Queued>) {
+    let spawn = {
+        let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
+        let before = q.items.len();
+        q.items.extend(items);
+        if q.items.len() == before {
+            return;
+        }
+        !std::mem::replace(&mut q.driving, true)
+    };
+    if spawn {
+        tokio::spawn(engine_driver(shared.clone()));
+    } else {
+        // A permit if the driver is not waiting now: no wake-up is lost.
+        shared.local_wake.notify_one();
+    }
+}
+
+/// The engine's local driver: [`drive_local`] over the engine's queue, until it is empty.
+async fn engine_driver(shared: Arc<Shared>) {
+    /// Clears `driving` if the task is dropped mid-way (its runtime shut down), so that
+    /// a later `enqueue_local` spawns a new driver.
+    struct Dropped<'a>(&'a Shared, bool);
+    impl Drop for Dropped<'_> {
+        fn drop(&mut self) {
+            if self.1 {
+                self.0
+                    .local
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .driving = false;
+            }
+        }
+    }
+    let mut guard = Dropped(&shared, true);
+    drive_local(&shared, None, None, Some(&mut guard.1), None).await;
+}
+
+/// Drives executions on this task, in the order they started: `next`, then the queue —
+/// the queue of `fan` (one run, `run`, driven by its caller) or, with `engine`,
+/// the engine's queue (every run started from other tasks; `engine` is the driver's
+/// "still driving" flag, cleared when it stops). Each execution is bound when its turn
+/// comes (into the buffers of one that finished) and its body polled at once. A body that
+/// ends at that poll — any body that does not wait for I/O — is completed right away: no
+/// task, no boxed future, no waker. Bodies that wait are polled together (a
+/// `FuturesUnordered`), as tasks would be, and completed as they end.
 async fn drive_local(
     shared: &Arc<Shared>,
-    slot: &Arc<RunSlot>,
-    mut next: Option<Invocation>,
+    mut next: Option<(Arc<RunSlot>, Invocation)>,
     mut fan: Option<Box<Fanout>>,
+    mut engine: Option<&mut bool>,
+    run: Option<&Arc<RunSlot>>,
 ) {
     let mut others = Vec::new();
     'drive: loop {
-        let (mut inv, result) = 'ran: {
-            let mut inv = match next.take() {
-                Some(inv) => inv,
+        let (slot, mut inv, result) = 'ran: {
+            let (slot, mut inv) = match next.take() {
+                Some(cur) => cur,
                 None => {
-                    let Some(f) = fan.as_mut() else {
-                        break 'drive;
-                    };
-                    match f.queue.pop_front() {
-                        Some(Queued::Bound(inv)) => inv,
-                        Some(Queued::Started(x)) => {
-                            let mut inv = f.spare.take().unwrap_or_else(Invocation::empty);
-                            shared.bind(slot, x, &mut inv);
-                            inv
+                    let queued = match engine.as_deref_mut() {
+                        Some(driving) => {
+                            let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
+                            let item = q.items.pop_front();
+                            let idle = fan
+                                .as_ref()
+                                .is_none_or(|f| f.waiting.as_ref().is_none_or(|w| w.is_empty()));
+                            if item.is_none() && idle {
+                                q.driving = false;
+                                *driving = false;
+                                break 'drive;
+                            }
+                            item
                         }
-                        // Nothing to start: wait for a body that waits.
-                        None => match f.waiting.as_mut() {
-                            Some(w) => match w.next().await {
+                        None => fan.as_mut().and_then(|f| f.queue.pop_front()),
+                    };
+                    match queued {
+                        Some(Queued::Bound(slot, inv)) => (slot, inv),
+                        Some(Queued::Started(slot, x)) => {
+                            let mut inv = fan
+                                .as_mut()
+                                .and_then(|f| f.spare.take())
+                                .unwrap_or_else(Invocation::empty);
+                            shared.bind(&slot, x, &mut inv);
+                            (slot, inv)
+                        }
+                        // Nothing to start: wait for a body that waits (or, for the engine's
+                        // driver, for new work).
+                        None => {
+                            let Some(w) = fan.as_mut().and_then(|f| f.waiting.as_mut()) else {
+                                break 'drive;
+                            };
+                            if engine.is_some() {
+                                tokio::select! {
+                                    ran = w.next() => match ran {
+                                        Some(ran) => break 'ran ran,
+                                        None => continue 'drive,
+                                    },
+                                    () = shared.local_wake.notified() => continue 'drive,
+                                }
+                            }
+                            match w.next().await {
                                 Some(ran) => break 'ran ran,
                                 None => break 'drive,
-                            },
-                            None => break 'drive,
-                        },
+                            }
+                        }
                     }
                 }
             };
             let step = inv.step;
             let mut body = None;
-            let polled = match shared.start_body(slot, &mut inv) {
+            let polled = match shared.start_body(&slot, &mut inv) {
                 Ok(fut) => {
                     body = Some(fut);
                     std::future::poll_fn(|cx| Poll::Ready(shared.poll_body(step, &mut body, cx)))
@@ -2297,14 +2380,14 @@ async fn drive_local(
             match polled {
                 Poll::Ready(r) => {
                     end_body(&mut inv);
-                    (inv, r)
+                    (slot, inv, r)
                 }
                 Poll::Pending => {
                     let s = shared.clone();
                     let parked: Running = Box::pin(async move {
                         let r = std::future::poll_fn(|cx| s.poll_body(step, &mut body, cx)).await;
                         end_body(&mut inv);
-                        (inv, r)
+                        (slot, inv, r)
                     });
                     fan.get_or_insert_with(Box::default)
                         .waiting
@@ -2315,41 +2398,67 @@ async fn drive_local(
             }
         };
         // A refused completion (the run stopped): the others still complete, refused alike.
-        let Some(done) = complete(shared, slot, &mut inv, result, &mut others) else {
+        let Some(done) = complete(shared, &slot, &mut inv, result, &mut others) else {
+            shared.maybe_evict(&slot);
+            shared.release(slot);
             continue;
         };
         let stored = match done.durable {
             Pending::Ready(r) => r,
             waiting => Box::pin(waiting.wait()).await,
         };
-        if durable(shared, slot, done.ended, stored).is_none() {
+        if durable(shared, &slot, done.ended, stored).is_none() {
+            shared.release(slot);
             continue;
         }
         match done.next {
             Next::None => {
-                if let Some(f) = fan.as_mut() {
-                    f.spare = Some(inv);
+                // The engine's driver lives on: it keeps the buffers for the next execution
+                // it binds (a run's own driver only when it has a fan-out).
+                match fan.as_mut() {
+                    Some(f) => f.spare = Some(inv),
+                    None if engine.is_some() => {
+                        fan.get_or_insert_with(Box::default).spare = Some(inv);
+                    }
+                    None => {}
                 }
+                // The run may have ended (nothing else of it running); a run's own driver
+                // looks once, when it stops.
+                if engine.is_some() {
+                    shared.maybe_evict(&slot);
+                }
+                shared.release(slot);
                 continue;
             }
             Next::Here => {}
-            Next::Also => fan
-                .get_or_insert_with(Box::default)
-                .queue
-                .extend(others.drain(..).map(Queued::Started)),
+            Next::Also => {
+                let started = others.drain(..).map(|x| Queued::Started(slot.clone(), x));
+                match engine {
+                    Some(_) => {
+                        let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
+                        q.items.extend(started);
+                    }
+                    None => fan.get_or_insert_with(Box::default).queue.extend(started),
+                }
+            }
         }
-        next = Some(inv);
+        next = Some((slot, inv));
         // A long chain whose steps never wait would keep this worker busy: let the
         // scheduler run other tasks once this task used its budget.
         tokio::task::consume_budget().await;
     }
-    shared.maybe_evict(slot);
+    if let Some(slot) = run {
+        shared.maybe_evict(slot);
+    }
 }
 
-/// Invocations made by an input, queued for a local driver.
-fn queued(all: Vec<Invocation>) -> Box<Fanout> {
+/// Invocations made by an input, queued for a per-run local driver.
+fn queued(slot: &Arc<RunSlot>, all: Vec<Invocation>) -> Box<Fanout> {
     Box::new(Fanout {
-        queue: all.into_iter().map(Queued::Bound).collect(),
+        queue: all
+            .into_iter()
+            .map(|inv| Queued::Bound(slot.clone(), inv))
+            .collect(),
         ..Fanout::default()
     })
 }
@@ -2669,6 +2778,97 @@ mod tests {
             engine.run_ids().is_empty(),
             "every ended run left the engine"
         );
+    }
+
+    /// Answers at once, or after a long wait when the message says "slow".
+    fn slow_or_fast() -> Workflow {
+        use crate::event::{StopEvent, UserMessageEvent};
+        use crate::params::Required;
+        use crate::workflow::{Step, StepError};
+        Workflow::builder("SlowOrFast")
+            .step(Step::new(
+                "answer",
+                |q: Required<UserMessageEvent>, _: StepCtx| async move {
+                    if q.message == "slow" {
+                        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                    }
+                    Ok::<_, StepError>(StopEvent::default())
+                },
+            ))
+            .build()
+            .expect("valid workflow")
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waiting_body_on_the_engine_driver_does_not_hold_up_other_runs() {
+        use crate::event::UserMessageEvent;
+        let engine = Engine::in_memory(slow_or_fast());
+        let slow = engine
+            .start_run(UserMessageEvent::new("slow"))
+            .await
+            .unwrap();
+        let fast = engine
+            .start_run(UserMessageEvent::new("fast"))
+            .await
+            .unwrap();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            engine.wait_for_end(&fast),
+        )
+        .await
+        .expect("the fast run ends while the slow one waits")
+        .unwrap();
+        let snap = engine.snapshot(&slow).unwrap();
+        assert_eq!(snap.running(), 1, "the slow run's body still waits");
+        // Runs started later still get the driver.
+        let later = engine
+            .start_run(UserMessageEvent::new("fast"))
+            .await
+            .unwrap();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            engine.wait_for_end(&later),
+        )
+        .await
+        .expect("a later run ends too")
+        .unwrap();
+    }
+
+    #[test]
+    fn the_engine_driver_is_replaced_when_its_runtime_goes_away() {
+        use crate::event::UserMessageEvent;
+        let engine = Engine::in_memory(slow_or_fast());
+        let first = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        first.block_on(async {
+            engine
+                .start_run(UserMessageEvent::new("slow"))
+                .await
+                .unwrap();
+            // Let the driver start the slow body, which then waits.
+            tokio::task::yield_now().await;
+        });
+        // The driver task is dropped with its runtime, in the middle of its work.
+        drop(first);
+        let second = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        second.block_on(async {
+            let run = engine
+                .start_run(UserMessageEvent::new("fast"))
+                .await
+                .unwrap();
+            tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                engine.wait_for_end(&run),
+            )
+            .await
+            .expect("a new driver runs the new run")
+            .unwrap();
+        });
     }
 
     #[test]
