@@ -118,10 +118,21 @@ fn kill_9_at_random_points_loses_no_run() {
     let mut rng = fastrand::Rng::with_seed(seed);
     eprintln!("chaos seed {seed} (set SAAP_CHAOS_SEED to replay)");
     let mut killed = 0;
+    let wal = path.with_extension("db-wal");
+    let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
     for _ in 0..CYCLES {
+        let before = wal_len();
         let mut c = child(&path).spawn().unwrap();
-        // The kill point: a random moment in the child's life (chaos, not synchronization).
-        std::thread::sleep(Duration::from_millis(rng.u64(5..120)));
+        // The kill point: a random moment once the child writes (a child still starting
+        // up, slow on a loaded machine, would be killed before any step ran).
+        let t0 = std::time::Instant::now();
+        while wal_len() == before
+            && c.try_wait().unwrap().is_none()
+            && t0.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(rng.u64(0..80)));
         if c.try_wait().unwrap().is_none() {
             killed += 1;
         }
