@@ -319,10 +319,10 @@ pub struct Run {
 }
 
 /// First capacities of a new run's tables (see [`Run::new`]).
-const FIRST_EVENTS: usize = 4;
-const FIRST_EXECUTIONS: usize = 2;
+const FIRST_EVENTS: usize = 2;
+const FIRST_EXECUTIONS: usize = 1;
 const FIRST_BINDINGS: usize = 4;
-const FIRST_RECORDS: usize = 8;
+const FIRST_RECORDS: usize = 4;
 
 impl Run {
     /// A new, not yet started run. `run_key` (see [`crate::ids::run_key`]) seeds the
@@ -368,7 +368,7 @@ impl Run {
             bindings: Vec::with_capacity(total.min(FIRST_BINDINGS)),
             // A run in which each step runs once records 4 per step (candidate, start,
             // completion, the output's append) plus the start and the end; the first
-            // dispatch records about 4.
+            // dispatch of a chain records 4 (start, append, candidate, execution start).
             records: Vec::with_capacity((4 * steps + 3).min(FIRST_RECORDS)),
             untaken: 0,
         }

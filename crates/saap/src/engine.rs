@@ -206,9 +206,17 @@ pub(crate) struct RunState {
     pub failure: Option<String>,
     /// Display events shown by executions: (seq, execution).
     pub display_by: Vec<(u32, ExecutionId)>,
+    /// Buffers of a run that executes (made by its first completion: a run waiting for
+    /// its first step holds none).
+    scratch: Option<Box<Scratch>>,
+}
+
+/// Buffers a run reuses from one input to the next.
+#[derive(Default)]
+struct Scratch {
     /// Reused buffers of `apply` (no allocation per input once warm).
-    scratch_pending: Vec<(EventId, Payload)>,
-    scratch_started: Vec<ExecutionId>,
+    pending: Vec<(EventId, Payload)>,
+    started: Vec<ExecutionId>,
     /// Typed inputs of the last precondition evaluations (live runs only).
     pre_cache: PreCache,
     /// Buffers of the run's last finished execution, reused by the next one it starts (an
@@ -217,7 +225,32 @@ pub(crate) struct RunState {
     spare_outs: Vec<OutEvent>,
     /// The core's view of a completion's outputs, handed to `Run::complete_returned` (kept
     /// empty between completions: no vector per completion).
-    scratch_news: Vec<NewEvent>,
+    news: Vec<NewEvent>,
+}
+
+impl Scratch {
+    fn clear(&mut self) {
+        let Scratch {
+            pending,
+            started,
+            pre_cache,
+            spare_inputs,
+            spare_outs,
+            news,
+        } = self;
+        pending.clear();
+        started.clear();
+        *pre_cache = PreCache::default();
+        // Emptied by the executions that used them; cleared again in case one did not finish.
+        spare_inputs.clear();
+        spare_outs.clear();
+        news.clear();
+    }
+}
+
+/// A run's scratch buffers, made on first use.
+fn scratch(s: &mut Option<Box<Scratch>>) -> &mut Scratch {
+    s.get_or_insert_with(Box::default)
 }
 
 impl RunState {
@@ -227,12 +260,7 @@ impl RunState {
         self.run.forget_evidence();
         self.payloads = Vec::new();
         self.display_by = Vec::new();
-        self.scratch_pending = Vec::new();
-        self.scratch_started = Vec::new();
-        self.pre_cache = PreCache::default();
-        self.spare_inputs = Vec::new();
-        self.spare_outs = Vec::new();
-        self.scratch_news = Vec::new();
+        self.scratch = None;
     }
 
     /// The state of a new run, keeping the buffers' allocations (`Run::reset` for the core).
@@ -248,12 +276,7 @@ impl RunState {
             created,
             failure,
             display_by,
-            scratch_pending,
-            scratch_started,
-            pre_cache,
-            spare_inputs,
-            spare_outs,
-            scratch_news,
+            scratch,
         } = self;
         run.reset(run_key);
         payloads.clear();
@@ -264,13 +287,9 @@ impl RunState {
         *created = false;
         *failure = None;
         display_by.clear();
-        scratch_pending.clear();
-        scratch_started.clear();
-        *pre_cache = PreCache::default();
-        // Emptied by the executions that used them; cleared again in case one did not finish.
-        spare_inputs.clear();
-        spare_outs.clear();
-        scratch_news.clear();
+        if let Some(s) = scratch {
+            s.clear();
+        }
     }
 }
 
@@ -290,12 +309,7 @@ impl RunSlot {
                 created: false,
                 failure: None,
                 display_by: Vec::new(),
-                scratch_pending: Vec::new(),
-                scratch_started: Vec::new(),
-                pre_cache: PreCache::default(),
-                spare_inputs: Vec::new(),
-                spare_outs: Vec::new(),
-                scratch_news: Vec::new(),
+                scratch: None,
             }),
             version: std::sync::OnceLock::new(),
             quiet: tokio::sync::Notify::new(),
@@ -447,6 +461,8 @@ pub(crate) struct Invocation {
     /// A display counter at 0 for the step's context, recycled from the execution this
     /// task ran before (its body kept no copy of its context); `None`: a new one.
     displayed: Option<Arc<AtomicU32>>,
+    /// Its inputs are bound (else only `execution` is set: see `Shared::apply_to_launch`).
+    bound: bool,
 }
 
 impl Invocation {
@@ -459,6 +475,16 @@ impl Invocation {
             inputs: Vec::new(),
             outs: Vec::new(),
             displayed: None,
+            bound: false,
+        }
+    }
+
+    /// How a local driver takes it: as is, or to be bound when its turn comes.
+    fn queued(self, slot: &Arc<RunSlot>) -> Queued {
+        if self.bound {
+            Queued::Bound(slot.clone(), self)
+        } else {
+            Queued::Started(slot.clone(), self.execution)
         }
     }
 }
@@ -559,7 +585,8 @@ struct Pre<'a> {
     results: Vec<bool>,
     replay: Option<std::vec::IntoIter<bool>>,
     exhausted: bool,
-    cache: &'a mut PreCache,
+    /// The run's scratch buffers, which hold the precondition cache (made on first use).
+    cache: &'a mut Option<Box<Scratch>>,
 }
 
 /// Per run: the typed inputs each step's precondition was last evaluated on, so that a list
@@ -614,7 +641,7 @@ impl PreconditionEvaluator for Pre<'_> {
         let n = call.bindings.len();
         let log = call.run.log();
         let params = &call.run.spec().steps[call.step as usize].params;
-        let entry = self.cache.entry(call.step);
+        let entry = scratch(self.cache).pre_cache.entry(call.step);
         // A list parameter whose binding still starts with the events the cached inputs
         // hold is extended with the events after them only (each event is extracted once
         // over a fan-in, not on every arrival); any other parameter is extracted whole.
@@ -960,7 +987,7 @@ impl Engine {
     ) -> Result<(Arc<str>, Arc<RunSlot>, Applied), EngineError> {
         let ev = ev?;
         let (run_id, slot) = self.new_run(thread_id, &ev)?;
-        let applied = self.shared.apply(&slot, Input::Append(ev))?;
+        let applied = self.shared.apply_to_launch(&slot, Input::Append(ev))?;
         Ok((run_id, slot, applied))
     }
 
@@ -1240,7 +1267,14 @@ impl Shared {
 
     /// Applies one input under the run's lock and hands the journal entry to the backend.
     fn apply(&self, slot: &RunSlot, input: Input) -> Result<Applied, EngineError> {
-        self.apply_with(slot, input, Vec::new())
+        self.apply_with(slot, input, Vec::new(), true)
+    }
+
+    /// [`Shared::apply`] for an input whose executions [`Shared::launch`] hands out: for the
+    /// engine's local driver they are bound when their turn comes, not now (a run waiting
+    /// in its queue holds no input vectors).
+    fn apply_to_launch(&self, slot: &RunSlot, input: Input) -> Result<Applied, EngineError> {
+        self.apply_with(slot, input, Vec::new(), !shares_task(self))
     }
 
     /// [`Shared::apply`] with the emptied input buffers of the execution that completed
@@ -1250,21 +1284,38 @@ impl Shared {
         slot: &RunSlot,
         input: Input,
         spare: Vec<Vec<BoundEvent>>,
+        bind: bool,
     ) -> Result<Applied, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
-        if st.spare_inputs.capacity() == 0 && reusable_inputs(&spare) {
-            st.spare_inputs = spare;
+        if reusable_inputs(&spare) && spare.capacity() > 0 {
+            let sc = scratch(&mut st.scratch);
+            if sc.spare_inputs.capacity() == 0 {
+                sc.spare_inputs = spare;
+            }
         }
         let entry = self.apply_locked(slot, st, input)?;
         let mut started = Started::None;
-        let mut xs = std::mem::take(&mut st.scratch_started);
+        let mut xs = st
+            .scratch
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.started))
+            .unwrap_or_default();
         st.run.drain_started_into(&mut xs);
         for &x in &xs {
-            started.push(invocation(st, &self.type_names, x, 1));
+            started.push(if bind {
+                invocation(st, &self.type_names, x, 1)
+            } else {
+                Invocation {
+                    execution: x,
+                    ..Invocation::empty()
+                }
+            });
         }
-        xs.clear();
-        st.scratch_started = xs;
+        if let Some(s) = st.scratch.as_mut() {
+            xs.clear();
+            s.started = xs;
+        }
         if let Some((x, attempt)) = entry.retried {
             started.push(invocation(st, &self.type_names, x, attempt));
         }
@@ -1297,7 +1348,7 @@ impl Shared {
                 outcome,
             },
         )?;
-        let mut xs = std::mem::take(&mut st.scratch_started);
+        let mut xs = std::mem::take(&mut scratch(&mut st.scratch).started);
         st.run.drain_started_into(&mut xs);
         let next = match xs.split_first() {
             None => Next::None,
@@ -1313,7 +1364,7 @@ impl Shared {
             }
         };
         xs.clear();
-        st.scratch_started = xs;
+        scratch(&mut st.scratch).started = xs;
         Ok(Completed {
             durable: entry.durable,
             ended: entry.ended,
@@ -1344,7 +1395,11 @@ impl Shared {
             run_id: slot.run_id.to_string(),
             detail: e.to_string(),
         };
-        let mut pending = std::mem::take(&mut st.scratch_pending);
+        let mut pending = st
+            .scratch
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.pending))
+            .unwrap_or_default();
         pending.clear();
         let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
         let mut retried: Option<(ExecutionId, u32)> = None;
@@ -1357,7 +1412,7 @@ impl Shared {
             results: Vec::new(),
             replay: None,
             exhausted: false,
-            cache: &mut st.pre_cache,
+            cache: &mut st.scratch,
         };
         let stored_input;
         match input {
@@ -1396,7 +1451,7 @@ impl Shared {
                 attempt,
                 outcome,
             } => {
-                let mut news = std::mem::take(&mut st.scratch_news);
+                let mut news = std::mem::take(&mut scratch(pre.cache).news);
                 let failed = match outcome {
                     Ok(mut outs) => {
                         let mut stored_outs = Vec::new();
@@ -1415,8 +1470,9 @@ impl Shared {
                             });
                             pending.push((ev.id, ev.payload));
                         }
-                        if st.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
-                            st.spare_outs = outs;
+                        let sc = scratch(pre.cache);
+                        if sc.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
+                            sc.spare_outs = outs;
                         }
                         stored_input = journal.then(|| StoredInput::Complete {
                             execution: execution.0,
@@ -1445,7 +1501,7 @@ impl Shared {
                 };
                 if news.capacity() <= SPARE_MAX {
                     news.clear();
-                    st.scratch_news = news;
+                    scratch(pre.cache).news = news;
                 }
                 match completed {
                     Ok(()) => {}
@@ -1472,20 +1528,23 @@ impl Shared {
         drop(pre);
         fill_payloads(st, &pending);
         pending.clear();
-        st.scratch_pending = pending;
+        // Kept once the run executes (a run's start event alone leaves no buffers behind).
+        if let Some(s) = st.scratch.as_mut() {
+            s.pending = pending;
+        }
         st.display_by.extend(display_by);
 
         // Hand the entry to the store while still holding the lock: journal order.
         let ended = st.run.is_terminated() && !st.ended_sent;
         st.ended_sent |= ended;
         if ended {
-            st.pre_cache = PreCache::default();
+            if let Some(s) = st.scratch.as_mut() {
+                s.pre_cache = PreCache::default();
+            }
             if self.opts.keep_ended_runs {
                 // An ended run kept for inspection holds no buffers (an evicted one may be
                 // reused by a new run, buffers included).
-                st.spare_inputs = Vec::new();
-                st.spare_outs = Vec::new();
-                st.scratch_pending = Vec::new();
+                st.scratch = None;
             }
         }
         let durable = if journal || ended {
@@ -1548,7 +1607,7 @@ impl Shared {
         slot: &Arc<RunSlot>,
         input: Input,
     ) -> Result<Option<Appended>, EngineError> {
-        let applied = self.apply(slot, input)?;
+        let applied = self.apply_to_launch(slot, input)?;
         self.launch(slot, applied).await
     }
 
@@ -1892,7 +1951,7 @@ impl Shared {
                     results: Vec::new(),
                     replay: Some(entry.preconditions.clone().into_iter()),
                     exhausted: false,
-                    cache: &mut st.pre_cache,
+                    cache: &mut st.scratch,
                 };
                 st.run
                     .apply(input, &mut pre)
@@ -2030,9 +2089,14 @@ fn invocation(st: &mut RunState, names: &[Arc<str>], x: ExecutionId, attempt: u3
         attempt,
         step: 0,
         // The buffers of the run's last finished execution, when there are (no allocation).
-        inputs: std::mem::take(&mut st.spare_inputs),
+        inputs: st
+            .scratch
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.spare_inputs))
+            .unwrap_or_default(),
         outs: Vec::new(),
         displayed: None,
+        bound: false,
     };
     invocation_into(st, names, x, attempt, &mut inv);
     inv
@@ -2051,7 +2115,7 @@ fn invocation_into(
     let RunState {
         run,
         payloads,
-        spare_outs,
+        scratch,
         ..
     } = st;
     let step = run.execution(x).map(|e| e.step).unwrap_or(0);
@@ -2087,14 +2151,17 @@ fn invocation_into(
     inv.execution = x;
     inv.attempt = attempt;
     inv.step = step;
+    inv.bound = true;
     if inv.outs.capacity() == 0 {
-        inv.outs = std::mem::take(spare_outs);
+        if let Some(s) = scratch {
+            inv.outs = std::mem::take(&mut s.spare_outs);
+        }
     }
 }
 
 fn spawn_drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
     if shares_task(&shared) {
-        enqueue_local(&shared, [Queued::Bound(slot, inv)]);
+        enqueue_local(&shared, [inv.queued(&slot)]);
     } else {
         tokio::spawn(drive(shared, slot, inv));
     }
@@ -2115,10 +2182,9 @@ fn spawn_all(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
     match started {
         Started::None => {}
         Started::One(inv) => spawn_drive(shared.clone(), slot.clone(), inv),
-        Started::Many(all) if shares_task(shared) => enqueue_local(
-            shared,
-            all.into_iter().map(|inv| Queued::Bound(slot.clone(), inv)),
-        ),
+        Started::Many(all) if shares_task(shared) => {
+            enqueue_local(shared, all.into_iter().map(|inv| inv.queued(slot)))
+        }
         Started::Many(all) => {
             for inv in all {
                 spawn_drive(shared.clone(), slot.clone(), inv);
@@ -2455,10 +2521,7 @@ async fn drive_local(
 /// Invocations made by an input, queued for a per-run local driver.
 fn queued(slot: &Arc<RunSlot>, all: Vec<Invocation>) -> Box<Fanout> {
     Box::new(Fanout {
-        queue: all
-            .into_iter()
-            .map(|inv| Queued::Bound(slot.clone(), inv))
-            .collect(),
+        queue: all.into_iter().map(|inv| inv.queued(slot)).collect(),
         ..Fanout::default()
     })
 }
