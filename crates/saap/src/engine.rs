@@ -1,7 +1,11 @@
 //! The engine: drives one `saap_dispatch::Run` per run over a [`Backend`]. It makes no
 //! dispatch decision itself (DESIGN §2): it feeds inputs to the core in arrival order (one
 //! lock per run), persists what the core decided, and only then runs the step bodies the
-//! core started — on tokio tasks, or inline when exactly one step became ready.
+//! core started — on tokio tasks, or inline when exactly one step became ready. Where
+//! tasks add no parallelism (current-thread runtime, in-memory store) a *local driver*
+//! runs them instead: one loop per run for `Engine::run` (on the caller's task) and one per
+//! engine for `start_run`/`send`, which binds each execution when its turn comes and polls
+//! its body in place, parking only the bodies that wait.
 //!
 //! Flow of one input (an outside event, a completion, a retry after a crash):
 //! 1. lock the run; apply the input to the core; collect the new records and started
@@ -104,8 +108,9 @@ impl EngineError {
 pub struct EngineOptions {
     /// Largest outside event accepted, in bytes of JSON (default 1 MiB).
     pub max_event_bytes: usize,
-    /// Run a step on the completing task when it is the only one that became ready
-    /// (default true). Steps that become ready together always run on their own tasks.
+    /// Run a step on the completing task when it is the only one that became ready, and on
+    /// a current-thread runtime with the in-memory store let one driver poll a run's bodies
+    /// in place (default true). With `false`, every execution runs on its own task.
     pub inline_single: bool,
     /// Keep ended runs in memory so that they can be inspected (default true). With
     /// `false`, a run leaves the engine's memory once it ended and no execution of it is
