@@ -2078,8 +2078,10 @@ fn type_name(names: &[Arc<str>], ty: EventTy) -> Arc<str> {
     }
 }
 
-/// Largest buffer (elements) kept for reuse by the run's next execution.
-const SPARE_MAX: usize = 64;
+/// Largest buffer (elements) kept for reuse by the run's next execution: a fan-out of up
+/// to this many outputs reuses its vectors from one run to the next (a recycled slot keeps
+/// them), at most a few KiB each.
+const SPARE_MAX: usize = SPARE_SLOT_MAX_EVENTS;
 
 fn reusable_inputs(spare: &[Vec<BoundEvent>]) -> bool {
     spare.len() <= 16
