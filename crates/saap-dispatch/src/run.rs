@@ -271,6 +271,21 @@ struct Rare {
     input_set_collisions: Vec<(StepIdx, u64, ExecutionId)>,
 }
 
+impl Rare {
+    /// Indexes the input set of `execution` of `step` under its hash. Same hash, different
+    /// set (`find_input_set` compares them): both are kept.
+    fn note_input_set(&mut self, step: StepIdx, key: u64, execution: ExecutionId) {
+        match self.input_sets.entry((step, key)) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.input_set_collisions.push((step, key, execution));
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(execution);
+            }
+        }
+    }
+}
+
 /// The run's [`Rare`] tables, allocated on first use.
 fn rare(r: &mut Option<Box<Rare>>) -> &mut Rare {
     r.get_or_insert_with(Default::default)
@@ -942,16 +957,7 @@ impl Run {
         }
         // Start: count, input set and start record form one decision.
         if hashed && !recorded {
-            let r = rare(&mut self.rare);
-            match r.input_sets.entry((step, key)) {
-                // Same hash, different set (find_input_set compared them): keep both.
-                std::collections::hash_map::Entry::Occupied(_) => {
-                    r.input_set_collisions.push((step, key, execution));
-                }
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(execution);
-                }
-            }
+            rare(&mut self.rare).note_input_set(step, key, execution);
         }
         self.start(step, trigger, bind_start as u32);
         true
@@ -1012,15 +1018,7 @@ impl Run {
             }
             let execution = ExecutionId(i as u32);
             let key = self.input_set_hash(step, self.bindings(execution));
-            let r = rare(&mut self.rare);
-            match r.input_sets.entry((step, key)) {
-                std::collections::hash_map::Entry::Occupied(_) => {
-                    r.input_set_collisions.push((step, key, execution));
-                }
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(execution);
-                }
-            }
+            rare(&mut self.rare).note_input_set(step, key, execution);
         }
         self.input_sets_indexed = true;
         self.index_sets_at = u32::MAX;

@@ -2869,6 +2869,21 @@ mod tests {
             .expect("valid workflow")
     }
 
+    /// Starts a run with `message` and waits (at most 10 s) until it ended.
+    async fn started_and_ended(engine: &Engine, message: &str, what: &str) {
+        let run = engine
+            .start_run(crate::event::UserMessageEvent::new(message))
+            .await
+            .unwrap();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            engine.wait_for_end(&run),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{what}"))
+        .unwrap();
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn a_waiting_body_on_the_engine_driver_does_not_hold_up_other_runs() {
         use crate::event::UserMessageEvent;
@@ -2877,41 +2892,28 @@ mod tests {
             .start_run(UserMessageEvent::new("slow"))
             .await
             .unwrap();
-        let fast = engine
-            .start_run(UserMessageEvent::new("fast"))
-            .await
-            .unwrap();
-        tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            engine.wait_for_end(&fast),
+        started_and_ended(
+            &engine,
+            "fast",
+            "the fast run ends while the slow one waits",
         )
-        .await
-        .expect("the fast run ends while the slow one waits")
-        .unwrap();
+        .await;
         let snap = engine.snapshot(&slow).unwrap();
         assert_eq!(snap.running(), 1, "the slow run's body still waits");
-        // Runs started later still get the driver.
-        let later = engine
-            .start_run(UserMessageEvent::new("fast"))
-            .await
-            .unwrap();
-        tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            engine.wait_for_end(&later),
-        )
-        .await
-        .expect("a later run ends too")
-        .unwrap();
+        started_and_ended(&engine, "fast", "a run started later ends too").await;
     }
 
     #[test]
     fn the_engine_driver_is_replaced_when_its_runtime_goes_away() {
         use crate::event::UserMessageEvent;
         let engine = Engine::in_memory(slow_or_fast());
-        let first = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        };
+        let first = runtime();
         first.block_on(async {
             engine
                 .start_run(UserMessageEvent::new("slow"))
@@ -2922,23 +2924,11 @@ mod tests {
         });
         // The driver task is dropped with its runtime, in the middle of its work.
         drop(first);
-        let second = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        second.block_on(async {
-            let run = engine
-                .start_run(UserMessageEvent::new("fast"))
-                .await
-                .unwrap();
-            tokio::time::timeout(
-                std::time::Duration::from_secs(10),
-                engine.wait_for_end(&run),
-            )
-            .await
-            .expect("a new driver runs the new run")
-            .unwrap();
-        });
+        runtime().block_on(started_and_ended(
+            &engine,
+            "fast",
+            "a new driver runs the new run",
+        ));
     }
 
     #[test]
