@@ -906,19 +906,20 @@ impl Engine {
 
     /// Runs a workflow to its end with one awaited call: starts a run in a new thread with
     /// `start` and drives its executions on the caller's task (inline when one is ready,
-    /// polled together when several are, as a run's own task would), returning once the run
-    /// has ended as [`Engine::wait_for_end`] sees it. No task is spawned for the run and
-    /// nothing is watched, so a short run costs less than `start_run` + `wait_for_end`.
+    /// polled together when several are), returning once the run has ended as
+    /// [`Engine::wait_for_end`] sees it. No task is spawned for the run and nothing is
+    /// watched, so a short run costs less than `start_run` + `wait_for_end`.
     ///
     /// Same semantics as [`Engine::start_run`]: the start event and every completion are
     /// durable before the executions they start run. Events sent to the run from other tasks
     /// meanwhile ([`Engine::send`], by the id from [`Engine::run_ids`] or a store listing) are
-    /// accepted as for any run: the executions they start run on their own tasks, and this
-    /// call returns only when those have finished too. A run that waits for an outside event
-    /// keeps this call waiting (no timeout). Dropping the call's future (e.g. a
-    /// `tokio::time::timeout`) drops the executions it was driving: the run stays live with
-    /// them marked running, resumed only by an engine opened on a durable store — for runs
-    /// that wait for outside input, use `start_run` + `send`. Returns the run id.
+    /// accepted as for any run: the executions they start run elsewhere (on their own tasks,
+    /// or the engine's driver), and this call returns only when those have finished too. A
+    /// run that waits for an outside event keeps this call waiting (no timeout). Dropping
+    /// the call's future (e.g. a `tokio::time::timeout`) drops the executions it was
+    /// driving: the run stays live with them marked running, resumed only by an engine
+    /// opened on a durable store — for runs that wait for outside input, use `start_run` +
+    /// `send`. Returns the run id.
     pub async fn run<T: Event>(&self, start: T) -> Result<String, EngineError> {
         let size = json_size(&start)?;
         let ev = self
@@ -935,7 +936,8 @@ impl Engine {
         }
         slot.bump();
         drive_started(&self.shared, &slot, applied.started).await;
-        // Executions started by events sent from other tasks run on their own tasks.
+        // Executions started by events sent from other tasks run elsewhere (their own tasks
+        // or the engine's driver).
         loop {
             let notified = slot.quiet.notified();
             tokio::pin!(notified);
