@@ -445,6 +445,26 @@ impl Run {
         self.untaken = 0;
     }
 
+    /// Gives back the spare capacity of the run's tables (they grow by doubling from a small
+    /// first size): for an engine that keeps ended runs, so that each holds what it logged
+    /// and recorded, not up to twice that. Decisions are unchanged; a run that goes on after
+    /// this grows its tables again.
+    pub fn shrink_to_fit(&mut self) {
+        self.log.shrink_to_fit();
+        self.records.shrink_to_fit();
+        self.executions.shrink_to_fit();
+        self.bindings.shrink_to_fit();
+        for m in &mut self.matches {
+            m.shrink_to_fit();
+        }
+        if let Some(r) = &mut self.rare {
+            r.by_id.shrink_to_fit();
+            r.seq_table.shrink_to_fit();
+            r.input_sets.shrink_to_fit();
+            r.input_set_collisions.shrink_to_fit();
+        }
+    }
+
     /// Frees the memory of the run's evidence — log, records, executions, bindings, match
     /// lists, indexes — keeping its status (an ended run stays ended, with nothing
     /// running). For an engine that keeps no ended runs: one still referenced for a while

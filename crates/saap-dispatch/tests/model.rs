@@ -534,6 +534,29 @@ proptest! {
     }
 
     #[test]
+    fn a_shrunk_run_keeps_its_evidence_and_decides_on_like_the_original(
+        wf in arb_workflow(), ops in arb_ops(), more in arb_ops()
+    ) {
+        // Engines that keep ended runs shrink their tables; a run may still get inputs after
+        // (events after the stop, late completions): it must go on deciding the same.
+        let spec = Arc::new(CompiledSpec::compile(&wf).unwrap());
+        let out = drive(spec.clone(), &ops);
+        let mut shrunk = out.run.clone();
+        shrunk.shrink_to_fit();
+        prop_assert!(shrunk.memory_bytes() <= out.run.memory_bytes());
+        prop_assert_eq!(shrunk.records(), out.run.records());
+        prop_assert_eq!(shrunk.log(), out.run.log());
+        let mut original = out.run.clone();
+        for input in &drive(spec.clone(), &more).journal {
+            let a = original.apply(input.clone(), &mut DeclaredConditions);
+            let b = shrunk.apply(input.clone(), &mut DeclaredConditions);
+            prop_assert_eq!(a.is_ok(), b.is_ok());
+        }
+        prop_assert_eq!(shrunk.records(), original.records());
+        prop_assert_eq!(shrunk.log(), original.log());
+    }
+
+    #[test]
     fn a_run_that_forgot_its_evidence_keeps_its_status_and_resets_like_a_fresh_one(
         wf in arb_workflow(), ops in arb_ops(), other in arb_ops()
     ) {

@@ -1550,8 +1550,12 @@ impl Shared {
             }
             if self.opts.keep_ended_runs {
                 // An ended run kept for inspection holds no buffers (an evicted one may be
-                // reused by a new run, buffers included).
+                // reused by a new run, buffers included), and its tables only what they hold
+                // (they grew by doubling).
                 st.scratch = None;
+                st.run.shrink_to_fit();
+                st.payloads.shrink_to_fit();
+                st.display_by.shrink_to_fit();
             }
         }
         let durable = if journal || ended {
@@ -2903,6 +2907,27 @@ mod tests {
         let snap = engine.snapshot(&slow).unwrap();
         assert_eq!(snap.running(), 1, "the slow run's body still waits");
         started_and_ended(&engine, "fast", "a run started later ends too").await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_kept_ended_run_holds_tables_no_larger_than_their_contents() {
+        // A run's tables start small and grow by doubling; an engine that keeps ended runs
+        // (the default) gives the spare capacity back when a run ends.
+        let engine = Engine::in_memory(slow_or_fast());
+        let run = engine
+            .start_run(crate::event::UserMessageEvent::new("fast"))
+            .await
+            .unwrap();
+        engine.wait_for_end(&run).await.unwrap();
+        let slot = engine.shared.slot(&run).unwrap();
+        let st = slot.lock();
+        assert!(
+            st.run.records().len() > 4,
+            "the records outgrew their first size"
+        );
+        // A clone's tables are exact.
+        assert_eq!(st.run.memory_bytes(), st.run.clone().memory_bytes());
+        assert_eq!(st.payloads.capacity(), st.payloads.len());
     }
 
     #[test]
