@@ -2333,19 +2333,32 @@ pub(crate) struct LocalQueue {
     items: VecDeque<Queued>,
     /// A driver task exists (it empties the queue, then clears this under the lock).
     driving: bool,
+    /// The thread whose current-thread runtime the driver was spawned on.
+    thread: Option<std::thread::ThreadId>,
 }
 
 /// Hands executions to the engine's local driver, spawning it when none runs: on a
 /// current-thread in-memory engine ([`shares_task`]) a run started with `start_run` (or
 /// woken by `send`) costs a queue entry, not a task.
 fn enqueue_local(shared: &Arc<Shared>, items: impl IntoIterator<Item = Queued>) {
+    let here = std::thread::current().id();
     let spawn = {
         let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
+        if q.driving && q.thread != Some(here) {
+            drop(q);
+            // The driver belongs to another thread's runtime, which runs its tasks only
+            // while that thread is inside it: this runtime drives its own runs.
+            for item in items {
+                spawn_own_driver(shared, item);
+            }
+            return;
+        }
         let before = q.items.len();
         q.items.extend(items);
         if q.items.len() == before {
             return;
         }
+        q.thread = Some(here);
         !std::mem::replace(&mut q.driving, true)
     };
     if spawn {
@@ -2354,6 +2367,24 @@ fn enqueue_local(shared: &Arc<Shared>, items: impl IntoIterator<Item = Queued>) 
         // A permit if the driver is not waiting now: no wake-up is lost.
         shared.local_wake.notify_one();
     }
+}
+
+/// A task that drives one run's execution (and what it starts) on the current runtime:
+/// [`enqueue_local`]'s way when the engine's driver runs on another thread.
+fn spawn_own_driver(shared: &Arc<Shared>, item: Queued) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let (slot, inv) = match item {
+            Queued::Bound(slot, inv) => (slot, inv),
+            Queued::Started(slot, x) => {
+                let mut inv = Invocation::empty();
+                shared.bind(&slot, x, &mut inv);
+                (slot, inv)
+            }
+        };
+        drive_local(&shared, Some((slot.clone(), inv)), None, None, Some(&slot)).await;
+        shared.release(slot);
+    });
 }
 
 /// The engine's local driver: [`drive_local`] over the engine's queue, until it is empty.
@@ -2928,6 +2959,39 @@ mod tests {
         // A clone's tables are exact.
         assert_eq!(st.run.memory_bytes(), st.run.clone().memory_bytes());
         assert_eq!(st.payloads.capacity(), st.payloads.len());
+    }
+
+    #[test]
+    fn runs_started_on_another_runtime_are_driven_there() {
+        // Current-thread runtimes on two threads share an engine; the first one's thread
+        // has left its runtime (its driver task is not polled until it comes back): runs
+        // started on the second must not wait for it.
+        let engine = Engine::in_memory(slow_or_fast());
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        };
+        let first = runtime();
+        first.block_on(async {
+            engine
+                .start_run(crate::event::UserMessageEvent::new("slow"))
+                .await
+                .unwrap();
+            tokio::task::yield_now().await;
+        });
+        let other = engine.clone();
+        std::thread::spawn(move || {
+            runtime().block_on(started_and_ended(
+                &other,
+                "fast",
+                "a run started on the second runtime ends there",
+            ))
+        })
+        .join()
+        .unwrap();
+        drop(first);
     }
 
     #[test]
