@@ -2961,29 +2961,37 @@ mod tests {
         assert_eq!(st.payloads.capacity(), st.payloads.len());
     }
 
-    #[test]
-    fn runs_started_on_another_runtime_are_driven_there() {
-        // Current-thread runtimes on two threads share an engine; the first one's thread
-        // has left its runtime (its driver task is not polled until it comes back): runs
-        // started on the second must not wait for it.
-        let engine = Engine::in_memory(slow_or_fast());
-        let runtime = || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-        };
-        let first = runtime();
-        first.block_on(async {
+    fn current_thread_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// A runtime on this thread whose task (the engine's driver) started a slow run's body,
+    /// which waits; the thread has left the runtime when this returns.
+    fn runtime_with_a_waiting_body(engine: &Engine) -> tokio::runtime::Runtime {
+        let runtime = current_thread_runtime();
+        runtime.block_on(async {
             engine
                 .start_run(crate::event::UserMessageEvent::new("slow"))
                 .await
                 .unwrap();
             tokio::task::yield_now().await;
         });
+        runtime
+    }
+
+    #[test]
+    fn runs_started_on_another_runtime_are_driven_there() {
+        // Current-thread runtimes on two threads share an engine; the first one's thread
+        // has left its runtime (its driver task is not polled until it comes back): runs
+        // started on the second must not wait for it.
+        let engine = Engine::in_memory(slow_or_fast());
+        let first = runtime_with_a_waiting_body(&engine);
         let other = engine.clone();
         std::thread::spawn(move || {
-            runtime().block_on(started_and_ended(
+            current_thread_runtime().block_on(started_and_ended(
                 &other,
                 "fast",
                 "a run started on the second runtime ends there",
@@ -2996,26 +3004,10 @@ mod tests {
 
     #[test]
     fn the_engine_driver_is_replaced_when_its_runtime_goes_away() {
-        use crate::event::UserMessageEvent;
         let engine = Engine::in_memory(slow_or_fast());
-        let runtime = || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-        };
-        let first = runtime();
-        first.block_on(async {
-            engine
-                .start_run(UserMessageEvent::new("slow"))
-                .await
-                .unwrap();
-            // Let the driver start the slow body, which then waits.
-            tokio::task::yield_now().await;
-        });
         // The driver task is dropped with its runtime, in the middle of its work.
-        drop(first);
-        runtime().block_on(started_and_ended(
+        drop(runtime_with_a_waiting_body(&engine));
+        current_thread_runtime().block_on(started_and_ended(
             &engine,
             "fast",
             "a new driver runs the new run",
