@@ -2728,17 +2728,22 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "current_thread")]
-    async fn an_evicted_run_slot_is_reused_with_a_fresh_state() {
-        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
-        let engine = Engine::new(
+    /// An in-memory engine of `asking` that keeps no ended runs.
+    fn forgetful_engine() -> Engine {
+        Engine::new(
             asking(),
             Arc::new(crate::backend::memory::MemoryBackend::new()),
             EngineOptions {
                 keep_ended_runs: false,
                 ..EngineOptions::default()
             },
-        );
+        )
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_evicted_run_slot_is_reused_with_a_fresh_state() {
+        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        let engine = forgetful_engine();
         let spare = |e: &Engine| e.shared.spare_slots.lock().map(|v| v.len()).unwrap_or(0);
         let a = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
         let first = logged(&engine, &a, 3).await;
@@ -2847,14 +2852,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn runs_evicted_while_many_are_in_flight_still_end_for_their_waiters() {
         use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
-        let engine = Engine::new(
-            asking(),
-            Arc::new(crate::backend::memory::MemoryBackend::new()),
-            EngineOptions {
-                keep_ended_runs: false,
-                ..EngineOptions::default()
-            },
-        );
+        let engine = forgetful_engine();
         // More runs in flight than ended slots are kept: the first ones to end have their
         // tables freed at once, while their waiters still hold them.
         let mut ids = Vec::new();
