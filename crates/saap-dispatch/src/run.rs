@@ -347,9 +347,9 @@ impl Run {
         let steps = spec.steps.len();
         // Sized for a run's first dispatch, not its whole life: many runs in flight at once
         // mostly wait at their first events, so a full-size table each would hold ~2 KB per
-        // run for nothing. A run grows its tables as it goes (a few doublings), and an
-        // engine that recycles ended runs (`Run::reset`, which keeps the capacity) pays
-        // that growth once per recycled run, not once per run.
+        // run for nothing. The first completion grows them to a whole run's size at once
+        // (`size_for_a_whole_run`), and an engine that recycles ended runs (`Run::reset`,
+        // which keeps the capacity) pays that once per recycled run, not once per run.
         let events = (steps + 2).min(FIRST_EVENTS);
         let lists = spec.has_list_params();
         Run {
@@ -1141,6 +1141,27 @@ impl Run {
         Ok(())
     }
 
+    /// At a run's first completion (it runs, it does not just wait), grows its tables from
+    /// the first dispatch's size (see [`Run::new`]) to a whole run's at once: one
+    /// reallocation per table instead of a doubling at a time. A recycled run (`reset`
+    /// keeps the capacity) or a grown one skips it after one comparison.
+    fn size_for_a_whole_run(&mut self) {
+        let steps = self.spec.steps.len();
+        let records = 4 * steps + 3;
+        if self.records.capacity() >= records {
+            return;
+        }
+        let grow = |len: usize, planned: usize| planned.saturating_sub(len);
+        self.records
+            .reserve_exact(grow(self.records.len(), records));
+        self.log.reserve_exact(grow(self.log.len(), steps + 2));
+        self.executions
+            .reserve_exact(grow(self.executions.len(), steps));
+        let params = self.count_base as usize;
+        self.bindings
+            .reserve_exact(grow(self.bindings.len(), params));
+    }
+
     /// [`Run::complete`] with `Outcome::Returned`, taking the outputs from the caller's
     /// vector: it is left empty with its allocation, for the caller's next completion (no
     /// vector per completion). Same rules, records and errors; on an error the vector is
@@ -1167,6 +1188,7 @@ impl Run {
         outputs: &mut Vec<NewEvent>,
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<(), CompleteError> {
+        self.size_for_a_whole_run();
         self.executions[execution.0 as usize].state = ExecState::Completed;
         self.records.push(Record::ExecutionCompleted {
             execution,

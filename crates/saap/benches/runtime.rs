@@ -341,7 +341,13 @@ fn main() {
                 }
             }
             if want("s3", kind) {
-                out!("{}", s3(kind, 1000, api).await);
+                // SAAP_BENCH_S3_RUNS overrides the 1,000 runs in flight (instruction counts
+                // per run are the difference of two counts under callgrind).
+                let concurrent = std::env::var("SAAP_BENCH_S3_RUNS")
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(1000);
+                out!("{}", s3(kind, concurrent, api).await);
             }
         }
     });
