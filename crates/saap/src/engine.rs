@@ -2038,6 +2038,18 @@ fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
 
 fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
     let log_len = st.run.log().len();
+    // The payloads mirror the log: once the run executes (it has scratch buffers), grown at
+    // once to a whole run's size (one event per step and two more), as the core grows the
+    // log, instead of doubling; a run waiting for its first step keeps a small vector.
+    if log_len > st.payloads.capacity() {
+        let planned = st.run.spec().steps.len() + 2;
+        let len = st.payloads.len();
+        if st.scratch.is_some() && log_len <= planned {
+            st.payloads.reserve_exact(planned - len);
+        } else {
+            st.payloads.reserve(log_len - len);
+        }
+    }
     // New events are logged in the order they were offered (minus dropped duplicates), so
     // a cursor finds each payload in O(1); the search is only a fallback.
     let mut cursor = 0;
