@@ -61,6 +61,8 @@ pub(crate) struct RemoteRun {
     pub thread_id: Arc<str>,
     pub start: Payload,
     pub display: Arc<dyn DisplaySink>,
+    /// How many display events the execution showed (one `RemoteRun` per execution).
+    pub displayed: AtomicU32,
 }
 
 /// The injectables of one execution. Cloning is cheap.
@@ -70,7 +72,6 @@ pub struct StepCtx {
     pub(crate) run: CtxRun,
     pub(crate) execution: ExecutionId,
     pub(crate) attempt: u32,
-    pub(crate) displayed: Arc<AtomicU32>,
 }
 
 impl StepCtx {
@@ -115,18 +116,22 @@ impl StepCtx {
     /// Shows a display event (never dispatched; stored in the run's log as evidence). Ids
     /// are derived from the execution, so a re-run after a crash does not show it twice.
     pub async fn display<T: Event>(&self, event: &T) -> Result<(), ContextError> {
-        let n = self.displayed.fetch_add(1, Ordering::Relaxed);
         let payload = to_payload(event).map_err(|e| ContextError::Type {
             key: T::NAME.to_string(),
             message: e.to_string(),
         })?;
         match &self.run {
             CtxRun::Local(slot) => {
+                // Numbered by the run, not the context: a step's context costs no counter.
+                let n = slot.lock().next_display(self.execution, self.attempt);
                 self.shared
                     .display(slot, self.execution, n, T::NAME.into(), payload)
                     .await
             }
-            CtxRun::Remote(r) => r.display.show(self.execution, n, T::NAME, payload).await,
+            CtxRun::Remote(r) => {
+                let n = r.displayed.fetch_add(1, Ordering::Relaxed);
+                r.display.show(self.execution, n, T::NAME, payload).await
+            }
         }
     }
 }

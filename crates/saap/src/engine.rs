@@ -211,6 +211,10 @@ pub(crate) struct RunState {
     pub failure: Option<String>,
     /// Display events shown by executions: (seq, execution).
     pub display_by: Vec<(u32, ExecutionId)>,
+    /// Per execution that showed display events: the attempt and how many it showed (a
+    /// display event's id derives from that number: an attempt re-run after a crash shows
+    /// the same ids, which the core drops as duplicates).
+    displayed: Vec<(ExecutionId, u32, u32)>,
     /// Buffers of a run that executes (made by its first completion: a run waiting for
     /// its first step holds none).
     scratch: Option<Box<Scratch>>,
@@ -265,7 +269,26 @@ impl RunState {
         self.run.forget_evidence();
         self.payloads = Vec::new();
         self.display_by = Vec::new();
+        self.displayed = Vec::new();
         self.scratch = None;
+    }
+
+    /// The number of the next display event of `execution`'s `attempt` (0, 1, ...).
+    pub(crate) fn next_display(&mut self, execution: ExecutionId, attempt: u32) -> u32 {
+        match self.displayed.iter_mut().find(|(x, _, _)| *x == execution) {
+            Some((_, a, n)) if *a == attempt => {
+                *n += 1;
+                *n - 1
+            }
+            Some(entry) => {
+                *entry = (execution, attempt, 1);
+                0
+            }
+            None => {
+                self.displayed.push((execution, attempt, 1));
+                0
+            }
+        }
     }
 
     /// The state of a new run, keeping the buffers' allocations (`Run::reset` for the core).
@@ -281,6 +304,7 @@ impl RunState {
             created,
             failure,
             display_by,
+            displayed,
             scratch,
         } = self;
         run.reset(run_key);
@@ -292,6 +316,7 @@ impl RunState {
         *created = false;
         *failure = None;
         display_by.clear();
+        displayed.clear();
         if let Some(s) = scratch {
             s.clear();
         }
@@ -314,6 +339,7 @@ impl RunSlot {
                 created: false,
                 failure: None,
                 display_by: Vec::new(),
+                displayed: Vec::new(),
                 scratch: None,
             }),
             version: std::sync::OnceLock::new(),
@@ -463,9 +489,6 @@ pub(crate) struct Invocation {
     inputs: Vec<Vec<BoundEvent>>,
     /// An empty vector for the step's outputs (recycled from an earlier execution).
     outs: Vec<OutEvent>,
-    /// A display counter at 0 for the step's context, recycled from the execution this
-    /// task ran before (its body kept no copy of its context); `None`: a new one.
-    displayed: Option<Arc<AtomicU32>>,
     /// Its inputs are bound (else only `execution` is set: see `Shared::apply_to_launch`).
     bound: bool,
 }
@@ -479,7 +502,6 @@ impl Invocation {
             step: 0,
             inputs: Vec::new(),
             outs: Vec::new(),
-            displayed: None,
             bound: false,
         }
     }
@@ -1782,16 +1804,11 @@ impl Shared {
         slot: &Arc<RunSlot>,
         inv: &mut Invocation,
     ) -> Result<StepFuture, String> {
-        let displayed = inv
-            .displayed
-            .get_or_insert_with(|| Arc::new(AtomicU32::new(0)))
-            .clone();
         let ctx = StepCtx {
             shared: self.clone(),
             run: crate::context::CtxRun::Local(slot.clone()),
             execution: inv.execution,
             attempt: inv.attempt,
-            displayed,
         };
         let outs = std::mem::take(&mut inv.outs);
         self.make_body(inv.step, &inv.inputs, ctx, outs)
@@ -2120,7 +2137,6 @@ fn invocation(st: &mut RunState, names: &[Arc<str>], x: ExecutionId, attempt: u3
             .map(|s| std::mem::take(&mut s.spare_inputs))
             .unwrap_or_default(),
         outs: Vec::new(),
-        displayed: None,
         bound: false,
     };
     invocation_into(st, names, x, attempt, &mut inv);
@@ -2582,15 +2598,8 @@ fn queued(slot: &Arc<RunSlot>, all: Vec<Invocation>) -> Box<Fanout> {
     })
 }
 
-/// After a body ended: keeps its display counter for the next execution when the body
-/// kept no copy of its context, and releases the bound events (the buffers stay).
+/// After a body ended: releases the bound events (the buffers stay).
 fn end_body(inv: &mut Invocation) {
-    if let Some(d) = &mut inv.displayed {
-        match Arc::get_mut(d) {
-            Some(n) => *n.get_mut() = 0,
-            None => inv.displayed = None,
-        }
-    }
     for events in &mut inv.inputs {
         events.clear();
     }

@@ -229,10 +229,10 @@ impl Engine {
                 thread_id: work.thread_id.clone(),
                 start: work.start.clone(),
                 display,
+                displayed: AtomicU32::new(0),
             })),
             execution: work.execution,
             attempt: work.attempt,
-            displayed: Arc::new(AtomicU32::new(0)),
         };
         self.shared
             .run_body(work.step, &work.inputs, ctx, Vec::new())
