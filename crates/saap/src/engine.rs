@@ -380,6 +380,20 @@ impl RunSlot {
             tx.send_modify(|v| *v += 1);
         }
     }
+    /// Waits until [`RunSlot::is_quiet`] (no wake-up is lost: the waiter is registered
+    /// before the check).
+    async fn until_quiet(&self) {
+        loop {
+            let notified = self.quiet.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_quiet() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Ended (and the end is durable) with nothing running, or stopped by a failure.
     fn is_quiet(&self) -> bool {
         let st = self.lock();
@@ -960,15 +974,7 @@ impl Engine {
         drive_started(&self.shared, &slot, applied.started).await;
         // Executions started by events sent from other tasks run elsewhere (their own tasks
         // or the engine's driver).
-        loop {
-            let notified = slot.quiet.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if slot.is_quiet() {
-                break;
-            }
-            notified.await;
-        }
+        slot.until_quiet().await;
         self.shared.release(slot);
         Ok(run_id.to_string())
     }
@@ -1127,19 +1133,11 @@ impl Engine {
     }
 
     /// Waits until the run has ended, the event that ended it is durable, and none of its
-    /// executions is still running (or the engine stopped the run after a storage failure). No timeout: wrap it in
-    /// `tokio::time::timeout` when needed.
+    /// executions is still running (or the engine stopped the run after a storage failure).
+    /// No timeout: wrap it in `tokio::time::timeout` when needed.
     pub async fn wait_for_end(&self, run_id: &str) -> Result<(), EngineError> {
         let slot = self.shared.slot(run_id)?;
-        loop {
-            let notified = slot.quiet.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if slot.is_quiet() {
-                break;
-            }
-            notified.await;
-        }
+        slot.until_quiet().await;
         self.shared.release(slot);
         Ok(())
     }

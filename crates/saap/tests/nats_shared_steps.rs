@@ -72,33 +72,7 @@ const FAN: u32 = 6;
 /// -> Done`. Every worker gets its own instance (its label in the closures); the spec, and so
 /// the fingerprint, is the same.
 fn fan(label: &str, log: BodyLog) -> Workflow {
-    let (l1, l2) = (label.to_string(), label.to_string());
-    let (g1, g2) = (log.clone(), log);
-    Workflow::builder("Fan")
-        .step(Step::new(
-            "split",
-            move |_: Required<UserMessageEvent>, ctx: StepCtx| {
-                g1.push(&l1, &ctx, "split", 0);
-                async move { Ok::<_, StepError>((0..FAN).map(|n| A { n }).collect::<Vec<_>>()) }
-            },
-        ))
-        .step(Step::new("work", move |a: Required<A>, ctx: StepCtx| {
-            g2.push(&l2, &ctx, "work", a.n);
-            async move {
-                tokio::time::sleep(Duration::from_millis(30)).await;
-                Ok::<_, StepError>(B { n: a.n })
-            }
-        }))
-        .step(
-            Step::new("join", |bs: saap::FixedList<B, 6>, _: StepCtx| async move {
-                Ok::<_, StepError>(Done {
-                    n: bs.iter().map(|b| b.n).sum(),
-                })
-            })
-            .max_executions_per_run(1),
-        )
-        .build()
-        .unwrap()
+    fan_with("Fan", label, log, None, 30)
 }
 
 /// `begin(UserMessage) -> A` (waits until `gate` is set, then `begin_ms`), `middle(A) -> B` (appends
@@ -260,16 +234,28 @@ async fn one_runs_fan_out_runs_on_both_workers_and_each_input_set_once() {
 /// `split(UserMessage) -> [A; 6]` (waits until `gate` is set), `work(A) -> B` (records which
 /// worker ran it, then sleeps `work_ms`), `join([B; 6]) -> Done`.
 fn gated_fan(label: &str, log: BodyLog, gate: Arc<AtomicBool>, work_ms: u64) -> Workflow {
+    fan_with("Spill", label, log, Some(gate), work_ms)
+}
+
+/// The fan-out workflow `name`: `split` (after `gate`, if any), `work` (sleeps `work_ms`),
+/// `join`.
+fn fan_with(
+    name: &str,
+    label: &str,
+    log: BodyLog,
+    gate: Option<Arc<AtomicBool>>,
+    work_ms: u64,
+) -> Workflow {
     let (l1, l2) = (label.to_string(), label.to_string());
     let (g1, g2) = (log.clone(), log);
-    Workflow::builder("Spill")
+    Workflow::builder(name)
         .step(Step::new(
             "split",
             move |_: Required<UserMessageEvent>, ctx: StepCtx| {
                 g1.push(&l1, &ctx, "split", 0);
                 let gate = gate.clone();
                 async move {
-                    while !gate.load(Ordering::SeqCst) {
+                    while gate.as_ref().is_some_and(|g| !g.load(Ordering::SeqCst)) {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                     Ok::<_, StepError>((0..FAN).map(|n| A { n }).collect::<Vec<_>>())

@@ -6,11 +6,10 @@
 
 mod common;
 
-use common::nats::publish_to;
+use common::nats::{publish, start_runs};
 
 use saap::nats::{Worker, WorkerOptions};
 use saap::{Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
-use saap_nats::SaapNats;
 use saap_nats::testing::{NatsServer, connect, within};
 use std::time::Duration;
 
@@ -36,10 +35,6 @@ fn held() -> Workflow {
         .unwrap()
 }
 
-async fn publish<T: saap::Event>(nats: &SaapNats, wf: &Workflow, run: &str, ev: &T) {
-    publish_to(nats, wf.name(), wf, run, ev).await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeps_read_no_owner_record_while_owners_live_and_still_take_over_a_stopped_worker() {
     let server = NatsServer::start();
@@ -58,15 +53,7 @@ async fn sweeps_read_no_owner_record_while_owners_live_and_still_take_over_a_sto
         workers.push(w);
     }
     let client = connect(&server).await;
-    for i in 0..RUNS {
-        publish(
-            &client,
-            &wf,
-            &format!("run{i}"),
-            &UserMessageEvent::new("go"),
-        )
-        .await;
-    }
+    start_runs(&client, &wf, "run", RUNS).await;
     let owned = |ws: &[Worker]| ws.iter().map(|w| w.owned_runs().len()).sum::<usize>();
     within(BOUND, "every run owned", async {
         while owned(&workers) < RUNS {

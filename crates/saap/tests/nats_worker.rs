@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::nats::{address, ended_runs, envelope, publish_to, reader, record_text, serve};
+use common::nats::{
+    address, ended_runs, envelope, publish, reader, record_text, serve, start_runs,
+};
 
 use saap::nats::{NatsBackend, Worker, WorkerOptions};
 use saap::{Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
@@ -80,16 +82,6 @@ fn relay(counts: Counts, middle_sleep: Duration) -> Workflow {
         .unwrap()
 }
 
-/// Publishes `ev` to run `run` of the workflow's class the way any client does.
-async fn publish<T: saap::Event>(
-    nats: &SaapNats,
-    wf: &Workflow,
-    run: &str,
-    ev: &T,
-) -> EventEnvelope {
-    publish_to(nats, wf.name(), wf, run, ev).await
-}
-
 /// Publishes an already published event again *without* Msg-Id, so the stream stores and
 /// delivers a second copy (a duplicate the stream's deduplication cannot catch).
 async fn publish_copy(nats: &SaapNats, class: &str, run: &str, env: &EventEnvelope) {
@@ -136,15 +128,7 @@ async fn two_workers_share_runs_and_each_input_set_runs_once() {
     }
     let client = connect(&server).await;
     const RUNS: usize = 40;
-    for i in 0..RUNS {
-        publish(
-            &client,
-            &wf,
-            &format!("run{i}"),
-            &UserMessageEvent::new("go"),
-        )
-        .await;
-    }
+    start_runs(&client, &wf, "run", RUNS).await;
     let store = reader(connect(&server).await, &wf).await;
     let runs = ended_runs(&store, wf.name(), RUNS).await;
     assert_eq!(runs.len(), RUNS);
@@ -618,6 +602,17 @@ async fn display_events_are_published_on_core_nats() {
     w.shutdown();
 }
 
+/// Runs the `relay` agent's CLI with `args` on a thread of its own; it serves until the
+/// process ends (the test harness exits after the tests).
+fn spawn_cli(wf: &Workflow, args: &[&str]) {
+    let wf = wf.clone();
+    let args: Vec<String> = std::iter::once("relay")
+        .chain(args.iter().copied())
+        .map(String::from)
+        .collect();
+    std::thread::spawn(move || saap::cli::main_with(wf, args));
+}
+
 /// The agent CLI: `run --engine nats://HOST:PORT --message …` publishes the start event on
 /// the class stream and serves the class as a worker, which runs it to its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -626,14 +621,7 @@ async fn the_agent_cli_runs_as_a_worker_with_engine_nats() {
     let counts = Counts::new(&["begin", "middle", "finish"]);
     let wf = relay(counts.clone(), Duration::ZERO);
     let url = server.url();
-    let cli_wf = wf.clone();
-    // Serves until the process ends (the test harness exits after the tests).
-    std::thread::spawn(move || {
-        saap::cli::main_with(
-            cli_wf,
-            ["relay", "run", "--engine", url.as_str(), "--message", "go"],
-        )
-    });
+    spawn_cli(&wf, &["run", "--engine", &url, "--message", "go"]);
     let store = reader(connect(&server).await, &wf).await;
     let runs = ended_runs(&store, "Relay", 1).await;
     assert!(ended_with_done(&runs[0]));
@@ -648,25 +636,18 @@ async fn the_agent_cli_runs_shared_step_bodies_through_the_work_queue() {
     let counts = Counts::new(&["begin", "middle", "finish"]);
     let wf = relay(counts.clone(), Duration::ZERO);
     let url = server.url();
-    let cli_wf = wf.clone();
-    // Serves until the process ends (the test harness exits after the tests).
-    std::thread::spawn(move || {
-        saap::cli::main_with(
-            cli_wf,
-            [
-                "relay",
-                "run",
-                "--engine",
-                url.as_str(),
-                "--steps",
-                "shared",
-                "--local-slots",
-                "0",
-                "--message",
-                "go",
-            ],
-        )
-    });
+    let args = [
+        "run",
+        "--engine",
+        &url,
+        "--steps",
+        "shared",
+        "--local-slots",
+        "0",
+        "--message",
+        "go",
+    ];
+    spawn_cli(&wf, &args);
     let store = reader(connect(&server).await, &wf).await;
     let runs = ended_runs(&store, "Relay", 1).await;
     assert!(ended_with_done(&runs[0]));

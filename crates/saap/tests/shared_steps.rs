@@ -74,6 +74,18 @@ fn relay() -> Workflow {
         .unwrap()
 }
 
+/// Runs `work`'s body as another worker would and feeds its completion to `run`.
+async fn run_elsewhere(engine: &Engine, run: &str, work: &Work) {
+    let outs = engine
+        .execute_work(work, Arc::new(NoDisplay))
+        .await
+        .unwrap();
+    engine
+        .complete_work(run, work.execution, work.attempt, Ok(outs))
+        .await
+        .unwrap();
+}
+
 async fn next_work(capture: &Capture) -> Work {
     for _ in 0..2000 {
         if let Some(w) = capture.take().pop() {
@@ -124,14 +136,7 @@ async fn a_body_run_elsewhere_completes_its_run_and_a_second_completion_is_dropp
         .unwrap();
 
     let finish = next_work(&capture).await;
-    let outs = engine
-        .execute_work(&finish, Arc::new(NoDisplay))
-        .await
-        .unwrap();
-    engine
-        .complete_work(&run, finish.execution, finish.attempt, Ok(outs))
-        .await
-        .unwrap();
+    run_elsewhere(&engine, &run, &finish).await;
     tokio::time::timeout(common::WAIT, engine.wait_for_end(&run))
         .await
         .unwrap()
@@ -221,14 +226,7 @@ async fn a_fan_out_hands_every_execution_to_the_executor() {
     engine.set_executor(capture.clone());
     let run = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
     let split = next_work(&capture).await;
-    let outs = engine
-        .execute_work(&split, Arc::new(NoDisplay))
-        .await
-        .unwrap();
-    engine
-        .complete_work(&run, split.execution, split.attempt, Ok(outs))
-        .await
-        .unwrap();
+    run_elsewhere(&engine, &run, &split).await;
     let mut handed = Vec::new();
     for _ in 0..2000 {
         handed.extend(capture.take());
@@ -295,14 +293,7 @@ async fn a_body_runs_on_the_engine_while_its_executor_has_a_free_local_slot() {
     let run = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
     let begin = next_work(&exec.capture).await;
     drop(held);
-    let outs = engine
-        .execute_work(&begin, Arc::new(NoDisplay))
-        .await
-        .unwrap();
-    engine
-        .complete_work(&run, begin.execution, begin.attempt, Ok(outs))
-        .await
-        .unwrap();
+    run_elsewhere(&engine, &run, &begin).await;
     // `finish` found the slot free again and ran here.
     tokio::time::timeout(common::WAIT, engine.wait_for_end(&run))
         .await

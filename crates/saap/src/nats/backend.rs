@@ -207,14 +207,7 @@ impl NatsBackend {
     /// The stream sequence of run `run_id`'s last journal message (`None`: no journal), one
     /// direct read: for a reader that follows a run and re-reads it only when it changed.
     pub async fn last_journal_seq(&self, run_id: &str) -> Result<Option<u64>, StoreError> {
-        let stream_name = journal_stream(&self.inner.class);
-        let stream = self
-            .inner
-            .nats
-            .jetstream()
-            .get_stream(&stream_name)
-            .await
-            .map_err(|e| io(format!("cannot read the journal stream {stream_name}: {e}")))?;
+        let (_, stream) = self.inner.journal().await?;
         match stream
             .get_last_raw_message_by_subject(&journal_subject(&self.inner.class, run_id))
             .await
@@ -333,10 +326,8 @@ impl Inner {
         )))
     }
 
-    /// Reads journal messages of `filter` (one run's subject, or all) in stream order and
-    /// groups them into runs. With `fence`, later writes of this process to those runs are
-    /// fenced on the last sequence read (a read-only look passes `false`).
-    async fn read_journal(&self, filter: &str, fence: bool) -> Result<Vec<StoredRun>, StoreError> {
+    /// The class's journal stream, and its name (for messages).
+    async fn journal(&self) -> Result<(String, jetstream::stream::Stream), StoreError> {
         let stream_name = journal_stream(&self.class);
         let stream = self
             .nats
@@ -344,6 +335,14 @@ impl Inner {
             .get_stream(&stream_name)
             .await
             .map_err(|e| io(format!("cannot read the journal stream {stream_name}: {e}")))?;
+        Ok((stream_name, stream))
+    }
+
+    /// Reads journal messages of `filter` (one run's subject, or all) in stream order and
+    /// groups them into runs. With `fence`, later writes of this process to those runs are
+    /// fenced on the last sequence read (a read-only look passes `false`).
+    async fn read_journal(&self, filter: &str, fence: bool) -> Result<Vec<StoredRun>, StoreError> {
+        let (_, stream) = self.journal().await?;
         let mut consumer: jetstream::consumer::Consumer<pull::OrderedConfig> = stream
             .create_consumer(pull::OrderedConfig {
                 filter_subject: filter.to_string(),
@@ -411,13 +410,7 @@ impl Inner {
     /// and last journal message), or a read of its journal when those do not tell how it
     /// ended (events after the stop). Runs are read 64 at a time.
     async fn list_runs(&self, workflow: &str, q: &RunQuery) -> Result<RunPage, StoreError> {
-        let stream_name = journal_stream(&self.class);
-        let stream = self
-            .nats
-            .jetstream()
-            .get_stream(&stream_name)
-            .await
-            .map_err(|e| io(format!("cannot read the journal stream {stream_name}: {e}")))?;
+        let (stream_name, stream) = self.journal().await?;
         let prefix = format!("saap.journal.{}.", self.class);
         let mut subjects = stream
             .info_with_subjects(format!("{prefix}*"))

@@ -899,12 +899,7 @@ impl Inner {
             // UnknownRun: it ended and was already dropped from memory.
             let _ = me.engine.wait_for_end(&run_id).await;
             let key = Self::owner_key(&run_id);
-            let record = match me.owners.entry(key.clone()).await {
-                Ok(Some(e)) => serde_json::from_slice::<Owner>(&e.value)
-                    .ok()
-                    .map(|o| (o, e.revision)),
-                _ => None,
-            };
+            let record = me.read_owner(&key).await;
             let mine = record.as_ref().is_some_and(|(o, _)| o.w == me.id);
             if me.engine.run_failed(&run_id) == Some(true) {
                 me.engine.forget(&run_id);
@@ -1097,13 +1092,7 @@ impl Inner {
             }
             for key in keys {
                 self.sweep_reads.fetch_add(1, Ordering::Relaxed);
-                let Ok(Some(e)) = self.owners.entry(key.clone()).await else {
-                    continue;
-                };
-                if e.operation != kv::Operation::Put {
-                    continue;
-                }
-                let Ok(o) = serde_json::from_slice::<Owner>(&e.value) else {
+                let Some((o, revision)) = self.read_owner(&key).await else {
                     continue;
                 };
                 // Re-owned since the index saw it: not this dead worker's any more.
@@ -1113,7 +1102,7 @@ impl Inner {
                 let Some(run_id) = run_of_key(&key) else {
                     continue;
                 };
-                self.take_over(&run_id, e.revision, &o).await;
+                self.take_over(&run_id, revision, &o).await;
             }
         }
     }
@@ -1127,13 +1116,7 @@ impl Inner {
         let mut alive: HashSet<String> = HashSet::new();
         while let Some(Ok(key)) = keys.next().await {
             self.sweep_reads.fetch_add(1, Ordering::Relaxed);
-            let Ok(Some(e)) = self.owners.entry(key.clone()).await else {
-                continue;
-            };
-            if e.operation != kv::Operation::Put {
-                continue;
-            }
-            let Ok(o) = serde_json::from_slice::<Owner>(&e.value) else {
+            let Some((o, revision)) = self.read_owner(&key).await else {
                 continue;
             };
             if o.w == self.id || alive.contains(&o.w) {
@@ -1149,8 +1132,19 @@ impl Inner {
             let Some(run_id) = run_of_key(&key) else {
                 continue;
             };
-            self.take_over(&run_id, e.revision, &o).await;
+            self.take_over(&run_id, revision, &o).await;
         }
+    }
+
+    /// A run's owner record and its revision; `None` when there is none (deleted, or
+    /// unreadable: not a record this worker can act on).
+    async fn read_owner(&self, key: &str) -> Option<(Owner, u64)> {
+        let e = self.owners.entry(key.to_string()).await.ok()??;
+        if e.operation != kv::Operation::Put {
+            return None;
+        }
+        let o = serde_json::from_slice::<Owner>(&e.value).ok()?;
+        Some((o, e.revision))
     }
 
     async fn forward(&self, owner: &str, s: &AgentEventSubject, bytes: &[u8]) -> Handled {

@@ -50,6 +50,29 @@ pub async fn publish_to<T: saap::Event>(
     env
 }
 
+/// Publishes `ev` to run `run` of the workflow's class the way any client does.
+pub async fn publish<T: saap::Event>(
+    nats: &SaapNats,
+    wf: &Workflow,
+    run: &str,
+    ev: &T,
+) -> EventEnvelope {
+    publish_to(nats, wf.name(), wf, run, ev).await
+}
+
+/// Starts runs `{prefix}0` … `{prefix}{n - 1}` of the workflow's class with a message.
+pub async fn start_runs(nats: &SaapNats, wf: &Workflow, prefix: &str, n: usize) {
+    for i in 0..n {
+        publish(
+            nats,
+            wf,
+            &format!("{prefix}{i}"),
+            &saap::UserMessageEvent::new("go"),
+        )
+        .await;
+    }
+}
+
 /// A store handle of the test itself, to read the journals the workers wrote.
 pub async fn reader(nats: SaapNats, wf: &Workflow) -> NatsBackend {
     NatsBackend::open(
