@@ -23,7 +23,7 @@ use crate::backend::{
 };
 use crate::context::{ContextError, StepCtx};
 use crate::event::{Event, Payload, PayloadError};
-use crate::params::{BoundEvent, OutEvent};
+use crate::params::{BoundEvent, EventName, OutEvent};
 use crate::snapshot::RunSnapshot;
 use crate::workflow::{StepFuture, StepImpl, Workflow};
 use futures_util::StreamExt;
@@ -154,7 +154,7 @@ pub(crate) struct Shared {
     /// `CompiledSpec::fingerprint`, computed once.
     fingerprint: u64,
     /// Type names by type id (shared into bound events).
-    type_names: Arc<[Arc<str>]>,
+    type_names: Arc<[EventName]>,
     pub backend: Arc<dyn Backend>,
     runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>, FnvBuild>>,
     /// Type ids by name (FNV; the spec's own index uses SipHash).
@@ -620,7 +620,7 @@ struct Applied {
 /// Answers precondition calls with the user's functions (live) or recorded results (replay).
 struct Pre<'a> {
     steps: &'a [StepImpl],
-    names: &'a [Arc<str>],
+    names: &'a [EventName],
     payloads: &'a [Payload],
     pending: &'a [(EventId, Payload)],
     results: Vec<bool>,
@@ -786,7 +786,12 @@ impl Engine {
             .compiled()
             .types
             .iter()
-            .map(|t| Arc::<str>::from(t.name.as_str()))
+            .map(
+                |t| match workflow.inner.rust_names.iter().find(|n| **n == t.name) {
+                    Some(n) => EventName::Static(n),
+                    None => EventName::Shared(t.name.as_str().into()),
+                },
+            )
             .collect();
         let type_ids = workflow
             .compiled()
@@ -2101,13 +2106,13 @@ fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
     }
 }
 
-fn type_name(names: &[Arc<str>], ty: EventTy) -> Arc<str> {
+fn type_name(names: &[EventName], ty: EventTy) -> EventName {
     match ty {
         EventTy::Known(t) => names
             .get(t as usize)
             .cloned()
-            .unwrap_or_else(|| Arc::from("")),
-        EventTy::Foreign(_) => Arc::from(""),
+            .unwrap_or(EventName::Static("")),
+        EventTy::Foreign(_) => EventName::Static(""),
     }
 }
 
@@ -2123,7 +2128,7 @@ fn reusable_inputs(spare: &[Vec<BoundEvent>]) -> bool {
             .all(|v| v.is_empty() && v.capacity() <= SPARE_MAX)
 }
 
-fn invocation(st: &mut RunState, names: &[Arc<str>], x: ExecutionId, attempt: u32) -> Invocation {
+fn invocation(st: &mut RunState, names: &[EventName], x: ExecutionId, attempt: u32) -> Invocation {
     let mut inv = Invocation {
         execution: x,
         attempt,
@@ -2146,7 +2151,7 @@ fn invocation(st: &mut RunState, names: &[Arc<str>], x: ExecutionId, attempt: u3
 /// at room for four.
 fn invocation_into(
     st: &mut RunState,
-    names: &[Arc<str>],
+    names: &[EventName],
     x: ExecutionId,
     attempt: u32,
     inv: &mut Invocation,
@@ -2730,6 +2735,36 @@ mod tests {
             ))
             .build()
             .expect("valid workflow")
+    }
+
+    #[test]
+    fn the_names_of_rust_event_types_are_bound_without_a_reference_count() {
+        let engine = Engine::in_memory(asking());
+        let names = &engine.shared.type_names;
+        let spec = engine.shared.workflow.compiled();
+        let name_of = |n: &str| {
+            spec.types
+                .iter()
+                .position(|t| t.name == n)
+                .map(|i| names[i].clone())
+                .expect("a declared type")
+        };
+        for rust_type in [
+            "UserMessageEvent",
+            "HumanInTheLoopRequestEvent",
+            "StopEvent",
+        ] {
+            let name = name_of(rust_type);
+            assert!(
+                matches!(name, EventName::Static(_)),
+                "{rust_type}: {name:?}"
+            );
+            assert_eq!(name, rust_type);
+        }
+        // Every type has its own name, in the spec's order.
+        for (t, name) in spec.types.iter().zip(names.iter()) {
+            assert_eq!(*name, *t.name);
+        }
     }
 
     /// Waits until the run logged `n` events (start, display, request: it waits).

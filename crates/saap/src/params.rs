@@ -26,8 +26,71 @@ use std::ops::Deref;
 pub struct BoundEvent {
     pub id: EventId,
     /// The event's type name (tells the members of a union parameter apart).
-    pub name: std::sync::Arc<str>,
+    pub name: EventName,
     pub payload: Payload,
+}
+
+/// An event type's name: the `NAME` of a Rust type, or a name known only at run time (an
+/// event type declared in JSON). Derefs to `str`. Cloning the name of a Rust type copies a
+/// reference: no reference count to update on every bound event.
+#[derive(Debug, Clone)]
+pub enum EventName {
+    Static(&'static str),
+    Shared(std::sync::Arc<str>),
+}
+
+impl Deref for EventName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            EventName::Static(s) => s,
+            EventName::Shared(s) => s,
+        }
+    }
+}
+
+impl PartialEq for EventName {
+    fn eq(&self, other: &EventName) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for EventName {}
+
+impl PartialEq<str> for EventName {
+    fn eq(&self, other: &str) -> bool {
+        &**self == other
+    }
+}
+
+impl PartialEq<&str> for EventName {
+    fn eq(&self, other: &&str) -> bool {
+        &**self == *other
+    }
+}
+
+impl std::fmt::Display for EventName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl From<&str> for EventName {
+    fn from(s: &str) -> EventName {
+        EventName::Shared(s.into())
+    }
+}
+
+impl From<String> for EventName {
+    fn from(s: String) -> EventName {
+        EventName::Shared(s.into())
+    }
+}
+
+impl From<std::sync::Arc<str>> for EventName {
+    fn from(s: std::sync::Arc<str>) -> EventName {
+        EventName::Shared(s)
+    }
 }
 
 /// The static description of one parameter.

@@ -91,35 +91,59 @@ impl<E: std::error::Error> From<E> for StepError {
 }
 
 /// A running step body. When it has ended, the engine hands it back with
-/// [`StepRun::recycle`], which keeps its allocation for the step's next execution: an inline
-/// chain allocates no future per step.
+/// [`StepRun::recycle`], which keeps its allocation for the step's next execution on this
+/// thread: an inline chain allocates no future per step.
 pub(crate) trait StepRun: Future<Output = Result<Vec<OutEvent>, String>> + Send {
-    /// Drops the body's future (in place) and returns the allocation to its step.
+    /// Drops the body's future (in place) and keeps the allocation in this thread's cache
+    /// of ended bodies.
     fn recycle(self: Pin<Box<Self>>);
+    /// Replaces this ended body with `next`, an `Option<Self>` (taken when it is one).
+    fn restart(self: Pin<&mut Self>, next: &mut dyn std::any::Any);
 }
 
 pub(crate) type StepFuture = Pin<Box<dyn StepRun>>;
 
-/// Ended body runs of one step, kept for its next executions (at most [`POOLED_RUNS`]).
-struct BodyPool<Fut, O> {
-    free: std::sync::Mutex<Vec<PooledRun<Fut, O>>>,
+thread_local! {
+    /// Ended body runs, kept for the next execution of their step on this thread: entry
+    /// `key % BODY_CACHE_SLOTS` holds one of the step with that key (see [`Step::new`]).
+    /// Per thread, taking one and giving it back costs no lock and no atomic operation (a
+    /// per-step pool behind a mutex cost six).
+    static ENDED_BODIES: std::cell::RefCell<Vec<Option<(u32, StepFuture)>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
-type PooledRun<Fut, O> = Pin<Box<BodyRun<Fut, O>>>;
+/// Entries of a thread's cache of ended bodies. Steps get consecutive keys, so the steps
+/// of a workflow of up to this many share no entry.
+const BODY_CACHE_SLOTS: usize = 256;
 
-/// How many ended body runs a step keeps: about the executions of the step running at once
-/// in a busy engine; more are freed.
-const POOLED_RUNS: usize = 32;
+/// Keys of steps' bodies in [`ENDED_BODIES`], in order of creation.
+static NEXT_BODY_KEY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The ended body run of the step with `key` kept by this thread, if any.
+fn ended_body(key: u32) -> Option<StepFuture> {
+    ENDED_BODIES
+        .try_with(|cache| {
+            let mut cache = cache.try_borrow_mut().ok()?;
+            let entry = cache.get_mut(key as usize % BODY_CACHE_SLOTS)?;
+            match entry {
+                Some((k, _)) if *k == key => entry.take().map(|(_, body)| body),
+                _ => None,
+            }
+        })
+        .ok()
+        .flatten()
+}
 
 pin_project_lite::pin_project! {
-    /// A step body's future and the vector its outputs go to. Reused through [`BodyPool`]:
-    /// [`Pin::set`] replaces an ended run's value in place, so no allocation is unpinned.
+    /// A step body's future and the vector its outputs go to. Reused through
+    /// [`ENDED_BODIES`]: [`Pin::set`] replaces an ended run's value in place, so no
+    /// allocation is unpinned.
     struct BodyRun<Fut, O> {
         #[pin]
         body: Option<Fut>,
         out: Vec<OutEvent>,
-        // Only while running: a pooled run holds no reference to its pool (no cycle).
-        pool: Option<Arc<BodyPool<Fut, O>>>,
+        // The step's key in `ENDED_BODIES`.
+        key: u32,
         outputs: std::marker::PhantomData<fn() -> O>,
     }
 }
@@ -161,16 +185,47 @@ where
         let mut this = self.as_mut().project();
         this.body.set(None);
         *this.out = Vec::new();
-        let Some(pool) = this.pool.take() else {
-            return;
-        };
-        if let Ok(mut free) = pool.free.lock()
-            && free.len() < POOLED_RUNS
-        {
-            free.push(self);
+        let key = *this.key;
+        // Freed instead when the thread is exiting (no cache), or when the entry holds a
+        // body of another step (a workflow of more than `BODY_CACHE_SLOTS` steps).
+        let _ = ENDED_BODIES.try_with(move |cache| {
+            if let Ok(mut cache) = cache.try_borrow_mut() {
+                let i = key as usize % BODY_CACHE_SLOTS;
+                if cache.len() <= i {
+                    cache.resize_with(i + 1, || None);
+                }
+                if cache[i].is_none() {
+                    cache[i] = Some((key, self));
+                }
+            }
+        });
+    }
+    fn restart(mut self: Pin<&mut Self>, next: &mut dyn std::any::Any) {
+        if let Some(run) = next.downcast_mut::<Option<Self>>().and_then(Option::take) {
+            self.set(run);
         }
     }
 }
+
+/// A body run: the ended one of its step kept by this thread, restarted in place, or a new
+/// allocation.
+fn start_body_run<Fut, O>(run: BodyRun<Fut, O>) -> StepFuture
+where
+    Fut: Future<Output = Result<O, StepError>> + Send + 'static,
+    O: Outputs,
+{
+    let Some(mut ended) = ended_body(run.key) else {
+        return Box::pin(run);
+    };
+    let mut next = Some(run);
+    ended.as_mut().restart(&mut next);
+    match next {
+        // Not restarted (cannot happen: a key belongs to one step, so to one type).
+        Some(run) => Box::pin(run),
+        None => ended,
+    }
+}
+
 /// Runs a step: extracts its typed inputs from the bound events and returns the body's
 /// future, which fills the given (empty) vector with the outputs.
 pub(crate) type ErasedHandler = Arc<
@@ -248,25 +303,15 @@ impl<I: Inputs> Step<I> {
         let mut outputs = OutputDecl::default();
         O::declare(&mut outputs);
         let body = Arc::new(body);
-        let pool = Arc::new(BodyPool::<Fut, O> {
-            free: std::sync::Mutex::new(Vec::new()),
-        });
+        let key = NEXT_BODY_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let handler: ErasedHandler = Arc::new(move |bound, ctx, out: Vec<OutEvent>| {
             let inputs = I::extract(bound)?;
-            let run = BodyRun {
+            Ok(start_body_run(BodyRun {
                 body: Some(body(inputs, ctx)),
                 out,
-                pool: Some(pool.clone()),
+                key,
                 outputs: std::marker::PhantomData,
-            };
-            let ended = pool.free.lock().ok().and_then(|mut free| free.pop());
-            Ok(match ended {
-                Some(mut b) => {
-                    b.as_mut().set(run);
-                    b
-                }
-                None => Box::pin(run),
-            } as StepFuture)
+            }))
         });
         Step {
             name: name.to_string(),
@@ -379,6 +424,8 @@ pub(crate) struct WorkflowInner {
     pub config_checks: Vec<ConfigCheck>,
     pub compiled: Arc<CompiledSpec>,
     pub steps: Vec<StepImpl>,
+    /// The names of the Rust event types the workflow was built from.
+    pub rust_names: Vec<&'static str>,
 }
 
 /// An agent: its steps and the spec generated from them. Cheap to clone.
@@ -670,6 +717,7 @@ impl WorkflowBuilder {
                 config_checks: self.config_checks,
                 compiled,
                 steps: impls,
+                rust_names: self.event_order,
             }),
         })
     }
@@ -707,18 +755,15 @@ mod tests {
     use crate::params::Required;
 
     #[test]
-    fn an_ended_body_run_goes_back_to_its_pool_and_is_reused_in_place() {
+    fn an_ended_body_run_is_kept_by_its_thread_and_reused_in_place() {
         type Fut = std::future::Ready<Result<UserMessageEvent, StepError>>;
-        let pool = Arc::new(BodyPool::<Fut, UserMessageEvent> {
-            free: std::sync::Mutex::new(Vec::new()),
-        });
-        let run = |m: &str| BodyRun {
+        let key = NEXT_BODY_KEY.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+        let run = move |m: &str| BodyRun {
             body: Some(std::future::ready(Ok(UserMessageEvent::new(m)))),
             out: Vec::new(),
-            pool: Some(pool.clone()),
-            outputs: std::marker::PhantomData,
+            key,
+            outputs: std::marker::PhantomData::<fn() -> UserMessageEvent>,
         };
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         let message = |out: Vec<OutEvent>| {
             out[0]
                 .payload
@@ -727,32 +772,42 @@ mod tests {
                 .message
                 .clone()
         };
+        let address = |f: &StepFuture| &**f as *const dyn StepRun as *const u8;
+        let kept = || ENDED_BODIES.with(|c| c.borrow().iter().flatten().count());
+        // A thread of its own: the cache is per thread.
+        std::thread::spawn(move || {
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            let mut first = start_body_run::<Fut, _>(run("a"));
+            let at = address(&first);
+            let std::task::Poll::Ready(Ok(out)) = first.as_mut().poll(&mut cx) else {
+                panic!("a ready body ends at its first poll");
+            };
+            assert_eq!(message(out), "a");
+            first.recycle();
+            assert_eq!(kept(), 1, "the ended run is kept");
 
-        let mut first: PooledRun<Fut, UserMessageEvent> = Box::pin(run("a"));
-        let address = &*first as *const BodyRun<Fut, UserMessageEvent>;
-        let std::task::Poll::Ready(Ok(out)) = first.as_mut().poll(&mut cx) else {
-            panic!("a ready body ends at its first poll");
-        };
-        assert_eq!(message(out), "a");
-        (first as StepFuture).recycle();
-        assert_eq!(pool.free.lock().unwrap().len(), 1, "the ended run is kept");
-        assert_eq!(
-            Arc::strong_count(&pool),
-            1,
-            "a pooled run holds no reference to its pool (no cycle)"
-        );
+            // Another step's body does not take it.
+            let other = start_body_run::<Fut, _>(BodyRun {
+                key: key + 1,
+                ..run("other")
+            });
+            assert_ne!(address(&other), at);
+            assert_eq!(kept(), 1);
 
-        let mut again = pool.free.lock().unwrap().pop().unwrap();
-        again.as_mut().set(run("b"));
-        assert_eq!(&*again as *const BodyRun<Fut, UserMessageEvent>, address);
-        let std::task::Poll::Ready(Ok(out)) = again.as_mut().poll(&mut cx) else {
-            panic!("a ready body ends at its first poll");
-        };
-        assert_eq!(message(out), "b", "the reused run runs the new body");
-        assert!(
-            matches!(again.as_mut().poll(&mut cx), std::task::Poll::Ready(Err(_))),
-            "an ended run polled again is an error, not a panic"
-        );
+            let mut again = start_body_run::<Fut, _>(run("b"));
+            assert_eq!(address(&again), at, "the allocation is reused");
+            assert_eq!(kept(), 0);
+            let std::task::Poll::Ready(Ok(out)) = again.as_mut().poll(&mut cx) else {
+                panic!("a ready body ends at its first poll");
+            };
+            assert_eq!(message(out), "b", "the reused run runs the new body");
+            assert!(
+                matches!(again.as_mut().poll(&mut cx), std::task::Poll::Ready(Err(_))),
+                "an ended run polled again is an error, not a panic"
+            );
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
