@@ -176,7 +176,7 @@ pub(crate) struct Shared {
 }
 
 /// A step's declared output types: name and type id.
-type OutTypes = Box<[(Box<str>, saap_dispatch::TypeId)]>;
+type OutTypes = Box<[(EventName, saap_dispatch::TypeId)]>;
 
 /// How many evicted run slots an engine keeps for reuse.
 const SPARE_SLOTS: usize = 64;
@@ -807,7 +807,13 @@ impl Engine {
             .map(|s| {
                 s.outputs
                     .iter()
-                    .filter_map(|n| Some((n.as_str().into(), workflow.compiled().type_id(n)?)))
+                    .filter_map(|n| {
+                        let name = match workflow.inner.rust_names.iter().find(|r| **r == n) {
+                            Some(r) => EventName::Static(r),
+                            None => EventName::from(n.as_str()),
+                        };
+                        Some((name, workflow.compiled().type_id(n)?))
+                    })
                     .collect()
             })
             .collect();
@@ -1269,23 +1275,10 @@ impl Shared {
         index: u32,
         out: OutEvent,
     ) -> Incoming {
-        let spec = self.workflow.compiled();
-        let declared = step
-            .and_then(|s| self.out_types.get(s as usize))
-            .and_then(|ts| ts.iter().find(|(n, _)| **n == *out.name))
-            .map(|(_, t)| *t);
-        let (ty, kind) = match declared.or_else(|| self.type_ids.get(&*out.name).copied()) {
-            Some(t) => (NewEventType::Known(t), spec.type_info(t).kind),
-            None => {
-                let kind = EventKind::from_bits(EventKind::CONTROL);
-                (
-                    NewEventType::Foreign {
-                        name: out.name.to_string(),
-                        kind,
-                    },
-                    kind,
-                )
-            }
+        let ty = self.out_type(step, &out.name);
+        let kind = match &ty {
+            NewEventType::Known(t) => self.workflow.compiled().type_info(*t).kind,
+            NewEventType::Foreign { kind, .. } => *kind,
         };
         Incoming {
             id: derived_event_id(run_key, x, index),
@@ -1294,6 +1287,26 @@ impl Shared {
             name: out.name,
             payload: out.payload,
             by: None,
+        }
+    }
+
+    /// The type of an output named `name` of `step`: one the step declares (a Rust type's
+    /// name is compared by address first), another type of the workflow, or a foreign one.
+    fn out_type(&self, step: Option<StepIdx>, name: &str) -> NewEventType {
+        let same = |declared: &EventName| match declared {
+            EventName::Static(d) => std::ptr::eq(*d, name) || *d == name,
+            EventName::Shared(d) => **d == *name,
+        };
+        let declared = step
+            .and_then(|s| self.out_types.get(s as usize))
+            .and_then(|ts| ts.iter().find(|(n, _)| same(n)))
+            .map(|(_, t)| *t);
+        match declared.or_else(|| self.type_ids.get(name).copied()) {
+            Some(t) => NewEventType::Known(t),
+            None => NewEventType::Foreign {
+                name: name.to_string(),
+                kind: EventKind::from_bits(EventKind::CONTROL),
+            },
         }
     }
 
@@ -1371,15 +1384,23 @@ impl Shared {
     ) -> Result<Completed, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
-        let entry = self.apply_locked(
-            slot,
-            st,
-            Input::Complete {
-                execution: inv.execution,
-                attempt: inv.attempt,
-                outcome,
-            },
-        )?;
+        let (durable, ended) = match outcome {
+            Ok(outs) if !self.journal && st.failure.is_none() => {
+                self.complete_unjournaled(slot, st, inv.execution, inv.attempt, outs)?
+            }
+            outcome => {
+                let entry = self.apply_locked(
+                    slot,
+                    st,
+                    Input::Complete {
+                        execution: inv.execution,
+                        attempt: inv.attempt,
+                        outcome,
+                    },
+                )?;
+                (entry.durable, entry.ended)
+            }
+        };
         let mut xs = std::mem::take(&mut scratch(&mut st.scratch).started);
         st.run.drain_started_into(&mut xs);
         let next = match xs.split_first() {
@@ -1398,10 +1419,81 @@ impl Shared {
         xs.clear();
         scratch(&mut st.scratch).started = xs;
         Ok(Completed {
-            durable: entry.durable,
-            ended: entry.ended,
+            durable,
+            ended,
             next,
         })
+    }
+
+    /// [`Shared::apply_locked`] for what most completions are: a step that returned, in an
+    /// engine without a journal (nothing to encode, no precondition results to keep).
+    fn complete_unjournaled(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        execution: ExecutionId,
+        attempt: u32,
+        mut outs: Vec<OutEvent>,
+    ) -> Result<(Pending<()>, bool), EngineError> {
+        let step = st.run.execution(execution).map(|e| e.step);
+        let sc = scratch(&mut st.scratch);
+        let mut news = std::mem::take(&mut sc.news);
+        let mut pending = std::mem::take(&mut sc.pending);
+        news.clear();
+        pending.clear();
+        news.reserve(outs.len());
+        pending.reserve_exact(outs.len());
+        for (i, o) in outs.drain(..).enumerate() {
+            let id = derived_event_id(slot.run_key, execution, i as u32);
+            let ty = self.out_type(step, &o.name);
+            news.push(NewEvent { id, ty });
+            pending.push((id, o.payload));
+        }
+        if sc.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
+            sc.spare_outs = outs;
+        }
+        let mut pre = Pre {
+            steps: &self.workflow.inner.steps,
+            names: &self.type_names,
+            payloads: &st.payloads,
+            pending: &pending,
+            results: Vec::new(),
+            replay: None,
+            exhausted: false,
+            cache: &mut st.scratch,
+        };
+        let completed = st
+            .run
+            .complete_returned(execution, attempt, &mut news, &mut pre);
+        drop(pre);
+        if news.capacity() <= SPARE_MAX {
+            news.clear();
+            scratch(&mut st.scratch).news = news;
+        }
+        match completed {
+            Ok(()) => {}
+            Err(CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_)) => {
+                tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
+                return Ok((Pending::Ready(Ok(())), false));
+            }
+            Err(e) => {
+                return Err(EngineError::Core {
+                    run_id: slot.run_id.to_string(),
+                    detail: e.to_string(),
+                });
+            }
+        }
+        fill_payloads(st, &mut pending);
+        pending.clear();
+        if let Some(s) = st.scratch.as_mut() {
+            s.pending = pending;
+        }
+        if !st.run.is_terminated() {
+            // Nothing to hand to the store: it only hears of a run's end.
+            st.records_sent = st.run.records().len();
+            return Ok((Pending::Ready(Ok(())), false));
+        }
+        Ok(self.seal(slot, st, None, &[]))
     }
 
     /// Applies one input to the core under the run's lock (held by the caller) and hands
@@ -1558,7 +1650,7 @@ impl Shared {
         }
         let results = std::mem::take(&mut pre.results);
         drop(pre);
-        fill_payloads(st, &pending);
+        fill_payloads(st, &mut pending);
         pending.clear();
         // Kept once the run executes (a run's start event alone leaves no buffers behind).
         if let Some(s) = st.scratch.as_mut() {
@@ -1566,7 +1658,27 @@ impl Shared {
         }
         st.display_by.extend(display_by);
 
-        // Hand the entry to the store while still holding the lock: journal order.
+        let (durable, ended) = self.seal(slot, st, stored_input, &results);
+        Ok(Entry {
+            durable,
+            appended,
+            ended,
+            retried,
+        })
+    }
+
+    /// After an input was applied: notes whether it ended the run and hands its journal
+    /// entry (or, without a journal, the run's end) to the store while the caller still
+    /// holds the run's lock (journal order). Returns the entry's durability and whether
+    /// this input ended the run.
+    fn seal(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        stored_input: Option<StoredInput>,
+        results: &[bool],
+    ) -> (Pending<()>, bool) {
+        let journal = self.journal;
         let ended = st.run.is_terminated() && !st.ended_sent;
         st.ended_sent |= ended;
         if ended {
@@ -1611,7 +1723,7 @@ impl Shared {
                 entry_json: match stored_input {
                     Some(input) => {
                         let mut out = Vec::with_capacity(256);
-                        match crate::backend::encode_entry(&input, &results, &mut out) {
+                        match crate::backend::encode_entry(&input, results, &mut out) {
                             Ok(()) => String::from_utf8(out).unwrap_or_default(),
                             Err(e) => {
                                 tracing::error!(run_id = %slot.run_id, error = %e, "journal entry cannot be encoded");
@@ -1629,12 +1741,7 @@ impl Shared {
             Pending::Ready(Ok(()))
         };
 
-        Ok(Entry {
-            durable,
-            appended,
-            ended,
-            retried,
-        })
+        (durable, ended)
     }
 
     /// Applies an input, waits until it is durable, then launches what it started.
@@ -1992,7 +2099,7 @@ impl Shared {
                         "SAAP-R002: replay diverged at journal entry {i}: the workflow now evaluates more preconditions than were recorded"
                     ));
                 }
-                fill_payloads(st, &pending);
+                fill_payloads(st, &mut pending);
                 if let Some((id, x)) = shown_by
                     && let Some(seq) = st.run.seq_of(&id)
                 {
@@ -2056,8 +2163,20 @@ fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
     Ok(n.0)
 }
 
-fn fill_payloads(st: &mut RunState, pending: &[(EventId, Payload)]) {
+/// Adds the payloads of the events the core just logged, taken from `pending` (the events
+/// offered to it, with their payloads); `pending` is left for the caller to clear.
+fn fill_payloads(st: &mut RunState, pending: &mut Vec<(EventId, Payload)>) {
     let log_len = st.run.log().len();
+    // Most completions log their one output: no cursor, no search.
+    if let [(id, _)] = pending[..]
+        && log_len == st.payloads.len() + 1
+        && log_len <= st.payloads.capacity()
+        && st.run.log()[log_len - 1].id == id
+        && let Some((_, payload)) = pending.pop()
+    {
+        st.payloads.push(payload);
+        return;
+    }
     // The payloads mirror the log: once the run executes (it has scratch buffers), grown at
     // once to a whole run's size (one event per step and two more), as the core grows the
     // log, instead of doubling; a run waiting for its first step keeps a small vector.
