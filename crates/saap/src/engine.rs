@@ -2574,7 +2574,9 @@ async fn drive_local(
 ) {
     let mut others = Vec::new();
     'drive: loop {
-        let (slot, mut inv, result) = 'ran: {
+        // An execution to complete: one whose body ended at its first poll, or a waiting
+        // one that ended.
+        let (slot, mut inv, mut result) = 'ran: {
             let (slot, mut inv) = match next.take() {
                 Some(cur) => cur,
                 None => {
@@ -2627,91 +2629,131 @@ async fn drive_local(
                     }
                 }
             };
-            let step = inv.step;
-            let mut body = None;
-            let polled = match shared.start_body(&slot, &mut inv) {
-                Ok(fut) => {
-                    body = Some(fut);
-                    std::future::poll_fn(|cx| Poll::Ready(shared.poll_body(step, &mut body, cx)))
-                        .await
-                }
-                Err(e) => Poll::Ready(Err(e)),
-            };
-            match polled {
-                Poll::Ready(r) => {
-                    end_body(&mut inv);
-                    (slot, inv, r)
-                }
-                Poll::Pending => {
-                    let s = shared.clone();
-                    let parked: Running = Box::pin(async move {
-                        let r = std::future::poll_fn(|cx| s.poll_body(step, &mut body, cx)).await;
-                        end_body(&mut inv);
-                        (slot, inv, r)
-                    });
-                    fan.get_or_insert_with(Box::default)
-                        .waiting
-                        .get_or_insert_with(FuturesUnordered::new)
-                        .push(parked);
+            match start_and_poll(shared, &slot, &mut inv).await {
+                Ok(r) => (slot, inv, r),
+                Err(body) => {
+                    park(shared, &mut fan, slot, inv, body);
                     continue 'drive;
                 }
             }
         };
-        // A refused completion (the run stopped): the others still complete, refused alike.
-        let Some(done) = complete(shared, &slot, &mut inv, result, &mut others) else {
-            shared.maybe_evict(&slot);
-            shared.release(slot);
-            continue;
-        };
-        let stored = match done.durable {
-            Pending::Ready(r) => r,
-            waiting => Box::pin(waiting.wait()).await,
-        };
-        if durable(shared, &slot, done.ended, stored).is_none() {
-            shared.release(slot);
-            continue;
-        }
-        match done.next {
-            Next::None => {
-                // The engine's driver lives on: it keeps the buffers for the next execution
-                // it binds (a run's own driver only when it has a fan-out).
-                match fan.as_mut() {
-                    Some(f) => f.spare = Some(inv),
-                    None if engine.is_some() => {
-                        fan.get_or_insert_with(Box::default).spare = Some(inv);
-                    }
-                    None => {}
-                }
-                // The run may have ended (nothing else of it running); a run's own driver
-                // looks once, when it stops.
-                if engine.is_some() {
-                    shared.maybe_evict(&slot);
-                }
+        // Complete it, then run what it started: a chain runs here, in place, for as long
+        // as each body ends at its first poll.
+        loop {
+            // A refused completion (the run stopped): the others still complete, refused alike.
+            let Some(done) = complete(shared, &slot, &mut inv, result, &mut others) else {
+                shared.maybe_evict(&slot);
                 shared.release(slot);
-                continue;
+                continue 'drive;
+            };
+            let stored = match done.durable {
+                Pending::Ready(r) => r,
+                waiting => Box::pin(waiting.wait()).await,
+            };
+            if durable(shared, &slot, done.ended, stored).is_none() {
+                shared.release(slot);
+                continue 'drive;
             }
-            Next::Here => {}
-            Next::Also => {
-                let started = others.drain(..).map(|x| Queued::Started(slot.clone(), x));
-                match engine {
-                    Some(_) => {
-                        let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
-                        q.items.extend(started);
+            match done.next {
+                Next::None => {
+                    // The engine's driver lives on: it keeps the buffers for the next
+                    // execution it binds (a run's own driver only when it has a fan-out).
+                    match fan.as_mut() {
+                        Some(f) => f.spare = Some(inv),
+                        None if engine.is_some() => {
+                            fan.get_or_insert_with(Box::default).spare = Some(inv);
+                        }
+                        None => {}
                     }
-                    None => fan.get_or_insert_with(Box::default).queue.extend(started),
+                    // The run may have ended (nothing else of it running); a run's own
+                    // driver looks once, when it stops.
+                    if engine.is_some() {
+                        shared.maybe_evict(&slot);
+                    }
+                    shared.release(slot);
+                    continue 'drive;
+                }
+                Next::Here => {}
+                Next::Also => {
+                    let started = others.drain(..).map(|x| Queued::Started(slot.clone(), x));
+                    match engine {
+                        Some(_) => {
+                            let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
+                            q.items.extend(started);
+                        }
+                        None => fan.get_or_insert_with(Box::default).queue.extend(started),
+                    }
+                }
+            }
+            // A long chain whose steps never wait would keep this worker busy: let the
+            // scheduler run other tasks once this task used its budget.
+            tokio::task::consume_budget().await;
+            match start_and_poll(shared, &slot, &mut inv).await {
+                Ok(r) => result = r,
+                Err(body) => {
+                    park(shared, &mut fan, slot, inv, body);
+                    continue 'drive;
                 }
             }
         }
-        next = Some((slot, inv));
-        // A long chain whose steps never wait would keep this worker busy: let the
-        // scheduler run other tasks once this task used its budget.
-        tokio::task::consume_budget().await;
     }
     if let Some(slot) = run {
         shared.maybe_evict(slot);
     }
 }
 
+/// Starts the body of `inv` (bound) and polls it once: what it returned, or the body, which
+/// waits.
+async fn start_and_poll(
+    shared: &Arc<Shared>,
+    slot: &Arc<RunSlot>,
+    inv: &mut Invocation,
+) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
+    let step = inv.step;
+    let mut body = match shared.start_body(slot, inv) {
+        Ok(fut) => Some(fut),
+        Err(e) => {
+            end_body(inv);
+            return Ok(Err(e));
+        }
+    };
+    match std::future::poll_fn(|cx| Poll::Ready(shared.poll_body(step, &mut body, cx))).await {
+        Poll::Ready(r) => {
+            end_body(inv);
+            Ok(r)
+        }
+        Poll::Pending => match body {
+            Some(waiting) => Err(waiting),
+            // `poll_body` only takes a body that ended.
+            None => Ok(Err(format!(
+                "step `{}` was lost while it waited",
+                shared.step_name(step)
+            ))),
+        },
+    }
+}
+
+/// Parks a body that waits among the driver's others, polled with them until it ends.
+fn park(
+    shared: &Arc<Shared>,
+    fan: &mut Option<Box<Fanout>>,
+    slot: Arc<RunSlot>,
+    mut inv: Invocation,
+    body: StepFuture,
+) {
+    let s = shared.clone();
+    let step = inv.step;
+    let mut body = Some(body);
+    let parked: Running = Box::pin(async move {
+        let r = std::future::poll_fn(|cx| s.poll_body(step, &mut body, cx)).await;
+        end_body(&mut inv);
+        (slot, inv, r)
+    });
+    fan.get_or_insert_with(Box::default)
+        .waiting
+        .get_or_insert_with(FuturesUnordered::new)
+        .push(parked);
+}
 /// Invocations made by an input, queued for a per-run local driver.
 fn queued(slot: &Arc<RunSlot>, all: Vec<Invocation>) -> Box<Fanout> {
     Box::new(Fanout {
