@@ -29,6 +29,10 @@ pub enum ContextError {
     NotDisplay { name: String },
     #[error(transparent)]
     Engine(#[from] Box<crate::engine::EngineError>),
+    #[error(
+        "the engine that ran this step is gone (dropped); a step's context is only usable while its engine exists — do not keep it beyond the step"
+    )]
+    EngineGone,
 }
 
 /// Where a step's display events go when its body runs away from the run's owner (a
@@ -57,6 +61,7 @@ pub(crate) enum CtxRun {
 /// What a body running away from its run needs: ids, the start event's fields (configs) and
 /// a display sink.
 pub(crate) struct RemoteRun {
+    pub shared: Arc<Shared>,
     pub run_id: Arc<str>,
     pub thread_id: Arc<str>,
     pub start: Payload,
@@ -65,10 +70,20 @@ pub(crate) struct RemoteRun {
     pub displayed: AtomicU32,
 }
 
+impl CtxRun {
+    /// The engine the run belongs to. A local run's slot refers to its engine weakly, so
+    /// that a step's context costs one reference count (its run), not two.
+    fn shared(&self) -> Result<Arc<Shared>, ContextError> {
+        match self {
+            CtxRun::Local(slot) => slot.engine().ok_or(ContextError::EngineGone),
+            CtxRun::Remote(r) => Ok(r.shared.clone()),
+        }
+    }
+}
+
 /// The injectables of one execution. Cloning is cheap.
 #[derive(Clone)]
 pub struct StepCtx {
-    pub(crate) shared: Arc<Shared>,
     pub(crate) run: CtxRun,
     pub(crate) execution: ExecutionId,
     pub(crate) attempt: u32,
@@ -97,7 +112,7 @@ impl StepCtx {
     }
     pub fn run_context(&self) -> RunContext {
         RunContext {
-            shared: self.shared.clone(),
+            run: self.run.clone(),
             scope: Scope::Run(match &self.run {
                 CtxRun::Local(slot) => slot.run_id.clone(),
                 CtxRun::Remote(r) => r.run_id.clone(),
@@ -106,7 +121,7 @@ impl StepCtx {
     }
     pub fn thread_context(&self) -> ThreadContext {
         ThreadContext(RunContext {
-            shared: self.shared.clone(),
+            run: self.run.clone(),
             scope: Scope::Thread(match &self.run {
                 CtxRun::Local(slot) => slot.thread_id.clone(),
                 CtxRun::Remote(r) => r.thread_id.clone(),
@@ -124,7 +139,8 @@ impl StepCtx {
             CtxRun::Local(slot) => {
                 // Numbered by the run, not the context: a step's context costs no counter.
                 let n = slot.lock().next_display(self.execution, self.attempt);
-                self.shared
+                self.run
+                    .shared()?
                     .display(slot, self.execution, n, T::NAME.into(), payload)
                     .await
             }
@@ -140,14 +156,15 @@ impl StepCtx {
 /// passing data between steps (use events for that). Deleted when the run ends.
 #[derive(Clone)]
 pub struct RunContext {
-    shared: Arc<Shared>,
+    run: CtxRun,
     scope: Scope,
 }
 
 impl RunContext {
     pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ContextError> {
         let v = self
-            .shared
+            .run
+            .shared()?
             .backend
             .ctx_get(self.scope.clone(), key)
             .wait()
@@ -168,7 +185,8 @@ impl RunContext {
             message: e.to_string(),
         })?;
         Ok(self
-            .shared
+            .run
+            .shared()?
             .backend
             .ctx_set(self.scope.clone(), key, v)
             .wait()
@@ -176,7 +194,8 @@ impl RunContext {
     }
     pub async fn delete(&self, key: &str) -> Result<(), ContextError> {
         Ok(self
-            .shared
+            .run
+            .shared()?
             .backend
             .ctx_delete(self.scope.clone(), key)
             .wait()

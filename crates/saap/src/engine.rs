@@ -195,6 +195,9 @@ pub(crate) struct RunSlot {
     version: std::sync::OnceLock<watch::Sender<u64>>,
     /// Notified when the run has ended and none of its executions is running.
     quiet: tokio::sync::Notify,
+    /// The engine holding the run, for its steps' contexts (weak: the engine holds its
+    /// slots). Set by the first execution; a slot never changes engines.
+    engine: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
 
 pub(crate) struct RunState {
@@ -344,6 +347,7 @@ impl RunSlot {
             }),
             version: std::sync::OnceLock::new(),
             quiet: tokio::sync::Notify::new(),
+            engine: std::sync::OnceLock::new(),
         }
     }
     /// Makes this slot (of an ended run nothing refers to any more) the slot of a new run.
@@ -355,6 +359,8 @@ impl RunSlot {
             state,
             version,
             quiet,
+            // The same engine: spare slots are its own.
+            engine: _,
         } = self;
         *id = run_id;
         *thread = thread_id;
@@ -366,6 +372,18 @@ impl RunSlot {
         *version = std::sync::OnceLock::new();
         *quiet = tokio::sync::Notify::new();
     }
+    /// Notes that `shared` holds this run (once; see `engine`).
+    fn own(&self, shared: &Arc<Shared>) {
+        if self.engine.get().is_none() {
+            let _ = self.engine.set(Arc::downgrade(shared));
+        }
+    }
+
+    /// The engine holding the run, while it exists.
+    pub(crate) fn engine(&self) -> Option<Arc<Shared>> {
+        self.engine.get().and_then(std::sync::Weak::upgrade)
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, RunState> {
         // The state is only mutated by the core's transition functions, which do not panic
         // on input; a poisoned lock is taken over as is.
@@ -1914,8 +1932,8 @@ impl Shared {
         slot: &Arc<RunSlot>,
         inv: &mut Invocation,
     ) -> Result<StepFuture, String> {
+        slot.own(self);
         let ctx = StepCtx {
-            shared: self.clone(),
             run: crate::context::CtxRun::Local(slot.clone()),
             execution: inv.execution,
             attempt: inv.attempt,
@@ -1988,6 +2006,44 @@ impl Shared {
                     panic_text(&p)
                 )))
             }
+        }
+    }
+
+    /// Makes an execution's body and polls it once, catching a panic of either (one
+    /// unwinding guard for both): what it returned, or the body, which waits. A body that
+    /// ended goes back to its step for reuse.
+    fn first_poll(
+        &self,
+        step_idx: StepIdx,
+        inputs: &[Vec<BoundEvent>],
+        ctx: StepCtx,
+        outs: Vec<OutEvent>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
+        let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
+            return Ok(Err(format!("the workflow has no step {step_idx}")));
+        };
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut body = (step.handler)(inputs, ctx, outs)?;
+            Ok::<_, crate::params::InputError>(match body.as_mut().poll(cx) {
+                Poll::Ready(r) => {
+                    body.recycle();
+                    Ok(r)
+                }
+                Poll::Pending => Err(body),
+            })
+        }));
+        match polled {
+            Ok(Ok(polled)) => polled,
+            Ok(Err(e)) => Ok(Err(format!(
+                "step `{}` cannot read its inputs: {e}",
+                self.step_name(step_idx)
+            ))),
+            Err(p) => Ok(Err(format!(
+                "step `{}` panicked: {}",
+                self.step_name(step_idx),
+                panic_text(&p)
+            ))),
         }
     }
 
@@ -2709,28 +2765,23 @@ async fn start_and_poll(
     slot: &Arc<RunSlot>,
     inv: &mut Invocation,
 ) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
-    let step = inv.step;
-    let mut body = match shared.start_body(slot, inv) {
-        Ok(fut) => Some(fut),
-        Err(e) => {
-            end_body(inv);
-            return Ok(Err(e));
-        }
+    slot.own(shared);
+    let ctx = StepCtx {
+        run: crate::context::CtxRun::Local(slot.clone()),
+        execution: inv.execution,
+        attempt: inv.attempt,
     };
-    match std::future::poll_fn(|cx| Poll::Ready(shared.poll_body(step, &mut body, cx))).await {
-        Poll::Ready(r) => {
-            end_body(inv);
-            Ok(r)
-        }
-        Poll::Pending => match body {
-            Some(waiting) => Err(waiting),
-            // `poll_body` only takes a body that ended.
-            None => Ok(Err(format!(
-                "step `{}` was lost while it waited",
-                shared.step_name(step)
-            ))),
-        },
+    // Polled once: the closure's first call returns.
+    let mut start = Some((ctx, std::mem::take(&mut inv.outs)));
+    let polled = std::future::poll_fn(|cx| match start.take() {
+        Some((ctx, outs)) => Poll::Ready(shared.first_poll(inv.step, &inv.inputs, ctx, outs, cx)),
+        None => Poll::Ready(Ok(Err("a step was started twice".to_string()))),
+    })
+    .await;
+    if polled.is_ok() {
+        end_body(inv);
     }
+    polled
 }
 
 /// Parks a body that waits among the driver's others, polled with them until it ends.
@@ -2926,6 +2977,51 @@ mod tests {
         for (t, name) in spec.types.iter().zip(names.iter()) {
             assert_eq!(*name, *t.name);
         }
+    }
+
+    #[tokio::test]
+    async fn a_step_context_kept_beyond_its_engine_says_the_engine_is_gone() {
+        use crate::event::{StopEvent, UserMessageEvent};
+        use crate::params::Required;
+        use crate::workflow::{Step, StepError};
+        let kept: Arc<Mutex<Option<StepCtx>>> = Arc::default();
+        let keep = kept.clone();
+        let wf = Workflow::builder("Keeper")
+            .step(Step::new(
+                "keep",
+                move |_: Required<UserMessageEvent>, ctx: StepCtx| {
+                    let keep = keep.clone();
+                    async move {
+                        ctx.run_context()
+                            .set("seen", &1u32)
+                            .await
+                            .map_err(|e| StepError::new(e.to_string()))?;
+                        *keep.lock().unwrap_or_else(|p| p.into_inner()) = Some(ctx);
+                        Ok::<_, StepError>(StopEvent::default())
+                    }
+                },
+            ))
+            .build()
+            .expect("valid workflow");
+        let engine = Engine::in_memory(wf);
+        engine.run(UserMessageEvent::new("go")).await.expect("run");
+        let ctx = kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .expect("kept");
+        // While the engine exists, the kept context still reaches it.
+        assert!(ctx.thread_context().get::<u32>("x").await.is_ok());
+        drop(engine);
+        assert_eq!(
+            ctx.run_context().get::<u32>("seen").await,
+            Err(ContextError::EngineGone),
+            "a context does not keep its engine alive"
+        );
+        assert_eq!(
+            ctx.display(&crate::event::ChunkEvent::default()).await,
+            Err(ContextError::EngineGone)
+        );
     }
 
     /// Waits until the run logged `n` events (start, display, request: it waits).

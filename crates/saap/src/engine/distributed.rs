@@ -223,8 +223,8 @@ impl Engine {
             ));
         }
         let ctx = StepCtx {
-            shared: self.shared.clone(),
             run: crate::context::CtxRun::Remote(Arc::new(crate::context::RemoteRun {
+                shared: self.shared.clone(),
                 run_id: work.run_id.clone(),
                 thread_id: work.thread_id.clone(),
                 start: work.start.clone(),
