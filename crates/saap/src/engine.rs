@@ -253,8 +253,9 @@ impl Scratch {
         pending.clear();
         started.clear();
         *pre_cache = PreCache::default();
-        // Emptied by the executions that used them; cleared again in case one did not finish.
-        spare_inputs.clear();
+        // Emptied by the executions that used them; emptied again in case one did not
+        // finish. The vectors stay, for the run that reuses the slot.
+        spare_inputs.iter_mut().for_each(Vec::clear);
         spare_outs.clear();
         news.clear();
     }
@@ -2060,6 +2061,21 @@ impl Shared {
         std::future::poll_fn(|cx| self.poll_body(step_idx, &mut body, cx)).await
     }
 
+    /// Gives the buffers of an execution that started nothing to its run, for the run's
+    /// next execution — or the next run of its slot: an engine that recycles ended runs
+    /// allocates no input vectors per run.
+    fn keep_buffers(&self, slot: &RunSlot, inv: Invocation) {
+        let mut st = slot.lock();
+        if let Some(sc) = st.scratch.as_mut() {
+            if sc.spare_inputs.capacity() == 0 && reusable_inputs(&inv.inputs) {
+                sc.spare_inputs = inv.inputs;
+            }
+            if sc.spare_outs.capacity() == 0 && inv.outs.capacity() <= SPARE_MAX {
+                sc.spare_outs = inv.outs;
+            }
+        }
+    }
+
     /// Binds execution `x` (first attempt) into `inv`, keeping its buffers.
     fn bind(&self, slot: &RunSlot, x: ExecutionId, inv: &mut Invocation) {
         let mut st = slot.lock();
@@ -2487,6 +2503,7 @@ async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invo
         }
         match done.next {
             Next::None => {
+                shared.keep_buffers(slot, inv);
                 shared.maybe_evict(slot);
                 return;
             }
@@ -2719,7 +2736,7 @@ async fn drive_local(
                         None if engine.is_some() => {
                             fan.get_or_insert_with(Box::default).spare = Some(inv);
                         }
-                        None => {}
+                        None => shared.keep_buffers(&slot, inv),
                     }
                     // The run may have ended (nothing else of it running); a run's own
                     // driver looks once, when it stops.
@@ -3094,6 +3111,55 @@ mod tests {
             .unwrap();
         engine.wait_for_end(&b).await.unwrap();
         assert_eq!(spare(&engine), 1);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_recycled_slot_keeps_the_input_and_output_buffers_of_its_last_execution() {
+        use crate::event::{StopEvent, UserMessageEvent};
+        use crate::params::Required;
+        use crate::workflow::{Step, StepError};
+        let wf = Workflow::builder("One")
+            .step(Step::new(
+                "stop",
+                |_: Required<UserMessageEvent>, _: StepCtx| async {
+                    Ok::<_, StepError>(StopEvent::default())
+                },
+            ))
+            .build()
+            .expect("valid workflow");
+        let engine = Engine::new(
+            wf,
+            Arc::new(crate::backend::memory::MemoryBackend::new()),
+            EngineOptions {
+                keep_ended_runs: false,
+                ..EngineOptions::default()
+            },
+        );
+        let buffers = |e: &Engine| {
+            let slots = e
+                .shared
+                .spare_slots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let slot = slots.first().expect("the ended run's slot is kept");
+            let st = slot.lock();
+            let sc = st
+                .scratch
+                .as_ref()
+                .expect("a recycled slot keeps its buffers");
+            (
+                sc.spare_inputs.len(),
+                sc.spare_inputs.iter().map(Vec::capacity).sum::<usize>(),
+                sc.spare_outs.capacity(),
+                sc.spare_inputs.as_ptr() as usize,
+            )
+        };
+        engine.run(UserMessageEvent::new("a")).await.unwrap();
+        let (params, room, outs, at) = buffers(&engine);
+        assert_eq!((params, room), (1, 1), "one parameter, room for its event");
+        assert!(outs >= 1, "room for the step's output");
+        engine.run(UserMessageEvent::new("b")).await.unwrap();
+        assert_eq!(buffers(&engine).3, at, "the next run used the same vectors");
     }
 
     /// The display counter is recycled along an inline chain: each execution still numbers
