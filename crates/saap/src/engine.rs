@@ -271,7 +271,9 @@ impl RunState {
     /// it stays ended, and quiet.
     fn forget(&mut self) {
         self.run.forget_evidence();
-        self.payloads = Vec::new();
+        std::mem::take(&mut self.payloads)
+            .into_iter()
+            .for_each(Payload::recycle);
         self.display_by = Vec::new();
         self.displayed = Vec::new();
         self.scratch = None;
@@ -312,7 +314,7 @@ impl RunState {
             scratch,
         } = self;
         run.reset(run_key);
-        payloads.clear();
+        payloads.drain(..).for_each(Payload::recycle);
         *journal_len = 0;
         *records_sent = 0;
         *ended_sent = false;

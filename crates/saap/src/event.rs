@@ -32,31 +32,87 @@ trait PayloadData: Send + Sync + 'static {
     /// Writes the JSON text (straight from the typed value when the JSON form was never
     /// needed: no intermediate `serde_json::Value`).
     fn write_json(&self, out: &mut dyn std::io::Write) -> Result<(), PayloadError>;
+    /// Keeps the allocation of a payload nothing else refers to for a new payload of the
+    /// same type (see [`Payload::recycle`]).
+    fn into_pool(self: Arc<Self>);
 }
 
 struct Typed<T: Event> {
-    value: T,
+    /// Always `Some` while the payload is in use; `None` in [`ENDED_PAYLOADS`].
+    value: Option<T>,
     /// Boxed: most payloads never need it, and a `Value` plus an error is ~100 bytes.
     json: OnceLock<Box<Result<serde_json::Value, PayloadError>>>,
+}
+
+thread_local! {
+    /// Allocations of typed payloads that ended (their run was reset or forgotten), by
+    /// event type, for new payloads of the same type: a run's outputs cost no allocation
+    /// and no free once warm. A fresh run's events, hundreds of blocks of one size freed
+    /// together, otherwise go through the allocator's slow paths.
+    static ENDED_PAYLOADS: std::cell::RefCell<PayloadPools> =
+        const { std::cell::RefCell::new(PayloadPools { pools: Vec::new(), taken: 0, kept: 0 }) };
+}
+
+/// A thread's pools of ended payloads, with where the last take and the last keep found
+/// their type: a run's events are made, and later recycled, in the same order of types
+/// each time, so the next lookup usually finds its type there or one further.
+struct PayloadPools {
+    pools: Vec<PayloadPool>,
+    taken: usize,
+    kept: usize,
+}
+
+impl PayloadPools {
+    /// The index of `ty`'s pool, looked for from `hint` on.
+    fn find(&self, ty: std::any::TypeId, hint: usize) -> Option<usize> {
+        let n = self.pools.len();
+        let hint = hint.min(n);
+        // From the hint to the end, then from the start (no division per step).
+        (hint..n).chain(0..hint).find(|&i| self.pools[i].ty == ty)
+    }
+}
+
+/// The ended payloads of one event type (each an `Arc<Typed<T>>` holding no value).
+struct PayloadPool {
+    ty: std::any::TypeId,
+    free: Vec<Arc<dyn Any + Send + Sync>>,
+}
+
+/// How many ended payloads a thread keeps per event type, and how many types.
+const POOLED_PAYLOADS: usize = 256;
+const POOLED_TYPES: usize = 64;
+
+/// An ended payload of type `T` kept by this thread, if any.
+fn pooled<T: Event>() -> Option<Arc<Typed<T>>> {
+    let ty = std::any::TypeId::of::<T>();
+    ENDED_PAYLOADS
+        .try_with(|pools| {
+            let mut pools = pools.try_borrow_mut().ok()?;
+            let i = pools.find(ty, pools.taken)?;
+            pools.taken = i;
+            pools.pools[i].free.pop()?.downcast::<Typed<T>>().ok()
+        })
+        .ok()
+        .flatten()
 }
 
 impl<T: Event> PayloadData for Typed<T> {
     fn json(&self) -> Result<&serde_json::Value, PayloadError> {
         self.json
             .get_or_init(|| {
-                Box::new(
-                    serde_json::to_value(&self.value).map_err(|e| PayloadError::Serialize {
+                Box::new(serde_json::to_value(self.value.as_ref()).map_err(|e| {
+                    PayloadError::Serialize {
                         name: T::NAME.to_string(),
                         message: e.to_string(),
-                    }),
-                )
+                    }
+                }))
             })
             .as_ref()
             .as_ref()
             .map_err(Clone::clone)
     }
     fn typed(&self) -> Option<&dyn Any> {
-        Some(&self.value)
+        self.value.as_ref().map(|v| v as &dyn Any)
     }
     fn has_json(&self) -> bool {
         self.json.get().is_some()
@@ -71,6 +127,35 @@ impl<T: Event> PayloadData for Typed<T> {
             name: T::NAME.to_string(),
             message: e.to_string(),
         })
+    }
+    fn into_pool(mut self: Arc<Self>) {
+        let Some(typed) = Arc::get_mut(&mut self) else {
+            return;
+        };
+        // The value goes now (it may be large); the allocation stays.
+        typed.value = None;
+        typed.json = OnceLock::new();
+        let ty = std::any::TypeId::of::<T>();
+        let _ = ENDED_PAYLOADS.try_with(move |pools| {
+            let Ok(mut pools) = pools.try_borrow_mut() else {
+                return;
+            };
+            let i = match pools.find(ty, pools.kept) {
+                Some(i) => i,
+                None if pools.pools.len() < POOLED_TYPES => {
+                    pools.pools.push(PayloadPool {
+                        ty,
+                        free: Vec::new(),
+                    });
+                    pools.pools.len() - 1
+                }
+                None => return,
+            };
+            pools.kept = i;
+            if pools.pools[i].free.len() < POOLED_PAYLOADS {
+                pools.pools[i].free.push(self);
+            }
+        });
     }
 }
 
@@ -92,6 +177,7 @@ impl PayloadData for Json {
             message: e.to_string(),
         })
     }
+    fn into_pool(self: Arc<Self>) {}
 }
 
 static NULL: serde_json::Value = serde_json::Value::Null;
@@ -112,10 +198,24 @@ impl std::io::Write for ByteCount {
 impl Payload {
     /// A payload holding a typed event (serialized only if its JSON form is read).
     pub fn typed<T: Event>(value: T) -> Payload {
+        if let Some(mut ended) = pooled::<T>()
+            && let Some(typed) = Arc::get_mut(&mut ended)
+        {
+            typed.value = Some(value);
+            return Payload(ended);
+        }
         Payload(Arc::new(Typed {
-            value,
+            value: Some(value),
             json: OnceLock::new(),
         }))
+    }
+
+    /// Drops this payload; when nothing else refers to it, its allocation is kept by this
+    /// thread for the next payload of its type (see `ENDED_PAYLOADS`).
+    pub(crate) fn recycle(self) {
+        if Arc::strong_count(&self.0) == 1 {
+            self.0.into_pool();
+        }
     }
     /// A payload holding a JSON object of fields (an event from the wire or a store).
     pub fn from_json(value: serde_json::Value) -> Payload {
@@ -418,6 +518,44 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn an_ended_payload_lends_its_allocation_to_the_next_of_its_type() {
+        let address = |p: &Payload| Arc::as_ptr(&p.0) as *const u8 as usize;
+        // A thread of its own: the pool is per thread.
+        std::thread::spawn(move || {
+            let first = Payload::typed(UserMessageEvent::new("first"));
+            let at = address(&first);
+            assert_eq!(first.json()["message"], "first");
+            first.recycle();
+            // Another type does not take it.
+            let other = Payload::typed(StopEvent::default());
+            assert_ne!(address(&other), at);
+            let second = Payload::typed(UserMessageEvent::new("second"));
+            assert_eq!(address(&second), at, "the allocation is reused");
+            assert_eq!(
+                second.get::<UserMessageEvent>().map(|m| m.message.as_str()),
+                Some("second")
+            );
+            assert_eq!(
+                second.json()["message"],
+                "second",
+                "no JSON form of the old value"
+            );
+
+            // A payload something else still refers to is not pooled.
+            let held = second.clone();
+            second.recycle();
+            let third = Payload::typed(UserMessageEvent::new("third"));
+            assert_ne!(address(&third), at);
+            assert_eq!(
+                held.get::<UserMessageEvent>().map(|m| m.message.as_str()),
+                Some("second")
+            );
+        })
+        .join()
+        .unwrap();
+    }
 
     #[derive(Debug, PartialEq, saap::Event, Serialize, serde::Deserialize)]
     struct NotClone {
