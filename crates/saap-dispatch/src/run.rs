@@ -618,6 +618,17 @@ impl Run {
         self.drain_started_into(&mut out);
         out
     }
+    /// Takes the earliest started execution not taken yet (one at a time what
+    /// [`Run::drain_started_into`] takes at once).
+    pub fn next_started(&mut self) -> Option<ExecutionId> {
+        if (self.untaken as usize) < self.executions.len() {
+            self.untaken += 1;
+            Some(ExecutionId(self.untaken - 1))
+        } else {
+            None
+        }
+    }
+
     /// Like [`Run::take_started`], into a caller's buffer (no allocation).
     pub fn drain_started_into(&mut self, out: &mut Vec<ExecutionId>) {
         let end = self.executions.len() as u32;
@@ -1351,6 +1362,32 @@ mod tests {
         // 32 ids over 128 bits: a uniform spread leaves about 28 distinct.
         assert!(counters >= 24, "counter ids on {counters} bits");
         assert!(derived >= 24, "derived ids on {derived} bits");
+    }
+
+    #[test]
+    fn started_executions_are_taken_one_at_a_time_in_start_order() {
+        let spec = crate::compile_spec_text(
+            "name: W\nevents: [{name: A}]\nsteps:\n  - {name: one, params: [{name: s, kind: required, types: [StartEvent]}]}\n  - {name: two, params: [{name: s, kind: required, types: [StartEvent]}]}\n  - {name: three, params: [{name: a, kind: required, types: [A]}]}\n",
+            crate::SpecSyntax::Yaml,
+        )
+        .expect("spec");
+        let start = spec.type_id("StartEvent").expect("StartEvent");
+        let a = spec.type_id("A").expect("A");
+        let mut run = Run::new(Arc::new(spec), 1);
+        run.append(
+            NewEvent::known(counter_event_id(1), start),
+            &mut DeclaredConditions,
+        )
+        .expect("start");
+        assert_eq!(run.next_started(), Some(ExecutionId(0)));
+        // The rest at once, as before: the same order.
+        run.append(
+            NewEvent::known(counter_event_id(2), a),
+            &mut DeclaredConditions,
+        )
+        .expect("A");
+        assert_eq!(run.take_started(), vec![ExecutionId(1), ExecutionId(2)]);
+        assert_eq!(run.next_started(), None, "each is taken once");
     }
 
     /// `memory_bytes` counts what grows with the events (log, records), which

@@ -1422,23 +1422,20 @@ impl Shared {
                 (entry.durable, entry.ended)
             }
         };
-        let mut xs = std::mem::take(&mut scratch(&mut st.scratch).started);
-        st.run.drain_started_into(&mut xs);
-        let next = match xs.split_first() {
+        let next = match st.run.next_started() {
             None => Next::None,
-            Some((&first, rest)) => {
+            Some(first) => {
                 invocation_into(st, &self.type_names, first, 1, inv);
-                if rest.is_empty() {
+                // Bound when their turn comes (bindings never change once made).
+                let before = others.len();
+                others.extend(std::iter::from_fn(|| st.run.next_started()));
+                if others.len() == before {
                     Next::Here
                 } else {
-                    // Bound when their turn comes (bindings never change once made).
-                    others.extend_from_slice(rest);
                     Next::Also
                 }
             }
         };
-        xs.clear();
-        scratch(&mut st.scratch).started = xs;
         Ok(Completed {
             durable,
             ended,
@@ -1464,11 +1461,23 @@ impl Shared {
         pending.clear();
         news.reserve(outs.len());
         pending.reserve_exact(outs.len());
-        for (i, o) in outs.drain(..).enumerate() {
-            let id = derived_event_id(slot.run_key, execution, i as u32);
-            let ty = self.out_type(step, &o.name);
-            news.push(NewEvent { id, ty });
+        if outs.len() == 1
+            && let Some(o) = outs.pop()
+        {
+            // Most steps return one event: no drain.
+            let id = derived_event_id(slot.run_key, execution, 0);
+            news.push(NewEvent {
+                id,
+                ty: self.out_type(step, &o.name),
+            });
             pending.push((id, o.payload));
+        } else {
+            for (i, o) in outs.drain(..).enumerate() {
+                let id = derived_event_id(slot.run_key, execution, i as u32);
+                let ty = self.out_type(step, &o.name);
+                news.push(NewEvent { id, ty });
+                pending.push((id, o.payload));
+            }
         }
         if sc.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
             sc.spare_outs = outs;
