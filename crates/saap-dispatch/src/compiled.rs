@@ -163,6 +163,10 @@ pub(crate) struct ConsumerSlot {
     /// `single`, and the step has no precondition and no execution budget: it starts on
     /// every arrival of the type (decided at compile time; a compiled spec is not changed).
     pub starts_at_once: bool,
+    /// The step has this one parameter and it is a fixed list: readiness fails exactly when
+    /// the list is short (a fan-in's arrivals before the last are decided without the
+    /// general readiness check).
+    pub sole_fixed_list: bool,
 }
 
 /// A spec ready for dispatch.
@@ -178,6 +182,10 @@ pub struct CompiledSpec {
     /// The same pairs with what the dispatcher needs of each, so that binding an arrival
     /// reads one table instead of three.
     consumer_slots: Vec<Vec<ConsumerSlot>>,
+    /// Per type: how many records one arrival of it usually makes (appended, and per
+    /// consuming step a candidate, a precondition result if it has one, and a start or a
+    /// skip), so that a fan-out's outputs reserve their records once.
+    arrival_records: Vec<u32>,
     /// Per step, the index of its first parameter in a run's flattened per-parameter
     /// tables; one more entry holds the total.
     param_offsets: Vec<u32>,
@@ -405,9 +413,31 @@ impl CompiledSpec {
                             starts_at_once: single
                                 && st.precondition.is_none()
                                 && st.max_executions_per_run.is_none(),
+                            sole_fixed_list: params.len() == 1 && p.kind == ParamKind::FixedList,
                         }
                     })
                     .collect()
+            })
+            .collect();
+        let arrival_records = types
+            .iter()
+            .zip(&by_type)
+            .map(|(info, pairs)| {
+                if !info.kind.is_control() {
+                    return 1;
+                }
+                if info.kind.is_terminal() {
+                    return 2;
+                }
+                let mut n = 1;
+                let mut previous = None;
+                for &(step, _) in pairs {
+                    if previous != Some(step) {
+                        previous = Some(step);
+                        n += 2 + steps[step as usize].precondition.is_some() as u32;
+                    }
+                }
+                n
             })
             .collect();
         let exception_type = *type_index.get("ExceptionEvent").ok_or_else(|| {
@@ -450,6 +480,7 @@ impl CompiledSpec {
             type_index,
             by_type,
             consumer_slots,
+            arrival_records,
             param_offsets,
             exception_type,
             source: spec.clone(),
@@ -474,6 +505,11 @@ impl CompiledSpec {
     /// [`CompiledSpec::consumers`] with each parameter's kind, size and table slot.
     pub(crate) fn consumer_slots(&self, id: TypeId) -> &[ConsumerSlot] {
         &self.consumer_slots[id as usize]
+    }
+
+    /// How many records one arrival of a type usually makes (see `arrival_records`).
+    pub(crate) fn arrival_records(&self, id: TypeId) -> u32 {
+        self.arrival_records.get(id as usize).copied().unwrap_or(1)
     }
 
     /// Per step, the index of its first parameter in flattened per-parameter tables (one

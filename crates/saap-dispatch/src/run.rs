@@ -39,6 +39,14 @@ const LINEAR_IDS: usize = 32;
 /// of the step; past it (and always for steps whose parameters overlap) they are hashed.
 const LINEAR_INPUT_SETS: usize = 32;
 
+/// A fixed list's match list is reserved at its size, up to this many events, on its first
+/// arrival.
+const FIXED_LIST_RESERVE: u32 = 4096;
+/// Records reserved past a fan-out's arrivals (completion, end of the run).
+const END_RECORDS: usize = 4;
+/// The most records reserved at once for a fan-out's arrivals.
+const MAX_RESERVED_RECORDS: usize = 1 << 24;
+
 /// The most events one run's log may hold.
 pub const MAX_LOG_EVENTS: usize = 50_000_000;
 /// The longest error message kept for a failed execution (longer ones are cut).
@@ -283,6 +291,28 @@ impl Rare {
                 v.insert(execution);
             }
         }
+    }
+}
+
+/// A single binding of `seq`. Past the static table, the run's `seq_table` is filled up to it
+/// first, so that [`Run::bound_seqs`] can return it as a one-element slice: only runs that
+/// bind a single parameter to an event past the first [`SMALL_SEQS`] fill it, not every
+/// append past them.
+#[inline(always)]
+fn bind_one(r: &mut Option<Box<Rare>>, seq: Seq) -> Bound {
+    if seq as usize >= SMALL_SEQS {
+        fill_seq_table(r, seq);
+    }
+    Bound::One(seq)
+}
+
+#[cold]
+#[inline(never)]
+fn fill_seq_table(r: &mut Option<Box<Rare>>, seq: Seq) {
+    let table = &mut rare(r).seq_table;
+    let from = (SMALL_SEQS + table.len()) as Seq;
+    if from <= seq {
+        table.extend(from..=seq);
     }
 }
 
@@ -758,9 +788,6 @@ impl Run {
             kind,
             origin,
         });
-        if seq as usize >= SMALL_SEQS {
-            rare(&mut self.rare).seq_table.push(seq);
-        }
 
         match self.status {
             RunStatus::Terminated { .. } => {
@@ -830,9 +857,13 @@ impl Run {
                 step: c.step,
             });
             let bind_start = self.bindings.len() as u32;
-            self.bindings.push(Bound::One(seq));
+            let one = bind_one(&mut self.rare, seq);
+            self.bindings.push(one);
             self.start(c.step, seq, bind_start);
             return 1;
+        }
+        if let &[c] = self.spec.consumer_slots(t) {
+            return self.dispatch_to_one(c, seq, pre);
         }
         // No Arc clone on this path: the spec is borrowed field by field next to the
         // mutable bookkeeping (an atomic increment and decrement per trigger add up).
@@ -870,6 +901,61 @@ impl Run {
             }
         }
         started
+    }
+
+    /// [`Run::dispatch`] for a type with one consumer that does not simply start (e.g. a
+    /// fan-in): bound, then decided once, as the general loops would, without them. Out of
+    /// line, so that the chain link's path (inlined into the completion loop) stays small.
+    #[inline(never)]
+    fn dispatch_to_one(
+        &mut self,
+        c: crate::compiled::ConsumerSlot,
+        seq: Seq,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> u32 {
+        let slot = c.slot as usize;
+        match c.kind {
+            ParamKind::Required | ParamKind::Optional => self.slots[slot] = seq,
+            ParamKind::List => self.matches[slot].push(seq),
+            ParamKind::FixedList => {
+                let m = &mut self.matches[slot];
+                if m.capacity() == 0 {
+                    // It will hold `size` events if it fills: no doubling on the way.
+                    m.reserve_exact(c.size.min(FIXED_LIST_RESERVE) as usize);
+                }
+                m.push(seq);
+                let have = m.len() as u32;
+                if have > c.size {
+                    self.records.push(Record::FixedListOverflow {
+                        trigger: seq,
+                        step: c.step,
+                        param: c.param,
+                    });
+                } else if have < c.size && c.sole_fixed_list {
+                    // The step's only parameter is short: the first readiness check that
+                    // fails (the run is live, so it is not terminated).
+                    self.records.push(Record::Candidate {
+                        trigger: seq,
+                        step: c.step,
+                    });
+                    self.records.push(Record::Skipped {
+                        trigger: seq,
+                        step: c.step,
+                        reason: SkipReason::FixedListShort {
+                            param: c.param,
+                            have,
+                            need: c.size,
+                        },
+                    });
+                    return 0;
+                }
+            }
+        }
+        self.records.push(Record::Candidate {
+            trigger: seq,
+            step: c.step,
+        });
+        self.evaluate(c.step, seq, c.single, pre) as u32
     }
 
     /// Readiness in the order of DESIGN §4.3; starts the execution when ready. `single`:
@@ -927,7 +1013,7 @@ impl Run {
             self.bindings.push(match p.kind {
                 ParamKind::Required | ParamKind::Optional => match self.slots[base + pi] {
                     NO_SEQ => Bound::Nothing,
-                    last => Bound::One(last),
+                    last => bind_one(&mut self.rare, last),
                 },
                 ParamKind::List => match self.matches[base + pi].len() {
                     0 => Bound::Nothing,
@@ -1120,7 +1206,7 @@ impl Run {
         match outcome {
             Outcome::Returned(mut outputs) => {
                 if outputs.len() > 1 {
-                    self.reserve_for(outputs.len());
+                    self.reserve_for(&outputs);
                 }
                 self.returned(execution, attempt, &mut outputs, pre)?;
             }
@@ -1186,7 +1272,7 @@ impl Run {
     ) -> Result<(), CompleteError> {
         self.live_execution(execution, attempt)?;
         if outputs.len() > 1 {
-            self.reserve_for(outputs.len());
+            self.reserve_for(outputs);
         }
         self.returned(execution, attempt, outputs, pre)
     }
@@ -1228,10 +1314,19 @@ impl Run {
     /// repeatedly, rehashing every id each time.
     #[cold]
     #[inline(never)]
-    fn reserve_for(&mut self, n: usize) {
-        let n = n.min(MAX_LOG_EVENTS);
+    fn reserve_for(&mut self, outputs: &[NewEvent]) {
+        let n = outputs.len().min(MAX_LOG_EVENTS);
         self.log.reserve(n);
-        self.records.reserve(n);
+        // The records these arrivals usually make, and a few for the completion and end
+        // that often follow (a fan-in's): the records vector does not double on the way.
+        let records = outputs[..n]
+            .iter()
+            .map(|e| match e.ty {
+                NewEventType::Known(t) => self.spec.arrival_records(t) as usize,
+                NewEventType::Foreign { .. } => 1,
+            })
+            .fold(END_RECORDS, usize::saturating_add);
+        self.records.reserve(records.min(MAX_RESERVED_RECORDS));
         if self.log.len() + n > self.index_ids_at as usize {
             self.index_ids();
         }
@@ -1340,6 +1435,116 @@ impl Run {
 mod tests {
     use super::*;
     use crate::ids::{counter_event_id, derived_event_id, run_key};
+
+    fn run_of(yaml: &str) -> Run {
+        let spec = crate::compile_spec_text(yaml, crate::SpecSyntax::Yaml).expect("spec");
+        Run::new(Arc::new(spec), 3)
+    }
+
+    fn send(run: &mut Run, n: u64, ty: &str) -> Appended {
+        let t = run.spec().type_id(ty).expect("type");
+        run.append(
+            NewEvent::known(counter_event_id(n), t),
+            &mut DeclaredConditions,
+        )
+        .expect("appended")
+    }
+
+    /// A fan-out's `n` outputs of type `ty`, completed through the outputs path.
+    fn fan_out(run: &mut Run, x: ExecutionId, ty: &str, n: u32) {
+        let t = run.spec().type_id(ty).expect("type");
+        let outs = (0..n)
+            .map(|i| NewEvent::known(derived_event_id(run.run_key(), x, i), t))
+            .collect();
+        run.complete(x, 1, Outcome::Returned(outs), &mut DeclaredConditions)
+            .expect("completed");
+    }
+
+    /// A fixed list that is its step's only parameter is decided without the general
+    /// readiness check; a step with the same fixed list and an optional parameter that never
+    /// blocks goes through it. Both must record the same decisions for every arrival
+    /// (short, full, overflow).
+    #[test]
+    fn a_sole_fixed_list_decides_arrivals_like_the_general_readiness_check() {
+        let records = |extra: &str| {
+            let mut run = run_of(&format!(
+                "name: W\nevents: [{{name: A}}, {{name: O}}]\nsteps:\n  - {{name: fan, params: [{{name: s, kind: required, types: [StartEvent]}}], outputs: [A]}}\n  - {{name: join, params: [{{name: xs, kind: fixed_list, size: 3, types: [A]}}{extra}]}}\n"
+            ));
+            send(&mut run, 1, "StartEvent");
+            let x = run.take_started();
+            fan_out(&mut run, x[0], "A", 5);
+            assert_eq!(run.take_started().len(), 1, "the fan-in starts once");
+            run.records().to_vec()
+        };
+        let sole = records("");
+        assert!(sole.iter().any(|r| matches!(
+            r,
+            Record::Skipped {
+                reason: SkipReason::FixedListShort {
+                    have: 2,
+                    need: 3,
+                    ..
+                },
+                ..
+            }
+        )));
+        assert!(
+            sole.iter()
+                .any(|r| matches!(r, Record::FixedListOverflow { .. }))
+        );
+        assert_eq!(sole, records(", {name: o, kind: optional, types: [O]}"));
+    }
+
+    /// Single bindings of events past the static table (seq ≥ 256) still expand to their
+    /// event: through the chain link's path, the general path and a precondition's view.
+    #[test]
+    fn single_bindings_past_the_static_table_expand_to_their_event() {
+        let mut run = run_of(
+            "name: W\nevents: [{name: A}, {name: B}, {name: C}]\nsteps:\n  - {name: link, params: [{name: c, kind: required, types: [C]}]}\n  - {name: both, params: [{name: a, kind: required, types: [A]}, {name: b, kind: optional, types: [B]}], precondition: {name: has_b, when: {present: b}}}\n",
+        );
+        send(&mut run, 1, "StartEvent");
+        for n in 2..300 {
+            send(&mut run, n, "B");
+        }
+        send(&mut run, 300, "A");
+        send(&mut run, 301, "C");
+        let started = run.take_started();
+        assert_eq!(started.len(), 2);
+        let id = |n| counter_event_id(n);
+        assert_eq!(
+            run.bound_event_ids(started[0]),
+            vec![vec![id(300)], vec![id(299)]]
+        );
+        assert_eq!(run.bound_event_ids(started[1]), vec![vec![id(301)]]);
+    }
+
+    /// A fan-out's outputs reserve the records they will make: one arrival makes
+    /// `arrival_records` records (appended, and per consuming step a candidate, a
+    /// precondition result when it has one, and a start or a skip).
+    #[test]
+    fn arrival_records_count_the_records_one_arrival_makes() {
+        let mut run = run_of(
+            "name: W\nevents: [{name: A}, {name: B}, {name: N}, {name: D, parents: [DisplayEvent]}, {name: Done, parents: [StopEvent]}]\nsteps:\n  - {name: link, params: [{name: a, kind: required, types: [A]}]}\n  - {name: fan_in, params: [{name: xs, kind: fixed_list, size: 9, types: [A]}]}\n  - {name: gated, params: [{name: bs, kind: list, types: [B]}], precondition: {name: many, when: {count_at_least: {param: bs, n: 5}}}}\n",
+        );
+        send(&mut run, 1, "StartEvent");
+        for (n, ty) in [
+            (2, "A"),
+            (3, "B"),
+            (4, "N"),
+            (5, "D"),
+            (6, "A"),
+            (7, "Done"),
+        ] {
+            let before = run.records().len();
+            send(&mut run, n, ty);
+            let t = run.spec().type_id(ty).expect("type");
+            assert_eq!(
+                run.records().len() - before,
+                run.spec().arrival_records(t) as usize,
+                "{ty}"
+            );
+        }
+    }
 
     /// The scan filter only pays if ids of one run land on different bits: counter ids
     /// (differing in their last bytes) and derived ids (differing everywhere) both spread.
