@@ -186,6 +186,9 @@ pub struct CompiledSpec {
     /// consuming step a candidate, a precondition result if it has one, and a start or a
     /// skip), so that a fan-out's outputs reserve their records once.
     arrival_records: Vec<u32>,
+    /// Per step: whether a parameter can block readiness (a required parameter or a fixed
+    /// list); a step without one (lists, optionals) skips that part of the check.
+    can_block: Vec<bool>,
     /// Per step, the index of its first parameter in a run's flattened per-parameter
     /// tables; one more entry holds the total.
     param_offsets: Vec<u32>,
@@ -472,6 +475,14 @@ impl CompiledSpec {
             }
         }
 
+        let can_block = steps
+            .iter()
+            .map(|s| {
+                s.params
+                    .iter()
+                    .any(|p| matches!(p.kind, ParamKind::Required | ParamKind::FixedList))
+            })
+            .collect();
         Ok(CompiledSpec {
             name: spec.name.clone(),
             types,
@@ -481,6 +492,7 @@ impl CompiledSpec {
             by_type,
             consumer_slots,
             arrival_records,
+            can_block,
             param_offsets,
             exception_type,
             source: spec.clone(),
@@ -510,6 +522,11 @@ impl CompiledSpec {
     /// How many records one arrival of a type usually makes (see `arrival_records`).
     pub(crate) fn arrival_records(&self, id: TypeId) -> u32 {
         self.arrival_records.get(id as usize).copied().unwrap_or(1)
+    }
+
+    /// Whether a parameter of the step can block readiness (required, fixed list).
+    pub(crate) fn can_block(&self, step: StepIdx) -> bool {
+        self.can_block.get(step as usize).copied().unwrap_or(true)
     }
 
     /// Per step, the index of its first parameter in flattened per-parameter tables (one

@@ -44,6 +44,8 @@ const LINEAR_INPUT_SETS: usize = 32;
 const FIXED_LIST_RESERVE: u32 = 4096;
 /// Records reserved past a fan-out's arrivals (completion, end of the run).
 const END_RECORDS: usize = 4;
+/// Events reserved past a fan-out's outputs (the fan-in's output, the end).
+const END_EVENTS: usize = 2;
 /// The most records reserved at once for a fan-out's arrivals.
 const MAX_RESERVED_RECORDS: usize = 1 << 24;
 
@@ -865,6 +867,19 @@ impl Run {
         if let &[c] = self.spec.consumer_slots(t) {
             return self.dispatch_to_one(c, seq, pre);
         }
+        self.dispatch_to_many(seq, t, pre)
+    }
+
+    /// [`Run::dispatch`] for a type with several consumers. Out of line, like
+    /// [`Run::dispatch_to_one`] and [`Run::evaluate`]: what is inlined into the completion
+    /// loop is the chain link's path only, whatever the compiler decides about the rest.
+    #[inline(never)]
+    fn dispatch_to_many(
+        &mut self,
+        seq: Seq,
+        t: TypeId,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> u32 {
         // No Arc clone on this path: the spec is borrowed field by field next to the
         // mutable bookkeeping (an atomic increment and decrement per trigger add up).
         for c in self.spec.consumer_slots(t) {
@@ -960,6 +975,7 @@ impl Run {
 
     /// Readiness in the order of DESIGN §4.3; starts the execution when ready. `single`:
     /// the step's one parameter (required or optional) binds exactly the trigger.
+    #[inline(never)]
     fn evaluate(
         &mut self,
         step: StepIdx,
@@ -982,22 +998,25 @@ impl Run {
             skip!(SkipReason::RunTerminated);
         }
         let base = self.spec.param_offsets()[step as usize] as usize;
-        for (pi, p) in s.params.iter().enumerate() {
-            match p.kind {
-                ParamKind::Required if self.slots[base + pi] == NO_SEQ => {
-                    skip!(SkipReason::RequiredMissing {
-                        param: pi as ParamIdx,
-                    },);
+        // Lists and optionals never block (e.g. a gated fan-in): nothing to check.
+        if self.spec.can_block(step) {
+            for (pi, p) in s.params.iter().enumerate() {
+                match p.kind {
+                    ParamKind::Required if self.slots[base + pi] == NO_SEQ => {
+                        skip!(SkipReason::RequiredMissing {
+                            param: pi as ParamIdx,
+                        },);
+                    }
+                    ParamKind::FixedList if self.matches[base + pi].len() < p.size as usize => {
+                        let have = self.matches[base + pi].len();
+                        skip!(SkipReason::FixedListShort {
+                            param: pi as ParamIdx,
+                            have: have as u32,
+                            need: p.size,
+                        },);
+                    }
+                    _ => {}
                 }
-                ParamKind::FixedList if self.matches[base + pi].len() < p.size as usize => {
-                    let have = self.matches[base + pi].len();
-                    skip!(SkipReason::FixedListShort {
-                        param: pi as ParamIdx,
-                        have: have as u32,
-                        need: p.size,
-                    },);
-                }
-                _ => {}
             }
         }
         if let Some(max) = s.max_executions_per_run
@@ -1316,7 +1335,9 @@ impl Run {
     #[inline(never)]
     fn reserve_for(&mut self, outputs: &[NewEvent]) {
         let n = outputs.len().min(MAX_LOG_EVENTS);
-        self.log.reserve(n);
+        // And room for the event that usually follows (a fan-in's output): the log does not
+        // double, copying all these events, for the one after them.
+        self.log.reserve(n + END_EVENTS);
         // The records these arrivals usually make, and a few for the completion and end
         // that often follow (a fan-in's): the records vector does not double on the way.
         let records = outputs[..n]
@@ -1544,6 +1565,17 @@ mod tests {
                 "{ty}"
             );
         }
+    }
+
+    /// Only required parameters and fixed lists can fail readiness (DESIGN §4.3: optional
+    /// and list parameters never block), so only steps with one run that check.
+    #[test]
+    fn only_required_and_fixed_list_parameters_can_block_a_step() {
+        let run = run_of(
+            "name: W\nevents: [{name: A}]\nsteps:\n  - {name: req, params: [{name: a, kind: required, types: [A]}]}\n  - {name: fixed, params: [{name: a, kind: fixed_list, size: 2, types: [A]}]}\n  - {name: lists, params: [{name: a, kind: list, types: [A]}, {name: b, kind: optional, types: [A]}]}\n  - {name: mixed, params: [{name: a, kind: list, types: [A]}, {name: b, kind: required, types: [A]}]}\n",
+        );
+        let blocks: Vec<bool> = (0..4).map(|s| run.spec().can_block(s)).collect();
+        assert_eq!(blocks, [true, true, false, true]);
     }
 
     /// The scan filter only pays if ids of one run land on different bits: counter ids
