@@ -24,6 +24,7 @@ pub mod check;
 pub mod compiled;
 pub mod explain;
 pub mod explore;
+mod id_index;
 pub mod ids;
 pub mod load;
 pub mod record;

@@ -10,6 +10,7 @@
 //! by the caller, and their results are recorded.
 
 use crate::compiled::{CompiledCondition, CompiledSpec, EventKind, TypeId};
+use crate::id_index::IdIndex;
 use crate::ids::derived_event_id;
 use crate::ids::{EventId, ExecutionId, FastMap, ParamIdx, Seq, StepIdx};
 use crate::record::{Origin, Record, SkipReason, Termination};
@@ -270,7 +271,7 @@ fn eval_condition(c: &CompiledCondition, call: &PreconditionCall<'_>) -> bool {
 #[derive(Debug, Clone, Default)]
 struct Rare {
     /// Event id → seq; empty (and unused) until the log passes [`LINEAR_IDS`] events.
-    by_id: FastMap<EventId, Seq>,
+    by_id: IdIndex,
     foreign_names: Vec<Box<str>>,
     /// `seq_table[i] == SMALL_SEQS + i`: lets a single binding past the static table be
     /// returned as a one-element slice (short runs never allocate it).
@@ -490,7 +491,8 @@ impl Run {
             m.shrink_to_fit();
         }
         if let Some(r) = &mut self.rare {
-            r.by_id.shrink_to_fit();
+            let log = &self.log;
+            r.by_id.shrink_to_fit(|s| log[s as usize].id);
             r.seq_table.shrink_to_fit();
             r.input_sets.shrink_to_fit();
             r.input_set_collisions.shrink_to_fit();
@@ -591,7 +593,10 @@ impl Run {
     /// The seq of an event id, if it is in the log.
     pub fn seq_of(&self, id: &EventId) -> Option<Seq> {
         if self.ids_indexed {
-            self.rare.as_ref().and_then(|r| r.by_id.get(id).copied())
+            let log = &self.log;
+            self.rare
+                .as_ref()
+                .and_then(|r| r.by_id.get(id, |s| log[s as usize].id))
         } else {
             self.scan_id(id)
         }
@@ -621,10 +626,12 @@ impl Run {
 
     /// Builds the id index from the log (first non-orphan occurrence of each id).
     fn index_ids(&mut self) {
-        let mut by_id = FastMap::with_capacity_and_hasher(self.log.len() * 2, Default::default());
-        for (i, e) in self.log.iter().enumerate() {
+        let mut by_id = IdIndex::default();
+        let log = &self.log;
+        by_id.reserve(log.len() * 2, |s| log[s as usize].id);
+        for (i, e) in log.iter().enumerate() {
             if !self.is_orphan(i as Seq, e) {
-                by_id.entry(e.id).or_insert(i as Seq);
+                by_id.get_or_insert(&e.id, i as Seq, |s| log[s as usize].id);
             }
         }
         rare(&mut self.rare).by_id = by_id;
@@ -751,13 +758,10 @@ impl Run {
         if !orphan {
             let first = if self.ids_indexed {
                 // One hash for the duplicate check and the insert.
-                match rare(&mut self.rare).by_id.entry(id) {
-                    std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(seq);
-                        None
-                    }
-                }
+                let log = &self.log;
+                rare(&mut self.rare)
+                    .by_id
+                    .get_or_insert(&id, seq, |s| log[s as usize].id)
             } else if self.id_bits[word] & bit != 0 {
                 self.scan_log(&id)
             } else {
@@ -771,17 +775,7 @@ impl Run {
         }
         let ty = match ty {
             NewEventType::Known(t) => EventTy::Known(*t),
-            NewEventType::Foreign { name, .. } => {
-                let names = &mut rare(&mut self.rare).foreign_names;
-                let i = match names.iter().position(|n| **n == **name) {
-                    Some(i) => i,
-                    None => {
-                        names.push(std::mem::take(name).into_boxed_str());
-                        names.len() - 1
-                    }
-                };
-                EventTy::Foreign(i as u32)
-            }
+            NewEventType::Foreign { name, .. } => EventTy::Foreign(self.foreign_name(name)),
         };
         self.id_bits[word] |= bit;
         self.log.push(LoggedEvent {
@@ -824,6 +818,22 @@ impl Run {
         Ok(Appended::Dispatched { seq, started })
     }
 
+    /// The index of a foreign type's name among the run's (taken out of `name` if new).
+    /// Out of line: rare, and kept out of the completion loop the append is inlined into.
+    #[cold]
+    #[inline(never)]
+    fn foreign_name(&mut self, name: &mut String) -> u32 {
+        let names = &mut rare(&mut self.rare).foreign_names;
+        let i = match names.iter().position(|n| **n == **name) {
+            Some(i) => i,
+            None => {
+                names.push(std::mem::take(name).into_boxed_str());
+                names.len() - 1
+            }
+        };
+        i as u32
+    }
+
     fn terminate(&mut self, seq: Seq, kind: EventKind) {
         self.status = RunStatus::Terminated { by: seq };
         let by = if kind.is_exception() {
@@ -859,8 +869,10 @@ impl Run {
                 step: c.step,
             });
             let bind_start = self.bindings.len() as u32;
-            let one = bind_one(&mut self.rare, seq);
-            self.bindings.push(one);
+            if seq as usize >= SMALL_SEQS {
+                fill_seq_table(&mut self.rare, seq);
+            }
+            self.bindings.push(Bound::One(seq));
             self.start(c.step, seq, bind_start);
             return 1;
         }
@@ -1352,7 +1364,10 @@ impl Run {
             self.index_ids();
         }
         if self.ids_indexed {
-            rare(&mut self.rare).by_id.reserve(n);
+            let log = &self.log;
+            rare(&mut self.rare)
+                .by_id
+                .reserve(n, |s| log[s as usize].id);
         }
     }
 
@@ -1445,7 +1460,7 @@ impl Run {
                     + r.seq_table.capacity() * 4
                     + r.input_sets.capacity()
                         * (size_of::<(StepIdx, u64)>() + size_of::<ExecutionId>() + 1)
-                    + r.by_id.capacity() * (size_of::<EventId>() + size_of::<Seq>() + 1)
+                    + r.by_id.capacity() * size_of::<u32>()
             })
             + self.executions.capacity() * size_of::<Execution>()
             + self.bindings.capacity() * size_of::<Bound>()
