@@ -931,9 +931,10 @@ impl Run {
     }
 
     /// [`Run::dispatch`] for a type with one consumer that does not simply start (e.g. a
-    /// fan-in): bound, then decided once, as the general loops would, without them. Out of
-    /// line, so that the chain link's path (inlined into the completion loop) stays small.
-    #[inline(never)]
+    /// fan-in): bound, then decided once, as the general loops would, without them.
+    /// Inlined (a fan-in's arrival pays no call; measured: S2 -26 instructions per arrival,
+    /// S1 +3 per completion); its evaluate and the several-consumer path stay out of line.
+    #[inline(always)]
     fn dispatch_to_one(
         &mut self,
         c: crate::compiled::ConsumerSlot,
