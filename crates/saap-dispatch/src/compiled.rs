@@ -167,6 +167,10 @@ pub(crate) struct ConsumerSlot {
     /// the list is short (a fan-in's arrivals before the last are decided without the
     /// general readiness check).
     pub sole_fixed_list: bool,
+    /// The step has this one parameter and it is a list: nothing can block it, and until
+    /// the step first runs no input set can repeat (a gated fan-in's arrivals go straight
+    /// to its precondition).
+    pub sole_list: bool,
 }
 
 /// A spec ready for dispatch.
@@ -417,6 +421,7 @@ impl CompiledSpec {
                                 && st.precondition.is_none()
                                 && st.max_executions_per_run.is_none(),
                             sole_fixed_list: params.len() == 1 && p.kind == ParamKind::FixedList,
+                            sole_list: params.len() == 1 && p.kind == ParamKind::List,
                         }
                     })
                     .collect()

@@ -944,7 +944,30 @@ impl Run {
         let slot = c.slot as usize;
         match c.kind {
             ParamKind::Required | ParamKind::Optional => self.slots[slot] = seq,
-            ParamKind::List => self.matches[slot].push(seq),
+            ParamKind::List => {
+                let m = &mut self.matches[slot];
+                m.push(seq);
+                let n = m.len() as u32;
+                let count = self.count_slot(c.step);
+                if c.sole_list && self.slots[count] == 0 && !self.input_sets_indexed {
+                    // The step's only parameter is a list and the step has never run: it
+                    // is ready up to its precondition (live run, nothing blocks, budget at
+                    // least 1, no earlier input set), bound to the whole list.
+                    self.records.push(Record::Candidate {
+                        trigger: seq,
+                        step: c.step,
+                    });
+                    let bind_start = self.bindings.len();
+                    self.bindings.push(Bound::First(n));
+                    if self.spec.steps[c.step as usize].precondition.is_some()
+                        && !self.precondition_holds(c.step, seq, bind_start, pre)
+                    {
+                        return 0;
+                    }
+                    self.start(c.step, seq, bind_start as u32);
+                    return 1;
+                }
+            }
             ParamKind::FixedList => {
                 let m = &mut self.matches[slot];
                 if m.capacity() == 0 {
@@ -1087,22 +1110,8 @@ impl Run {
             self.bindings.truncate(bind_start);
             skip!(SkipReason::InputSetAlreadyRan { by });
         }
-        if s.precondition.is_some() {
-            let result = pre.evaluate(&PreconditionCall {
-                run: self,
-                step,
-                trigger,
-                bindings: &self.bindings[bind_start..],
-            });
-            self.records.push(Record::PreconditionEvaluated {
-                trigger,
-                step,
-                result,
-            });
-            if !result {
-                self.bindings.truncate(bind_start);
-                skip!(SkipReason::PreconditionFalse);
-            }
+        if s.precondition.is_some() && !self.precondition_holds(step, trigger, bind_start, pre) {
+            return false;
         }
         // Start: count, input set and start record form one decision.
         if hashed && !recorded {
@@ -1110,6 +1119,39 @@ impl Run {
         }
         self.start(step, trigger, bind_start as u32);
         true
+    }
+
+    /// Asks the step's precondition about the bindings at `bind_start` (the end of the
+    /// arena) and records the result; when false, also the skip, and the bindings are
+    /// dropped.
+    #[inline(never)]
+    fn precondition_holds(
+        &mut self,
+        step: StepIdx,
+        trigger: Seq,
+        bind_start: usize,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> bool {
+        let result = pre.evaluate(&PreconditionCall {
+            run: self,
+            step,
+            trigger,
+            bindings: &self.bindings[bind_start..],
+        });
+        self.records.push(Record::PreconditionEvaluated {
+            trigger,
+            step,
+            result,
+        });
+        if !result {
+            self.bindings.truncate(bind_start);
+            self.records.push(Record::Skipped {
+                trigger,
+                step,
+                reason: SkipReason::PreconditionFalse,
+            });
+        }
+        result
     }
 
     /// Starts an execution of `step` whose bindings are at `bind_start` (its input set is
@@ -1529,6 +1571,37 @@ mod tests {
             sole.iter()
                 .any(|r| matches!(r, Record::FixedListOverflow { .. }))
         );
+        assert_eq!(sole, records(", {name: o, kind: optional, types: [O]}"));
+    }
+
+    /// A list that is its step's only parameter goes straight to the precondition until the
+    /// step first runs; a step with the same list and an optional parameter goes through the
+    /// general readiness check. Both must record the same decisions (candidate,
+    /// precondition results, skips, the start, and the input-set skips after it).
+    #[test]
+    fn a_sole_list_decides_arrivals_like_the_general_readiness_check() {
+        let records = |extra: &str| {
+            let mut run = run_of(&format!(
+                "name: W\nevents: [{{name: A}}, {{name: O}}]\nsteps:\n  - {{name: fan, params: [{{name: s, kind: required, types: [StartEvent]}}], outputs: [A]}}\n  - {{name: join, params: [{{name: xs, kind: list, types: [A]}}{extra}], precondition: {{name: enough, when: {{count_at_least: {{param: xs, n: 3}}}}}}}}\n"
+            ));
+            send(&mut run, 1, "StartEvent");
+            let x = run.take_started();
+            fan_out(&mut run, x[0], "A", 5);
+            assert_eq!(
+                run.take_started().len(),
+                3,
+                "the fan-in runs at 3, 4 and 5 items"
+            );
+            run.records().to_vec()
+        };
+        let sole = records("");
+        assert!(sole.iter().any(|r| matches!(
+            r,
+            Record::Skipped {
+                reason: SkipReason::PreconditionFalse,
+                ..
+            }
+        )));
         assert_eq!(sole, records(", {name: o, kind: optional, types: [O]}"));
     }
 
