@@ -30,7 +30,7 @@ harness() { # file: the bench driver's own instructions (its self cost, all inli
     callgrind_annotate --inclusive=no --threshold=100 "$out/$1.out" 2>/dev/null |
         grep -F ':core::drive_returned' | grep -vF '=>' | awk '{gsub(",", "", $1); s += $1} END {print s + 0}'
 }
-for shape in s2 s2list; do
+for shape in s2 s2list s2w; do
     a=$(ir "${shape}a" "$bin" --count "$shape" --n 1000)
     b=$(ir "${shape}b" "$bin" --count "$shape" --n 2000)
     h=$(($(harness "${shape}b") - $(harness "${shape}a")))

@@ -7,7 +7,8 @@
 //! Instruction counts (see `BENCHMARKS.md`): `--count s1 --runs R` drives R fresh chain-10
 //! runs once, the way the engine does (`Run::complete_returned` with a reused output
 //! buffer), and prints nothing else; `--count s2 --n N` drives one fan-out of N (fixed
-//! list; `--count s2list` for list + precondition). Run each at two sizes under
+//! list; `--count s2list` for list + precondition; `--count s2w` with a worker execution
+//! per item between the fan-out and the fan-in, as issue 3's S2). Run each at two sizes under
 //! `valgrind --tool=callgrind` and divide the difference by the added steps or arrivals
 //! (`benches/callgrind.sh` does it; figures in `BENCHMARKS.md`).
 
@@ -78,6 +79,30 @@ steps:
 "
     );
     compile_spec_text(&y, SpecSyntax::Yaml).expect("fan spec")
+}
+
+/// Issue 3's S2 as an engine runs it: `fan` emits `n` items, a `work` execution per item
+/// returns one result, and a fixed list of `n` results joins them.
+fn fan_workers_spec(n: usize) -> CompiledSpec {
+    let y = format!(
+        "name: FanWork
+events:
+  - {{name: Item}}
+  - {{name: Res}}
+  - {{name: Done, parents: [StopEvent]}}
+steps:
+  - name: fan
+    params: [{{name: q, kind: required, types: [StartEvent]}}]
+    outputs: [Item]
+  - name: work
+    params: [{{name: item, kind: required, types: [Item]}}]
+    outputs: [Res]
+  - name: join
+    params: [{{name: results, kind: fixed_list, size: {n}, types: [Res]}}]
+    outputs: [Done]
+"
+    );
+    compile_spec_text(&y, SpecSyntax::Yaml).expect("fan-work spec")
 }
 
 /// Drives one run to its end: every started execution completes with its step's
@@ -189,7 +214,16 @@ fn count_mode(shape: &str, arg: impl Fn(&str) -> Option<usize>) {
             std::hint::black_box(&run);
             steps
         }
-        other => panic!("--count takes s1, s2 or s2list, not {other}"),
+        "s2w" => {
+            let n = arg("--n").unwrap_or(1_000);
+            let spec = Arc::new(fan_workers_spec(n));
+            let start = spec.type_id("StartEvent").expect("start");
+            let mut run = Run::new(spec, 1);
+            let steps = drive_returned(&mut run, start, n, &mut buf, &mut outs);
+            std::hint::black_box(&run);
+            steps
+        }
+        other => panic!("--count takes s1, s2, s2list or s2w, not {other}"),
     };
     out!("{shape}: {steps} step executions");
 }
