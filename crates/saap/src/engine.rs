@@ -221,6 +221,10 @@ pub(crate) struct RunState {
     /// Buffers of a run that executes (made by its first completion: a run waiting for
     /// its first step holds none).
     scratch: Option<Box<Scratch>>,
+    /// Typed inputs of the last precondition evaluations (live runs only; made by the first
+    /// evaluation). Apart from the scratch buffers, which a completion uses while the core
+    /// evaluates preconditions.
+    pre_cache: Option<Box<PreCache>>,
 }
 
 /// Buffers a run reuses from one input to the next.
@@ -229,8 +233,6 @@ struct Scratch {
     /// Reused buffers of `apply` (no allocation per input once warm).
     pending: Vec<(EventId, Payload)>,
     started: Vec<ExecutionId>,
-    /// Typed inputs of the last precondition evaluations (live runs only).
-    pre_cache: PreCache,
     /// Buffers of the run's last finished execution, reused by the next one it starts (an
     /// inline chain allocates no input or output vectors per step). Empty and small.
     spare_inputs: Vec<Vec<BoundEvent>>,
@@ -245,14 +247,12 @@ impl Scratch {
         let Scratch {
             pending,
             started,
-            pre_cache,
             spare_inputs,
             spare_outs,
             news,
         } = self;
         pending.clear();
         started.clear();
-        *pre_cache = PreCache::default();
         // Emptied by the executions that used them; emptied again in case one did not
         // finish. The vectors stay, for the run that reuses the slot.
         spare_inputs.iter_mut().for_each(Vec::clear);
@@ -277,6 +277,7 @@ impl RunState {
         self.display_by = Vec::new();
         self.displayed = Vec::new();
         self.scratch = None;
+        self.pre_cache = None;
     }
 
     /// The number of the next display event of `execution`'s `attempt` (0, 1, ...).
@@ -312,6 +313,7 @@ impl RunState {
             display_by,
             displayed,
             scratch,
+            pre_cache,
         } = self;
         run.reset(run_key);
         payloads.drain(..).for_each(Payload::recycle);
@@ -326,6 +328,7 @@ impl RunState {
         if let Some(s) = scratch {
             s.clear();
         }
+        *pre_cache = None;
     }
 }
 
@@ -347,6 +350,7 @@ impl RunSlot {
                 display_by: Vec::new(),
                 displayed: Vec::new(),
                 scratch: None,
+                pre_cache: None,
             }),
             version: std::sync::OnceLock::new(),
             quiet: tokio::sync::Notify::new(),
@@ -647,8 +651,8 @@ struct Pre<'a> {
     results: Vec<bool>,
     replay: Option<std::vec::IntoIter<bool>>,
     exhausted: bool,
-    /// The run's scratch buffers, which hold the precondition cache (made on first use).
-    cache: &'a mut Option<Box<Scratch>>,
+    /// The run's precondition cache (made on first use).
+    cache: &'a mut Option<Box<PreCache>>,
 }
 
 /// Per run: the typed inputs each step's precondition was last evaluated on, so that a list
@@ -703,7 +707,7 @@ impl PreconditionEvaluator for Pre<'_> {
         let n = call.bindings.len();
         let log = call.run.log();
         let params = &call.run.spec().steps[call.step as usize].params;
-        let entry = scratch(self.cache).pre_cache.entry(call.step);
+        let entry = self.cache.get_or_insert_with(Box::default).entry(call.step);
         // A list parameter whose binding still starts with the events the cached inputs
         // hold is extended with the events after them only (each event is extracted once
         // over a fan-in, not on every arrival); any other parameter is extracted whole.
@@ -1453,10 +1457,21 @@ impl Shared {
         attempt: u32,
         mut outs: Vec<OutEvent>,
     ) -> Result<(Pending<()>, bool), EngineError> {
-        let step = st.run.execution(execution).map(|e| e.step);
-        let sc = scratch(&mut st.scratch);
-        let mut news = std::mem::take(&mut sc.news);
-        let mut pending = std::mem::take(&mut sc.pending);
+        // The run's tables, buffers and precondition cache, each borrowed on its own.
+        let RunState {
+            run,
+            payloads,
+            scratch: buffers,
+            pre_cache,
+            ..
+        } = st;
+        let step = run.execution(execution).map(|e| e.step);
+        let Scratch {
+            news,
+            pending,
+            spare_outs,
+            ..
+        } = scratch(buffers);
         news.clear();
         pending.clear();
         news.reserve(outs.len());
@@ -1479,45 +1494,43 @@ impl Shared {
                 pending.push((id, o.payload));
             }
         }
-        if sc.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
-            sc.spare_outs = outs;
+        if spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
+            *spare_outs = outs;
         }
         let mut pre = Pre {
             steps: &self.workflow.inner.steps,
             names: &self.type_names,
-            payloads: &st.payloads,
-            pending: &pending,
+            payloads,
+            pending,
             results: Vec::new(),
             replay: None,
             exhausted: false,
-            cache: &mut st.scratch,
+            cache: pre_cache,
         };
-        let completed = st
-            .run
-            .complete_returned(execution, attempt, &mut news, &mut pre);
+        let completed = run.complete_returned(execution, attempt, news, &mut pre);
         drop(pre);
-        if news.capacity() <= SPARE_MAX {
+        if news.capacity() > SPARE_MAX {
+            *news = Vec::new();
+        } else {
             news.clear();
-            scratch(&mut st.scratch).news = news;
         }
         match completed {
             Ok(()) => {}
             Err(CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_)) => {
                 tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
+                pending.clear();
                 return Ok((Pending::Ready(Ok(())), false));
             }
             Err(e) => {
+                pending.clear();
                 return Err(EngineError::Core {
                     run_id: slot.run_id.to_string(),
                     detail: e.to_string(),
                 });
             }
         }
-        fill_payloads(st, &mut pending);
+        add_payloads(run, payloads, true, pending);
         pending.clear();
-        if let Some(s) = st.scratch.as_mut() {
-            s.pending = pending;
-        }
         if !st.run.is_terminated() {
             // Nothing to hand to the store: it only hears of a run's end.
             st.records_sent = st.run.records().len();
@@ -1566,7 +1579,7 @@ impl Shared {
             results: Vec::new(),
             replay: None,
             exhausted: false,
-            cache: &mut st.scratch,
+            cache: &mut st.pre_cache,
         };
         let stored_input;
         match input {
@@ -1605,7 +1618,7 @@ impl Shared {
                 attempt,
                 outcome,
             } => {
-                let mut news = std::mem::take(&mut scratch(pre.cache).news);
+                let mut news = std::mem::take(&mut scratch(&mut st.scratch).news);
                 let failed = match outcome {
                     Ok(mut outs) => {
                         let mut stored_outs = Vec::new();
@@ -1624,7 +1637,7 @@ impl Shared {
                             });
                             pending.push((ev.id, ev.payload));
                         }
-                        let sc = scratch(pre.cache);
+                        let sc = scratch(&mut st.scratch);
                         if sc.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
                             sc.spare_outs = outs;
                         }
@@ -1655,7 +1668,7 @@ impl Shared {
                 };
                 if news.capacity() <= SPARE_MAX {
                     news.clear();
-                    scratch(pre.cache).news = news;
+                    scratch(&mut st.scratch).news = news;
                 }
                 match completed {
                     Ok(()) => {}
@@ -1712,9 +1725,7 @@ impl Shared {
         let ended = st.run.is_terminated() && !st.ended_sent;
         st.ended_sent |= ended;
         if ended {
-            if let Some(s) = st.scratch.as_mut() {
-                s.pre_cache = PreCache::default();
-            }
+            st.pre_cache = None;
             if self.opts.keep_ended_runs {
                 // An ended run kept for inspection holds no buffers (an evicted one may be
                 // reused by a new run, buffers included), and its tables only what they hold
@@ -2172,7 +2183,7 @@ impl Shared {
                     results: Vec::new(),
                     replay: Some(entry.preconditions.clone().into_iter()),
                     exhausted: false,
-                    cache: &mut st.scratch,
+                    cache: &mut st.pre_cache,
                 };
                 st.run
                     .apply(input, &mut pre)
@@ -2249,35 +2260,46 @@ fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
 /// Adds the payloads of the events the core just logged, taken from `pending` (the events
 /// offered to it, with their payloads); `pending` is left for the caller to clear.
 fn fill_payloads(st: &mut RunState, pending: &mut Vec<(EventId, Payload)>) {
-    let log_len = st.run.log().len();
+    add_payloads(&st.run, &mut st.payloads, st.scratch.is_some(), pending);
+}
+
+/// [`fill_payloads`] over the parts of a run's state: its core `run`, its `payloads`, and
+/// whether it `executes` (has scratch buffers).
+fn add_payloads(
+    run: &Run,
+    payloads: &mut Vec<Payload>,
+    executes: bool,
+    pending: &mut Vec<(EventId, Payload)>,
+) {
+    let log_len = run.log().len();
     // Most completions log their one output: no cursor, no search.
     if let [(id, _)] = pending[..]
-        && log_len == st.payloads.len() + 1
-        && log_len <= st.payloads.capacity()
-        && st.run.log()[log_len - 1].id == id
+        && log_len == payloads.len() + 1
+        && log_len <= payloads.capacity()
+        && run.log()[log_len - 1].id == id
         && let Some((_, payload)) = pending.pop()
     {
-        st.payloads.push(payload);
+        payloads.push(payload);
         return;
     }
     // The payloads mirror the log: once the run executes (it has scratch buffers), grown at
     // once to a whole run's size (one event per step and two more), as the core grows the
     // log, instead of doubling; a run waiting for its first step keeps a small vector.
-    if log_len > st.payloads.capacity() {
-        let planned = st.run.spec().steps.len() + 2;
-        let len = st.payloads.len();
-        if st.scratch.is_some() && log_len <= planned {
-            st.payloads.reserve_exact(planned - len);
+    if log_len > payloads.capacity() {
+        let planned = run.spec().steps.len() + 2;
+        let len = payloads.len();
+        if executes && log_len <= planned {
+            payloads.reserve_exact(planned - len);
         } else {
-            st.payloads.reserve(log_len - len);
+            payloads.reserve(log_len - len);
         }
     }
     // New events are logged in the order they were offered (minus dropped duplicates), so
     // a cursor finds each payload in O(1); the search is only a fallback.
     let mut cursor = 0;
-    while st.payloads.len() < log_len {
-        let seq = st.payloads.len();
-        let ev = st.run.log()[seq];
+    while payloads.len() < log_len {
+        let seq = payloads.len();
+        let ev = run.log()[seq];
         let hit = match pending.get(cursor) {
             Some((id, p)) if *id == ev.id => {
                 cursor += 1;
@@ -2290,11 +2312,10 @@ fn fill_payloads(st: &mut RunState, pending: &mut Vec<(EventId, Payload)>) {
         };
         let p = hit.unwrap_or_else(|| {
             // Events the core made itself: the ExceptionEvent of a failed step.
-            let spec = st.run.spec();
+            let spec = run.spec();
             match (ev.ty, ev.origin) {
                 (EventTy::Known(t), Origin::Execution(x)) if t == spec.exception_type() => {
-                    let msg = st
-                        .run
+                    let msg = run
                         .execution(x)
                         .and_then(|e| e.error.as_deref())
                         .unwrap_or("step failed")
@@ -2304,7 +2325,7 @@ fn fill_payloads(st: &mut RunState, pending: &mut Vec<(EventId, Payload)>) {
                 _ => Payload::from_json(serde_json::Value::Null),
             }
         });
-        st.payloads.push(p);
+        payloads.push(p);
     }
 }
 
