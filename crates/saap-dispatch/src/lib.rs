@@ -42,7 +42,7 @@ pub use load::{SpecError, SpecSyntax, parse_spec};
 pub use record::{Origin, Record, SkipReason, Termination};
 pub use run::{
     Appended, Bound, DeclaredConditions, NewEvent, NewEventType, Outcome, PreconditionCall,
-    PreconditionEvaluator, Run, RunStatus,
+    PreconditionEvaluator, Run, RunStatus, RunTables,
 };
 pub use spec::WorkflowSpec;
 

@@ -366,6 +366,35 @@ pub struct Run {
     untaken: u32,
 }
 
+/// The four tables a run grows as it executes — log, executions, bindings, records —
+/// emptied, with their allocations: taken from a run that left an engine
+/// ([`Run::take_tables`]) for another run to grow into ([`Run::grow_into`]), so that a
+/// fresh run about to execute takes over tables of a whole run's size instead of
+/// reallocating its first-dispatch ones. Holds no evidence of the run it came from.
+#[derive(Debug, Default)]
+pub struct RunTables {
+    log: Vec<LoggedEvent>,
+    executions: Vec<Execution>,
+    bindings: Vec<Bound>,
+    records: Vec<Record>,
+}
+
+impl RunTables {
+    /// How many events the log has room for.
+    pub fn event_capacity(&self) -> usize {
+        self.log.capacity()
+    }
+
+    /// Heap bytes the tables hold.
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.log.capacity() * size_of::<LoggedEvent>()
+            + self.executions.capacity() * size_of::<Execution>()
+            + self.bindings.capacity() * size_of::<Bound>()
+            + self.records.capacity() * size_of::<Record>()
+    }
+}
+
 /// First capacities of a new run's tables (see [`Run::new`]).
 const FIRST_EVENTS: usize = 2;
 const FIRST_EXECUTIONS: usize = 1;
@@ -518,6 +547,42 @@ impl Run {
         self.untaken = 0;
     }
 
+    /// [`Run::forget_evidence`], handing back the four growing tables emptied with their
+    /// allocations (for [`Run::grow_into`] of another run) instead of freeing them.
+    pub fn take_tables(&mut self) -> RunTables {
+        let mut t = RunTables {
+            log: std::mem::take(&mut self.log),
+            executions: std::mem::take(&mut self.executions),
+            bindings: std::mem::take(&mut self.bindings),
+            records: std::mem::take(&mut self.records),
+        };
+        t.log.clear();
+        t.executions.clear();
+        t.bindings.clear();
+        t.records.clear();
+        self.forget_evidence();
+        t
+    }
+
+    /// Moves each of the run's growing tables into `spare`'s allocation of the same table
+    /// where that one is larger (the contents are moved, so decisions are unchanged), and
+    /// leaves `spare` with the run's former tables, emptied: a run about to execute takes
+    /// over an ended run's tables instead of growing its own (see
+    /// `size_for_a_whole_run`).
+    pub fn grow_into(&mut self, spare: &mut RunTables) {
+        fn adopt<T>(mine: &mut Vec<T>, spare: &mut Vec<T>) {
+            if spare.capacity() > mine.capacity() {
+                spare.clear();
+                spare.append(mine);
+                std::mem::swap(mine, spare);
+            }
+        }
+        adopt(&mut self.log, &mut spare.log);
+        adopt(&mut self.executions, &mut spare.executions);
+        adopt(&mut self.bindings, &mut spare.bindings);
+        adopt(&mut self.records, &mut spare.records);
+    }
+
     /// A fresh run of the same workflow sharing this run's precomputed tables.
     pub fn sibling(&self, run_key: u64) -> Run {
         Run::new(self.spec.clone(), run_key)
@@ -668,6 +733,12 @@ impl Run {
         }
     }
 
+    /// Like [`Run::take_started`], as an iterator over the ids (no buffer).
+    pub fn drain_started(&mut self) -> impl Iterator<Item = ExecutionId> + use<> {
+        let end = self.executions.len() as u32;
+        let from = std::mem::replace(&mut self.untaken, end);
+        (from..end).map(ExecutionId)
+    }
     /// Like [`Run::take_started`], into a caller's buffer (no allocation).
     pub fn drain_started_into(&mut self, out: &mut Vec<ExecutionId>) {
         let end = self.executions.len() as u32;

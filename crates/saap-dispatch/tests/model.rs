@@ -582,4 +582,35 @@ proptest! {
             prop_assert_eq!(forgetful.bound_event_ids(x), out.run.bound_event_ids(x));
         }
     }
+    #[test]
+    fn a_run_grown_into_an_ended_runs_tables_decides_like_one_that_grew_its_own(
+        wf in arb_workflow(), ops in arb_ops(), other in arb_ops(), at in 0usize..8
+    ) {
+        // Engines hand the tables of an ended run (`take_tables`) to a run about to execute
+        // (`grow_into`): at whatever point it happens, nothing of the ended run may leak
+        // into the decisions, and the ended run keeps its status as with `forget_evidence`.
+        let spec = Arc::new(CompiledSpec::compile(&wf).unwrap());
+        let out = drive(spec.clone(), &ops);
+        let mut ended = drive(spec.clone(), &other).run;
+        let status = ended.status();
+        let mut tables = ended.take_tables();
+        prop_assert_eq!(ended.status(), status);
+        prop_assert_eq!(ended.running().count(), 0);
+        prop_assert!(ended.log().is_empty() && ended.records().is_empty());
+        let mut grown = Run::new(spec.clone(), 42);
+        for (i, input) in out.journal.iter().enumerate() {
+            if i == at {
+                grown.grow_into(&mut tables);
+            }
+            grown.apply(input.clone(), &mut DeclaredConditions).unwrap();
+        }
+        prop_assert_eq!(grown.records(), out.run.records());
+        prop_assert_eq!(grown.log(), out.run.log());
+        prop_assert_eq!(grown.executions().len(), out.run.executions().len());
+        for i in 0..out.run.executions().len() {
+            let x = ExecutionId(i as u32);
+            prop_assert_eq!(grown.bound_event_ids(x), out.run.bound_event_ids(x));
+        }
+        prop_assert_eq!(grown.take_started(), out.run.clone().take_started());
+    }
 }

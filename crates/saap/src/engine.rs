@@ -170,6 +170,10 @@ pub(crate) struct Shared {
     /// Slots of evicted runs that nothing referred to any more, reset for new runs (their
     /// core run and buffers keep their allocations). At most [`SPARE_SLOTS`].
     spare_slots: Mutex<Vec<Arc<RunSlot>>>,
+    /// Tables of runs evicted while a waiter still held their slot (many runs in flight),
+    /// for runs about to execute for the first time (see [`Shared::adopt_spare`]). At most
+    /// [`SPARE_TABLES`].
+    spare_tables: Mutex<Vec<SpareTables>>,
     /// Executions for the engine's local driver, and its wake-up (see `enqueue_local`).
     local: Mutex<LocalQueue>,
     local_wake: tokio::sync::Notify,
@@ -182,6 +186,18 @@ type OutTypes = Box<[(EventName, saap_dispatch::TypeId)]>;
 const SPARE_SLOTS: usize = 64;
 /// Largest run (logged events) whose slot is kept for reuse.
 const SPARE_SLOT_MAX_EVENTS: usize = 256;
+/// How many evicted runs' tables an engine keeps for runs about to execute.
+const SPARE_TABLES: usize = 16;
+
+/// What an evicted run held that grows as a run executes — the core's tables, the
+/// payload list, the scratch buffers — emptied, with their allocations. A run that starts
+/// executing takes them over instead of growing its own from their first-dispatch sizes
+/// (one reallocation each) and making its scratch buffers (several allocations).
+struct SpareTables {
+    core: saap_dispatch::RunTables,
+    payloads: Vec<Payload>,
+    scratch: Option<Box<Scratch>>,
+}
 
 /// One run: the core state behind its lock, and a version counter bumped on each change.
 pub(crate) struct RunSlot {
@@ -268,16 +284,37 @@ fn scratch(s: &mut Option<Box<Scratch>>) -> &mut Scratch {
 
 impl RunState {
     /// Frees what an ended run that left the engine holds (see [`Run::forget_evidence`]);
-    /// it stays ended, and quiet.
-    fn forget(&mut self) {
-        self.run.forget_evidence();
-        std::mem::take(&mut self.payloads)
-            .into_iter()
-            .for_each(Payload::recycle);
+    /// it stays ended, and quiet. The growing tables are handed back, emptied, for
+    /// another run ([`Shared::stash`]).
+    fn forget(&mut self) -> SpareTables {
+        let core = self.run.take_tables();
+        let mut payloads = std::mem::take(&mut self.payloads);
+        payloads.drain(..).for_each(Payload::recycle);
         self.display_by = Vec::new();
         self.displayed = Vec::new();
-        self.scratch = None;
         self.pre_cache = None;
+        let mut scratch = self.scratch.take();
+        if let Some(s) = scratch.as_mut() {
+            s.clear();
+        }
+        SpareTables {
+            core,
+            payloads,
+            scratch,
+        }
+    }
+
+    /// Takes over `spare`'s tables where they are larger than this run's (a run about to
+    /// execute for the first time: it holds its first-dispatch tables and no scratch).
+    fn adopt(&mut self, spare: &mut SpareTables) {
+        self.run.grow_into(&mut spare.core);
+        if spare.payloads.capacity() > self.payloads.capacity() {
+            spare.payloads.append(&mut self.payloads);
+            std::mem::swap(&mut self.payloads, &mut spare.payloads);
+        }
+        if self.scratch.is_none() {
+            self.scratch = spare.scratch.take();
+        }
     }
 
     /// The number of the next display event of `execution`'s `attempt` (0, 1, ...).
@@ -856,6 +893,7 @@ impl Engine {
                 ids: IdGen::new(),
                 executor: std::sync::OnceLock::new(),
                 spare_slots: Mutex::new(Vec::new()),
+                spare_tables: Mutex::new(Vec::new()),
                 local: Mutex::new(LocalQueue::default()),
                 local_wake: tokio::sync::Notify::new(),
             }),
@@ -1366,13 +1404,12 @@ impl Shared {
         }
         let entry = self.apply_locked(slot, st, input)?;
         let mut started = Started::None;
-        let mut xs = st
-            .scratch
-            .as_mut()
-            .map(|s| std::mem::take(&mut s.started))
-            .unwrap_or_default();
-        st.run.drain_started_into(&mut xs);
-        for &x in &xs {
+        let mut xs = st.run.drain_started().peekable();
+        if bind && xs.peek().is_some() {
+            // The run is about to execute (perhaps for the first time).
+            self.adopt_spare(st);
+        }
+        for x in xs {
             started.push(if bind {
                 invocation(st, &self.type_names, x, 1)
             } else {
@@ -1381,10 +1418,6 @@ impl Shared {
                     ..Invocation::empty()
                 }
             });
-        }
-        if let Some(s) = st.scratch.as_mut() {
-            xs.clear();
-            s.started = xs;
         }
         if let Some((x, attempt)) = entry.retried {
             started.push(invocation(st, &self.type_names, x, attempt));
@@ -1878,7 +1911,8 @@ impl Shared {
             // (a waiter runs after the tasks before it), and only a few ended slots are kept
             // for reuse anyway: its tables go now, not when the last waiter lets go.
             if in_flight >= SPARE_SLOTS {
-                slot.lock().forget();
+                let spare = slot.lock().forget();
+                self.stash(spare);
             }
         }
     }
@@ -1901,6 +1935,37 @@ impl Shared {
         let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
         if spare.len() < SPARE_SLOTS {
             spare.push(slot);
+        }
+    }
+
+    /// Keeps an evicted run's tables for a run about to execute (small ones only, and a
+    /// few), else frees them.
+    fn stash(&self, spare: SpareTables) {
+        if spare.core.event_capacity() > SPARE_SLOT_MAX_EVENTS
+            || spare.payloads.capacity() > SPARE_SLOT_MAX_EVENTS
+        {
+            return;
+        }
+        let mut kept = self.spare_tables.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() < SPARE_TABLES {
+            kept.push(spare);
+        }
+    }
+
+    /// Before a run's first execution is bound: a run that has not executed yet (no
+    /// scratch buffers) takes over the tables of an evicted run, if the engine keeps any.
+    fn adopt_spare(&self, st: &mut RunState) {
+        if self.opts.keep_ended_runs || st.scratch.is_some() {
+            return;
+        }
+        let spare = self
+            .spare_tables
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop();
+        if let Some(mut spare) = spare {
+            st.adopt(&mut spare);
+            // `spare` now holds the run's first-dispatch tables, freed here.
         }
     }
 
@@ -2101,6 +2166,7 @@ impl Shared {
     /// Binds execution `x` (first attempt) into `inv`, keeping its buffers.
     fn bind(&self, slot: &RunSlot, x: ExecutionId, inv: &mut Invocation) {
         let mut st = slot.lock();
+        self.adopt_spare(&mut st);
         invocation_into(&mut st, &self.type_names, x, 1, inv);
     }
 
@@ -3292,6 +3358,70 @@ mod tests {
             engine.run_ids().is_empty(),
             "every ended run left the engine"
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_fresh_run_about_to_execute_takes_over_the_tables_of_a_run_evicted_in_flight() {
+        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        let engine = forgetful_engine();
+        let kept = |e: &Engine| e.shared.spare_tables.lock().map(|v| v.len()).unwrap_or(0);
+        // Runs evicted while more than SPARE_SLOTS are in flight, their waiters holding
+        // them: their tables are kept for other runs.
+        let mut ids = Vec::new();
+        for _ in 0..SPARE_SLOTS + 2 {
+            ids.push(engine.start_run(UserMessageEvent::new("q")).await.unwrap());
+        }
+        let mut first = None;
+        for id in &ids {
+            first = Some(logged(&engine, id, 3).await);
+        }
+        let first = first.unwrap();
+        let waiters: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let (engine, id) = (engine.clone(), id.clone());
+                tokio::spawn(async move { engine.wait_for_end(&id).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        for id in &ids {
+            engine
+                .send(id, HumanInTheLoopResponseEvent::default())
+                .await
+                .unwrap();
+        }
+        for w in waiters {
+            w.await.unwrap().unwrap();
+        }
+        let before = kept(&engine);
+        assert!(before > 0, "the tables of runs evicted in flight are kept");
+        // A fresh slot (no ended one to reuse): its run takes over kept tables when its
+        // first execution is bound, and runs exactly like a run that grew its own.
+        engine.shared.spare_slots.lock().unwrap().clear();
+        let b = engine.start_run(UserMessageEvent::new("b")).await.unwrap();
+        let snap = logged(&engine, &b, 3).await;
+        assert_eq!(
+            kept(&engine),
+            before - 1,
+            "the new run took one set of tables"
+        );
+        assert_eq!(snap.run.log().len(), 3, "only the new run's events");
+        assert_eq!(snap.payloads.len(), 3);
+        assert_eq!(
+            snap.payloads[0]
+                .get::<UserMessageEvent>()
+                .map(|m| m.message.as_str()),
+            Some("b")
+        );
+        assert_eq!(snap.run.records(), first.run.records());
+        assert_eq!(snap.run.executions().len(), first.run.executions().len());
+        assert_eq!(snap.display_by.len(), 1);
+        engine
+            .send(&b, HumanInTheLoopResponseEvent::default())
+            .await
+            .unwrap();
+        engine.wait_for_end(&b).await.unwrap();
+        assert!(engine.snapshot(&b).is_none(), "an ended run is evicted");
     }
 
     /// Answers at once, or after a long wait when the message says "slow".
