@@ -446,6 +446,10 @@ impl RunSlot {
     /// before the check).
     async fn until_quiet(&self) {
         loop {
+            // An ended run (or one that woke this waiter) costs one look, no waiter.
+            if self.is_quiet() {
+                return;
+            }
             let notified = self.quiet.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
@@ -669,6 +673,13 @@ enum Queued {
     Bound(Arc<RunSlot>, Invocation),
     /// Started by a completion, bound when its turn comes.
     Started(Arc<RunSlot>, ExecutionId),
+}
+
+/// What [`Shared::launch_now`] did: launched an input that was durable already, or not
+/// (it waits for the store).
+enum Launch {
+    Done(Result<Option<Appended>, EngineError>),
+    Wait(Applied),
 }
 
 struct Applied {
@@ -991,9 +1002,14 @@ impl Engine {
                     .incoming_named(T::NAME.into(), Payload::typed(start), size, None)
             });
         let (run_id, slot, applied) = self.begin_run(thread_id, ev)?;
-        self.shared.launch(&slot, applied).await?;
+        // Launched before the first await on the in-memory path (see `Shared::launch_now`).
+        let launched = match self.shared.launch_now(&slot, applied) {
+            Launch::Done(launched) => launched,
+            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)).await,
+        };
         self.shared.release(slot);
-        Ok(run_id.to_string())
+        launched?;
+        Ok(String::from(&*run_id))
     }
 
     /// Starts a run with a start event given by type name and fields (JSON), e.g. from a
@@ -1009,9 +1025,14 @@ impl Engine {
             .map_err(EngineError::from)
             .and_then(|size| self.shared.incoming(name, payload, size, None));
         let (run_id, slot, applied) = self.begin_run(thread_id, ev)?;
-        self.shared.launch(&slot, applied).await?;
+        // Launched before the first await on the in-memory path (see `Shared::launch_now`).
+        let launched = match self.shared.launch_now(&slot, applied) {
+            Launch::Done(launched) => launched,
+            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)).await,
+        };
         self.shared.release(slot);
-        Ok(run_id.to_string())
+        launched?;
+        Ok(String::from(&*run_id))
     }
 
     /// Runs a workflow to its end with one awaited call: starts a run in a new thread with
@@ -1050,7 +1071,7 @@ impl Engine {
         // or the engine's driver).
         slot.until_quiet().await;
         self.shared.release(slot);
-        Ok(run_id.to_string())
+        Ok(String::from(&*run_id))
     }
 
     /// Checks a start event and makes (or reuses) the slot of a new run, registered with the
@@ -1846,6 +1867,34 @@ impl Shared {
             Pending::Ready(r) => r,
             waiting => Box::pin(waiting.wait()).await,
         };
+        self.launched(slot, stored, started, appended, ended)
+    }
+
+    /// [`Shared::launch`] of an input that is durable already (the in-memory store), without
+    /// a future; else the input back, for `launch`. `start_run` launches this way before
+    /// its first await: its future (one per run in flight) holds neither the applied input
+    /// nor `launch`'s state, only a boxed `launch` when a store makes it wait.
+    fn launch_now(self: &Arc<Self>, slot: &Arc<RunSlot>, applied: Applied) -> Launch {
+        match applied {
+            Applied {
+                durable: Pending::Ready(stored),
+                started,
+                appended,
+                ended,
+            } => Launch::Done(self.launched(slot, stored, started, appended, ended)),
+            waiting => Launch::Wait(waiting),
+        }
+    }
+
+    /// What [`Shared::launch`] does once the input's entry is stored (or failed).
+    fn launched(
+        self: &Arc<Self>,
+        slot: &Arc<RunSlot>,
+        stored: Result<(), StoreError>,
+        started: Started,
+        appended: Option<Appended>,
+        ended: bool,
+    ) -> Result<Option<Appended>, EngineError> {
         if let Err(e) = stored {
             self.storage_failed(slot, &e);
             return Err(e.into());
