@@ -984,9 +984,13 @@ impl Engine {
     }
 
     /// Starts a run in a new thread with a start event; returns the run id once the start
-    /// event is durable.
-    pub async fn start_run<T: Event>(&self, start: T) -> Result<String, EngineError> {
-        self.start_run_in(None, start).await
+    /// event is durable. (The future of [`Engine::start_run_in`] itself, not one wrapping
+    /// it: one per run in flight, kept small.)
+    pub fn start_run<T: Event>(
+        &self,
+        start: T,
+    ) -> impl Future<Output = Result<String, EngineError>> + Send + '_ {
+        self.start_run_in(None, start)
     }
 
     /// Starts a run in an existing thread (ThreadContext is shared by the thread's runs).
@@ -1002,11 +1006,17 @@ impl Engine {
                     .incoming_named(T::NAME.into(), Payload::typed(start), size, None)
             });
         let (run_id, slot, applied) = self.begin_run(thread_id, ev)?;
-        // Launched before the first await on the in-memory path (see `Shared::launch_now`).
-        let launched = match self.shared.launch_now(&slot, applied) {
-            Launch::Done(launched) => launched,
-            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)).await,
+        // Launched before the first await on the in-memory path (see `Shared::launch_now`);
+        // the match ends before the await, so the future holds no `Launch`.
+        let waiting = match self.shared.launch_now(&slot, applied) {
+            Launch::Done(launched) => {
+                self.shared.release(slot);
+                launched?;
+                return Ok(String::from(&*run_id));
+            }
+            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
         };
+        let launched = waiting.await;
         self.shared.release(slot);
         launched?;
         Ok(String::from(&*run_id))
@@ -1025,11 +1035,17 @@ impl Engine {
             .map_err(EngineError::from)
             .and_then(|size| self.shared.incoming(name, payload, size, None));
         let (run_id, slot, applied) = self.begin_run(thread_id, ev)?;
-        // Launched before the first await on the in-memory path (see `Shared::launch_now`).
-        let launched = match self.shared.launch_now(&slot, applied) {
-            Launch::Done(launched) => launched,
-            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)).await,
+        // Launched before the first await on the in-memory path (see `Shared::launch_now`);
+        // the match ends before the await, so the future holds no `Launch`.
+        let waiting = match self.shared.launch_now(&slot, applied) {
+            Launch::Done(launched) => {
+                self.shared.release(slot);
+                launched?;
+                return Ok(String::from(&*run_id));
+            }
+            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
         };
+        let launched = waiting.await;
         self.shared.release(slot);
         launched?;
         Ok(String::from(&*run_id))
