@@ -98,7 +98,7 @@ impl StepCtx {
     }
     pub fn thread_id(&self) -> &str {
         match &self.run {
-            CtxRun::Local(slot) => &slot.thread_id,
+            CtxRun::Local(slot) => slot.thread_id(),
             CtxRun::Remote(r) => &r.thread_id,
         }
     }
@@ -123,7 +123,7 @@ impl StepCtx {
         ThreadContext(RunContext {
             run: self.run.clone(),
             scope: Scope::Thread(match &self.run {
-                CtxRun::Local(slot) => slot.thread_id.clone(),
+                CtxRun::Local(slot) => slot.thread_id().clone(),
                 CtxRun::Remote(r) => r.thread_id.clone(),
             }),
         })

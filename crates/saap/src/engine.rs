@@ -202,7 +202,11 @@ struct SpareTables {
 /// One run: the core state behind its lock, and a version counter bumped on each change.
 pub(crate) struct RunSlot {
     pub run_id: Arc<str>,
-    pub thread_id: Arc<str>,
+    /// The thread's id as text: given, or made from `new_thread` on first use (most runs
+    /// of the in-memory store never show it).
+    thread_id: std::sync::OnceLock<Arc<str>>,
+    /// The id of the thread made for this run (when none was given).
+    new_thread: EventId,
     /// Seeds the derived ids of this run's outputs.
     pub run_key: u64,
     state: Mutex<RunState>,
@@ -370,10 +374,12 @@ impl RunState {
 }
 
 impl RunSlot {
-    fn new(run_id: Arc<str>, thread_id: Arc<str>, run: Run) -> RunSlot {
+    fn new(run_id: Arc<str>, thread: Thread, run: Run) -> RunSlot {
+        let (thread_id, new_thread) = thread.parts();
         RunSlot {
             run_id,
             thread_id,
+            new_thread,
             run_key: run.run_key(),
             state: Mutex::new(RunState {
                 run,
@@ -395,10 +401,11 @@ impl RunSlot {
         }
     }
     /// Makes this slot (of an ended run nothing refers to any more) the slot of a new run.
-    fn reuse(&mut self, run_id: Arc<str>, thread_id: Arc<str>, run_key: u64) {
+    fn reuse(&mut self, run_id: Arc<str>, thread: Thread, run_key: u64) {
         let RunSlot {
             run_id: id,
-            thread_id: thread,
+            thread_id,
+            new_thread,
             run_key: key,
             state,
             version,
@@ -407,7 +414,7 @@ impl RunSlot {
             engine: _,
         } = self;
         *id = run_id;
-        *thread = thread_id;
+        (*thread_id, *new_thread) = thread.parts();
         *key = run_key;
         state
             .get_mut()
@@ -428,6 +435,10 @@ impl RunSlot {
         self.engine.get().and_then(std::sync::Weak::upgrade)
     }
 
+    /// The id of the run's thread.
+    pub(crate) fn thread_id(&self) -> &Arc<str> {
+        self.thread_id.get_or_init(|| hex_id(&self.new_thread))
+    }
     pub(crate) fn lock(&self) -> MutexGuard<'_, RunState> {
         // The state is only mutated by the core's transition functions, which do not panic
         // on input; a poisoned lock is taken over as is.
@@ -465,6 +476,21 @@ impl RunSlot {
         let st = self.lock();
         st.failure.is_some()
             || (st.end_durable && st.run.is_terminated() && st.run.running().next().is_none())
+    }
+}
+
+/// The thread of a new run: given by its id, or a new one (its id made when first shown).
+pub(crate) enum Thread {
+    Given(Arc<str>),
+    New(EventId),
+}
+
+impl Thread {
+    fn parts(self) -> (std::sync::OnceLock<Arc<str>>, EventId) {
+        match self {
+            Thread::Given(id) => (std::sync::OnceLock::from(id), EventId::from_bytes([0; 12])),
+            Thread::New(id) => (std::sync::OnceLock::new(), id),
+        }
     }
 }
 
@@ -530,13 +556,25 @@ impl IdGen {
         }
     }
     fn next(&self) -> EventId {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as u32)
-            .unwrap_or(0);
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        saap_protocol::EventId::object_id(secs, self.process, n)
+        saap_protocol::EventId::object_id(unix_seconds(), self.process, n)
     }
+    /// Two ids (a run's and its new thread's) for one clock reading and one atomic add.
+    fn next_pair(&self) -> (EventId, EventId) {
+        let secs = unix_seconds();
+        let n = self.counter.fetch_add(2, Ordering::Relaxed);
+        (
+            saap_protocol::EventId::object_id(secs, self.process, n),
+            saap_protocol::EventId::object_id(secs, self.process, n.wrapping_add(1)),
+        )
+    }
+}
+
+fn unix_seconds() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as u32)
+        .unwrap_or(0)
 }
 
 /// An event entering a run.
@@ -1103,22 +1141,26 @@ impl Engine {
             });
         }
         self.shared.workflow.validate_start(&ev.payload)?;
-        let run_id: Arc<str> = hex_id(&self.shared.ids.next());
-        let thread_id: Arc<str> = match thread_id {
-            Some(t) => t.into(),
-            None => hex_id(&self.shared.ids.next()),
+        let (run_oid, new_thread) = self.shared.ids.next_pair();
+        let run_id: Arc<str> = hex_id(&run_oid);
+        let thread = match thread_id {
+            Some(t) => Thread::Given(t.into()),
+            None => Thread::New(new_thread),
         };
         let key = run_key(&run_id);
-        let reused = self.shared.spare_slot().and_then(|mut slot| {
-            Arc::get_mut(&mut slot)?.reuse(run_id.clone(), thread_id.clone(), key);
-            Some(slot)
-        });
-        let slot = match reused {
-            Some(slot) => slot,
-            None => {
-                let run = Run::new(self.shared.workflow.compiled().clone(), key);
-                Arc::new(RunSlot::new(run_id.clone(), thread_id, run))
-            }
+        let fresh = |thread| {
+            let run = Run::new(self.shared.workflow.compiled().clone(), key);
+            Arc::new(RunSlot::new(run_id.clone(), thread, run))
+        };
+        let slot = match self.shared.spare_slot() {
+            Some(mut slot) => match Arc::get_mut(&mut slot) {
+                Some(spare) => {
+                    spare.reuse(run_id.clone(), thread, key);
+                    slot
+                }
+                None => fresh(thread),
+            },
+            None => fresh(thread),
         };
         self.shared.insert(slot.clone());
         Ok((run_id, slot))
@@ -1817,7 +1859,7 @@ impl Shared {
             // Only a journal keeps run metadata (the in-memory store only hears of the end).
             let new_run = (journal && !st.created).then(|| RunMeta {
                 run_id: slot.run_id.clone(),
-                thread_id: slot.thread_id.clone(),
+                thread_id: slot.thread_id().clone(),
                 workflow: self.workflow.name().to_string(),
                 fingerprint: self.fingerprint,
             });
@@ -2251,7 +2293,7 @@ impl Shared {
         let key = run_key(&s.meta.run_id);
         let slot = Arc::new(RunSlot::new(
             s.meta.run_id.clone(),
-            s.meta.thread_id.clone(),
+            Thread::Given(s.meta.thread_id.clone()),
             Run::new(spec.clone(), key),
         ));
         {
@@ -2371,7 +2413,7 @@ fn slot_snapshot(slot: &RunSlot) -> RunSnapshot {
     let st = slot.lock();
     RunSnapshot {
         run_id: slot.run_id.to_string(),
-        thread_id: slot.thread_id.to_string(),
+        thread_id: slot.thread_id().to_string(),
         run: st.run.clone(),
         payloads: st.payloads.clone(),
         failure: st.failure.clone(),
@@ -3082,6 +3124,50 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_new_runs_thread_id_is_a_fresh_object_id_made_once_and_a_given_one_is_kept() {
+        use crate::event::UserMessageEvent;
+        let engine = Engine::in_memory(slow_or_fast());
+        let a = engine
+            .start_run(UserMessageEvent::new("fast"))
+            .await
+            .unwrap();
+        let b = engine
+            .start_run(UserMessageEvent::new("fast"))
+            .await
+            .unwrap();
+        let ta = engine.snapshot(&a).unwrap().thread_id;
+        let tb = engine.snapshot(&b).unwrap().thread_id;
+        assert!(
+            ta.len() == 24 && ta.bytes().all(|c| c.is_ascii_hexdigit()),
+            "{ta}"
+        );
+        assert!(ta != a && ta != b && ta != tb, "every id is its own");
+        assert_eq!(engine.snapshot(&a).unwrap().thread_id, ta, "made once");
+        let c = engine
+            .start_run_in(Some(&ta), UserMessageEvent::new("fast"))
+            .await
+            .unwrap();
+        assert_eq!(engine.snapshot(&c).unwrap().thread_id, ta);
+    }
+
+    #[test]
+    fn id_pairs_are_unique_and_well_formed() {
+        let g = IdGen::new();
+        let mut ids = std::collections::HashSet::new();
+        for _ in 0..5_000 {
+            let (run, thread) = g.next_pair();
+            ids.insert(run.to_string());
+            ids.insert(thread.to_string());
+            ids.insert(g.next().to_string());
+        }
+        assert_eq!(ids.len(), 15_000);
+        assert!(
+            ids.iter()
+                .all(|i| i.len() == 24 && i.bytes().all(|b| b.is_ascii_hexdigit()))
+        );
+    }
+
     #[test]
     fn ids_are_unique_and_well_formed() {
         let g = IdGen::new();
@@ -3621,7 +3707,7 @@ mod tests {
         let engine = Engine::in_memory(asking());
         let slot = Arc::new(RunSlot::new(
             "r".into(),
-            "t".into(),
+            Thread::Given("t".into()),
             Run::new(engine.workflow().compiled().clone(), 1),
         ));
         engine.shared.release(slot);

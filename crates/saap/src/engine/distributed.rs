@@ -37,7 +37,11 @@ impl Engine {
         }
         let id = ev.id;
         let run = Run::new(self.shared.workflow.compiled().clone(), run_key(run_id));
-        let fresh = Arc::new(RunSlot::new(run_id.into(), thread_id.into(), run));
+        let fresh = Arc::new(RunSlot::new(
+            run_id.into(),
+            super::Thread::Given(thread_id.into()),
+            run,
+        ));
         let slot = {
             let mut runs = self.shared.runs.write().unwrap_or_else(|p| p.into_inner());
             runs.entry(fresh.run_id.clone()).or_insert(fresh).clone()
@@ -183,7 +187,7 @@ pub(super) fn work(slot: &RunSlot, inv: Invocation) -> Work {
     };
     Work {
         run_id: slot.run_id.clone(),
-        thread_id: slot.thread_id.clone(),
+        thread_id: slot.thread_id().clone(),
         execution: inv.execution,
         attempt: inv.attempt,
         step: inv.step,
