@@ -665,7 +665,7 @@ impl Invocation {
     /// How a local driver takes it: as is, or to be bound when its turn comes.
     fn queued(self, slot: &Arc<RunSlot>) -> Queued {
         if self.bound {
-            Queued::Bound(slot.clone(), self)
+            Queued::Bound(Box::new((slot.clone(), self)))
         } else {
             Queued::Started(slot.clone(), self.execution)
         }
@@ -746,7 +746,9 @@ enum Next {
 
 /// An execution waiting for its turn on a local driver.
 enum Queued {
-    Bound(Arc<RunSlot>, Invocation),
+    /// Bound already (rare: a retry, or a store's run); boxed, so that a queue of runs
+    /// waiting for their first step (S3: one entry per run in flight) holds 16 bytes each.
+    Bound(Box<(Arc<RunSlot>, Invocation)>),
     /// Started by a completion, bound when its turn comes.
     Started(Arc<RunSlot>, ExecutionId),
 }
@@ -2841,7 +2843,7 @@ fn spawn_own_driver(shared: &Arc<Shared>, item: Queued) {
     let shared = shared.clone();
     tokio::spawn(async move {
         let (slot, inv) = match item {
-            Queued::Bound(slot, inv) => (slot, inv),
+            Queued::Bound(bound) => *bound,
             Queued::Started(slot, x) => {
                 let mut inv = Invocation::empty();
                 shared.bind(&slot, x, &mut inv);
@@ -2913,7 +2915,7 @@ async fn drive_local(
                         None => fan.as_mut().and_then(|f| f.queue.pop_front()),
                     };
                     match queued {
-                        Some(Queued::Bound(slot, inv)) => (slot, inv),
+                        Some(Queued::Bound(bound)) => *bound,
                         Some(Queued::Started(slot, x)) => {
                             let mut inv = fan
                                 .as_mut()
