@@ -2503,6 +2503,10 @@ fn add_payloads(
         let len = payloads.len();
         if executes && log_len <= planned {
             payloads.reserve_exact(planned - len);
+        } else if len == 0 {
+            // A new run's first events (its start event): room for those only, not four
+            // (many runs in flight wait at their start event).
+            payloads.reserve_exact(log_len);
         } else {
             payloads.reserve(log_len - len);
         }
