@@ -232,12 +232,9 @@ pub(crate) struct RunState {
     created: bool,
     /// An engine-side failure (storage) that stopped the run.
     pub failure: Option<String>,
-    /// Display events shown by executions: (seq, execution).
-    pub display_by: Vec<(u32, ExecutionId)>,
-    /// Per execution that showed display events: the attempt and how many it showed (a
-    /// display event's id derives from that number: an attempt re-run after a crash shows
-    /// the same ids, which the core drops as duplicates).
-    displayed: Vec<(ExecutionId, u32, u32)>,
+    /// What the run's executions showed (made by the first display event: most runs show
+    /// none, and a run in flight holds 8 bytes for it, not 48).
+    displays: Option<Box<Displays>>,
     /// Buffers of a run that executes (made by its first completion: a run waiting for
     /// its first step holds none).
     scratch: Option<Box<Scratch>>,
@@ -245,6 +242,17 @@ pub(crate) struct RunState {
     /// evaluation). Apart from the scratch buffers, which a completion uses while the core
     /// evaluates preconditions.
     pre_cache: Option<Box<PreCache>>,
+}
+
+/// The display events a run's executions showed.
+#[derive(Default)]
+struct Displays {
+    /// Display events shown by executions: (seq, execution).
+    by: Vec<(u32, ExecutionId)>,
+    /// Per execution that showed display events: the attempt and how many it showed (a
+    /// display event's id derives from that number: an attempt re-run after a crash shows
+    /// the same ids, which the core drops as duplicates).
+    counts: Vec<(ExecutionId, u32, u32)>,
 }
 
 /// Buffers a run reuses from one input to the next.
@@ -294,8 +302,7 @@ impl RunState {
         let core = self.run.take_tables();
         let mut payloads = std::mem::take(&mut self.payloads);
         payloads.drain(..).for_each(Payload::recycle);
-        self.display_by = Vec::new();
-        self.displayed = Vec::new();
+        self.displays = None;
         self.pre_cache = None;
         let mut scratch = self.scratch.take();
         if let Some(s) = scratch.as_mut() {
@@ -321,9 +328,15 @@ impl RunState {
         }
     }
 
+    /// The display events shown by executions, (seq, execution), to add to.
+    fn shown_by(&mut self) -> &mut Vec<(u32, ExecutionId)> {
+        &mut self.displays.get_or_insert_with(Box::default).by
+    }
+
     /// The number of the next display event of `execution`'s `attempt` (0, 1, ...).
     pub(crate) fn next_display(&mut self, execution: ExecutionId, attempt: u32) -> u32 {
-        match self.displayed.iter_mut().find(|(x, _, _)| *x == execution) {
+        let counts = &mut self.displays.get_or_insert_with(Box::default).counts;
+        match counts.iter_mut().find(|(x, _, _)| *x == execution) {
             Some((_, a, n)) if *a == attempt => {
                 *n += 1;
                 *n - 1
@@ -333,7 +346,7 @@ impl RunState {
                 0
             }
             None => {
-                self.displayed.push((execution, attempt, 1));
+                counts.push((execution, attempt, 1));
                 0
             }
         }
@@ -351,8 +364,7 @@ impl RunState {
             end_durable,
             created,
             failure,
-            display_by,
-            displayed,
+            displays,
             scratch,
             pre_cache,
         } = self;
@@ -364,8 +376,10 @@ impl RunState {
         *end_durable = false;
         *created = false;
         *failure = None;
-        display_by.clear();
-        displayed.clear();
+        if let Some(d) = displays {
+            d.by.clear();
+            d.counts.clear();
+        }
         if let Some(s) = scratch {
             s.clear();
         }
@@ -390,8 +404,7 @@ impl RunSlot {
                 end_durable: false,
                 created: false,
                 failure: None,
-                display_by: Vec::new(),
-                displayed: Vec::new(),
+                displays: None,
                 scratch: None,
                 pre_cache: None,
             }),
@@ -1851,7 +1864,9 @@ impl Shared {
         if let Some(s) = st.scratch.as_mut() {
             s.pending = pending;
         }
-        st.display_by.extend(display_by);
+        if !display_by.is_empty() {
+            st.shown_by().extend(display_by);
+        }
 
         let (durable, ended) = self.seal(slot, st, stored_input, &results);
         Ok(Entry {
@@ -1885,7 +1900,9 @@ impl Shared {
                 st.scratch = None;
                 st.run.shrink_to_fit();
                 st.payloads.shrink_to_fit();
-                st.display_by.shrink_to_fit();
+                if let Some(d) = st.displays.as_mut() {
+                    d.by.shrink_to_fit();
+                }
             }
         }
         let durable = if journal || ended {
@@ -2410,7 +2427,7 @@ impl Shared {
                 if let Some((id, x)) = shown_by
                     && let Some(seq) = st.run.seq_of(&id)
                 {
-                    st.display_by.push((seq, x));
+                    st.shown_by().push((seq, x));
                 }
             }
             let now = serde_json::to_value(st.run.records())
@@ -2457,7 +2474,7 @@ fn slot_snapshot(slot: &RunSlot) -> RunSnapshot {
         run: st.run.clone(),
         payloads: st.payloads.clone(),
         failure: st.failure.clone(),
-        display_by: st.display_by.clone(),
+        display_by: st.displays.as_ref().map_or_else(Vec::new, |d| d.by.clone()),
     }
 }
 
