@@ -131,7 +131,7 @@ def main():
             p = pv("s2_mean_run_ms", 1000.0) if n == 100 else none3
             rows.append((f"S2 fan-out/fan-in N={n:,} per run, µs (saap: {label})", p, m, s))
     rows += [
-        ("S3 1,000 concurrent 10-step runs, total ms", pv("s3_wall_s", 1000.0),
+        ("S3 1,000 concurrent 10-step runs, total ms (saap memory: start_run, all in flight)", pv("s3_wall_s", 1000.0),
          saap_get(sg, "s3", "memory", "total_ms"), saap_get(sg, "s3", "sqlite", "total_ms")),
         ("S3 per step (total ÷ 10,000 steps), µs", pv("s3_wall_s", 100.0),
          s3_mem_us_step, s3_sql_us_step),
