@@ -2228,8 +2228,8 @@ impl Shared {
             .map_or("?", |s| s.name.as_str())
     }
 
-    /// Polls a started body once, catching a panic. A body that ended normally goes back
-    /// to its step for reuse; one that panicked is dropped.
+    /// Polls a started body once, catching a panic. A body that ended normally is kept by
+    /// this thread for its step's next execution; one that panicked is dropped.
     fn poll_body(
         &self,
         step_idx: StepIdx,
@@ -2263,7 +2263,7 @@ impl Shared {
 
     /// Makes an execution's body and polls it once, catching a panic of either (one
     /// unwinding guard for both): what it returned, or the body, which waits. A body that
-    /// ended goes back to its step for reuse.
+    /// ended is kept by this thread for its step's next execution.
     fn first_poll(
         &self,
         step_idx: StepIdx,
