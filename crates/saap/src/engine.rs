@@ -260,7 +260,6 @@ struct Displays {
 struct Scratch {
     /// Reused buffers of `apply` (no allocation per input once warm).
     pending: Vec<(EventId, Payload)>,
-    started: Vec<ExecutionId>,
     /// Buffers of the run's last finished execution, reused by the next one it starts (an
     /// inline chain allocates no input or output vectors per step). Empty and small.
     spare_inputs: Vec<Vec<BoundEvent>>,
@@ -274,13 +273,11 @@ impl Scratch {
     fn clear(&mut self) {
         let Scratch {
             pending,
-            started,
             spare_inputs,
             spare_outs,
             news,
         } = self;
         pending.clear();
-        started.clear();
         // Emptied by the executions that used them; emptied again in case one did not
         // finish. The vectors stay, for the run that reuses the slot.
         spare_inputs.iter_mut().for_each(Vec::clear);
