@@ -3370,6 +3370,30 @@ mod tests {
         );
     }
 
+    /// Answers every run of `asking()` in `ids` while a task per run waits for its end (so
+    /// that the runs are evicted while something still holds them), and waits for those
+    /// tasks.
+    async fn answer_all_while_waited_for(engine: &Engine, ids: &[String]) {
+        use crate::event::HumanInTheLoopResponseEvent;
+        let waiters: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let (engine, id) = (engine.clone(), id.clone());
+                tokio::spawn(async move { engine.wait_for_end(&id).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        for id in ids {
+            engine
+                .send(id, HumanInTheLoopResponseEvent::default())
+                .await
+                .unwrap();
+        }
+        for w in waiters {
+            w.await.unwrap().unwrap();
+        }
+    }
+
     /// Waits until the run logged `n` events (start, display, request: it waits).
     async fn logged(engine: &Engine, run: &str, n: usize) -> RunSnapshot {
         let mut rx = engine.watch(run).expect("live run");
@@ -3557,7 +3581,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn runs_evicted_while_many_are_in_flight_still_end_for_their_waiters() {
-        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        use crate::event::UserMessageEvent;
         let engine = forgetful_engine();
         // More runs in flight than ended slots are kept: the first ones to end have their
         // tables freed at once, while their waiters still hold them.
@@ -3568,23 +3592,7 @@ mod tests {
         for id in &ids {
             logged(&engine, id, 3).await;
         }
-        let waiters: Vec<_> = ids
-            .iter()
-            .map(|id| {
-                let (engine, id) = (engine.clone(), id.clone());
-                tokio::spawn(async move { engine.wait_for_end(&id).await })
-            })
-            .collect();
-        tokio::task::yield_now().await;
-        for id in &ids {
-            engine
-                .send(id, HumanInTheLoopResponseEvent::default())
-                .await
-                .unwrap();
-        }
-        for w in waiters {
-            w.await.unwrap().unwrap();
-        }
+        answer_all_while_waited_for(&engine, &ids).await;
         assert!(
             engine.run_ids().is_empty(),
             "every ended run left the engine"
@@ -3607,23 +3615,7 @@ mod tests {
             first = Some(logged(&engine, id, 3).await);
         }
         let first = first.unwrap();
-        let waiters: Vec<_> = ids
-            .iter()
-            .map(|id| {
-                let (engine, id) = (engine.clone(), id.clone());
-                tokio::spawn(async move { engine.wait_for_end(&id).await })
-            })
-            .collect();
-        tokio::task::yield_now().await;
-        for id in &ids {
-            engine
-                .send(id, HumanInTheLoopResponseEvent::default())
-                .await
-                .unwrap();
-        }
-        for w in waiters {
-            w.await.unwrap().unwrap();
-        }
+        answer_all_while_waited_for(&engine, &ids).await;
         let before = kept(&engine);
         assert!(before > 0, "the tables of runs evicted in flight are kept");
         // A fresh slot (no ended one to reuse): its run takes over kept tables when its
