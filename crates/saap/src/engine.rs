@@ -1485,12 +1485,20 @@ impl Shared {
     /// The type of an output named `name` of `step`: one the step declares (a Rust type's
     /// name is compared by address first), another type of the workflow, or a foreign one.
     fn out_type(&self, step: Option<StepIdx>, name: &str) -> NewEventType {
+        let declared = step.and_then(|s| self.out_types.get(s as usize));
+        if let Some(ts) = declared {
+            // Most steps return the type they declare first: one address comparison.
+            if let Some((EventName::Static(d), t)) = ts.first()
+                && std::ptr::eq(*d, name)
+            {
+                return NewEventType::Known(*t);
+            }
+        }
         let same = |declared: &EventName| match declared {
-            EventName::Static(d) => std::ptr::eq(*d, name) || *d == name,
+            EventName::Static(d) => *d == name,
             EventName::Shared(d) => **d == *name,
         };
-        let declared = step
-            .and_then(|s| self.out_types.get(s as usize))
+        let declared = declared
             .and_then(|ts| ts.iter().find(|(n, _)| same(n)))
             .map(|(_, t)| *t);
         match declared.or_else(|| self.type_ids.get(name).copied()) {
@@ -1573,7 +1581,7 @@ impl Shared {
         let st = &mut *guard;
         let (durable, ended) = match outcome {
             Ok(outs) if !self.journal && st.failure.is_none() => {
-                self.complete_unjournaled(slot, st, inv.execution, inv.attempt, outs)?
+                self.complete_unjournaled(slot, st, inv.execution, inv.attempt, inv.step, outs)?
             }
             outcome => {
                 let entry = self.apply_locked(
@@ -1617,6 +1625,7 @@ impl Shared {
         st: &mut RunState,
         execution: ExecutionId,
         attempt: u32,
+        step: StepIdx,
         mut outs: Vec<OutEvent>,
     ) -> Result<(Pending<()>, bool), EngineError> {
         // The run's tables, buffers and precondition cache, each borrowed on its own.
@@ -1627,7 +1636,7 @@ impl Shared {
             pre_cache,
             ..
         } = st;
-        let step = run.execution(execution).map(|e| e.step);
+        let step = Some(step);
         let Scratch {
             news,
             pending,

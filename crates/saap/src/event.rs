@@ -65,10 +65,14 @@ struct PayloadPools {
 impl PayloadPools {
     /// The index of `ty`'s pool, looked for from `hint` on.
     fn find(&self, ty: std::any::TypeId, hint: usize) -> Option<usize> {
-        let n = self.pools.len();
-        let hint = hint.min(n);
-        // From the hint to the end, then from the start (no division per step).
-        (hint..n).chain(0..hint).find(|&i| self.pools[i].ty == ty)
+        // The hint's pool or the next one (a chain's next event type), else a scan.
+        if self.pools.get(hint).is_some_and(|p| p.ty == ty) {
+            return Some(hint);
+        }
+        if self.pools.get(hint + 1).is_some_and(|p| p.ty == ty) {
+            return Some(hint + 1);
+        }
+        self.pools.iter().position(|p| p.ty == ty)
     }
 }
 
