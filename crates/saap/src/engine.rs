@@ -1484,16 +1484,22 @@ impl Shared {
 
     /// The type of an output named `name` of `step`: one the step declares (a Rust type's
     /// name is compared by address first), another type of the workflow, or a foreign one.
+    #[inline]
     fn out_type(&self, step: Option<StepIdx>, name: &str) -> NewEventType {
-        let declared = step.and_then(|s| self.out_types.get(s as usize));
-        if let Some(ts) = declared {
-            // Most steps return the type they declare first: one address comparison.
-            if let Some((EventName::Static(d), t)) = ts.first()
-                && std::ptr::eq(*d, name)
-            {
-                return NewEventType::Known(*t);
-            }
+        // Most steps return the type they declare first: one address comparison.
+        if let Some(ts) = step.and_then(|s| self.out_types.get(s as usize))
+            && let Some((EventName::Static(d), t)) = ts.first()
+            && std::ptr::eq(*d, name)
+        {
+            return NewEventType::Known(*t);
         }
+        self.out_type_searched(step, name)
+    }
+
+    /// [`Shared::out_type`] by searching the step's declared types, then the workflow's.
+    #[inline(never)]
+    fn out_type_searched(&self, step: Option<StepIdx>, name: &str) -> NewEventType {
+        let declared = step.and_then(|s| self.out_types.get(s as usize));
         let same = |declared: &EventName| match declared {
             EventName::Static(d) => *d == name,
             EventName::Shared(d) => **d == *name,
@@ -2152,6 +2158,7 @@ impl Shared {
 
     /// The store failed for this run: it cannot continue consistently. The failure is kept
     /// on the run (shown by snapshots and the test runner) and logged.
+    #[cold]
     fn storage_failed(&self, slot: &RunSlot, e: &StoreError) {
         if matches!(e, StoreError::Halted) {
             return;
@@ -2501,6 +2508,7 @@ fn fill_payloads(st: &mut RunState, pending: &mut Vec<(EventId, Payload)>) {
 
 /// [`fill_payloads`] over the parts of a run's state: its core `run`, its `payloads`, and
 /// whether it `executes` (has scratch buffers).
+#[inline]
 fn add_payloads(
     run: &Run,
     payloads: &mut Vec<Payload>,
@@ -2518,6 +2526,18 @@ fn add_payloads(
         payloads.push(payload);
         return;
     }
+    add_payloads_in_order(run, payloads, executes, pending);
+}
+
+/// [`add_payloads`] for several events, or for payloads that need room.
+#[inline(never)]
+fn add_payloads_in_order(
+    run: &Run,
+    payloads: &mut Vec<Payload>,
+    executes: bool,
+    pending: &mut [(EventId, Payload)],
+) {
+    let log_len = run.log().len();
     // The payloads mirror the log: once the run executes (it has scratch buffers), grown at
     // once to a whole run's size (one event per step and two more), as the core grows the
     // log, instead of doubling; a run waiting for its first step keeps a small vector.
@@ -2974,7 +2994,7 @@ async fn drive_local(
                     }
                 }
             };
-            match start_and_poll(shared, &slot, &mut inv).await {
+            match start_and_poll(shared, &slot, &mut inv, false).await {
                 Ok(r) => (slot, inv, r),
                 Err(body) => {
                     park(shared, &mut fan, slot, inv, body);
@@ -3032,8 +3052,7 @@ async fn drive_local(
             }
             // A long chain whose steps never wait would keep this worker busy: let the
             // scheduler run other tasks once this task used its budget.
-            tokio::task::consume_budget().await;
-            match start_and_poll(shared, &slot, &mut inv).await {
+            match start_and_poll(shared, &slot, &mut inv, true).await {
                 Ok(r) => result = r,
                 Err(body) => {
                     park(shared, &mut fan, slot, inv, body);
@@ -3048,29 +3067,37 @@ async fn drive_local(
 }
 
 /// Starts the body of `inv` (bound) and polls it once: what it returned, or the body, which
-/// waits.
-async fn start_and_poll(
-    shared: &Arc<Shared>,
-    slot: &Arc<RunSlot>,
-    inv: &mut Invocation,
-) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
+/// waits. With `budget`, first takes a unit of the task's cooperative budget (a long chain
+/// whose steps never wait would otherwise keep its worker busy): once the task used its
+/// budget, it yields before starting the body. A plain future, not an `async fn`: a step
+/// costs no state machine of its own.
+fn start_and_poll<'a>(
+    shared: &'a Arc<Shared>,
+    slot: &'a Arc<RunSlot>,
+    inv: &'a mut Invocation,
+    budget: bool,
+) -> impl Future<Output = Result<Result<Vec<OutEvent>, String>, StepFuture>> + 'a {
     slot.own(shared);
-    let ctx = StepCtx {
-        run: crate::context::CtxRun::Local(slot.clone()),
-        execution: inv.execution,
-        attempt: inv.attempt,
-    };
-    // Polled once: the closure's first call returns.
-    let mut start = Some((ctx, std::mem::take(&mut inv.outs)));
-    let polled = std::future::poll_fn(|cx| match start.take() {
-        Some((ctx, outs)) => Poll::Ready(shared.first_poll(inv.step, &inv.inputs, ctx, outs, cx)),
-        None => Poll::Ready(Ok(Err("a step was started twice".to_string()))),
+    let mut outs = Some(std::mem::take(&mut inv.outs));
+    std::future::poll_fn(move |cx| {
+        if budget {
+            // Nothing is started before the budget allows it: a yield loses no work.
+            std::task::ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+        }
+        let Some(outs) = outs.take() else {
+            return Poll::Ready(Ok(Err("a step was started twice".to_string())));
+        };
+        let ctx = StepCtx {
+            run: crate::context::CtxRun::Local(slot.clone()),
+            execution: inv.execution,
+            attempt: inv.attempt,
+        };
+        let polled = shared.first_poll(inv.step, &inv.inputs, ctx, outs, cx);
+        if polled.is_ok() {
+            end_body(inv);
+        }
+        Poll::Ready(polled)
     })
-    .await;
-    if polled.is_ok() {
-        end_body(inv);
-    }
-    polled
 }
 
 /// Parks a body that waits among the driver's others, polled with them until it ends.
@@ -3154,6 +3181,7 @@ fn stored_output_error(out: &OutEvent, max: usize) -> Option<String> {
 }
 
 /// After a completion's entry is durable (or the store failed: `None`).
+#[inline]
 fn durable(
     shared: &Shared,
     slot: &RunSlot,

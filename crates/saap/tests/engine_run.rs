@@ -14,6 +14,7 @@ event!(Res, "ControlEvent");
 event!(Asked, "ControlEvent");
 event!(Answer, "ControlEvent");
 event!(Done, "StopEvent");
+event!(Tick, "ControlEvent");
 
 /// start → 3 × Item → work (3 executions, together) → collect 3 Res → Done.
 fn fan() -> Workflow {
@@ -168,4 +169,56 @@ async fn a_run_driven_by_its_caller_decides_as_a_started_run() {
     };
     assert_eq!(names(&a), names(&b));
     assert!(a.has_stop());
+}
+
+/// A run whose steps never wait runs inline on its caller's task, one step after another;
+/// it still lets the runtime's other tasks run once the task used its cooperative budget
+/// (a chain of 2,000 links does not hold a current-thread runtime to itself).
+#[tokio::test(flavor = "current_thread")]
+async fn a_long_inline_chain_yields_to_other_tasks_on_a_current_thread_runtime() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LINKS: u32 = 2_000;
+    let ticks = Arc::new(AtomicU32::new(0));
+    let counted = ticks.clone();
+    let wf = Workflow::builder("LongChain")
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(Tick { n: 0 }) },
+        ))
+        .step(
+            Step::new("tick", move |t: Required<Tick>, _: StepCtx| {
+                let ticks = counted.clone();
+                async move {
+                    ticks.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, StepError>(if t.n + 1 < LINKS {
+                        saap::Either::Left(Tick { n: t.n + 1 })
+                    } else {
+                        saap::Either::Right(Done { n: t.n })
+                    })
+                }
+            })
+            .max_executions_per_run(LINKS),
+        )
+        .build()
+        .unwrap();
+    let engine = Engine::in_memory(wf);
+    // Runs only when the run's task yields: it notes how far the chain had got.
+    let seen = Arc::new(AtomicU32::new(u32::MAX));
+    let (t, s) = (ticks.clone(), seen.clone());
+    let other = tokio::spawn(async move { s.store(t.load(Ordering::SeqCst), Ordering::SeqCst) });
+    let id = engine.run(UserMessageEvent::new("go")).await.unwrap();
+    other.await.unwrap();
+    let snap = engine.snapshot(&id).unwrap();
+    assert_eq!(
+        snap.executions_of("tick"),
+        LINKS as usize,
+        "{}",
+        snap.timeline()
+    );
+    assert_eq!(snap.events_of::<Done>(), vec![Done { n: LINKS - 1 }]);
+    let at = seen.load(Ordering::SeqCst);
+    assert!(
+        at < LINKS,
+        "the other task ran only after the chain's {at} links: the chain never yielded"
+    );
 }
