@@ -298,7 +298,7 @@ impl RunState {
     fn forget(&mut self) -> SpareTables {
         let core = self.run.take_tables();
         let mut payloads = std::mem::take(&mut self.payloads);
-        payloads.drain(..).for_each(Payload::recycle);
+        Payload::recycle_all(&mut payloads);
         self.displays = None;
         self.pre_cache = None;
         let mut scratch = self.scratch.take();
@@ -366,7 +366,7 @@ impl RunState {
             pre_cache,
         } = self;
         run.reset(run_key);
-        payloads.drain(..).for_each(Payload::recycle);
+        Payload::recycle_all(payloads);
         *journal_len = 0;
         *records_sent = 0;
         *ended_sent = false;

@@ -32,9 +32,9 @@ trait PayloadData: Send + Sync + 'static {
     /// Writes the JSON text (straight from the typed value when the JSON form was never
     /// needed: no intermediate `serde_json::Value`).
     fn write_json(&self, out: &mut dyn std::io::Write) -> Result<(), PayloadError>;
-    /// Keeps the allocation of a payload nothing else refers to for a new payload of the
-    /// same type (see [`Payload::recycle`]).
-    fn into_pool(self: Arc<Self>);
+    /// Keeps the allocation of a payload nothing else refers to in `pools`, for a new
+    /// payload of the same type (see [`Payload::recycle_all`]).
+    fn into_pool(self: Arc<Self>, pools: &mut PayloadPools);
 }
 
 struct Typed<T: Event> {
@@ -132,34 +132,31 @@ impl<T: Event> PayloadData for Typed<T> {
             message: e.to_string(),
         })
     }
-    fn into_pool(mut self: Arc<Self>) {
+    fn into_pool(mut self: Arc<Self>, pools: &mut PayloadPools) {
         let Some(typed) = Arc::get_mut(&mut self) else {
             return;
         };
         // The value goes now (it may be large); the allocation stays.
         typed.value = None;
-        typed.json = OnceLock::new();
+        if typed.json.get().is_some() {
+            typed.json = OnceLock::new();
+        }
         let ty = std::any::TypeId::of::<T>();
-        let _ = ENDED_PAYLOADS.try_with(move |pools| {
-            let Ok(mut pools) = pools.try_borrow_mut() else {
-                return;
-            };
-            let i = match pools.find(ty, pools.kept) {
-                Some(i) => i,
-                None if pools.pools.len() < POOLED_TYPES => {
-                    pools.pools.push(PayloadPool {
-                        ty,
-                        free: Vec::new(),
-                    });
-                    pools.pools.len() - 1
-                }
-                None => return,
-            };
-            pools.kept = i;
-            if pools.pools[i].free.len() < POOLED_PAYLOADS {
-                pools.pools[i].free.push(self);
+        let i = match pools.find(ty, pools.kept) {
+            Some(i) => i,
+            None if pools.pools.len() < POOLED_TYPES => {
+                pools.pools.push(PayloadPool {
+                    ty,
+                    free: Vec::new(),
+                });
+                pools.pools.len() - 1
             }
-        });
+            None => return,
+        };
+        pools.kept = i;
+        if pools.pools[i].free.len() < POOLED_PAYLOADS {
+            pools.pools[i].free.push(self);
+        }
     }
 }
 
@@ -181,7 +178,7 @@ impl PayloadData for Json {
             message: e.to_string(),
         })
     }
-    fn into_pool(self: Arc<Self>) {}
+    fn into_pool(self: Arc<Self>, _: &mut PayloadPools) {}
 }
 
 static NULL: serde_json::Value = serde_json::Value::Null;
@@ -214,12 +211,25 @@ impl Payload {
         }))
     }
 
-    /// Drops this payload; when nothing else refers to it, its allocation is kept by this
-    /// thread for the next payload of its type (see `ENDED_PAYLOADS`).
-    pub(crate) fn recycle(self) {
-        if Arc::strong_count(&self.0) == 1 {
-            self.0.into_pool();
+    /// Drops `payloads` (left empty); the allocation of each that nothing else refers to is
+    /// kept by this thread for the next payload of its type (see `ENDED_PAYLOADS`). The
+    /// pools are looked up once for all. A value dropped here that makes or drops payloads
+    /// itself finds the pools busy: its payloads are plain allocations.
+    pub(crate) fn recycle_all(payloads: &mut Vec<Payload>) {
+        if payloads.is_empty() {
+            return;
         }
+        let _ = ENDED_PAYLOADS.try_with(|pools| {
+            if let Ok(mut pools) = pools.try_borrow_mut() {
+                for p in payloads.drain(..) {
+                    if Arc::strong_count(&p.0) == 1 {
+                        p.0.into_pool(&mut pools);
+                    }
+                }
+            }
+        });
+        // The thread's pools are gone (it is exiting) or busy: plain drops.
+        payloads.clear();
     }
     /// A payload holding a JSON object of fields (an event from the wire or a store).
     pub fn from_json(value: serde_json::Value) -> Payload {
@@ -531,7 +541,7 @@ mod tests {
             let first = Payload::typed(UserMessageEvent::new("first"));
             let at = address(&first);
             assert_eq!(first.json()["message"], "first");
-            first.recycle();
+            Payload::recycle_all(&mut vec![first]);
             // Another type does not take it.
             let other = Payload::typed(StopEvent::default());
             assert_ne!(address(&other), at);
@@ -549,13 +559,56 @@ mod tests {
 
             // A payload something else still refers to is not pooled.
             let held = second.clone();
-            second.recycle();
+            Payload::recycle_all(&mut vec![second]);
             let third = Payload::typed(UserMessageEvent::new("third"));
             assert_ne!(address(&third), at);
             assert_eq!(
                 held.get::<UserMessageEvent>().map(|m| m.message.as_str()),
                 Some("second")
             );
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// An event whose value makes and drops payloads when dropped.
+    #[derive(Debug, PartialEq, saap::Event, Serialize, serde::Deserialize)]
+    struct MakesPayloadsOnDrop {
+        v: u32,
+    }
+    impl Drop for MakesPayloadsOnDrop {
+        fn drop(&mut self) {
+            let made = Payload::typed(UserMessageEvent::new("made while dropping"));
+            Payload::recycle_all(&mut vec![made]);
+        }
+    }
+
+    #[test]
+    fn recycling_a_payload_whose_value_makes_payloads_when_dropped_neither_panics_nor_pools_them() {
+        std::thread::spawn(|| {
+            let mut all = vec![
+                Payload::typed(MakesPayloadsOnDrop { v: 1 }),
+                Payload::typed(MakesPayloadsOnDrop { v: 2 }),
+            ];
+            Payload::recycle_all(&mut all);
+            assert!(all.is_empty());
+            // The two allocations are pooled; the ones made while dropping were not (the
+            // pools were busy): a new `UserMessageEvent` payload is a fresh allocation, and
+            // two `MakesPayloadsOnDrop` payloads reuse the pooled ones.
+            let pooled = ENDED_PAYLOADS.with(|p| {
+                let p = p.borrow();
+                let count = |ty| {
+                    p.pools
+                        .iter()
+                        .find(|pool| pool.ty == ty)
+                        .map_or(0, |pool| pool.free.len())
+                };
+                (
+                    count(std::any::TypeId::of::<MakesPayloadsOnDrop>()),
+                    count(std::any::TypeId::of::<UserMessageEvent>()),
+                )
+            });
+            assert_eq!(pooled, (2, 0));
         })
         .join()
         .unwrap();
