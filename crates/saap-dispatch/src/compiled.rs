@@ -173,6 +173,19 @@ pub(crate) struct ConsumerSlot {
     pub sole_list: bool,
 }
 
+/// A chain link as a type's arrival from an execution sees it: the type is a plain control
+/// event (not a start, stop or exception) with one consumer, the only parameter
+/// (required or optional) of a step without precondition or budget. Such an arrival in a
+/// live run always records the same four decisions and starts that step, so a completion
+/// returning it alone is decided from this entry without the general loops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChainLink {
+    pub step: StepIdx,
+    /// The parameter's index in a run's flattened per-parameter tables.
+    pub slot: u32,
+    pub kind: EventKind,
+}
+
 /// A spec ready for dispatch.
 #[derive(Debug, Clone)]
 pub struct CompiledSpec {
@@ -186,6 +199,8 @@ pub struct CompiledSpec {
     /// The same pairs with what the dispatcher needs of each, so that binding an arrival
     /// reads one table instead of three.
     consumer_slots: Vec<Vec<ConsumerSlot>>,
+    /// Per type, its [`ChainLink`] if it is one.
+    chain_links: Vec<Option<ChainLink>>,
     /// Per type: how many records one arrival of it usually makes (appended, and per
     /// consuming step a candidate, a precondition result if it has one, and a start or a
     /// skip), so that a fan-out's outputs reserve their records once.
@@ -480,6 +495,27 @@ impl CompiledSpec {
             }
         }
 
+        let chain_links = types
+            .iter()
+            .zip(&consumer_slots)
+            .map(|(info, slots): (&TypeInfo, &Vec<ConsumerSlot>)| {
+                let k = info.kind;
+                match slots.as_slice() {
+                    [c] if c.starts_at_once
+                        && k.is_control()
+                        && !k.is_start()
+                        && !k.is_terminal() =>
+                    {
+                        Some(ChainLink {
+                            step: c.step,
+                            slot: c.slot,
+                            kind: k,
+                        })
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
         let can_block = steps
             .iter()
             .map(|s| {
@@ -496,6 +532,7 @@ impl CompiledSpec {
             type_index,
             by_type,
             consumer_slots,
+            chain_links,
             arrival_records,
             can_block,
             param_offsets,
@@ -522,6 +559,12 @@ impl CompiledSpec {
     /// [`CompiledSpec::consumers`] with each parameter's kind, size and table slot.
     pub(crate) fn consumer_slots(&self, id: TypeId) -> &[ConsumerSlot] {
         &self.consumer_slots[id as usize]
+    }
+
+    /// The type's [`ChainLink`], if its arrival from an execution is one.
+    #[inline(always)]
+    pub(crate) fn chain_link(&self, id: TypeId) -> Option<ChainLink> {
+        self.chain_links.get(id as usize).copied().flatten()
     }
 
     /// How many records one arrival of a type usually makes (see `arrival_records`).
