@@ -26,6 +26,11 @@ b=$(ir s1b "$bin" --count s1 --runs 2000)
 echo "S1 chain-10: $(((b - a) / 10000)) instructions per step in total (harness, run creation and drop included)"
 r=$(incl s1b 'saap_dispatch::run::Run::returned')
 echo "S1 chain-10: $((r / 20000)) instructions per completion in Run::returned (append, dispatch, start, records)"
+for shape in s1reset s1one; do
+    a=$(ir "${shape}a" "$bin" --count "$shape" --runs 1000)
+    b=$(ir "${shape}b" "$bin" --count "$shape" --runs 2000)
+    echo "$shape chain-10, one recycled run: $(((b - a) / 10000)) instructions per step in total"
+done
 harness() { # file: the bench driver's own instructions (its self cost, all inlined parts)
     callgrind_annotate --inclusive=no --threshold=100 "$out/$1.out" 2>/dev/null |
         grep -F ':core::drive_returned' | grep -vF '=>' | awk '{gsub(",", "", $1); s += $1} END {print s + 0}'
