@@ -1416,7 +1416,7 @@ impl Run {
 
     /// At a run's first completion (it runs, it does not just wait), grows its tables from
     /// the first dispatch's size (see [`Run::new`]) to a whole run's at once: one
-    /// reallocation per table instead of a doubling at a time. A recycled run (`reset`
+    /// new block per table ([`regrow`]) instead of a doubling at a time. A recycled run (`reset`
     /// keeps the capacity) or a grown one skips it after one comparison.
     #[inline(always)]
     fn size_for_a_whole_run(&mut self) {
