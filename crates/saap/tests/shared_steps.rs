@@ -157,6 +157,49 @@ async fn a_body_run_elsewhere_completes_its_run_and_a_second_completion_is_dropp
 }
 
 #[tokio::test]
+async fn an_output_larger_than_the_event_limit_from_elsewhere_fails_its_execution() {
+    let engine = Engine::new(
+        relay(),
+        Arc::new(saap::MemoryBackend::new()),
+        saap::EngineOptions {
+            max_event_bytes: 1024,
+            ..saap::EngineOptions::default()
+        },
+    );
+    let capture = Arc::new(Capture::default());
+    assert!(engine.set_executor(capture.clone()));
+    let run = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
+    let begin = next_work(&capture).await;
+    // What a worker sends back for a body that returned 4 KiB of text.
+    let big = saap::params::OutEvent {
+        name: "A".into(),
+        payload: Payload::from_json(serde_json::json!({ "n": 1, "text": "x".repeat(4096) })),
+    };
+    engine
+        .complete_work(&run, begin.execution, begin.attempt, Ok(vec![big]))
+        .await
+        .unwrap();
+    tokio::time::timeout(common::WAIT, engine.wait_for_end(&run))
+        .await
+        .unwrap()
+        .unwrap();
+    let snap = engine.snapshot(&run).unwrap();
+    let names = snap.timeline();
+    let failure = snap
+        .run
+        .execution(begin.execution)
+        .and_then(|x| x.error.clone())
+        .unwrap_or_default();
+    assert!(
+        failure.contains("more than the event size limit of 1024"),
+        "{failure}\n{names}"
+    );
+    assert!(snap.events_of::<A>().is_empty(), "no A was logged: {names}");
+    assert_eq!(snap.executions_of("finish"), 0, "{names}");
+    assert!(snap.is_ended(), "the failure ended the run: {names}");
+}
+
+#[tokio::test]
 async fn a_completion_of_a_stale_attempt_is_refused_by_the_core() {
     let engine = Engine::in_memory(relay());
     let capture = Arc::new(Capture::default());

@@ -246,6 +246,9 @@ impl Engine {
     /// Feeds the completion of an execution whose body ran elsewhere to run `run_id`;
     /// returns once it is durable (and the executions it started are handed on). A stale or
     /// second completion of the same execution is dropped by the core (returns `Ok`).
+    /// Outputs are held to the size limit of events sent to a run
+    /// (`EngineOptions::max_event_bytes`): one larger, or one whose JSON form cannot be made,
+    /// fails the execution, as it does for a body run here on a durable store.
     pub async fn complete_work(
         &self,
         run_id: &str,
@@ -254,6 +257,16 @@ impl Engine {
         outcome: Result<Vec<OutEvent>, String>,
     ) -> Result<(), EngineError> {
         let slot = self.shared.slot(run_id)?;
+        // From another process: bounded whatever the backend (the in-memory one too).
+        let outcome = outcome.and_then(|outs| {
+            match outs
+                .iter()
+                .find_map(|o| stored_output_error(o, self.shared.opts.max_event_bytes))
+            {
+                Some(e) => Err(e),
+                None => Ok(outs),
+            }
+        });
         self.shared
             .submit(
                 &slot,
