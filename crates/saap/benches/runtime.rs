@@ -322,6 +322,8 @@ fn main() {
                 let only_n: Option<u32> = std::env::var("SAAP_BENCH_N")
                     .ok()
                     .and_then(|s| s.parse().ok());
+                // SAAP_BENCH_FAN=fixed or =list restricts S2 to one fan-in (for profiling).
+                let fan_in = std::env::var("SAAP_BENCH_FAN").ok();
                 for n in [100u32, 1000, 10000] {
                     if only_n.is_some_and(|o| o != n) {
                         continue;
@@ -333,9 +335,11 @@ fn main() {
                     } else {
                         5
                     };
-                    out!("{}", s2(kind, n, true, runs, api).await);
+                    if fan_in.as_deref() != Some("list") {
+                        out!("{}", s2(kind, n, true, runs, api).await);
+                    }
                     // The list fan-in at N = 10,000 only when asked for (SAAP_BENCH_N=10000).
-                    if n <= 1000 || only_n == Some(n) {
+                    if (n <= 1000 || only_n == Some(n)) && fan_in.as_deref() != Some("fixed") {
                         out!("{}", s2(kind, n, false, runs, api).await);
                     }
                 }
