@@ -784,7 +784,9 @@ struct Pre<'a> {
     names: &'a [EventName],
     payloads: &'a [Payload],
     pending: &'a [(EventId, Payload)],
-    results: Vec<bool>,
+    /// The results, for a journal entry (`None` without a journal: a list fan-in evaluated
+    /// on every arrival allocates no vector per arrival).
+    results: Option<Vec<bool>>,
     replay: Option<std::vec::IntoIter<bool>>,
     exhausted: bool,
     /// The run's precondition cache (made on first use).
@@ -837,7 +839,7 @@ impl PreconditionEvaluator for Pre<'_> {
             .get(call.step as usize)
             .and_then(|s| s.precondition.as_ref())
         else {
-            self.results.push(true);
+            self.record(true);
             return true;
         };
         let n = call.bindings.len();
@@ -915,8 +917,17 @@ impl PreconditionEvaluator for Pre<'_> {
         }
         entry.skipped = skipped;
         entry.bound = bound;
-        self.results.push(result);
+        self.record(result);
         result
+    }
+}
+
+impl Pre<'_> {
+    /// Keeps a result for the journal entry, when there is one.
+    fn record(&mut self, result: bool) {
+        if let Some(r) = &mut self.results {
+            r.push(result);
+        }
     }
 }
 
@@ -1679,7 +1690,7 @@ impl Shared {
             names: &self.type_names,
             payloads,
             pending,
-            results: Vec::new(),
+            results: None,
             replay: None,
             exhausted: false,
             cache: pre_cache,
@@ -1753,7 +1764,7 @@ impl Shared {
             names: &self.type_names,
             payloads: &st.payloads,
             pending: &[],
-            results: Vec::new(),
+            results: journal.then(Vec::new),
             replay: None,
             exhausted: false,
             cache: &mut st.pre_cache,
@@ -1868,7 +1879,7 @@ impl Shared {
                 retried = Some((x, attempt));
             }
         }
-        let results = std::mem::take(&mut pre.results);
+        let results = pre.results.take().unwrap_or_default();
         drop(pre);
         fill_payloads(st, &mut pending);
         pending.clear();
@@ -2423,7 +2434,7 @@ impl Shared {
                     names: &self.type_names,
                     payloads: &st.payloads,
                     pending: &pending,
-                    results: Vec::new(),
+                    results: None,
                     replay: Some(entry.preconditions.clone().into_iter()),
                     exhausted: false,
                     cache: &mut st.pre_cache,
