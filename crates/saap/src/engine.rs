@@ -752,6 +752,9 @@ enum Next {
     Here,
     /// Several: the invocation holds the first, the others were added to the caller's list.
     Also,
+    /// None; the invocation now holds the caller's queued execution (bound under the
+    /// completion's lock: a fan-out's executions take the run's lock once each, not twice).
+    Queued,
 }
 
 /// An execution waiting for its turn on a local driver.
@@ -1587,12 +1590,15 @@ impl Shared {
     /// Completes the execution `inv` ran with `outcome` and, when that started executions,
     /// turns `inv` into the first of them in place (its input and output buffers reused: an
     /// inline chain moves no invocation and allocates none); the others go to `others`.
+    /// When it started none, `inv` becomes `queued` (an execution of this run that the
+    /// caller runs next), if given.
     fn complete_in_place(
         &self,
         slot: &RunSlot,
         inv: &mut Invocation,
         outcome: Result<Vec<OutEvent>, String>,
         others: &mut Vec<ExecutionId>,
+        queued: Option<ExecutionId>,
     ) -> Result<Completed, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
@@ -1614,7 +1620,13 @@ impl Shared {
             }
         };
         let next = match st.run.next_started() {
-            None => Next::None,
+            None => match queued {
+                Some(x) => {
+                    invocation_into(st, &self.type_names, x, 1, inv);
+                    Next::Queued
+                }
+                None => Next::None,
+            },
             Some(first) => {
                 invocation_into(st, &self.type_names, first, 1, inv);
                 // Bound when their turn comes (bindings never change once made).
@@ -2794,7 +2806,7 @@ async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invo
         }
         let result = shared.execute(slot, &mut inv).await;
         drop(here);
-        let Some(done) = complete(shared, slot, &mut inv, result, &mut others) else {
+        let Some(done) = complete(shared, slot, &mut inv, result, &mut others, None) else {
             return;
         };
         let stored = match done.durable {
@@ -2810,7 +2822,7 @@ async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invo
                 shared.maybe_evict(slot);
                 return;
             }
-            Next::Here => {}
+            Next::Here | Next::Queued => {}
             Next::Also => {
                 for x in others.drain(..) {
                     spawn_started(shared.clone(), slot.clone(), x);
@@ -3016,8 +3028,16 @@ async fn drive_local(
         // Complete it, then run what it started: a chain runs here, in place, for as long
         // as each body ends at its first poll.
         loop {
+            // The execution this driver runs next if the completion starts none: the front of
+            // a run's own queue, when of the same run, is bound under the completion's lock.
+            let queued = match fan.as_ref().and_then(|f| f.queue.front()) {
+                Some(Queued::Started(s, x)) if engine.is_none() && Arc::ptr_eq(s, &slot) => {
+                    Some(*x)
+                }
+                _ => None,
+            };
             // A refused completion (the run stopped): the others still complete, refused alike.
-            let Some(done) = complete(shared, &slot, &mut inv, result, &mut others) else {
+            let Some(done) = complete(shared, &slot, &mut inv, result, &mut others, queued) else {
                 shared.maybe_evict(&slot);
                 shared.release(slot);
                 continue 'drive;
@@ -3050,6 +3070,12 @@ async fn drive_local(
                     continue 'drive;
                 }
                 Next::Here => {}
+                Next::Queued => {
+                    // `inv` holds the queue's front now.
+                    if let Some(f) = fan.as_mut() {
+                        f.queue.pop_front();
+                    }
+                }
                 Next::Also => {
                     let started = others.drain(..).map(|x| Queued::Started(slot.clone(), x));
                     match engine {
@@ -3155,6 +3181,7 @@ fn complete(
     inv: &mut Invocation,
     mut result: Result<Vec<OutEvent>, String>,
     others: &mut Vec<ExecutionId>,
+    queued: Option<ExecutionId>,
 ) -> Option<Completed> {
     if shared.journal
         && let Ok(outs) = &result
@@ -3167,7 +3194,7 @@ fn complete(
         // serializes, see `Payload`).
         result = Err(e);
     }
-    match shared.complete_in_place(slot, inv, result, others) {
+    match shared.complete_in_place(slot, inv, result, others, queued) {
         Ok(done) => Some(done),
         Err(e) => {
             tracing::error!(run_id = %slot.run_id, error = %e, "completion refused");

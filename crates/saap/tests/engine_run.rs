@@ -222,3 +222,60 @@ async fn a_long_inline_chain_yields_to_other_tasks_on_a_current_thread_runtime()
         "the other task ran only after the chain's {at} links: the chain never yielded"
     );
 }
+
+/// A fan-out on the caller's driver: each queued execution is bound by the completion of
+/// the one before it (under that completion's lock). Every worker still gets its own input,
+/// the workers run in the order they started — also when some of them wait, so that
+/// bodies end out of order — and the fan-in gets every result.
+#[tokio::test]
+async fn a_fan_outs_queued_executions_run_in_start_order_each_with_its_own_input() {
+    const N: u32 = 40;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let wf = Workflow::builder("OrderedFan")
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async {
+                Ok::<_, StepError>((0..N).map(|n| Item { n }).collect::<Vec<_>>())
+            },
+        ))
+        .step(Step::new("work", move |i: Required<Item>, _: StepCtx| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push(i.n);
+                if i.n % 7 == 3 {
+                    // Parked among the driver's waiting bodies; the queue goes on.
+                    tokio::task::yield_now().await;
+                }
+                Ok::<_, StepError>(Res { n: i.n })
+            }
+        }))
+        .step(
+            Step::new("collect", |r: Vec<Res>, _: StepCtx| async move {
+                Ok::<_, StepError>(Done {
+                    n: r.iter().map(|r| r.n).sum(),
+                })
+            })
+            .precondition("all", |r: &Vec<Res>| r.len() == N as usize),
+        )
+        .build()
+        .unwrap();
+    let engine = Engine::new(
+        wf,
+        Arc::new(saap::MemoryBackend::new()),
+        EngineOptions {
+            keep_ended_runs: true,
+            ..EngineOptions::default()
+        },
+    );
+    for _ in 0..2 {
+        seen.lock().unwrap().clear();
+        let id = engine.run(UserMessageEvent::new("go")).await.unwrap();
+        assert_eq!(*seen.lock().unwrap(), (0..N).collect::<Vec<_>>());
+        let snap = engine.snapshot(&id).unwrap();
+        assert!(snap.is_ended(), "{}", snap.timeline());
+        assert_eq!(snap.executions_of("work"), N as usize);
+        assert_eq!(snap.executions_of("collect"), 1);
+        assert_eq!(snap.events_of::<Done>(), vec![Done { n: (0..N).sum() }]);
+    }
+}
