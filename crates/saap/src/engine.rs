@@ -1687,9 +1687,26 @@ impl Shared {
             });
             pending.push((id, o.payload));
         } else {
+            // A fan-out returns many events of one Rust type: its name (a `&'static str`)
+            // is looked up once.
+            let mut last: Option<(&'static str, saap_dispatch::TypeId)> = None;
             for (i, o) in outs.drain(..).enumerate() {
                 let id = derived_event_id(slot.run_key, execution, i as u32);
-                let ty = self.out_type(step, &o.name);
+                let ty = match (&o.name, last) {
+                    (std::borrow::Cow::Borrowed(n), Some((prev, t))) if std::ptr::eq(*n, prev) => {
+                        NewEventType::Known(t)
+                    }
+                    (name, _) => {
+                        let ty = self.out_type(step, name);
+                        last = match (name, &ty) {
+                            (std::borrow::Cow::Borrowed(n), NewEventType::Known(t)) => {
+                                Some((*n, *t))
+                            }
+                            _ => None,
+                        };
+                        ty
+                    }
+                };
                 news.push(NewEvent { id, ty });
                 pending.push((id, o.payload));
             }
@@ -2524,7 +2541,8 @@ fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
 }
 
 /// Adds the payloads of the events the core just logged, taken from `pending` (the events
-/// offered to it, with their payloads); `pending` is left for the caller to clear.
+/// offered to it, with their payloads); `pending` is left for the caller to clear (its
+/// payloads may have been moved out already).
 fn fill_payloads(st: &mut RunState, pending: &mut Vec<(EventId, Payload)>) {
     add_payloads(&st.run, &mut st.payloads, st.scratch.is_some(), pending);
 }
@@ -2558,7 +2576,7 @@ fn add_payloads_in_order(
     run: &Run,
     payloads: &mut Vec<Payload>,
     executes: bool,
-    pending: &mut [(EventId, Payload)],
+    pending: &mut Vec<(EventId, Payload)>,
 ) {
     let log_len = run.log().len();
     // The payloads mirror the log: once the run executes (it has scratch buffers), grown at
@@ -2576,6 +2594,18 @@ fn add_payloads_in_order(
         } else {
             payloads.reserve(log_len - len);
         }
+    }
+    // Usually every event offered was logged, in the order offered (a fan-out's outputs):
+    // the payloads move over, no reference count taken and dropped per event.
+    let new = &run.log()[payloads.len()..];
+    if new.len() == pending.len()
+        && new
+            .iter()
+            .zip(pending.iter())
+            .all(|(e, (id, _))| e.id == *id)
+    {
+        payloads.extend(pending.drain(..).map(|(_, p)| p));
+        return;
     }
     // New events are logged in the order they were offered (minus dropped duplicates), so
     // a cursor finds each payload in O(1); the search is only a fallback.
