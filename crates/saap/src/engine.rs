@@ -764,6 +764,76 @@ enum Queued {
     Bound(Box<(Arc<RunSlot>, Invocation)>),
     /// Started by a completion, bound when its turn comes.
     Started(Arc<RunSlot>, ExecutionId),
+    /// Several executions of one run started by one completion (a fan-out), bound one at a
+    /// time when their turn comes: one entry and one reference to the slot, not one each.
+    /// Taken apart by [`pop_queued`].
+    Span(Box<Span>),
+}
+
+/// Executions `next..end` of a run.
+struct Span {
+    slot: Arc<RunSlot>,
+    next: u32,
+    end: u32,
+}
+
+/// One execution taken from a queue.
+enum Turn {
+    Bound(Box<(Arc<RunSlot>, Invocation)>),
+    Started(Arc<RunSlot>, ExecutionId),
+}
+
+/// Takes a queue's first execution: its front, or a span's first (the rest stay in front).
+fn pop_queued(q: &mut VecDeque<Queued>) -> Option<Turn> {
+    if let Some(Queued::Span(s)) = q.front_mut()
+        && s.end - s.next > 1
+    {
+        s.next += 1;
+        return Some(Turn::Started(s.slot.clone(), ExecutionId(s.next - 1)));
+    }
+    Some(match q.pop_front()? {
+        Queued::Bound(b) => Turn::Bound(b),
+        Queued::Started(slot, x) => Turn::Started(slot, x),
+        Queued::Span(s) => {
+            let Span { slot, next, .. } = *s;
+            Turn::Started(slot, ExecutionId(next))
+        }
+    })
+}
+
+/// Drops the first execution of a queue's front (bound already by the caller).
+fn skip_queued(q: &mut VecDeque<Queued>) {
+    match q.front_mut() {
+        Some(Queued::Span(s)) if s.end - s.next > 1 => s.next += 1,
+        _ => {
+            q.pop_front();
+        }
+    }
+}
+
+/// The execution at a queue's front when it is one of `slot`'s, not bound yet.
+fn front_of(q: &VecDeque<Queued>, slot: &Arc<RunSlot>) -> Option<ExecutionId> {
+    match q.front()? {
+        Queued::Started(s, x) if Arc::ptr_eq(s, slot) => Some(*x),
+        Queued::Span(s) if Arc::ptr_eq(&s.slot, slot) => Some(ExecutionId(s.next)),
+        _ => None,
+    }
+}
+
+/// Queues executions a completion started (consecutive ids, as the core starts them: one
+/// span).
+fn queue_started(q: &mut VecDeque<Queued>, slot: &Arc<RunSlot>, xs: &mut Vec<ExecutionId>) {
+    match (xs.first(), xs.last()) {
+        (Some(first), Some(last)) if xs.len() > 1 && last.0 - first.0 + 1 == xs.len() as u32 => {
+            q.push_back(Queued::Span(Box::new(Span {
+                slot: slot.clone(),
+                next: first.0,
+                end: last.0 + 1,
+            })));
+            xs.clear();
+        }
+        _ => q.extend(xs.drain(..).map(|x| Queued::Started(slot.clone(), x))),
+    }
 }
 
 /// What [`Shared::launch_now`] did: launched an input that was durable already, or not
@@ -2949,6 +3019,17 @@ fn spawn_own_driver(shared: &Arc<Shared>, item: Queued) {
                 shared.bind(&slot, x, &mut inv);
                 (slot, inv)
             }
+            Queued::Span(s) => {
+                // Several of a run: driven from a queue of their own.
+                let slot = s.slot.clone();
+                let fan = Box::new(Fanout {
+                    queue: VecDeque::from([Queued::Span(s)]),
+                    ..Fanout::default()
+                });
+                drive_local(&shared, None, Some(fan), None, Some(&slot)).await;
+                shared.release(slot);
+                return;
+            }
         };
         drive_local(&shared, Some((slot.clone(), inv)), None, None, Some(&slot)).await;
         shared.release(slot);
@@ -3001,7 +3082,7 @@ async fn drive_local(
                     let queued = match engine.as_deref_mut() {
                         Some(driving) => {
                             let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
-                            let item = q.items.pop_front();
+                            let item = pop_queued(&mut q.items);
                             let idle = fan
                                 .as_ref()
                                 .is_none_or(|f| f.waiting.as_ref().is_none_or(|w| w.is_empty()));
@@ -3012,11 +3093,11 @@ async fn drive_local(
                             }
                             item
                         }
-                        None => fan.as_mut().and_then(|f| f.queue.pop_front()),
+                        None => fan.as_mut().and_then(|f| pop_queued(&mut f.queue)),
                     };
                     match queued {
-                        Some(Queued::Bound(bound)) => *bound,
-                        Some(Queued::Started(slot, x)) => {
+                        Some(Turn::Bound(bound)) => *bound,
+                        Some(Turn::Started(slot, x)) => {
                             let mut inv = fan
                                 .as_mut()
                                 .and_then(|f| f.spare.take())
@@ -3060,10 +3141,8 @@ async fn drive_local(
         loop {
             // The execution this driver runs next if the completion starts none: the front of
             // a run's own queue, when of the same run, is bound under the completion's lock.
-            let queued = match fan.as_ref().and_then(|f| f.queue.front()) {
-                Some(Queued::Started(s, x)) if engine.is_none() && Arc::ptr_eq(s, &slot) => {
-                    Some(*x)
-                }
+            let queued = match &fan {
+                Some(f) if engine.is_none() => front_of(&f.queue, &slot),
                 _ => None,
             };
             // A refused completion (the run stopped): the others still complete, refused alike.
@@ -3103,19 +3182,19 @@ async fn drive_local(
                 Next::Queued => {
                     // `inv` holds the queue's front now.
                     if let Some(f) = fan.as_mut() {
-                        f.queue.pop_front();
+                        skip_queued(&mut f.queue);
                     }
                 }
-                Next::Also => {
-                    let started = others.drain(..).map(|x| Queued::Started(slot.clone(), x));
-                    match engine {
-                        Some(_) => {
-                            let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
-                            q.items.extend(started);
-                        }
-                        None => fan.get_or_insert_with(Box::default).queue.extend(started),
+                Next::Also => match engine {
+                    Some(_) => {
+                        let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
+                        queue_started(&mut q.items, &slot, &mut others);
                     }
-                }
+                    None => {
+                        let f = fan.get_or_insert_with(Box::default);
+                        queue_started(&mut f.queue, &slot, &mut others);
+                    }
+                },
             }
             // A long chain whose steps never wait would keep this worker busy: let the
             // scheduler run other tasks once this task used its budget.

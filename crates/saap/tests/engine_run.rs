@@ -223,10 +223,11 @@ async fn a_long_inline_chain_yields_to_other_tasks_on_a_current_thread_runtime()
     );
 }
 
-/// A fan-out on the caller's driver: each queued execution is bound by the completion of
-/// the one before it (under that completion's lock). Every worker still gets its own input,
-/// the workers run in the order they started — also when some of them wait, so that
-/// bodies end out of order — and the fan-in gets every result.
+/// A fan-out queued as one span of executions, on the caller's driver (`Engine::run`) and
+/// on the engine's (`start_run`): on the caller's, each queued execution is bound by the
+/// completion of the one before it (under that completion's lock). Every worker still gets
+/// its own input, the workers run in the order they started — also when some of them wait,
+/// so that bodies end out of order — and the fan-in gets every result.
 #[tokio::test]
 async fn a_fan_outs_queued_executions_run_in_start_order_each_with_its_own_input() {
     const N: u32 = 40;
@@ -268,9 +269,15 @@ async fn a_fan_outs_queued_executions_run_in_start_order_each_with_its_own_input
             ..EngineOptions::default()
         },
     );
-    for _ in 0..2 {
+    for caller_drives in [true, true, false, false] {
         seen.lock().unwrap().clear();
-        let id = engine.run(UserMessageEvent::new("go")).await.unwrap();
+        let id = if caller_drives {
+            engine.run(UserMessageEvent::new("go")).await.unwrap()
+        } else {
+            let id = engine.start_run(UserMessageEvent::new("go")).await.unwrap();
+            engine.wait_for_end(&id).await.unwrap();
+            id
+        };
         assert_eq!(*seen.lock().unwrap(), (0..N).collect::<Vec<_>>());
         let snap = engine.snapshot(&id).unwrap();
         assert!(snap.is_ended(), "{}", snap.timeline());
