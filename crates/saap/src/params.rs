@@ -318,12 +318,22 @@ impl<T: ParamEvent> Param for Option<T> {
     }
 }
 
+/// The typed values of a list's bound events, in one allocation of the list's size (a
+/// `collect` into a `Result` cannot size its vector beforehand and grows it by doubling).
+fn extract_all<T: ParamEvent>(index: usize, bound: &[BoundEvent]) -> Result<Vec<T>, InputError> {
+    let mut items = Vec::with_capacity(bound.len());
+    for b in bound {
+        items.push(T::from_bound(index, b)?);
+    }
+    Ok(items)
+}
+
 impl<T: ParamEvent> Param for Vec<T> {
     fn decl() -> ParamDecl {
         decl::<T>(ParamKind::List, None)
     }
     fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
-        bound.iter().map(|b| T::from_bound(index, b)).collect()
+        extract_all(index, bound)
     }
     fn extend(
         prev: Option<Self>,
@@ -357,11 +367,9 @@ impl<T: ParamEvent, const N: usize> Param for FixedList<T, N> {
         if bound.len() != N {
             return Err(arity::<T>(index, N, bound.len()));
         }
-        let items = bound
-            .iter()
-            .map(|b| T::from_bound(index, b))
-            .collect::<Result<Vec<T>, _>>()?;
-        Ok(FixedList { items })
+        Ok(FixedList {
+            items: extract_all(index, bound)?,
+        })
     }
 }
 
@@ -631,6 +639,26 @@ mod tests {
         assert_eq!(<Vec<UserMessageEvent>>::decl().kind, ParamKind::List);
         let f = <FixedList<UserMessageEvent, 4> as Param>::decl();
         assert_eq!((f.kind, f.size), (ParamKind::FixedList, Some(4)));
+    }
+
+    #[test]
+    fn a_lists_typed_values_are_extracted_in_order_into_one_allocation_of_its_size() {
+        let events: Vec<BoundEvent> = (0..37).map(|i| bound(&i.to_string(), i)).collect();
+        let list = <Vec<UserMessageEvent> as Param>::extract(0, &events).unwrap();
+        assert_eq!(list.capacity(), 37, "no room left over from doubling");
+        let fixed = <FixedList<UserMessageEvent, 37> as Param>::extract(0, &events)
+            .unwrap()
+            .into_vec();
+        assert_eq!(fixed.capacity(), 37);
+        for items in [&list, &fixed] {
+            let texts: Vec<&str> = items.iter().map(|m| m.message.as_str()).collect();
+            let want: Vec<String> = (0..37).map(|i| i.to_string()).collect();
+            assert_eq!(texts, want);
+        }
+        // A bad event still fails the whole list.
+        let mut bad = events.clone();
+        bad[5].payload = Payload::from_json(serde_json::json!({ "message": 5 }));
+        assert!(<Vec<UserMessageEvent> as Param>::extract(0, &bad).is_err());
     }
 
     #[test]
