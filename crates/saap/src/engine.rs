@@ -926,12 +926,16 @@ impl PreconditionEvaluator for Pre<'_> {
         let mut skipped = std::mem::take(&mut entry.skipped);
         let mut bound = std::mem::take(&mut entry.bound);
         skipped.clear();
-        bound.truncate(n);
-        bound.resize_with(n, Vec::new);
+        if bound.len() != n {
+            bound.truncate(n);
+            bound.resize_with(n, Vec::new);
+        }
+        // What the cached inputs will hold, per parameter, updated as each is read.
+        entry.seen.resize(n, (0, 0));
         for (pi, events) in bound.iter_mut().enumerate() {
             let seqs = call.bound(pi as u32);
-            let keep = match entry.seen.get(pi) {
-                Some(&(len, last))
+            let keep = match entry.seen[pi] {
+                (len, last)
                     if cached
                         && params.get(pi).map(|p| p.kind) == Some(ParamKind::List)
                         && len > 0
@@ -941,6 +945,7 @@ impl PreconditionEvaluator for Pre<'_> {
                 }
                 _ => 0,
             };
+            entry.seen[pi] = (seqs.len(), seqs.last().copied().unwrap_or(0));
             skipped.push(keep);
             events.clear();
             events.extend(seqs[keep..].iter().map(|&seq| {
@@ -963,11 +968,6 @@ impl PreconditionEvaluator for Pre<'_> {
                 }
             }));
         }
-        entry.seen.clear();
-        entry.seen.extend((0..n).map(|pi| {
-            let seqs = call.bound(pi as u32);
-            (seqs.len(), seqs.last().copied().unwrap_or(0))
-        }));
         // A precondition that reads the run's config asks for the start event's fields.
         let start = || crate::config::start_payload(call.run, self.payloads, self.pending);
         let value = &mut entry.value;
