@@ -1664,9 +1664,19 @@ impl Run {
     #[inline(never)]
     fn reserve_for(&mut self, outputs: &[NewEvent]) {
         let n = outputs.len().min(MAX_LOG_EVENTS);
+        // Outputs that each start an execution of the step they link to (a fan-out to
+        // workers): the executions and their bindings are sized once, not doubled (at
+        // N = 10,000 the copies of doubling tables cost cache misses per arrival), and the
+        // log and id index keep room for the event each worker usually returns.
+        let starts = outputs[..n]
+            .iter()
+            .filter(|e| matches!(e.ty, NewEventType::Known(t) if self.spec.chain_link(t).is_some()))
+            .count();
+        let returned = if starts > 1 { starts } else { 0 };
         // And room for the event that usually follows (a fan-in's output): the log does not
         // double, copying all these events, for the one after them.
-        self.log.reserve(n + END_EVENTS);
+        self.log
+            .reserve((n + returned).min(MAX_LOG_EVENTS) + END_EVENTS);
         // The records these arrivals usually make, and a few for the completion and end
         // that often follow (a fan-in's): the records vector does not double on the way.
         let records = outputs[..n]
@@ -1677,16 +1687,9 @@ impl Run {
             })
             .fold(END_RECORDS, usize::saturating_add);
         self.records.reserve(records.min(MAX_RESERVED_RECORDS));
-        // Outputs that each start an execution of the step they link to (a fan-out to
-        // workers): the executions and their bindings are sized once, not doubled (at
-        // N = 10,000 the copies of doubling tables cost cache misses per arrival).
-        let starts = outputs[..n]
-            .iter()
-            .filter(|e| matches!(e.ty, NewEventType::Known(t) if self.spec.chain_link(t).is_some()))
-            .count();
-        if starts > 1 {
-            self.executions.reserve(starts);
-            self.bindings.reserve(starts);
+        if returned > 0 {
+            self.executions.reserve(returned);
+            self.bindings.reserve(returned);
         }
         if !self.ids_indexed && self.log.len() + n > self.index_ids_at as usize {
             self.index_ids();
@@ -1695,7 +1698,7 @@ impl Run {
             let log = &self.log;
             rare(&mut self.rare)
                 .by_id
-                .reserve(n, |s| log[s as usize].id);
+                .reserve((n + returned).min(MAX_LOG_EVENTS), |s| log[s as usize].id);
         }
     }
 
