@@ -2329,7 +2329,17 @@ impl Shared {
         let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
             return Err(format!("the workflow has no step {step_idx}"));
         };
-        match std::panic::catch_unwind(AssertUnwindSafe(|| (step.handler)(inputs, ctx, outs))) {
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut body = crate::workflow::body_run(step);
+            match body.as_mut().start(inputs, ctx, outs, None) {
+                Ok(_) => Ok(body),
+                Err(e) => {
+                    crate::workflow::recycle_body(step.key, body);
+                    Err(e)
+                }
+            }
+        }));
+        match started {
             Ok(Ok(f)) => Ok(f),
             Ok(Err(e)) => Err(format!(
                 "step `{}` cannot read its inputs: {e}",
@@ -2368,8 +2378,11 @@ impl Shared {
         match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(r)) => {
-                if let Some(f) = body.take() {
-                    f.recycle();
+                if let (Some(f), Some(step)) = (
+                    body.take(),
+                    self.workflow.inner.steps.get(step_idx as usize),
+                ) {
+                    crate::workflow::recycle_body(step.key, f);
                 }
                 Poll::Ready(r)
             }
@@ -2399,14 +2412,19 @@ impl Shared {
             return Ok(Err(format!("the workflow has no step {step_idx}")));
         };
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let mut body = (step.handler)(inputs, ctx, outs)?;
-            Ok::<_, crate::params::InputError>(match body.as_mut().poll(cx) {
-                Poll::Ready(r) => {
-                    body.recycle();
-                    Ok(r)
+            let mut body = crate::workflow::body_run(step);
+            // One dynamic call extracts the inputs, makes the body and polls it.
+            match body.as_mut().start(inputs, ctx, outs, Some(cx)) {
+                Ok(Poll::Ready(r)) => {
+                    crate::workflow::recycle_body(step.key, body);
+                    Ok(Ok(r))
                 }
-                Poll::Pending => Err(body),
-            })
+                Ok(Poll::Pending) => Ok(Err(body)),
+                Err(e) => {
+                    crate::workflow::recycle_body(step.key, body);
+                    Err(e)
+                }
+            }
         }));
         match polled {
             Ok(Ok(polled)) => polled,
@@ -3365,6 +3383,78 @@ pub fn is_running(state: ExecState) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_ended_body_run_is_kept_by_its_thread_and_its_step_starts_in_it_again() {
+        use crate::event::{StopEvent, UserMessageEvent};
+        use crate::workflow::{StepRun, body_run, kept_bodies, recycle_body};
+        let engine = Engine::in_memory(slow_or_fast());
+        // A run whose body waits: its slot gives the bodies below a context.
+        let run = engine
+            .start_run(UserMessageEvent::new("slow"))
+            .await
+            .unwrap();
+        let slot = engine.shared.slot(&run).unwrap();
+        let ctx = || StepCtx {
+            run: crate::context::CtxRun::Local(slot.clone()),
+            execution: ExecutionId(0),
+            attempt: 0,
+        };
+        let bound = |m: &str| {
+            vec![vec![BoundEvent {
+                id: EventId::from_bytes([7; 12]),
+                name: crate::params::EventName::Static("UserMessageEvent"),
+                payload: Payload::typed(UserMessageEvent::new(m)),
+            }]]
+        };
+        let step = &engine.shared.workflow.inner.steps[0];
+        let address = |f: &StepFuture| &**f as *const dyn StepRun as *const u8;
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let kept_before = kept_bodies();
+
+        let mut first = body_run(step);
+        let at = address(&first);
+        let Ok(Poll::Ready(Ok(out))) =
+            first
+                .as_mut()
+                .start(&bound("fast"), ctx(), Vec::new(), Some(&mut cx))
+        else {
+            panic!("a ready body ends at its first poll");
+        };
+        assert!(out[0].payload.get::<StopEvent>().is_some());
+        recycle_body(step.key, first);
+        assert_eq!(kept_bodies(), kept_before + 1, "the ended run is kept");
+
+        let mut again = body_run(step);
+        assert_eq!(address(&again), at, "the allocation is reused");
+        assert_eq!(kept_bodies(), kept_before);
+        let Ok(Poll::Pending) = again
+            .as_mut()
+            .start(&bound("fast"), ctx(), Vec::new(), None)
+        else {
+            panic!("a body started without a context is not polled yet");
+        };
+        let Poll::Ready(Ok(out)) = again.as_mut().poll(&mut cx) else {
+            panic!("the restarted body runs its new future");
+        };
+        assert_eq!(out.len(), 1);
+        assert!(
+            matches!(again.as_mut().poll(&mut cx), Poll::Ready(Err(_))),
+            "an ended run polled again is an error, not a panic"
+        );
+        assert!(
+            again.as_mut().start(&[], ctx(), Vec::new(), None).is_err(),
+            "inputs that do not fit the step are an error, not a panic"
+        );
+        let mut waits = body_run(step);
+        assert_ne!(address(&waits), at, "a body in use is not handed out twice");
+        assert!(matches!(
+            waits
+                .as_mut()
+                .start(&bound("slow"), ctx(), Vec::new(), Some(&mut cx)),
+            Ok(Poll::Pending)
+        ));
+    }
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_new_runs_thread_id_is_a_fresh_object_id_made_once_and_a_given_one_is_kept() {

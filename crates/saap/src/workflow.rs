@@ -90,15 +90,21 @@ impl<E: std::error::Error> From<E> for StepError {
     }
 }
 
-/// A running step body. When it has ended, the engine hands it back with
-/// [`StepRun::recycle`], which keeps its allocation for the step's next execution on this
-/// thread: an inline chain allocates no future per step.
+/// A step's body run: the future of one execution's body and the vector its outputs go
+/// to. An ended one is kept by its thread for the step's next execution ([`recycle_body`]),
+/// which starts in place: an inline chain allocates no future per step.
 pub(crate) trait StepRun: Future<Output = Result<Vec<OutEvent>, String>> + Send {
-    /// Drops the body's future (in place) and keeps the allocation in this thread's cache
-    /// of ended bodies.
-    fn recycle(self: Pin<Box<Self>>);
-    /// Replaces this ended body with `next`, an `Option<Self>` (taken when it is one).
-    fn restart(self: Pin<&mut Self>, next: &mut dyn std::any::Any);
+    /// Starts an execution in this run, which has ended (or never started): extracts the
+    /// step's typed inputs from `bound`, makes the body's future in place and, given `cx`,
+    /// polls it once (without `cx` the result is `Pending`: not polled yet). One dynamic
+    /// call for all of it; no type-erased value goes in or out.
+    fn start(
+        self: Pin<&mut Self>,
+        bound: &[Vec<BoundEvent>],
+        ctx: StepCtx,
+        out: Vec<OutEvent>,
+        cx: Option<&mut std::task::Context<'_>>,
+    ) -> Result<std::task::Poll<Result<Vec<OutEvent>, String>>, InputError>;
 }
 
 pub(crate) type StepFuture = Pin<Box<dyn StepRun>>;
@@ -134,21 +140,53 @@ fn ended_body(key: u32) -> Option<StepFuture> {
         .flatten()
 }
 
-pin_project_lite::pin_project! {
-    /// A step body's future and the vector its outputs go to. Reused through
-    /// [`ENDED_BODIES`]: [`Pin::set`] replaces an ended run's value in place, so no
-    /// allocation is unpinned.
-    struct BodyRun<Fut, O> {
-        #[pin]
-        body: Option<Fut>,
-        out: Vec<OutEvent>,
-        // The step's key in `ENDED_BODIES`.
-        key: u32,
-        outputs: std::marker::PhantomData<fn() -> O>,
+/// A body run for an execution of `step`: its ended one kept by this thread, or a new one.
+/// Start it with [`StepRun::start`].
+pub(crate) fn body_run(step: &StepImpl) -> StepFuture {
+    match ended_body(step.key) {
+        Some(body) => body,
+        None => (step.handler)(),
     }
 }
 
-impl<Fut, O> Future for BodyRun<Fut, O>
+/// How many ended body runs this thread keeps.
+#[cfg(test)]
+pub(crate) fn kept_bodies() -> usize {
+    ENDED_BODIES.with(|c| c.borrow().iter().flatten().count())
+}
+
+/// Keeps `body`, a run of the step with `key` that has ended (its future is gone), in this
+/// thread's cache for the step's next execution. Freed instead when the thread is exiting
+/// (no cache), or when the entry holds a body of another step (a workflow of more than
+/// `BODY_CACHE_SLOTS` steps).
+pub(crate) fn recycle_body(key: u32, body: StepFuture) {
+    let _ = ENDED_BODIES.try_with(move |cache| {
+        if let Ok(mut cache) = cache.try_borrow_mut() {
+            let i = key as usize % BODY_CACHE_SLOTS;
+            if cache.len() <= i {
+                cache.resize_with(i + 1, || None);
+            }
+            if cache[i].is_none() {
+                cache[i] = Some((key, body));
+            }
+        }
+    });
+}
+
+pin_project_lite::pin_project! {
+    /// A step body's future and the vector its outputs go to, with the step's body function
+    /// (to start the next execution in place). Reused through [`ENDED_BODIES`]: [`Pin::set`]
+    /// replaces an ended future in place, so no allocation is unpinned.
+    struct BodyRun<B, I, Fut, O> {
+        #[pin]
+        body: Option<Fut>,
+        out: Vec<OutEvent>,
+        make: Arc<B>,
+        types: std::marker::PhantomData<fn(I) -> O>,
+    }
+}
+
+impl<B, I, Fut, O> Future for BodyRun<B, I, Fut, O>
 where
     Fut: Future<Output = Result<O, StepError>>,
     O: Outputs,
@@ -176,63 +214,36 @@ where
     }
 }
 
-impl<Fut, O> StepRun for BodyRun<Fut, O>
+impl<B, I, Fut, O> StepRun for BodyRun<B, I, Fut, O>
 where
+    B: Fn(I, StepCtx) -> Fut + Send + Sync + 'static,
+    I: Inputs,
     Fut: Future<Output = Result<O, StepError>> + Send + 'static,
     O: Outputs,
 {
-    fn recycle(mut self: Pin<Box<Self>>) {
+    #[inline]
+    fn start(
+        mut self: Pin<&mut Self>,
+        bound: &[Vec<BoundEvent>],
+        ctx: StepCtx,
+        out: Vec<OutEvent>,
+        cx: Option<&mut std::task::Context<'_>>,
+    ) -> Result<std::task::Poll<Result<Vec<OutEvent>, String>>, InputError> {
+        let inputs = I::extract(bound)?;
         let mut this = self.as_mut().project();
-        this.body.set(None);
-        *this.out = Vec::new();
-        let key = *this.key;
-        // Freed instead when the thread is exiting (no cache), or when the entry holds a
-        // body of another step (a workflow of more than `BODY_CACHE_SLOTS` steps).
-        let _ = ENDED_BODIES.try_with(move |cache| {
-            if let Ok(mut cache) = cache.try_borrow_mut() {
-                let i = key as usize % BODY_CACHE_SLOTS;
-                if cache.len() <= i {
-                    cache.resize_with(i + 1, || None);
-                }
-                if cache[i].is_none() {
-                    cache[i] = Some((key, self));
-                }
-            }
-        });
-    }
-    fn restart(mut self: Pin<&mut Self>, next: &mut dyn std::any::Any) {
-        if let Some(run) = next.downcast_mut::<Option<Self>>().and_then(Option::take) {
-            self.set(run);
-        }
+        let body = (this.make)(inputs, ctx);
+        this.body.set(Some(body));
+        *this.out = out;
+        Ok(match cx {
+            Some(cx) => self.poll(cx),
+            None => std::task::Poll::Pending,
+        })
     }
 }
 
-/// A body run: the ended one of its step kept by this thread, restarted in place, or a new
-/// allocation.
-fn start_body_run<Fut, O>(run: BodyRun<Fut, O>) -> StepFuture
-where
-    Fut: Future<Output = Result<O, StepError>> + Send + 'static,
-    O: Outputs,
-{
-    let Some(mut ended) = ended_body(run.key) else {
-        return Box::pin(run);
-    };
-    let mut next = Some(run);
-    ended.as_mut().restart(&mut next);
-    match next {
-        // Not restarted (cannot happen: a key belongs to one step, so to one type).
-        Some(run) => Box::pin(run),
-        None => ended,
-    }
-}
-
-/// Runs a step: extracts its typed inputs from the bound events and returns the body's
-/// future, which fills the given (empty) vector with the outputs.
-pub(crate) type ErasedHandler = Arc<
-    dyn Fn(&[Vec<BoundEvent>], StepCtx, Vec<OutEvent>) -> Result<StepFuture, InputError>
-        + Send
-        + Sync,
->;
+/// Makes a new (not started) body run of a step: called when its thread keeps no ended
+/// one.
+pub(crate) type ErasedHandler = Arc<dyn Fn() -> StepFuture + Send + Sync>;
 /// A precondition over the bound inputs. `bound[i]` holds the events of parameter `i` after
 /// the first `skipped[i]`, which are already in the typed inputs kept in `cache` by the
 /// previous evaluation for this run and step (see [`PreCacheSlot`]); the last argument yields
@@ -289,6 +300,8 @@ pub struct Step<I: Inputs> {
     precondition: Option<(String, ErasedPrecondition)>,
     config_checks: Vec<ConfigCheck>,
     handler: ErasedHandler,
+    // The step's key in `ENDED_BODIES`.
+    key: u32,
     _inputs: std::marker::PhantomData<fn(I)>,
 }
 
@@ -302,16 +315,15 @@ impl<I: Inputs> Step<I> {
     {
         let mut outputs = OutputDecl::default();
         O::declare(&mut outputs);
-        let body = Arc::new(body);
+        let make = Arc::new(body);
         let key = NEXT_BODY_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let handler: ErasedHandler = Arc::new(move |bound, ctx, out: Vec<OutEvent>| {
-            let inputs = I::extract(bound)?;
-            Ok(start_body_run(BodyRun {
-                body: Some(body(inputs, ctx)),
-                out,
-                key,
-                outputs: std::marker::PhantomData,
-            }))
+        let handler: ErasedHandler = Arc::new(move || {
+            Box::pin(BodyRun {
+                body: None,
+                out: Vec::new(),
+                make: make.clone(),
+                types: std::marker::PhantomData::<fn(I) -> O>,
+            })
         });
         Step {
             name: name.to_string(),
@@ -324,6 +336,7 @@ impl<I: Inputs> Step<I> {
             precondition: None,
             config_checks: Vec::new(),
             handler,
+            key,
             _inputs: std::marker::PhantomData,
         }
     }
@@ -415,6 +428,8 @@ impl<I: Inputs> Step<I> {
 /// The runtime side of a step.
 pub(crate) struct StepImpl {
     pub handler: ErasedHandler,
+    /// The step's key in [`ENDED_BODIES`].
+    pub key: u32,
     pub precondition: Option<ErasedPrecondition>,
 }
 
@@ -670,6 +685,7 @@ impl WorkflowBuilder {
             spec,
             StepImpl {
                 handler: step.handler,
+                key: step.key,
                 precondition: step.precondition.map(|(_, f)| f),
             },
         ));
@@ -753,62 +769,6 @@ mod tests {
     use super::*;
     use crate::event::UserMessageEvent;
     use crate::params::Required;
-
-    #[test]
-    fn an_ended_body_run_is_kept_by_its_thread_and_reused_in_place() {
-        type Fut = std::future::Ready<Result<UserMessageEvent, StepError>>;
-        let key = NEXT_BODY_KEY.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
-        let run = move |m: &str| BodyRun {
-            body: Some(std::future::ready(Ok(UserMessageEvent::new(m)))),
-            out: Vec::new(),
-            key,
-            outputs: std::marker::PhantomData::<fn() -> UserMessageEvent>,
-        };
-        let message = |out: Vec<OutEvent>| {
-            out[0]
-                .payload
-                .get::<UserMessageEvent>()
-                .unwrap()
-                .message
-                .clone()
-        };
-        let address = |f: &StepFuture| &**f as *const dyn StepRun as *const u8;
-        let kept = || ENDED_BODIES.with(|c| c.borrow().iter().flatten().count());
-        // A thread of its own: the cache is per thread.
-        std::thread::spawn(move || {
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-            let mut first = start_body_run::<Fut, _>(run("a"));
-            let at = address(&first);
-            let std::task::Poll::Ready(Ok(out)) = first.as_mut().poll(&mut cx) else {
-                panic!("a ready body ends at its first poll");
-            };
-            assert_eq!(message(out), "a");
-            first.recycle();
-            assert_eq!(kept(), 1, "the ended run is kept");
-
-            // Another step's body does not take it.
-            let other = start_body_run::<Fut, _>(BodyRun {
-                key: key + 1,
-                ..run("other")
-            });
-            assert_ne!(address(&other), at);
-            assert_eq!(kept(), 1);
-
-            let mut again = start_body_run::<Fut, _>(run("b"));
-            assert_eq!(address(&again), at, "the allocation is reused");
-            assert_eq!(kept(), 0);
-            let std::task::Poll::Ready(Ok(out)) = again.as_mut().poll(&mut cx) else {
-                panic!("a ready body ends at its first poll");
-            };
-            assert_eq!(message(out), "b", "the reused run runs the new body");
-            assert!(
-                matches!(again.as_mut().poll(&mut cx), std::task::Poll::Ready(Err(_))),
-                "an ended run polled again is an error, not a panic"
-            );
-        })
-        .join()
-        .unwrap();
-    }
 
     #[test]
     fn parameter_names_default_to_snake_case_type_names() {
