@@ -1504,18 +1504,25 @@ impl Run {
         ty: &mut NewEventType,
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<(), CompleteError> {
-        self.size_for_a_whole_run();
-        self.executions[execution.0 as usize].state = ExecState::Completed;
-        self.records.push(Record::ExecutionCompleted {
-            execution,
-            attempt,
-            outputs: 1,
-        });
+        self.mark_completed(execution, attempt, 1);
         match self.append_event(id, ty, Origin::Execution(execution), pre) {
             // Outputs of a live execution always belong to a started run.
             Ok(_) | Err(Refused::NotStarted { .. }) => Ok(()),
             Err(r) => Err(self.refusal(r).into()),
         }
+    }
+
+    /// Marks a live execution completed with `outputs` events, and records it (the run's
+    /// tables sized for a whole run first).
+    #[inline(always)]
+    fn mark_completed(&mut self, execution: ExecutionId, attempt: u32, outputs: u32) {
+        self.size_for_a_whole_run();
+        self.executions[execution.0 as usize].state = ExecState::Completed;
+        self.records.push(Record::ExecutionCompleted {
+            execution,
+            attempt,
+            outputs,
+        });
     }
 
     /// A live execution returned `outputs` (appended in return order, each dispatched).
@@ -1550,13 +1557,7 @@ impl Run {
         outputs: &mut Vec<NewEvent>,
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<(), CompleteError> {
-        self.size_for_a_whole_run();
-        self.executions[execution.0 as usize].state = ExecState::Completed;
-        self.records.push(Record::ExecutionCompleted {
-            execution,
-            attempt,
-            outputs: outputs.len() as u32,
-        });
+        self.mark_completed(execution, attempt, outputs.len() as u32);
         // Appended in place (no move of each event); the vector keeps its allocation.
         for ev in outputs.iter_mut() {
             match self.append_event(ev.id, &mut ev.ty, Origin::Execution(execution), pre) {
