@@ -2331,7 +2331,7 @@ impl Shared {
         };
         let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let mut body = crate::workflow::body_run(step);
-            match body.as_mut().start(inputs, ctx, outs, None) {
+            match body.as_mut().start(&step.body_fn, inputs, ctx, outs, None) {
                 Ok(_) => Ok(body),
                 Err(e) => {
                     crate::workflow::recycle_body(step.key, body);
@@ -2414,7 +2414,10 @@ impl Shared {
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let mut body = crate::workflow::body_run(step);
             // One dynamic call extracts the inputs, makes the body and polls it.
-            match body.as_mut().start(inputs, ctx, outs, Some(cx)) {
+            match body
+                .as_mut()
+                .start(&step.body_fn, inputs, ctx, outs, Some(cx))
+            {
                 Ok(Poll::Ready(r)) => {
                     crate::workflow::recycle_body(step.key, body);
                     Ok(Ok(r))
@@ -3414,11 +3417,13 @@ mod tests {
 
         let mut first = body_run(step);
         let at = address(&first);
-        let Ok(Poll::Ready(Ok(out))) =
-            first
-                .as_mut()
-                .start(&bound("fast"), ctx(), Vec::new(), Some(&mut cx))
-        else {
+        let Ok(Poll::Ready(Ok(out))) = first.as_mut().start(
+            &step.body_fn,
+            &bound("fast"),
+            ctx(),
+            Vec::new(),
+            Some(&mut cx),
+        ) else {
             panic!("a ready body ends at its first poll");
         };
         assert!(out[0].payload.get::<StopEvent>().is_some());
@@ -3428,9 +3433,10 @@ mod tests {
         let mut again = body_run(step);
         assert_eq!(address(&again), at, "the allocation is reused");
         assert_eq!(kept_bodies(), kept_before);
-        let Ok(Poll::Pending) = again
-            .as_mut()
-            .start(&bound("fast"), ctx(), Vec::new(), None)
+        let Ok(Poll::Pending) =
+            again
+                .as_mut()
+                .start(&step.body_fn, &bound("fast"), ctx(), Vec::new(), None)
         else {
             panic!("a body started without a context is not polled yet");
         };
@@ -3443,15 +3449,22 @@ mod tests {
             "an ended run polled again is an error, not a panic"
         );
         assert!(
-            again.as_mut().start(&[], ctx(), Vec::new(), None).is_err(),
+            again
+                .as_mut()
+                .start(&step.body_fn, &[], ctx(), Vec::new(), None)
+                .is_err(),
             "inputs that do not fit the step are an error, not a panic"
         );
         let mut waits = body_run(step);
         assert_ne!(address(&waits), at, "a body in use is not handed out twice");
         assert!(matches!(
-            waits
-                .as_mut()
-                .start(&bound("slow"), ctx(), Vec::new(), Some(&mut cx)),
+            waits.as_mut().start(
+                &step.body_fn,
+                &bound("slow"),
+                ctx(),
+                Vec::new(),
+                Some(&mut cx)
+            ),
             Ok(Poll::Pending)
         ));
     }

@@ -100,6 +100,7 @@ pub(crate) trait StepRun: Future<Output = Result<Vec<OutEvent>, String>> + Send 
     /// call for all of it; no type-erased value goes in or out.
     fn start(
         self: Pin<&mut Self>,
+        make: &BodyFn,
         bound: &[Vec<BoundEvent>],
         ctx: StepCtx,
         out: Vec<OutEvent>,
@@ -108,6 +109,11 @@ pub(crate) trait StepRun: Future<Output = Result<Vec<OutEvent>, String>> + Send 
 }
 
 pub(crate) type StepFuture = Pin<Box<dyn StepRun>>;
+
+/// A step's body function (the `F` of [`Step::new`]), type-erased. Held by the workflow's
+/// step only: a body run kept by a thread after its workflow is gone holds none of what the
+/// function captured.
+pub(crate) type BodyFn = Arc<dyn std::any::Any + Send + Sync>;
 
 thread_local! {
     /// Ended body runs, kept for the next execution of their step on this thread: entry
@@ -174,15 +180,15 @@ pub(crate) fn recycle_body(key: u32, body: StepFuture) {
 }
 
 pin_project_lite::pin_project! {
-    /// A step body's future and the vector its outputs go to, with the step's body function
-    /// (to start the next execution in place). Reused through [`ENDED_BODIES`]: [`Pin::set`]
-    /// replaces an ended future in place, so no allocation is unpinned.
+    /// A step body's future and the vector its outputs go to. Reused through
+    /// [`ENDED_BODIES`]: [`Pin::set`] replaces an ended future in place, so no allocation is
+    /// unpinned. The step's body function `B` is handed to [`StepRun::start`] by the
+    /// workflow's step, not kept here.
     struct BodyRun<B, I, Fut, O> {
         #[pin]
         body: Option<Fut>,
         out: Vec<OutEvent>,
-        make: Arc<B>,
-        types: std::marker::PhantomData<fn(I) -> O>,
+        types: std::marker::PhantomData<fn(B, I) -> O>,
     }
 }
 
@@ -224,14 +230,21 @@ where
     #[inline]
     fn start(
         mut self: Pin<&mut Self>,
+        make: &BodyFn,
         bound: &[Vec<BoundEvent>],
         ctx: StepCtx,
         out: Vec<OutEvent>,
         cx: Option<&mut std::task::Context<'_>>,
     ) -> Result<std::task::Poll<Result<Vec<OutEvent>, String>>, InputError> {
+        let Some(make) = make.downcast_ref::<B>() else {
+            // A run is only started with its own step's function (a key is one step's).
+            return Ok(std::task::Poll::Ready(Err(
+                "a step's body run was started with another step's function; this is an engine bug, please report it".into(),
+            )));
+        };
         let inputs = I::extract(bound)?;
         let mut this = self.as_mut().project();
-        let body = (this.make)(inputs, ctx);
+        let body = make(inputs, ctx);
         this.body.set(Some(body));
         *this.out = out;
         Ok(match cx {
@@ -300,6 +313,7 @@ pub struct Step<I: Inputs> {
     precondition: Option<(String, ErasedPrecondition)>,
     config_checks: Vec<ConfigCheck>,
     handler: ErasedHandler,
+    body_fn: BodyFn,
     // The step's key in `ENDED_BODIES`.
     key: u32,
     _inputs: std::marker::PhantomData<fn(I)>,
@@ -315,14 +329,13 @@ impl<I: Inputs> Step<I> {
     {
         let mut outputs = OutputDecl::default();
         O::declare(&mut outputs);
-        let make = Arc::new(body);
+        let body_fn: BodyFn = Arc::new(body);
         let key = NEXT_BODY_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let handler: ErasedHandler = Arc::new(move || {
             Box::pin(BodyRun {
                 body: None,
                 out: Vec::new(),
-                make: make.clone(),
-                types: std::marker::PhantomData::<fn(I) -> O>,
+                types: std::marker::PhantomData::<fn(F, I) -> O>,
             })
         });
         Step {
@@ -336,6 +349,7 @@ impl<I: Inputs> Step<I> {
             precondition: None,
             config_checks: Vec::new(),
             handler,
+            body_fn,
             key,
             _inputs: std::marker::PhantomData,
         }
@@ -428,6 +442,8 @@ impl<I: Inputs> Step<I> {
 /// The runtime side of a step.
 pub(crate) struct StepImpl {
     pub handler: ErasedHandler,
+    /// The step's body function, handed to [`StepRun::start`].
+    pub body_fn: BodyFn,
     /// The step's key in [`ENDED_BODIES`].
     pub key: u32,
     pub precondition: Option<ErasedPrecondition>,
@@ -685,6 +701,7 @@ impl WorkflowBuilder {
             spec,
             StepImpl {
                 handler: step.handler,
+                body_fn: step.body_fn,
                 key: step.key,
                 precondition: step.precondition.map(|(_, f)| f),
             },

@@ -286,3 +286,42 @@ async fn a_fan_outs_queued_executions_run_in_start_order_each_with_its_own_input
         assert_eq!(snap.events_of::<Done>(), vec![Done { n: (0..N).sum() }]);
     }
 }
+
+/// A thread keeps a step's ended body run for the step's next execution; dropping the
+/// engine and its workflow still drops what the step's function captured (the kept run
+/// holds none of it).
+#[tokio::test(flavor = "current_thread")]
+async fn what_a_step_captured_is_dropped_with_its_engine_though_its_thread_keeps_the_body_run() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct Flag(Arc<AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = Flag(dropped.clone());
+    let wf = Workflow::builder("Captures")
+        .step(Step::new(
+            "only",
+            move |_: Required<UserMessageEvent>, _: StepCtx| {
+                let n = u32::from(!flag.0.load(Ordering::SeqCst));
+                async move { Ok::<_, StepError>(Done { n }) }
+            },
+        ))
+        .build()
+        .unwrap();
+    let engine = Engine::in_memory(wf);
+    // Runs on this task: the ended body run stays with this thread.
+    let id = engine.run(UserMessageEvent::new("go")).await.unwrap();
+    assert_eq!(
+        engine.snapshot(&id).unwrap().events_of::<Done>(),
+        vec![Done { n: 1 }]
+    );
+    assert!(!dropped.load(Ordering::SeqCst));
+    drop(engine);
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the step's captured value outlived its engine and workflow"
+    );
+}
