@@ -1256,10 +1256,10 @@ impl Run {
         result
     }
 
-    /// Starts an execution of `step` whose bindings are at `bind_start` (its input set is
-    /// already recorded where it has to be).
+    /// A new running execution of `step` (first attempt), counted against the step's
+    /// budget; its record is the caller's.
     #[inline(always)]
-    fn start(&mut self, step: StepIdx, trigger: Seq, bind_start: u32) {
+    fn push_execution(&mut self, step: StepIdx, trigger: Seq, bind_start: u32) -> ExecutionId {
         let execution = ExecutionId(self.executions.len() as u32);
         self.executions.push(Execution {
             step,
@@ -1271,6 +1271,14 @@ impl Run {
         });
         let c = self.count_slot(step);
         self.slots[c] += 1;
+        execution
+    }
+
+    /// Starts an execution of `step` whose bindings are at `bind_start` (its input set is
+    /// already recorded where it has to be).
+    #[inline(always)]
+    fn start(&mut self, step: StepIdx, trigger: Seq, bind_start: u32) {
+        let execution = self.push_execution(step, trigger, bind_start);
         self.records.push(Record::ExecutionStarted {
             execution,
             step,
@@ -1641,16 +1649,7 @@ impl Run {
             fill_seq_table(&mut self.rare, seq);
         }
         self.bindings.push(Bound::One(seq));
-        self.executions.push(Execution {
-            step,
-            trigger: seq,
-            state: ExecState::Running,
-            attempt: 1,
-            error: None,
-            bind_start,
-        });
-        let c = self.count_slot(step);
-        self.slots[c] += 1;
+        self.push_execution(step, seq, bind_start);
         if self.executions.len() >= self.index_sets_at as usize {
             self.index_input_sets();
         }
