@@ -26,7 +26,7 @@ b=$(ir s1b "$bin" --count s1 --runs 2000)
 echo "S1 chain-10: $(((b - a) / 10000)) instructions per step in total (harness, run creation and drop included)"
 r=$(incl s1b 'saap_dispatch::run::Run::returned')
 echo "S1 chain-10: $((r / 20000)) instructions per completion in Run::returned (append, dispatch, start, records)"
-for shape in s1reset s1one; do
+for shape in s1reset; do
     a=$(ir "${shape}a" "$bin" --count "$shape" --runs 1000)
     b=$(ir "${shape}b" "$bin" --count "$shape" --runs 2000)
     echo "$shape chain-10, one recycled run: $(((b - a) / 10000)) instructions per step in total"

@@ -9,8 +9,7 @@
 //! buffer), and prints nothing else; `--count s2 --n N` drives one fan-out of N (fixed
 //! list; `--count s2list` for list + precondition; `--count s2w` with a worker execution
 //! per item between the fan-out and the fan-in, as issue 3's S2; `--count s1reset` recycles
-//! one run with `Run::reset` as the engine does, `--count s1one` also reads each input with
-//! `Run::single_input` and completes with `Run::complete_one`). Run each at two sizes under
+//! one run with `Run::reset` as the engine does). Run each at two sizes under
 //! `valgrind --tool=callgrind` and divide the difference by the added steps or arrivals
 //! (`benches/callgrind.sh` does it; figures in `BENCHMARKS.md`).
 
@@ -174,34 +173,6 @@ fn drive_returned(
     steps
 }
 
-/// [`drive_returned`] for a chain, as an engine recycling its runs would drive it: each
-/// execution's input read with `Run::single_input`, its one output handed over with
-/// `Run::complete_one` (no output buffer).
-fn drive_one(
-    run: &mut Run,
-    start: saap_dispatch::TypeId,
-    buf: &mut Vec<saap_dispatch::ExecutionId>,
-) -> usize {
-    run.append(
-        NewEvent::known(counter_event_id(1), start),
-        &mut DeclaredConditions,
-    )
-    .expect("start");
-    let mut steps = 0;
-    run.drain_started_into(buf);
-    while let Some(x) = buf.pop() {
-        steps += 1;
-        let (step, input) = run.single_input(x).expect("a chain step has one input");
-        std::hint::black_box(run.log()[input as usize].id);
-        let ty = run.spec().steps[step as usize].outputs[0];
-        let id = derived_event_id(run.run_key(), x, 0);
-        run.complete_one(x, 1, NewEvent::known(id, ty), &mut DeclaredConditions)
-            .expect("complete");
-        run.drain_started_into(buf);
-    }
-    steps
-}
-
 /// `--count <shape>`: one pass of a shape, for instruction counting under callgrind.
 fn count_mode(shape: &str, arg: impl Fn(&str) -> Option<usize>) {
     let mut buf = Vec::new();
@@ -236,19 +207,15 @@ fn count_mode(shape: &str, arg: impl Fn(&str) -> Option<usize>) {
             steps
         }
         // One run recycled with `Run::reset`, as the engine does: the steady per-step cost
-        // without run creation, growth and drop; `s1one` through `Run::complete_one`.
-        "s1reset" | "s1one" => {
+        // without run creation, growth and drop.
+        "s1reset" => {
             let mut run = Run::new(Arc::new(chain_spec(10)), 0);
             let start = run.spec().type_id("StartEvent").expect("start");
             let runs = arg("--runs").unwrap_or(1_000);
             let mut steps = 0;
             for r in 0..runs {
                 run.reset(r as u64);
-                steps += if shape == "s1one" {
-                    drive_one(&mut run, start, &mut buf)
-                } else {
-                    drive_returned(&mut run, start, 1, &mut buf, &mut outs)
-                };
+                steps += drive_returned(&mut run, start, 1, &mut buf, &mut outs);
                 std::hint::black_box(&run);
             }
             steps
@@ -271,7 +238,7 @@ fn count_mode(shape: &str, arg: impl Fn(&str) -> Option<usize>) {
             std::hint::black_box(&run);
             steps
         }
-        other => panic!("--count takes s1, s1reset, s1one, s2, s2list or s2w, not {other}"),
+        other => panic!("--count takes s1, s1reset, s2, s2list or s2w, not {other}"),
     };
     out!("{shape}: {steps} step executions");
 }

@@ -643,20 +643,6 @@ impl Run {
             None => &[],
         }
     }
-    /// The step of an execution and the one event it is bound to, when that step has a
-    /// single parameter bound to one event (required, or optional with a match: a chain
-    /// link's input); `None` otherwise (then see [`Run::bindings`]). For an engine handing
-    /// an execution its input without going through the bindings slice.
-    pub fn single_input(&self, id: ExecutionId) -> Option<(StepIdx, Seq)> {
-        let x = self.executions.get(id.0 as usize)?;
-        if self.spec.steps.get(x.step as usize)?.params.len() != 1 {
-            return None;
-        }
-        match self.bindings.get(x.bind_start as usize) {
-            Some(Bound::One(seq)) => Some((x.step, *seq)),
-            _ => None,
-        }
-    }
     /// The sequence numbers a binding stands for, in arrival order.
     pub fn bound_seqs(&self, step: StepIdx, param: ParamIdx, bound: Bound) -> &[Seq] {
         match bound {
@@ -1462,77 +1448,6 @@ impl Run {
         self.returned(execution, attempt, outputs, pre)
     }
 
-    /// [`Run::complete_returned`] for an execution that returned exactly one event (most
-    /// steps): no vector to fill and empty. Same rules, records and errors.
-    pub fn complete_one(
-        &mut self,
-        execution: ExecutionId,
-        attempt: u32,
-        event: NewEvent,
-        pre: &mut dyn PreconditionEvaluator,
-    ) -> Result<(), CompleteError> {
-        self.live_execution(execution, attempt)?;
-        let mut event = event;
-        if let NewEventType::Known(t) = event.ty
-            && let Some(link) = self.spec.chain_link(t)
-        {
-            return self.returned_link(execution, attempt, event.id, t, link, pre);
-        }
-        self.returned_one_in_general(execution, attempt, event.id, &mut event.ty, pre)
-    }
-
-    /// [`Run::complete_one`] for a chain link (the general path when that has more to
-    /// decide). Out of line: inlined into `complete_one`, the shortcut compiled worse
-    /// (measured +20 instructions per completion, its records written one at a time).
-    #[inline(never)]
-    fn returned_link(
-        &mut self,
-        execution: ExecutionId,
-        attempt: u32,
-        id: EventId,
-        t: TypeId,
-        link: ChainLink,
-        pre: &mut dyn PreconditionEvaluator,
-    ) -> Result<(), CompleteError> {
-        self.size_for_a_whole_run();
-        if self.chain_link(execution, attempt, id, t, link) {
-            return Ok(());
-        }
-        let mut ty = NewEventType::Known(t);
-        self.returned_one_in_general(execution, attempt, id, &mut ty, pre)
-    }
-
-    /// [`Run::returned_in_general`] for one output.
-    #[inline(never)]
-    fn returned_one_in_general(
-        &mut self,
-        execution: ExecutionId,
-        attempt: u32,
-        id: EventId,
-        ty: &mut NewEventType,
-        pre: &mut dyn PreconditionEvaluator,
-    ) -> Result<(), CompleteError> {
-        self.mark_completed(execution, attempt, 1);
-        match self.append_event(id, ty, Origin::Execution(execution), pre) {
-            // Outputs of a live execution always belong to a started run.
-            Ok(_) | Err(Refused::NotStarted { .. }) => Ok(()),
-            Err(r) => Err(self.refusal(r).into()),
-        }
-    }
-
-    /// Marks a live execution completed with `outputs` events, and records it (the run's
-    /// tables sized for a whole run first).
-    #[inline(always)]
-    fn mark_completed(&mut self, execution: ExecutionId, attempt: u32, outputs: u32) {
-        self.size_for_a_whole_run();
-        self.executions[execution.0 as usize].state = ExecState::Completed;
-        self.records.push(Record::ExecutionCompleted {
-            execution,
-            attempt,
-            outputs,
-        });
-    }
-
     /// A live execution returned `outputs` (appended in return order, each dispatched).
     fn returned(
         &mut self,
@@ -1565,7 +1480,13 @@ impl Run {
         outputs: &mut Vec<NewEvent>,
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<(), CompleteError> {
-        self.mark_completed(execution, attempt, outputs.len() as u32);
+        self.size_for_a_whole_run();
+        self.executions[execution.0 as usize].state = ExecState::Completed;
+        self.records.push(Record::ExecutionCompleted {
+            execution,
+            attempt,
+            outputs: outputs.len() as u32,
+        });
         // Appended in place (no move of each event); the vector keeps its allocation.
         for ev in outputs.iter_mut() {
             match self.append_event(ev.id, &mut ev.ty, Origin::Execution(execution), pre) {
@@ -1832,17 +1753,6 @@ mod tests {
     /// (a duplicate: the chain stops and an outside `A` goes on), every 5th execution is
     /// retried and completed as attempt 2, and the last output is the stop event.
     fn drive_loop(budget: &str, ids: usize, sets: usize, completions: u32) -> String {
-        drive_loop_with(budget, ids, sets, completions, false)
-    }
-
-    /// [`drive_loop`], completing through `Run::complete_one` when `one` is set.
-    fn drive_loop_with(
-        budget: &str,
-        ids: usize,
-        sets: usize,
-        completions: u32,
-        one: bool,
-    ) -> String {
         let spec = crate::compile_spec_text(
             &format!(
                 "name: W\nevents: [{{name: A}}, {{name: B}}, {{name: Done, parents: [StopEvent]}}]\nsteps:\n  - {{name: s0, params: [{{name: x, kind: required, types: [StartEvent]}}], outputs: [A]{budget}}}\n  - {{name: s1, params: [{{name: x, kind: required, types: [A]}}], outputs: [B]{budget}}}\n  - {{name: s2, params: [{{name: x, kind: optional, types: [B]}}], outputs: [A]{budget}}}\n"
@@ -1879,14 +1789,9 @@ mod tests {
             if n % 5 == 0 {
                 attempt = run.retry(x).expect("retry");
             }
-            if one {
-                run.complete_one(x, attempt, NewEvent::known(id, ty), &mut DeclaredConditions)
-                    .expect("complete");
-            } else {
-                outs.push(NewEvent::known(id, ty));
-                run.complete_returned(x, attempt, &mut outs, &mut DeclaredConditions)
-                    .expect("complete");
-            }
+            outs.push(NewEvent::known(id, ty));
+            run.complete_returned(x, attempt, &mut outs, &mut DeclaredConditions)
+                .expect("complete");
         }
         let bound: Vec<_> = (0..run.executions().len() as u32)
             .map(|x| run.bound_event_ids(ExecutionId(x)))
@@ -1939,94 +1844,6 @@ mod tests {
                 .chain_link(plain.type_id("StopEvent").expect("stop"))
                 .is_none()
         );
-    }
-
-    /// `Run::complete_one` decides like `Run::complete_returned` with a one-event vector:
-    /// chain links (short and indexed logs, duplicates, retries) through the shortcut, and
-    /// what the general path decides (a budget, the stop).
-    #[test]
-    fn completing_with_one_event_decides_like_completing_with_a_vector_of_one() {
-        for budget in ["", ", max_executions_per_run: 100000"] {
-            for (ids, sets) in [(32, 32), (0, 0), (5, 3)] {
-                for completions in [1, 9, 300] {
-                    assert_eq!(
-                        drive_loop_with(budget, ids, sets, completions, true),
-                        drive_loop_with(budget, ids, sets, completions, false),
-                        "budget `{budget}`, ids at {ids}, sets at {sets}, {completions}"
-                    );
-                }
-            }
-        }
-    }
-
-    /// The other single outputs: a foreign type, a display event, a fan-in's item, an
-    /// unknown type id (refused, with the same error), a stale attempt.
-    #[test]
-    fn completing_with_one_event_refuses_and_records_like_the_vector_path() {
-        let make = || {
-            let mut run = run_of(
-                "name: W\nevents: [{name: A}, {name: N, parents: [DisplayEvent]}]\nsteps:\n  - {name: s, params: [{name: x, kind: required, types: [StartEvent]}], outputs: [A]}\n  - {name: join, params: [{name: xs, kind: fixed_list, size: 2, types: [A]}]}\n",
-            );
-            send(&mut run, 1, "StartEvent");
-            run
-        };
-        let a = make().spec().type_id("A").expect("A");
-        let n = make().spec().type_id("N").expect("N");
-        let foreign = NewEventType::Foreign {
-            name: "Elsewhere".into(),
-            kind: EventKind::from_bits(EventKind::CONTROL),
-        };
-        for ty in [
-            NewEventType::Known(a),
-            NewEventType::Known(n),
-            NewEventType::Known(999),
-            foreign,
-        ] {
-            let (mut one, mut vec) = (make(), make());
-            let ev = NewEvent {
-                id: counter_event_id(50),
-                ty: ty.clone(),
-            };
-            let r1 = one.complete_one(ExecutionId(0), 1, ev.clone(), &mut DeclaredConditions);
-            let r2 = vec.complete_returned(
-                ExecutionId(0),
-                1,
-                &mut vec![ev.clone()],
-                &mut DeclaredConditions,
-            );
-            assert_eq!(r1, r2, "{ty:?}");
-            assert_eq!(one.records(), vec.records(), "{ty:?}");
-            assert_eq!(one.log(), vec.log(), "{ty:?}");
-            assert_eq!(
-                one.complete_one(ExecutionId(0), 2, ev.clone(), &mut DeclaredConditions),
-                vec.complete_returned(ExecutionId(0), 2, &mut vec![ev], &mut DeclaredConditions),
-                "a second completion: {ty:?}"
-            );
-        }
-    }
-
-    /// `Run::single_input` is the one event `Run::bindings` holds for a single-parameter
-    /// step, and `None` for every other step.
-    #[test]
-    fn single_input_is_the_binding_of_a_single_parameter_step() {
-        let mut run = run_of(
-            "name: W\nevents: [{name: A}, {name: B}]\nsteps:\n  - {name: s, params: [{name: x, kind: required, types: [StartEvent]}], outputs: [A]}\n  - {name: opt, params: [{name: o, kind: optional, types: [A]}]}\n  - {name: two, params: [{name: a, kind: required, types: [A]}, {name: b, kind: optional, types: [B]}]}\n  - {name: list, params: [{name: xs, kind: list, types: [A]}]}\n",
-        );
-        send(&mut run, 1, "StartEvent");
-        let x = run.take_started();
-        fan_out(&mut run, x[0], "A", 2);
-        assert_eq!(run.executions().len(), 7, "s, then opt, two and list twice");
-        for i in 0..run.executions().len() as u32 {
-            let x = ExecutionId(i);
-            let step = run.execution(x).expect("exec").step;
-            let expected = match run.bindings(x) {
-                [Bound::One(seq)] => Some((step, *seq)),
-                _ => None,
-            };
-            assert_eq!(run.single_input(x), expected, "execution {i}");
-        }
-        assert!(run.single_input(ExecutionId(0)).is_some());
-        assert_eq!(run.single_input(ExecutionId(99)), None);
     }
 
     /// A fixed list that is its step's only parameter is decided without the general
