@@ -213,8 +213,6 @@ pub(crate) struct RunSlot {
     /// Bumped on every change while someone watches (test runner, snapshots in a loop);
     /// made by the first watcher (a watch channel is ~350 bytes per run otherwise).
     version: std::sync::OnceLock<watch::Sender<u64>>,
-    /// Notified when the run has ended and none of its executions is running.
-    quiet: tokio::sync::Notify,
     /// The engine holding the run, for its steps' contexts (weak: the engine holds its
     /// slots). Set by the first execution; a slot never changes engines.
     engine: std::sync::OnceLock<std::sync::Weak<Shared>>,
@@ -242,6 +240,124 @@ pub(crate) struct RunState {
     /// evaluation). Apart from the scratch buffers, which a completion uses while the core
     /// evaluates preconditions.
     pre_cache: Option<Box<PreCache>>,
+    /// Tasks waiting until the run is quiet ([`RunSlot::until_quiet`]).
+    waiters: Waiters,
+}
+
+/// Tasks waiting until a run is quiet, kept under the run's lock: a waiter registers in
+/// the same locked section in which it finds the run not quiet, and whoever makes the run
+/// quiet takes the waiters in the section in which it sees that (no wake-up is lost, and
+/// neither takes a lock of its own). The first waiter inline: a run has at most one
+/// (`wait_for_end`) in most uses.
+#[derive(Default)]
+struct Waiters {
+    /// The token of the next registration (never reused: a 64-bit count).
+    next: u64,
+    first: Option<(u64, std::task::Waker)>,
+    more: Vec<(u64, std::task::Waker)>,
+}
+
+impl Waiters {
+    /// Registers `waker` under `token` (a waiter's registration, if it still holds one,
+    /// is updated in place); returns the token.
+    fn register(&mut self, token: Option<u64>, waker: &std::task::Waker) -> u64 {
+        if let Some(t) = token
+            && let Some((_, w)) = self
+                .first
+                .iter_mut()
+                .chain(self.more.iter_mut())
+                .find(|(x, _)| *x == t)
+        {
+            if !w.will_wake(waker) {
+                w.clone_from(waker);
+            }
+            return t;
+        }
+        let t = self.next;
+        self.next += 1;
+        if self.first.is_none() {
+            self.first = Some((t, waker.clone()));
+        } else {
+            self.more.push((t, waker.clone()));
+        }
+        t
+    }
+
+    /// Drops the registration `token` (a waiter that stopped waiting), if still there.
+    fn remove(&mut self, token: u64) {
+        if self.first.as_ref().is_some_and(|(x, _)| *x == token) {
+            self.first = None;
+        } else if let Some(i) = self.more.iter().position(|(x, _)| *x == token) {
+            self.more.swap_remove(i);
+        }
+    }
+
+    /// How many waiters are registered.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+
+    /// Takes every registration, to wake once the run's lock is released.
+    fn take(&mut self) -> Woken {
+        Woken {
+            first: self.first.take().map(|(_, w)| w),
+            more: if self.more.is_empty() {
+                Vec::new()
+            } else {
+                std::mem::take(&mut self.more)
+            },
+        }
+    }
+}
+
+/// Waiters taken from a run, woken (outside its lock) by [`Woken::wake`].
+struct Woken {
+    first: Option<std::task::Waker>,
+    more: Vec<(u64, std::task::Waker)>,
+}
+
+impl Woken {
+    fn wake(self) {
+        if let Some(w) = self.first {
+            w.wake();
+        }
+        for (_, w) in self.more {
+            w.wake();
+        }
+    }
+}
+
+/// The future of [`RunSlot::until_quiet`]: registered with the run while it waits, and
+/// unregistered when dropped before the run is quiet.
+struct UntilQuiet<'a> {
+    slot: &'a RunSlot,
+    token: Option<u64>,
+}
+
+impl Future for UntilQuiet<'_> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let slot = self.slot;
+        let mut st = slot.lock();
+        if st.is_quiet() {
+            if let Some(t) = self.token.take() {
+                st.waiters.remove(t);
+            }
+            return Poll::Ready(());
+        }
+        let t = st.waiters.register(self.token, cx.waker());
+        self.token = Some(t);
+        Poll::Pending
+    }
+}
+
+impl Drop for UntilQuiet<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.token {
+            self.slot.lock().waiters.remove(t);
+        }
+    }
 }
 
 /// The display events a run's executions showed.
@@ -364,6 +480,7 @@ impl RunState {
             displays,
             scratch,
             pre_cache,
+            waiters,
         } = self;
         run.reset(run_key);
         Payload::recycle_all(payloads);
@@ -381,6 +498,14 @@ impl RunState {
             s.clear();
         }
         *pre_cache = None;
+        // A reused slot had no holder left, so no waiter either.
+        *waiters = Waiters::default();
+    }
+
+    /// Ended (and the end is durable) with nothing running, or stopped by a failure.
+    fn is_quiet(&self) -> bool {
+        self.failure.is_some()
+            || (self.end_durable && self.run.is_terminated() && self.run.running().next().is_none())
     }
 }
 
@@ -404,9 +529,9 @@ impl RunSlot {
                 displays: None,
                 scratch: None,
                 pre_cache: None,
+                waiters: Waiters::default(),
             }),
             version: std::sync::OnceLock::new(),
-            quiet: tokio::sync::Notify::new(),
             engine: std::sync::OnceLock::new(),
         }
     }
@@ -419,7 +544,6 @@ impl RunSlot {
             run_key: key,
             state,
             version,
-            quiet,
             // The same engine: spare slots are its own.
             engine: _,
         } = self;
@@ -431,7 +555,6 @@ impl RunSlot {
             .unwrap_or_else(|p| p.into_inner())
             .reset(run_key);
         *version = std::sync::OnceLock::new();
-        *quiet = tokio::sync::Notify::new();
     }
     /// Notes that `shared` holds this run (once; see `engine`).
     fn own(&self, shared: &Arc<Shared>) {
@@ -463,29 +586,23 @@ impl RunSlot {
             tx.send_modify(|v| *v += 1);
         }
     }
-    /// Waits until [`RunSlot::is_quiet`] (no wake-up is lost: the waiter is registered
-    /// before the check).
-    async fn until_quiet(&self) {
-        loop {
-            // An ended run (or one that woke this waiter) costs one look, no waiter.
-            if self.is_quiet() {
-                return;
-            }
-            let notified = self.quiet.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.is_quiet() {
-                return;
-            }
-            notified.await;
+    /// Waits until the run is quiet ([`RunState::is_quiet`]): one look under the run's
+    /// lock, registering the waiter there if it is not (see [`Waiters`]).
+    fn until_quiet(&self) -> UntilQuiet<'_> {
+        UntilQuiet {
+            slot: self,
+            token: None,
         }
     }
 
-    /// Ended (and the end is durable) with nothing running, or stopped by a failure.
-    fn is_quiet(&self) -> bool {
-        let st = self.lock();
-        st.failure.is_some()
-            || (st.end_durable && st.run.is_terminated() && st.run.running().next().is_none())
+    /// Wakes the run's waiters if it is quiet.
+    fn wake_if_quiet(&self) {
+        let mut st = self.lock();
+        if st.is_quiet() {
+            let woken = st.waiters.take();
+            drop(st);
+            woken.wake();
+        }
     }
 }
 
@@ -728,7 +845,8 @@ impl IntoIterator for Started {
 }
 
 /// What [`Shared::apply_locked`] did: the journal entry's durability, the append's result,
-/// whether the run ended, and the execution a retry restarted.
+/// whether the run ended (and its end waits for the entry to be durable, see
+/// [`Shared::seal`]), and the execution a retry restarted.
 struct Entry {
     durable: Pending<()>,
     appended: Option<Appended>,
@@ -739,7 +857,8 @@ struct Entry {
 /// What [`Shared::complete_in_place`] did.
 struct Completed {
     durable: Pending<()>,
-    /// This completion ended the run.
+    /// This completion ended the run, and its end is durable once `durable` is (an entry
+    /// durable at once marked the end durable already: then `false`).
     ended: bool,
     next: Next,
 }
@@ -847,7 +966,8 @@ struct Applied {
     durable: Pending<()>,
     started: Started,
     appended: Option<Appended>,
-    /// This input ended the run (its durability makes the end durable).
+    /// This input ended the run and its durability makes the end durable (`false` when
+    /// the entry was durable at once: the end is marked durable already).
     ended: bool,
 }
 
@@ -1290,6 +1410,10 @@ impl Engine {
             Some(mut slot) => match Arc::get_mut(&mut slot) {
                 Some(spare) => {
                     spare.reuse(run_id.clone(), thread, key);
+                    // A slot whose tables went to the stash when its run was evicted takes
+                    // kept ones now: its first dispatch grows none.
+                    self.shared
+                        .adopt_spare(spare.state.get_mut().unwrap_or_else(|p| p.into_inner()));
                     slot
                 }
                 None => fresh(thread),
@@ -2002,7 +2126,9 @@ impl Shared {
     /// After an input was applied: notes whether it ended the run and hands its journal
     /// entry (or, without a journal, the run's end) to the store while the caller still
     /// holds the run's lock (journal order). Returns the entry's durability and whether
-    /// this input ended the run.
+    /// this input ended the run with its end not durable yet: an entry durable at once (the
+    /// in-memory store) marks the end durable here, so that the caller need not lock the
+    /// run again for it.
     fn seal(
         &self,
         slot: &RunSlot,
@@ -2011,7 +2137,7 @@ impl Shared {
         results: &[bool],
     ) -> (Pending<()>, bool) {
         let journal = self.journal;
-        let ended = st.run.is_terminated() && !st.ended_sent;
+        let mut ended = st.run.is_terminated() && !st.ended_sent;
         st.ended_sent |= ended;
         if ended {
             st.pre_cache = None;
@@ -2072,7 +2198,10 @@ impl Shared {
             st.records_sent = st.run.records().len();
             Pending::Ready(Ok(()))
         };
-
+        if ended && matches!(durable, Pending::Ready(Ok(()))) {
+            st.end_durable = true;
+            ended = false;
+        }
         (durable, ended)
     }
 
@@ -2180,27 +2309,37 @@ impl Shared {
             .map_err(|e| ContextError::Engine(Box::new(e)))
     }
 
-    /// After an input with nothing started: wakes `wait_for_end` waiters when the run is
-    /// quiet, and drops it from memory when the engine does not keep ended runs.
+    /// After an input with nothing started: when the run is quiet, drops it from memory
+    /// (if the engine does not keep ended runs) and wakes `wait_for_end` waiters — one
+    /// look under the run's lock for all three.
     fn maybe_evict(&self, slot: &RunSlot) {
-        if !slot.is_quiet() {
+        let mut st = slot.lock();
+        if !st.is_quiet() {
             return;
         }
-        slot.quiet.notify_waiters();
+        let woken = st.waiters.take();
         if !self.opts.keep_ended_runs {
+            // The run table's lock under the run's: nothing takes a run's lock while holding
+            // the table's.
             let in_flight = {
                 let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
                 runs.remove(&slot.run_id);
                 runs.len()
             };
-            // Many runs in flight: whoever waits for this one's end may hold it for a while
-            // (a waiter runs after the tasks before it), and only a few ended slots are kept
-            // for reuse anyway: its tables go now, not when the last waiter lets go.
-            if in_flight >= SPARE_SLOTS {
-                let spare = slot.lock().forget();
+            // Other runs in flight: whoever waits for this one's end may hold it for a while
+            // (a waiter runs after the tasks before it), and another run may be about to
+            // execute for the first time: its tables go now, not when the last waiter lets
+            // go.
+            if in_flight > 0 {
+                let spare = st.forget();
+                drop(st);
                 self.stash(spare);
+                woken.wake();
+                return;
             }
         }
+        drop(st);
+        woken.wake();
     }
 
     /// Drops a reference to a run's slot. When it was the last one (the run was evicted and
@@ -2278,9 +2417,10 @@ impl Shared {
         if st.failure.is_none() {
             st.failure = Some(e.to_string());
         }
+        let woken = st.waiters.take();
         drop(st);
         slot.bump();
-        slot.quiet.notify_waiters();
+        woken.wake();
     }
 
     /// Runs one execution's body to its end, catching panics.
@@ -3866,6 +4006,81 @@ mod tests {
         }
     }
 
+    /// How many tasks wait for run `id`'s end.
+    fn waiting(engine: &Engine, id: &str) -> usize {
+        engine.shared.slot(id).unwrap().lock().waiters.len()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_task_waiting_for_a_runs_end_is_woken_by_it() {
+        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        let engine = Engine::in_memory(asking());
+        let id = engine.start_run(UserMessageEvent::new("q")).await.unwrap();
+        logged(&engine, &id, 3).await;
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let (engine, id) = (engine.clone(), id.clone());
+                tokio::spawn(async move { engine.wait_for_end(&id).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        assert_eq!(waiting(&engine, &id), 3, "each waiter registered once");
+        // Polled again before the end (woken by something else): still one registration each.
+        for _ in 0..2 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(waiting(&engine, &id), 3);
+        engine
+            .send(&id, HumanInTheLoopResponseEvent::default())
+            .await
+            .unwrap();
+        for w in waiters {
+            tokio::time::timeout(std::time::Duration::from_secs(10), w)
+                .await
+                .expect("every waiter is woken by the end")
+                .unwrap()
+                .unwrap();
+        }
+        assert_eq!(waiting(&engine, &id), 0, "the end took every registration");
+        // A waiter that comes after the end returns at once.
+        engine.wait_for_end(&id).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_wait_for_end_given_up_leaves_no_registration_behind() {
+        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        let engine = Engine::in_memory(asking());
+        let id = engine.start_run(UserMessageEvent::new("q")).await.unwrap();
+        logged(&engine, &id, 3).await;
+        for _ in 0..50 {
+            let gave_up = tokio::time::timeout(
+                std::time::Duration::from_millis(1),
+                engine.wait_for_end(&id),
+            )
+            .await;
+            assert!(gave_up.is_err(), "the run waits for an answer");
+        }
+        assert_eq!(
+            waiting(&engine, &id),
+            0,
+            "each waiter unregistered when dropped"
+        );
+        let waiter = {
+            let (engine, id) = (engine.clone(), id.clone());
+            tokio::spawn(async move { engine.wait_for_end(&id).await })
+        };
+        tokio::task::yield_now().await;
+        engine
+            .send(&id, HumanInTheLoopResponseEvent::default())
+            .await
+            .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+            .await
+            .expect("a waiter after others gave up is still woken")
+            .unwrap()
+            .unwrap();
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn runs_evicted_while_many_are_in_flight_still_end_for_their_waiters() {
         use crate::event::UserMessageEvent;
@@ -3932,6 +4147,47 @@ mod tests {
             .unwrap();
         engine.wait_for_end(&b).await.unwrap();
         assert!(engine.snapshot(&b).is_none(), "an ended run is evicted");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reused_slot_whose_tables_were_kept_for_others_takes_kept_tables_when_its_run_starts()
+    {
+        use crate::event::UserMessageEvent;
+        let engine = forgetful_engine();
+        let kept = |e: &Engine| e.shared.spare_tables.lock().map(|v| v.len()).unwrap_or(0);
+        let spare_slots = |e: &Engine| e.shared.spare_slots.lock().map(|v| v.len()).unwrap_or(0);
+        let a = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
+        let b = engine.start_run(UserMessageEvent::new("b")).await.unwrap();
+        let first = logged(&engine, &a, 3).await;
+        logged(&engine, &b, 3).await;
+        // `a` ends while `b` is in flight: its tables are kept for other runs, and its slot,
+        // let go by its waiter, for a new run.
+        answer_all_while_waited_for(&engine, std::slice::from_ref(&a)).await;
+        assert_eq!(
+            kept(&engine),
+            1,
+            "the tables of a run evicted in flight are kept"
+        );
+        assert_eq!(spare_slots(&engine), 1, "its slot is kept for a new run");
+        let c = engine.start_run(UserMessageEvent::new("c")).await.unwrap();
+        // Its first execution is not bound yet (the engine's driver has not run): the
+        // tables were taken when the run was made.
+        assert_eq!(spare_slots(&engine), 0, "the new run reused the slot");
+        assert_eq!(kept(&engine), 0, "and took the kept tables at once");
+        let snap = logged(&engine, &c, 3).await;
+        assert_eq!(snap.run.log().len(), 3, "only the new run's events");
+        assert_eq!(snap.run.records(), first.run.records());
+        assert_eq!(
+            snap.payloads[0]
+                .get::<UserMessageEvent>()
+                .map(|m| m.message.as_str()),
+            Some("c")
+        );
+        answer_all_while_waited_for(&engine, &[b, c]).await;
+        assert!(
+            engine.run_ids().is_empty(),
+            "every ended run left the engine"
+        );
     }
 
     /// Answers at once, or after a long wait when the message says "slow".

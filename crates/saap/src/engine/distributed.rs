@@ -95,7 +95,7 @@ impl Engine {
             })?;
         self.shared.insert(slot.clone());
         if ended {
-            slot.quiet.notify_waiters();
+            slot.wake_if_quiet();
             return Ok(0);
         }
         let running: Vec<ExecutionId> = slot.lock().run.running().collect();
