@@ -42,7 +42,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::task::Poll;
 use tokio::sync::watch;
@@ -170,6 +170,10 @@ pub(crate) struct Shared {
     /// Slots of evicted runs that nothing referred to any more, reset for new runs (their
     /// core run and buffers keep their allocations). At most [`SPARE_SLOTS`].
     spare_slots: Mutex<Vec<Arc<RunSlot>>>,
+    /// How many `spare_slots` holds, read without its lock (written under it): a run
+    /// started while none is kept, or a slot let go while the list is full, takes no lock.
+    /// A stale count only costs a lock, or one slot not reused.
+    spare_slot_count: AtomicUsize,
     /// Tables of runs evicted while a waiter still held their slot (many runs in flight),
     /// for runs about to execute for the first time (see [`Shared::adopt_spare`]). At most
     /// [`SPARE_TABLES`].
@@ -1196,6 +1200,7 @@ impl Engine {
                 ids: IdGen::new(),
                 executor: std::sync::OnceLock::new(),
                 spare_slots: Mutex::new(Vec::new()),
+                spare_slot_count: AtomicUsize::new(0),
                 spare_tables: Mutex::new(Vec::new()),
                 local: Mutex::new(LocalQueue::default()),
                 local_wake: tokio::sync::Notify::new(),
@@ -1297,21 +1302,23 @@ impl Engine {
                 self.shared
                     .incoming_named(T::NAME.into(), Payload::typed(start), size, None)
             });
-        let (run_id, slot, applied) = self.begin_run(thread_id, ev)?;
+        let (slot, applied) = self.begin_run(thread_id, ev)?;
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
             Launch::Done(launched) => {
+                let run_id = String::from(&*slot.run_id);
                 self.shared.release(slot);
                 launched?;
-                return Ok(String::from(&*run_id));
+                return Ok(run_id);
             }
             Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
         };
         let launched = waiting.await;
+        let run_id = String::from(&*slot.run_id);
         self.shared.release(slot);
         launched?;
-        Ok(String::from(&*run_id))
+        Ok(run_id)
     }
 
     /// Starts a run with a start event given by type name and fields (JSON), e.g. from a
@@ -1326,21 +1333,23 @@ impl Engine {
             .check_json()
             .map_err(EngineError::from)
             .and_then(|size| self.shared.incoming(name, payload, size, None));
-        let (run_id, slot, applied) = self.begin_run(thread_id, ev)?;
+        let (slot, applied) = self.begin_run(thread_id, ev)?;
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
             Launch::Done(launched) => {
+                let run_id = String::from(&*slot.run_id);
                 self.shared.release(slot);
                 launched?;
-                return Ok(String::from(&*run_id));
+                return Ok(run_id);
             }
             Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
         };
         let launched = waiting.await;
+        let run_id = String::from(&*slot.run_id);
         self.shared.release(slot);
         launched?;
-        Ok(String::from(&*run_id))
+        Ok(run_id)
     }
 
     /// Runs a workflow to its end with one awaited call: starts a run in a new thread with
@@ -1364,7 +1373,7 @@ impl Engine {
         let ev = self
             .shared
             .incoming_named(T::NAME.into(), Payload::typed(start), size, None)?;
-        let (run_id, slot) = self.new_run(None, &ev)?;
+        let slot = self.new_run(None, &ev)?;
         let applied = self.shared.apply(&slot, Input::Append(ev))?;
         if let Err(e) = applied.durable.wait().await {
             self.shared.storage_failed(&slot, &e);
@@ -1378,17 +1387,14 @@ impl Engine {
         // Executions started by events sent from other tasks run elsewhere (their own tasks
         // or the engine's driver).
         slot.until_quiet().await;
+        let run_id = String::from(&*slot.run_id);
         self.shared.release(slot);
-        Ok(String::from(&*run_id))
+        Ok(run_id)
     }
 
     /// Checks a start event and makes (or reuses) the slot of a new run, registered with the
-    /// engine; the start event is not applied yet.
-    fn new_run(
-        &self,
-        thread_id: Option<&str>,
-        ev: &Incoming,
-    ) -> Result<(Arc<str>, Arc<RunSlot>), EngineError> {
+    /// engine; the start event is not applied yet. The run's id is the slot's.
+    fn new_run(&self, thread_id: Option<&str>, ev: &Incoming) -> Result<Arc<RunSlot>, EngineError> {
         if !(ev.kind.is_start() && ev.kind.is_control()) {
             return Err(EngineError::NotAStartEvent {
                 name: ev.name.to_string(),
@@ -1402,26 +1408,26 @@ impl Engine {
             None => Thread::New(new_thread),
         };
         let key = run_key(&run_id);
-        let fresh = |thread| {
+        let fresh = |run_id, thread| {
             let run = Run::new(self.shared.workflow.compiled().clone(), key);
-            Arc::new(RunSlot::new(run_id.clone(), thread, run))
+            Arc::new(RunSlot::new(run_id, thread, run))
         };
         let slot = match self.shared.spare_slot() {
             Some(mut slot) => match Arc::get_mut(&mut slot) {
                 Some(spare) => {
-                    spare.reuse(run_id.clone(), thread, key);
+                    spare.reuse(run_id, thread, key);
                     // A slot whose tables went to the stash when its run was evicted takes
                     // kept ones now: its first dispatch grows none.
                     self.shared
                         .adopt_spare(spare.state.get_mut().unwrap_or_else(|p| p.into_inner()));
                     slot
                 }
-                None => fresh(thread),
+                None => fresh(run_id, thread),
             },
-            None => fresh(thread),
+            None => fresh(run_id, thread),
         };
         self.shared.insert(slot.clone());
-        Ok((run_id, slot))
+        Ok(slot)
     }
 
     /// The synchronous part of starting a run: makes its slot and applies its start event
@@ -1430,11 +1436,11 @@ impl Engine {
         &self,
         thread_id: Option<&str>,
         ev: Result<Incoming, EngineError>,
-    ) -> Result<(Arc<str>, Arc<RunSlot>, Applied), EngineError> {
+    ) -> Result<(Arc<RunSlot>, Applied), EngineError> {
         let ev = ev?;
-        let (run_id, slot) = self.new_run(thread_id, &ev)?;
+        let slot = self.new_run(thread_id, &ev)?;
         let applied = self.shared.apply_to_launch(&slot, Input::Append(ev))?;
-        Ok((run_id, slot, applied))
+        Ok((slot, applied))
     }
 
     /// Sends an event to a live run; returns its id once it is durable. An event for a run
@@ -2345,7 +2351,12 @@ impl Shared {
     /// Drops a reference to a run's slot. When it was the last one (the run was evicted and
     /// nothing else holds it), the slot is kept for a new run instead of freed.
     fn release(&self, mut slot: Arc<RunSlot>) {
-        if self.opts.keep_ended_runs {
+        // Looked at without an atomic write first: most calls let go of a slot that the run
+        // table or a waiter still holds, or find the list full.
+        if self.opts.keep_ended_runs
+            || Arc::strong_count(&slot) > 1
+            || self.spare_slot_count.load(Ordering::Relaxed) >= SPARE_SLOTS
+        {
             return;
         }
         let Some(s) = Arc::get_mut(&mut slot) else {
@@ -2360,6 +2371,7 @@ impl Shared {
         let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
         if spare.len() < SPARE_SLOTS {
             spare.push(slot);
+            self.spare_slot_count.store(spare.len(), Ordering::Relaxed);
         }
     }
 
@@ -2396,13 +2408,13 @@ impl Shared {
 
     /// A slot kept by [`Shared::release`], if any.
     fn spare_slot(&self) -> Option<Arc<RunSlot>> {
-        if self.opts.keep_ended_runs {
+        if self.opts.keep_ended_runs || self.spare_slot_count.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        self.spare_slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
+        let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = spare.pop();
+        self.spare_slot_count.store(spare.len(), Ordering::Relaxed);
+        slot
     }
 
     /// The store failed for this run: it cannot continue consistently. The failure is kept
@@ -2992,6 +3004,9 @@ fn spawn_started(shared: Arc<Shared>, slot: Arc<RunSlot>, x: ExecutionId) {
 fn spawn_all(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
     match started {
         Started::None => {}
+        // Not bound: applied for the engine's local driver (`Shared::apply_to_launch` saw
+        // `shares_task`), which binds it when its turn comes.
+        Started::One(inv) if !inv.bound => enqueue_local(shared, [inv.queued(slot)]),
         Started::One(inv) => spawn_drive(shared.clone(), slot.clone(), inv),
         Started::Many(all) if shares_task(shared) => {
             enqueue_local(shared, all.into_iter().map(|inv| inv.queued(slot)))
@@ -3140,7 +3155,11 @@ pub(crate) struct LocalQueue {
 /// current-thread in-memory engine ([`shares_task`]) a run started with `start_run` (or
 /// woken by `send`) costs a queue entry, not a task.
 fn enqueue_local(shared: &Arc<Shared>, items: impl IntoIterator<Item = Queued>) {
-    let here = std::thread::current().id();
+    thread_local! {
+        // `thread::current()` counts a reference to the thread's handle: read once per thread.
+        static HERE: std::thread::ThreadId = std::thread::current().id();
+    }
+    let here = HERE.with(|id| *id);
     let spawn = {
         let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
         if q.driving && q.thread != Some(here) {

@@ -12,6 +12,9 @@ type ContextMap = HashMap<Scope, HashMap<String, (serde_json::Value, Option<Inst
 /// Keeps RunContext and ThreadContext in memory.
 pub struct MemoryBackend {
     contexts: Mutex<ContextMap>,
+    /// A RunContext was written (set under `contexts`' lock, never cleared): until then a
+    /// run's end has no context to drop and takes no lock.
+    run_contexts: AtomicBool,
     thread_ttl: Duration,
     halted: AtomicBool,
 }
@@ -26,6 +29,7 @@ impl MemoryBackend {
     pub fn new() -> MemoryBackend {
         MemoryBackend {
             contexts: Mutex::new(HashMap::new()),
+            run_contexts: AtomicBool::new(false),
             thread_ttl: Duration::from_secs(30 * 24 * 3600),
             halted: AtomicBool::new(false),
         }
@@ -61,8 +65,9 @@ impl Backend for MemoryBackend {
         if let Err(e) = self.check() {
             return Pending::Ready(Err(e));
         }
-        if batch.ended {
-            // Most runs never write a RunContext: skip hashing the id into an empty map.
+        // Most runs never write a RunContext: no lock, and no hashing of the id into an empty
+        // map. (A step's write happens before its run's end is persisted: the flag is seen.)
+        if batch.ended && self.run_contexts.load(Ordering::Relaxed) {
             let mut contexts = self.lock();
             if !contexts.is_empty() {
                 contexts.remove(&Scope::Run(batch.run_id));
@@ -101,7 +106,12 @@ impl Backend for MemoryBackend {
             Scope::Thread(_) => Instant::now().checked_add(self.thread_ttl),
             Scope::Run(_) => None,
         };
-        self.lock()
+        let run = matches!(scope, Scope::Run(_));
+        let mut contexts = self.lock();
+        if run {
+            self.run_contexts.store(true, Ordering::Relaxed);
+        }
+        contexts
             .entry(scope)
             .or_default()
             .insert(key.to_string(), (value, exp));
@@ -118,5 +128,58 @@ impl Backend for MemoryBackend {
     }
     fn halt(&self) {
         self.halted.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn ended(run_id: &str) -> PersistBatch {
+        PersistBatch {
+            run_id: Arc::from(run_id),
+            new_run: None,
+            index: 0,
+            entry_json: String::new(),
+            records_json: String::new(),
+            ended: true,
+        }
+    }
+
+    async fn get(b: &MemoryBackend, scope: Scope) -> Option<serde_json::Value> {
+        b.ctx_get(scope, "k").wait().await.expect("in memory")
+    }
+
+    #[tokio::test]
+    async fn a_runs_end_drops_its_run_context_whenever_one_was_written() {
+        let b = MemoryBackend::new();
+        // Before any RunContext exists, an end has nothing to drop.
+        b.persist(ended("r0")).wait().await.expect("in memory");
+        let (r1, r2, t) = (
+            Scope::Run("r1".into()),
+            Scope::Run("r2".into()),
+            Scope::Thread("t".into()),
+        );
+        for s in [&r1, &r2, &t] {
+            b.ctx_set(s.clone(), "k", serde_json::json!(1))
+                .wait()
+                .await
+                .expect("in memory");
+        }
+        b.persist(ended("r1")).wait().await.expect("in memory");
+        assert_eq!(
+            get(&b, r1).await,
+            None,
+            "the ended run's context is dropped"
+        );
+        assert_eq!(get(&b, r2.clone()).await, Some(serde_json::json!(1)));
+        assert_eq!(
+            get(&b, t).await,
+            Some(serde_json::json!(1)),
+            "threads outlive runs"
+        );
+        b.persist(ended("r2")).wait().await.expect("in memory");
+        assert_eq!(get(&b, r2).await, None);
     }
 }
