@@ -156,7 +156,7 @@ pub(crate) struct Shared {
     /// Type names by type id (shared into bound events).
     type_names: Arc<[EventName]>,
     pub backend: Arc<dyn Backend>,
-    runs: RwLock<HashMap<Arc<str>, Arc<RunSlot>, RunIdBuild>>,
+    runs: RwLock<RunTable>,
     /// Type ids by name (FNV; the spec's own index uses SipHash).
     type_ids: HashMap<Box<str>, saap_dispatch::TypeId, FnvBuild>,
     /// Per step: the types it declares as outputs, looked up before `type_ids` (a step
@@ -181,6 +181,35 @@ pub(crate) struct Shared {
     /// Executions for the engine's local driver, and its wake-up (see `enqueue_local`).
     local: Mutex<LocalQueue>,
     local_wake: tokio::sync::Notify,
+}
+
+/// The runs an engine holds, by id.
+type RunTable = std::collections::HashSet<Held, RunIdBuild>;
+
+/// A run table entry: a slot, looked up by its run id (the table holds no second reference
+/// to the id: one atomic increment at insertion and one decrement at removal fewer per run).
+#[derive(Clone)]
+struct Held(Arc<RunSlot>);
+
+impl std::borrow::Borrow<str> for Held {
+    fn borrow(&self) -> &str {
+        &self.0.run_id
+    }
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Held) -> bool {
+        self.0.run_id == other.0.run_id
+    }
+}
+
+impl Eq for Held {}
+
+impl std::hash::Hash for Held {
+    // As the id itself hashes (`Borrow<str>` lookups find it).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        str::hash(&self.0.run_id, state);
+    }
 }
 
 /// A step's declared output types: name and type id.
@@ -1193,7 +1222,7 @@ impl Engine {
                 type_names,
                 workflow,
                 backend,
-                runs: RwLock::new(HashMap::default()),
+                runs: RwLock::new(RunTable::default()),
                 type_ids,
                 out_types,
                 opts,
@@ -1534,7 +1563,7 @@ impl Engine {
     /// while `keep_ended_runs` is on); [`Backend::list_runs`] lists what the store holds.
     pub fn run_ids(&self) -> Vec<String> {
         let runs = self.shared.runs.read().unwrap_or_else(|p| p.into_inner());
-        let mut ids: Vec<String> = runs.keys().map(|k| k.to_string()).collect();
+        let mut ids: Vec<String> = runs.iter().map(|h| h.0.run_id.to_string()).collect();
         ids.sort();
         ids
     }
@@ -1567,11 +1596,22 @@ impl Engine {
 }
 
 impl Shared {
+    /// Holds `slot` under its run id (in place of a slot held under that id).
     fn insert(&self, slot: Arc<RunSlot>) {
         self.runs
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(slot.run_id.clone(), slot);
+            .replace(Held(slot));
+    }
+
+    /// The slot held under `slot`'s run id, else `slot`, then held.
+    fn insert_if_absent(&self, slot: Arc<RunSlot>) -> Arc<RunSlot> {
+        let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = runs.get(&*slot.run_id) {
+            return held.0.clone();
+        }
+        runs.insert(Held(slot.clone()));
+        slot
     }
 
     /// Reads a run of this workflow from the store and rebuilds it (not inserted).
@@ -1612,8 +1652,7 @@ impl Shared {
             // A live run this engine does not hold belongs to another engine (a worker).
             return Err(unknown());
         }
-        let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-        Ok(runs.entry(slot.run_id.clone()).or_insert(slot).clone())
+        Ok(self.insert_if_absent(slot))
     }
 
     fn slot(&self, run_id: &str) -> Result<Arc<RunSlot>, EngineError> {
@@ -1621,7 +1660,7 @@ impl Shared {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(run_id)
-            .cloned()
+            .map(|held| held.0.clone())
             .ok_or_else(|| EngineError::UnknownRun {
                 run_id: run_id.chars().take(128).collect(),
             })
@@ -2329,7 +2368,7 @@ impl Shared {
             // the table's.
             let in_flight = {
                 let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-                runs.remove(&slot.run_id);
+                runs.remove(&*slot.run_id);
                 runs.len()
             };
             // Other runs in flight: whoever waits for this one's end may hold it for a while
@@ -3149,6 +3188,9 @@ pub(crate) struct LocalQueue {
     driving: bool,
     /// The thread whose current-thread runtime the driver was spawned on.
     thread: Option<std::thread::ThreadId>,
+    /// The driver found the queue empty and waits for `local_wake` (with bodies that wait):
+    /// only then does a new item wake it (else it takes the item on its next look).
+    parked: bool,
 }
 
 /// Hands executions to the engine's local driver, spawning it when none runs: on a
@@ -3177,13 +3219,16 @@ fn enqueue_local(shared: &Arc<Shared>, items: impl IntoIterator<Item = Queued>) 
             return;
         }
         q.thread = Some(here);
-        !std::mem::replace(&mut q.driving, true)
+        let spawn = !std::mem::replace(&mut q.driving, true);
+        (spawn, std::mem::take(&mut q.parked))
     };
-    if spawn {
-        tokio::spawn(engine_driver(shared.clone()));
-    } else {
-        // A permit if the driver is not waiting now: no wake-up is lost.
-        shared.local_wake.notify_one();
+    match spawn {
+        (true, _) => {
+            tokio::spawn(engine_driver(shared.clone()));
+        }
+        // A permit if the driver is not waiting yet: no wake-up is lost.
+        (false, true) => shared.local_wake.notify_one(),
+        (false, false) => {}
     }
 }
 
@@ -3271,6 +3316,8 @@ async fn drive_local(
                                 *driving = false;
                                 break 'drive;
                             }
+                            // Nothing queued: the driver waits for its bodies or new items.
+                            q.parked = item.is_none();
                             item
                         }
                         None => fan.as_mut().and_then(|f| pop_queued(&mut f.queue)),

@@ -42,10 +42,7 @@ impl Engine {
             super::Thread::Given(thread_id.into()),
             run,
         ));
-        let slot = {
-            let mut runs = self.shared.runs.write().unwrap_or_else(|p| p.into_inner());
-            runs.entry(fresh.run_id.clone()).or_insert(fresh).clone()
-        };
+        let slot = self.shared.insert_if_absent(fresh);
         self.shared.submit(&slot, Input::Append(ev)).await?;
         Ok(id)
     }
