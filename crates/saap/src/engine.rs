@@ -2018,11 +2018,10 @@ impl Shared {
             run_id: slot.run_id.to_string(),
             detail: e.to_string(),
         };
-        let mut pending = st
-            .scratch
-            .as_mut()
-            .map(|s| std::mem::take(&mut s.pending))
-            .unwrap_or_default();
+        let mut pending = match st.scratch.as_mut() {
+            Some(s) => std::mem::take(&mut s.pending),
+            None => UNSCRATCHED_PENDING.take(),
+        };
         pending.clear();
         let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
         let mut retried: Option<(ExecutionId, u32)> = None;
@@ -2152,8 +2151,10 @@ impl Shared {
         fill_payloads(st, &mut pending);
         pending.clear();
         // Kept once the run executes (a run's start event alone leaves no buffers behind).
-        if let Some(s) = st.scratch.as_mut() {
-            s.pending = pending;
+        match st.scratch.as_mut() {
+            Some(s) => s.pending = pending,
+            None if pending.capacity() <= SPARE_MAX => UNSCRATCHED_PENDING.set(pending),
+            None => {}
         }
         if !display_by.is_empty() {
             st.shown_by().extend(display_by);
@@ -2932,6 +2933,14 @@ fn type_name(names: &[EventName], ty: EventTy) -> EventName {
             .unwrap_or(EventName::Static("")),
         EventTy::Foreign(_) => EventName::Static(""),
     }
+}
+
+thread_local! {
+    /// The `pending` buffer of inputs to runs without scratch buffers (a start event, an
+    /// event sent to a run waiting for its first step): one per thread, not one allocated
+    /// and freed per such input. Empty between uses.
+    static UNSCRATCHED_PENDING: std::cell::Cell<Vec<(EventId, Payload)>> =
+        const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Largest buffer (elements) kept for reuse by the run's next execution: a fan-out of up
@@ -4070,6 +4079,29 @@ mod tests {
                 .collect();
             assert_eq!(ids, expected, "execution {x:?}");
         }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_start_event_is_applied_through_the_threads_pending_buffer_left_empty_for_the_next() {
+        use crate::event::UserMessageEvent;
+        let engine = forgetful_engine();
+        UNSCRATCHED_PENDING.set(Vec::new());
+        let id = engine.start_run(UserMessageEvent::new("q")).await.unwrap();
+        let kept = UNSCRATCHED_PENDING.take();
+        assert!(kept.is_empty(), "no payload is left behind");
+        assert!(
+            kept.capacity() >= 1,
+            "the buffer is kept for the next start"
+        );
+        UNSCRATCHED_PENDING.set(kept);
+        let snap = logged(&engine, &id, 3).await;
+        assert_eq!(
+            snap.payloads[0]
+                .get::<UserMessageEvent>()
+                .map(|m| m.message.as_str()),
+            Some("q"),
+            "the start event's payload went to the run"
+        );
     }
 
     /// How many tasks wait for run `id`'s end.
