@@ -4104,6 +4104,97 @@ mod tests {
         );
     }
 
+    /// The in-memory store, except that it fails to store a run's end.
+    struct FailsAtTheEnd(crate::backend::memory::MemoryBackend);
+
+    impl Backend for FailsAtTheEnd {
+        fn name(&self) -> &'static str {
+            "fails-at-the-end"
+        }
+        fn wants_journal(&self) -> bool {
+            false
+        }
+        fn persist(&self, batch: PersistBatch) -> Pending<()> {
+            if batch.ended {
+                return Pending::Ready(Err(StoreError::Io {
+                    detail: "disk full".into(),
+                }));
+            }
+            self.0.persist(batch)
+        }
+        fn load_runs(&self, workflow: &str, live_only: bool) -> Pending<Vec<StoredRun>> {
+            self.0.load_runs(workflow, live_only)
+        }
+        fn list_runs(
+            &self,
+            workflow: &str,
+            query: &crate::backend::RunQuery,
+        ) -> Pending<crate::backend::RunPage> {
+            self.0.list_runs(workflow, query)
+        }
+        fn read_run(&self, workflow: &str, run_id: &str) -> Pending<Option<StoredRun>> {
+            self.0.read_run(workflow, run_id)
+        }
+        fn ctx_get(
+            &self,
+            scope: crate::backend::Scope,
+            key: &str,
+        ) -> Pending<Option<serde_json::Value>> {
+            self.0.ctx_get(scope, key)
+        }
+        fn ctx_set(
+            &self,
+            scope: crate::backend::Scope,
+            key: &str,
+            value: serde_json::Value,
+        ) -> Pending<()> {
+            self.0.ctx_set(scope, key, value)
+        }
+        fn ctx_delete(&self, scope: crate::backend::Scope, key: &str) -> Pending<()> {
+            self.0.ctx_delete(scope, key)
+        }
+        fn halt(&self) {
+            self.0.halt()
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_storage_failure_at_the_end_wakes_the_runs_waiters_and_shows_on_the_run() {
+        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        let engine = Engine::new(
+            asking(),
+            Arc::new(FailsAtTheEnd(crate::backend::memory::MemoryBackend::new())),
+            EngineOptions::default(),
+        );
+        let id = engine.start_run(UserMessageEvent::new("q")).await.unwrap();
+        logged(&engine, &id, 3).await;
+        let waiter = {
+            let (engine, id) = (engine.clone(), id.clone());
+            tokio::spawn(async move { engine.wait_for_end(&id).await })
+        };
+        tokio::task::yield_now().await;
+        assert_eq!(waiting(&engine, &id), 1);
+        engine
+            .send(&id, HumanInTheLoopResponseEvent::default())
+            .await
+            .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+            .await
+            .expect("the failure wakes the waiter")
+            .unwrap()
+            .unwrap();
+        let snap = engine.snapshot(&id).expect("kept");
+        assert!(snap.run.is_terminated(), "the core ended the run");
+        let st = engine.shared.slot(&id).unwrap();
+        let st = st.lock();
+        assert!(!st.end_durable, "an end the store refused is not durable");
+        assert!(
+            st.failure
+                .as_deref()
+                .is_some_and(|f| f.contains("disk full"))
+        );
+    }
+
     /// How many tasks wait for run `id`'s end.
     fn waiting(engine: &Engine, id: &str) -> usize {
         engine.shared.slot(id).unwrap().lock().waiters.len()
