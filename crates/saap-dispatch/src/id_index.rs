@@ -30,7 +30,6 @@ fn hash(id: &EventId) -> usize {
 
 impl IdIndex {
     /// How many ids the index holds.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -38,6 +37,12 @@ impl IdIndex {
     /// Slots allocated (for memory accounting).
     pub(crate) fn capacity(&self) -> usize {
         self.slots.capacity()
+    }
+
+    /// Where the slots are (tests: whether a table was reused).
+    #[cfg(test)]
+    pub(crate) fn slots_ptr(&self) -> *const u32 {
+        self.slots.as_ptr()
     }
 
     pub(crate) fn clear(&mut self) {

@@ -624,6 +624,11 @@ impl Run {
     pub fn log(&self) -> &[LoggedEvent] {
         &self.log
     }
+    /// How many events the log has room for without growing (a fan-out reserves room for
+    /// the events its workers usually return): for an engine's tables that mirror the log.
+    pub fn log_capacity(&self) -> usize {
+        self.log.capacity()
+    }
     pub fn records(&self) -> &[Record] {
         &self.records
     }
@@ -703,11 +708,16 @@ impl Run {
             .map(|(i, _)| i as Seq)
     }
 
-    /// Builds the id index from the log (first non-orphan occurrence of each id).
-    fn index_ids(&mut self) {
-        let mut by_id = IdIndex::default();
+    /// Builds the id index from the log (first non-orphan occurrence of each id), with room
+    /// for `more` ids without growing (a fan-out's outputs: one table, not two). A recycled
+    /// run's table (emptied by [`Run::reset`]) is reused when it is large enough.
+    fn index_ids(&mut self, more: usize) {
+        let mut by_id = std::mem::take(&mut rare(&mut self.rare).by_id);
+        debug_assert_eq!(by_id.len(), 0, "ids are indexed once per run");
         let log = &self.log;
-        by_id.reserve(log.len() * 2, |s| log[s as usize].id);
+        by_id.reserve(log.len().saturating_add(more).max(log.len() * 2), |s| {
+            log[s as usize].id
+        });
         for (i, e) in log.iter().enumerate() {
             if !self.is_orphan(i as Seq, e) {
                 by_id.get_or_insert(&e.id, i as Seq, |s| log[s as usize].id);
@@ -822,7 +832,7 @@ impl Run {
                 return Err(Refused::LogFull);
             }
             if !self.ids_indexed {
-                self.index_ids();
+                self.index_ids(0);
             }
         }
         let kind = match ty {
@@ -1577,49 +1587,92 @@ impl Run {
         true
     }
 
-    /// Room for `n` more events arriving together (a fan-out's outputs): the log, one record
-    /// each, and the id index (built now if they would cross the threshold; decisions do
-    /// not depend on when it is built) grow once to their size instead of doubling
-    /// repeatedly, rehashing every id each time.
+    /// Room for `n` more events arriving together (a fan-out's outputs) and for what they
+    /// usually lead to: the log, the records, the executions and bindings, the match lists
+    /// of a fan-in and the id index (built now if they would cross the threshold; decisions
+    /// do not depend on when it is built) each grow once to their size instead of doubling
+    /// on the way, copying the whole table each time (at N = 10,000 those copies and the
+    /// cache misses they cause made a fan-out's cost per item grow with N).
     #[cold]
     #[inline(never)]
     fn reserve_for(&mut self, outputs: &[NewEvent]) {
         let n = outputs.len().min(MAX_LOG_EVENTS);
         // Outputs that each start an execution of the step they link to (a fan-out to
-        // workers): the executions and their bindings are sized once, not doubled (at
-        // N = 10,000 the copies of doubling tables cost cache misses per arrival), and the
-        // log and id index keep room for the event each worker usually returns.
-        let starts = outputs[..n]
-            .iter()
-            .filter(|e| matches!(e.ty, NewEventType::Known(t) if self.spec.chain_link(t).is_some()))
-            .count();
+        // workers), and the records the arrivals usually make.
+        let mut starts = 0usize;
+        let mut records = END_RECORDS;
+        // The step the links start, while all start the same one (the usual fan-out).
+        let mut worker: Option<StepIdx> = None;
+        let mut one_worker = true;
+        for e in &outputs[..n] {
+            let t = match e.ty {
+                NewEventType::Known(t) => t,
+                NewEventType::Foreign { .. } => {
+                    records = records.saturating_add(1);
+                    continue;
+                }
+            };
+            records = records.saturating_add(self.spec.arrival_records(t) as usize);
+            if let Some(link) = self.spec.chain_link(t) {
+                starts += 1;
+                match worker {
+                    None => worker = Some(link.step),
+                    Some(w) if w != link.step => one_worker = false,
+                    Some(_) => {}
+                }
+            }
+        }
         let returned = if starts > 1 { starts } else { 0 };
+        // What each worker usually returns: one event of the step's one declared output
+        // type. Its arrivals make records (the completion's and the arrival's), fill the
+        // match lists of the lists and fixed lists that take it (a fan-in) and start the
+        // steps those belong to once (one execution each, with their bindings).
+        let mut fan_in_executions = 0;
+        let mut fan_in_bindings = 0;
+        if returned > 0
+            && one_worker
+            && let Some(w) = worker
+            && let [o] = self.spec.steps[w as usize].outputs[..]
+        {
+            let per_worker = 1 + self.spec.arrival_records(o) as usize;
+            records = records.saturating_add(returned.saturating_mul(per_worker));
+            let mut previous = None;
+            for c in self.spec.consumer_slots(o) {
+                if previous != Some(c.step) {
+                    previous = Some(c.step);
+                    fan_in_executions += 1;
+                    fan_in_bindings += self.spec.steps[c.step as usize].params.len();
+                }
+                let want = match c.kind {
+                    ParamKind::List => returned,
+                    ParamKind::FixedList => returned.min(c.size as usize),
+                    ParamKind::Required | ParamKind::Optional => continue,
+                };
+                let m = &mut self.matches[c.slot as usize];
+                let want = (m.len() + want).min(MAX_LOG_EVENTS);
+                if m.capacity() < want {
+                    m.reserve_exact(want - m.len());
+                }
+            }
+        }
         // And room for the event that usually follows (a fan-in's output): the log does not
         // double, copying all these events, for the one after them.
         self.log
             .reserve((n + returned).min(MAX_LOG_EVENTS) + END_EVENTS);
-        // The records these arrivals usually make, and a few for the completion and end
-        // that often follow (a fan-in's): the records vector does not double on the way.
-        let records = outputs[..n]
-            .iter()
-            .map(|e| match e.ty {
-                NewEventType::Known(t) => self.spec.arrival_records(t) as usize,
-                NewEventType::Foreign { .. } => 1,
-            })
-            .fold(END_RECORDS, usize::saturating_add);
+        // A few records for the completion and end that often follow (a fan-in's).
         self.records.reserve(records.min(MAX_RESERVED_RECORDS));
         if returned > 0 {
-            self.executions.reserve(returned);
-            self.bindings.reserve(returned);
+            self.executions.reserve(returned + fan_in_executions);
+            self.bindings.reserve(returned + fan_in_bindings);
         }
+        let ids = (n + returned).min(MAX_LOG_EVENTS);
         if !self.ids_indexed && self.log.len() + n > self.index_ids_at as usize {
-            self.index_ids();
-        }
-        if self.ids_indexed {
+            self.index_ids(ids);
+        } else if self.ids_indexed {
             let log = &self.log;
             rare(&mut self.rare)
                 .by_id
-                .reserve((n + returned).min(MAX_LOG_EVENTS), |s| log[s as usize].id);
+                .reserve(ids, |s| log[s as usize].id);
         }
     }
 
@@ -1879,6 +1932,87 @@ mod tests {
                 .any(|r| matches!(r, Record::FixedListOverflow { .. }))
         );
         assert_eq!(sole, records(", {name: o, kind: optional, types: [O]}"));
+    }
+
+    /// A fan-out to workers sizes, once, the tables its workers' results and their fan-in
+    /// will fill: no table is reallocated (and copied) from the fan-out to the run's end,
+    /// for a fixed-list fan-in, a list fan-in and a fan-out larger than a fixed list's
+    /// first reservation; and the run decides as before (one fan-in, the stop).
+    #[test]
+    fn a_fan_out_sizes_the_tables_of_its_workers_and_their_fan_in_once() {
+        let gate = ", precondition: {name: all, when: {count_at_least: {param: xs, n: 300}}}";
+        for (n, fan_in, gate) in [
+            (
+                300,
+                "{name: xs, kind: fixed_list, size: 300, types: [R]}",
+                "",
+            ),
+            (
+                6000,
+                "{name: xs, kind: fixed_list, size: 6000, types: [R]}",
+                "",
+            ),
+            (300, "{name: xs, kind: list, types: [R]}", gate),
+        ] {
+            let mut run = run_of(&format!(
+                "name: W\nevents: [{{name: A}}, {{name: R}}, {{name: Done, parents: [StopEvent]}}]\nsteps:\n  - {{name: fan, params: [{{name: s, kind: required, types: [StartEvent]}}], outputs: [A]}}\n  - {{name: work, params: [{{name: a, kind: required, types: [A]}}], outputs: [R]}}\n  - {{name: join, params: [{fan_in}], outputs: [Done]{gate}}}\n"
+            ));
+            send(&mut run, 1, "StartEvent");
+            let x = run.take_started();
+            fan_out(&mut run, x[0], "A", n);
+            let slot = run.param_slot(2, 0);
+            let tables = |run: &Run| {
+                (
+                    run.log.as_ptr(),
+                    run.records.as_ptr(),
+                    run.executions.as_ptr(),
+                    run.bindings.as_ptr(),
+                    run.matches[slot].as_ptr(),
+                    run.rare.as_ref().map(|r| r.by_id.capacity()),
+                )
+            };
+            let sized = tables(&run);
+            let r = run.spec().type_id("R").expect("R");
+            let done = run.spec().type_id("Done").expect("Done");
+            let mut outs = Vec::new();
+            for w in run.take_started() {
+                outs.push(NewEvent::known(derived_event_id(run.run_key(), w, 0), r));
+                run.complete_returned(w, 1, &mut outs, &mut DeclaredConditions)
+                    .expect("a worker completes");
+            }
+            let join = run.take_started();
+            assert_eq!(join.len(), 1, "{fan_in}: the fan-in runs once");
+            outs.push(NewEvent::known(
+                derived_event_id(run.run_key(), join[0], 0),
+                done,
+            ));
+            run.complete_returned(join[0], 1, &mut outs, &mut DeclaredConditions)
+                .expect("the fan-in completes");
+            assert!(run.is_terminated());
+            assert_eq!(run.log().len(), 2 * n as usize + 2);
+            assert_eq!(tables(&run), sized, "{fan_in}, {n} items: a table grew");
+        }
+    }
+
+    /// A recycled run builds its id index in the table the run before it left, once per
+    /// fan-out.
+    #[test]
+    fn a_recycled_run_builds_its_id_index_in_the_table_it_kept() {
+        let mut run = run_of(
+            "name: W\nevents: [{name: A}]\nsteps:\n  - {name: fan, params: [{name: s, kind: required, types: [StartEvent]}], outputs: [A]}\n  - {name: join, params: [{name: xs, kind: fixed_list, size: 100, types: [A]}]}\n",
+        );
+        let mut slots = None;
+        for key in 1..4 {
+            run.reset(key);
+            send(&mut run, 1, "StartEvent");
+            let x = run.take_started();
+            fan_out(&mut run, x[0], "A", 100);
+            let index = &run.rare.as_ref().expect("indexed").by_id;
+            assert_eq!(index.len(), 101);
+            let now = index.slots_ptr();
+            assert_eq!(*slots.get_or_insert(now), now, "run {key}: a new table");
+            assert_eq!(run.seq_of(&run.log()[57].id), Some(57));
+        }
     }
 
     /// A list that is its step's only parameter goes straight to the precondition until the

@@ -2875,7 +2875,9 @@ fn add_payloads_in_order(
             // (many runs in flight wait at their start event).
             payloads.reserve_exact(log_len);
         } else {
-            payloads.reserve(log_len - len);
+            // Room for what the core reserved the log for (a fan-out: its workers' events
+            // too), so that the payloads do not double, copying them all, on the way.
+            payloads.reserve_exact(run.log_capacity().max(log_len) - len);
         }
     }
     // Usually every event offered was logged, in the order offered (a fan-out's outputs):
@@ -3601,6 +3603,58 @@ pub fn is_running(state: ExecState) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    /// A fan-out's payloads take the room the core reserved in the log for the fan-out and
+    /// the events its workers return: the workers' payloads are added without the table
+    /// growing (and copying every payload) on the way.
+    #[test]
+    fn a_fan_outs_payloads_take_the_room_the_core_reserved_for_its_workers() {
+        use saap_dispatch::{DeclaredConditions, NewEvent, SpecSyntax, compile_spec_text};
+        let spec = compile_spec_text(
+            "name: W\nevents: [{name: A}, {name: R}]\nsteps:\n  - {name: fan, params: [{name: s, kind: required, types: [StartEvent]}], outputs: [A]}\n  - {name: work, params: [{name: a, kind: required, types: [A]}], outputs: [R]}\n  - {name: join, params: [{name: xs, kind: fixed_list, size: 500, types: [R]}]}\n",
+            SpecSyntax::Yaml,
+        )
+        .unwrap();
+        let (start, a, r) = (
+            spec.type_id("StartEvent").unwrap(),
+            spec.type_id("A").unwrap(),
+            spec.type_id("R").unwrap(),
+        );
+        let mut run = Run::new(Arc::new(spec), 9);
+        let mut payloads = Vec::new();
+        let null = || Payload::from_json(serde_json::Value::Null);
+        let mut offer = |run: &mut Run, x: Option<ExecutionId>, news: Vec<NewEvent>| {
+            let mut pending: Vec<_> = news.iter().map(|e| (e.id, null())).collect();
+            match x {
+                None => {
+                    for e in news {
+                        run.append(e, &mut DeclaredConditions).unwrap();
+                    }
+                }
+                Some(x) => run
+                    .complete(x, 1, Outcome::Returned(news), &mut DeclaredConditions)
+                    .unwrap(),
+            }
+            add_payloads(run, &mut payloads, true, &mut pending);
+            assert_eq!(payloads.len(), run.log().len());
+            payloads.as_ptr()
+        };
+        offer(
+            &mut run,
+            None,
+            vec![NewEvent::known(EventId::from_bytes([1; 12]), start)],
+        );
+        let fan = run.next_started().unwrap();
+        let items = (0..500)
+            .map(|i| NewEvent::known(derived_event_id(9, fan, i), a))
+            .collect();
+        let sized = offer(&mut run, Some(fan), items);
+        for w in run.drain_started().collect::<Vec<_>>() {
+            let out = vec![NewEvent::known(derived_event_id(9, w, 0), r)];
+            assert_eq!(offer(&mut run, Some(w), out), sized, "the payloads grew");
+        }
+        assert_eq!(run.log().len(), 1 + 2 * 500);
+    }
 
     #[tokio::test(flavor = "current_thread")]
     async fn an_ended_body_run_is_kept_by_its_thread_and_its_step_starts_in_it_again() {
