@@ -2406,6 +2406,9 @@ impl Shared {
         if st.run.log().len() > SPARE_SLOT_MAX_EVENTS
             || st.payloads.capacity() > SPARE_SLOT_MAX_EVENTS
         {
+            // Too large to keep, but its payloads' allocations serve the next run's events
+            // as a kept slot's do (a large fan-out's items and results).
+            Payload::recycle_all(&mut st.payloads);
             return;
         }
         let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
@@ -3975,6 +3978,61 @@ mod tests {
                 ..EngineOptions::default()
             },
         )
+    }
+
+    #[derive(Debug, Clone, saap::Event, serde::Serialize, serde::Deserialize)]
+    struct FanItem {
+        v: u32,
+    }
+    #[derive(Debug, Clone, saap::Event, serde::Serialize, serde::Deserialize)]
+    struct FanResult {
+        v: u32,
+    }
+
+    /// A run too large for its slot to be kept (more than `SPARE_SLOT_MAX_EVENTS` events)
+    /// still hands its payloads' allocations to the thread for the next run's events: a
+    /// second fan-out of 300 reuses the first one's instead of allocating 600 more.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_large_runs_payloads_serve_the_next_runs_events() {
+        use crate::event::{StopEvent, UserMessageEvent, pooled_payloads};
+        use crate::params::{FixedList, Required};
+        use crate::workflow::{Step, StepError};
+        let workflow = Workflow::builder("Fan")
+            .step(Step::new(
+                "fan",
+                |_: Required<UserMessageEvent>, _: StepCtx| async {
+                    Ok::<_, StepError>((0..300).map(|v| FanItem { v }).collect::<Vec<_>>())
+                },
+            ))
+            .step(Step::new(
+                "work",
+                |i: Required<FanItem>, _: StepCtx| async move {
+                    Ok::<_, StepError>(FanResult { v: i.v })
+                },
+            ))
+            .step(Step::new(
+                "join",
+                |_: FixedList<FanResult, 300>, _: StepCtx| async {
+                    Ok::<_, StepError>(StopEvent::default())
+                },
+            ))
+            .build()
+            .expect("valid workflow");
+        let engine = Engine::new(
+            workflow,
+            Arc::new(crate::backend::memory::MemoryBackend::new()),
+            EngineOptions {
+                keep_ended_runs: false,
+                ..EngineOptions::default()
+            },
+        );
+        // 603 events: more than a kept slot may hold (`SPARE_SLOT_MAX_EVENTS`).
+        assert_eq!(pooled_payloads::<FanItem>().0, 0);
+        for _ in 0..2 {
+            engine.run(UserMessageEvent::new("go")).await.unwrap();
+            assert_eq!(pooled_payloads::<FanItem>().0, 300);
+            assert_eq!(pooled_payloads::<FanResult>().0, 300);
+        }
     }
 
     #[tokio::test(flavor = "current_thread")]
