@@ -178,6 +178,10 @@ pub(crate) struct Shared {
     /// for runs about to execute for the first time (see [`Shared::adopt_spare`]). At most
     /// [`SPARE_TABLES`].
     spare_tables: Mutex<Vec<SpareTables>>,
+    /// The tables of the last evicted run too large for those (a large fan-out's), for the
+    /// next large fan-out (see [`Shared::adopt_large`]): one set, at most
+    /// [`LARGE_SPARE_BYTES`].
+    large_spare: Mutex<Option<SpareTables>>,
     /// Executions for the engine's local driver, and its wake-up (see `enqueue_local`).
     local: Mutex<LocalQueue>,
     local_wake: tokio::sync::Notify,
@@ -221,6 +225,10 @@ const SPARE_SLOTS: usize = 64;
 const SPARE_SLOT_MAX_EVENTS: usize = 256;
 /// How many evicted runs' tables an engine keeps for runs about to execute.
 const SPARE_TABLES: usize = 16;
+/// The largest tables (bytes) an engine keeps of a run too large for the spares above. Freed
+/// and allocated again, a 10,000-item fan-out's ~4 MB of tables were handed back to the OS
+/// and faulted in again by every such run (~1,100 page faults per run, measured).
+const LARGE_SPARE_BYTES: usize = 16 << 20;
 
 /// What an evicted run held that grows as a run executes — the core's tables, the
 /// payload list, the scratch buffers — emptied, with their allocations. A run that starts
@@ -1231,6 +1239,7 @@ impl Engine {
                 spare_slots: Mutex::new(Vec::new()),
                 spare_slot_count: AtomicUsize::new(0),
                 spare_tables: Mutex::new(Vec::new()),
+                large_spare: Mutex::new(None),
                 local: Mutex::new(LocalQueue::default()),
                 local_wake: tokio::sync::Notify::new(),
             }),
@@ -1896,6 +1905,9 @@ impl Shared {
         step: StepIdx,
         mut outs: Vec<OutEvent>,
     ) -> Result<(Pending<()>, bool), EngineError> {
+        if outs.len() > SPARE_SLOT_MAX_EVENTS {
+            self.adopt_large(st);
+        }
         // The run's tables, buffers and precondition cache, each borrowed on its own.
         let RunState {
             run,
@@ -2406,9 +2418,10 @@ impl Shared {
         if st.run.log().len() > SPARE_SLOT_MAX_EVENTS
             || st.payloads.capacity() > SPARE_SLOT_MAX_EVENTS
         {
-            // Too large to keep, but its payloads' allocations serve the next run's events
-            // as a kept slot's do (a large fan-out's items and results).
-            Payload::recycle_all(&mut st.payloads);
+            // Too large to keep: its tables serve the next large fan-out, and its payloads'
+            // allocations the next run's events (`forget` recycles them).
+            let spare = st.forget();
+            self.stash(spare);
             return;
         }
         let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
@@ -2424,6 +2437,11 @@ impl Shared {
         if spare.core.event_capacity() > SPARE_SLOT_MAX_EVENTS
             || spare.payloads.capacity() > SPARE_SLOT_MAX_EVENTS
         {
+            let bytes = spare.core.memory_bytes()
+                + spare.payloads.capacity() * std::mem::size_of::<Payload>();
+            if bytes <= LARGE_SPARE_BYTES {
+                *self.large_spare.lock().unwrap_or_else(|p| p.into_inner()) = Some(spare);
+            }
             return;
         }
         let mut kept = self.spare_tables.lock().unwrap_or_else(|p| p.into_inner());
@@ -2446,6 +2464,25 @@ impl Shared {
         if let Some(mut spare) = spare {
             st.adopt(&mut spare);
             // `spare` now holds the run's first-dispatch tables, freed here.
+        }
+    }
+
+    /// Before a large fan-out is applied: the run takes over the tables of the last large
+    /// run the engine kept (see `large_spare`) where they are larger than its own.
+    #[cold]
+    #[inline(never)]
+    fn adopt_large(&self, st: &mut RunState) {
+        if self.opts.keep_ended_runs {
+            return;
+        }
+        let spare = self
+            .large_spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(mut spare) = spare {
+            st.adopt(&mut spare);
+            // `spare` now holds the run's former tables, freed here.
         }
     }
 
@@ -3989,12 +4026,10 @@ mod tests {
         v: u32,
     }
 
-    /// A run too large for its slot to be kept (more than `SPARE_SLOT_MAX_EVENTS` events)
-    /// still hands its payloads' allocations to the thread for the next run's events: a
-    /// second fan-out of 300 reuses the first one's instead of allocating 600 more.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_large_runs_payloads_serve_the_next_runs_events() {
-        use crate::event::{StopEvent, UserMessageEvent, pooled_payloads};
+    /// An engine keeping no ended runs, of a fan-out of 300 items to workers and a fixed-list
+    /// fan-in: 603 events a run, more than a kept slot may hold (`SPARE_SLOT_MAX_EVENTS`).
+    fn large_fan_out_engine() -> Engine {
+        use crate::event::{StopEvent, UserMessageEvent};
         use crate::params::{FixedList, Required};
         use crate::workflow::{Step, StepError};
         let workflow = Workflow::builder("Fan")
@@ -4018,20 +4053,56 @@ mod tests {
             ))
             .build()
             .expect("valid workflow");
-        let engine = Engine::new(
+        Engine::new(
             workflow,
             Arc::new(crate::backend::memory::MemoryBackend::new()),
             EngineOptions {
                 keep_ended_runs: false,
                 ..EngineOptions::default()
             },
-        );
-        // 603 events: more than a kept slot may hold (`SPARE_SLOT_MAX_EVENTS`).
+        )
+    }
+
+    /// A run too large for its slot to be kept still hands its payloads' allocations to the
+    /// thread for the next run's events: a second fan-out of 300 reuses the first one's
+    /// instead of allocating 600 more.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_large_runs_payloads_serve_the_next_runs_events() {
+        use crate::event::{UserMessageEvent, pooled_payloads};
+        let engine = large_fan_out_engine();
         assert_eq!(pooled_payloads::<FanItem>().0, 0);
         for _ in 0..2 {
             engine.run(UserMessageEvent::new("go")).await.unwrap();
             assert_eq!(pooled_payloads::<FanItem>().0, 300);
             assert_eq!(pooled_payloads::<FanResult>().0, 300);
+        }
+    }
+
+    /// A run too large for its slot to be kept leaves its tables to the engine, and the next
+    /// large fan-out takes them over (the same allocations, not new ones faulted in again);
+    /// its result is the same.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_large_fan_out_takes_over_the_tables_of_the_last_large_run() {
+        use crate::event::UserMessageEvent;
+        let engine = large_fan_out_engine();
+        let kept = |e: &Engine| {
+            let large = e.shared.large_spare.lock().unwrap();
+            large
+                .as_ref()
+                .map(|t| (t.core.event_capacity(), t.payloads.as_ptr()))
+        };
+        assert_eq!(kept(&engine), None);
+        engine.run(UserMessageEvent::new("one")).await.unwrap();
+        let (events, first) = kept(&engine).expect("the large run's tables are kept");
+        assert!(events >= 603, "room for {events} events");
+        for n in 0..3 {
+            let id = engine.run(UserMessageEvent::new("again")).await.unwrap();
+            assert!(engine.snapshot(&id).is_none(), "ended runs are not kept");
+            assert_eq!(
+                kept(&engine),
+                Some((events, first)),
+                "run {n}: the same tables went round"
+            );
         }
     }
 
