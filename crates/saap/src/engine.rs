@@ -270,7 +270,7 @@ pub(crate) struct RunState {
     end_durable: bool,
     created: bool,
     /// An engine-side failure (storage) that stopped the run.
-    pub failure: Option<String>,
+    pub failure: Option<Box<str>>,
     /// What the run's executions showed (made by the first display event: most runs show
     /// none, and a run in flight holds 8 bytes for it, not 48).
     displays: Option<Box<Displays>>,
@@ -288,66 +288,65 @@ pub(crate) struct RunState {
 /// Tasks waiting until a run is quiet, kept under the run's lock: a waiter registers in
 /// the same locked section in which it finds the run not quiet, and whoever makes the run
 /// quiet takes the waiters in the section in which it sees that (no wake-up is lost, and
-/// neither takes a lock of its own). The first waiter inline: a run has at most one
-/// (`wait_for_end`) in most uses.
+/// neither takes a lock of its own). A registration is keyed by the address of its pinned
+/// [`UntilQuiet`] future, unique among live ones. The first waiter inline, others boxed: a
+/// run has at most one (`wait_for_end`) in most uses, and the state stays 32 bytes.
 #[derive(Default)]
 struct Waiters {
-    /// The token of the next registration (never reused: a 64-bit count).
-    next: u64,
-    first: Option<(u64, std::task::Waker)>,
-    more: Vec<(u64, std::task::Waker)>,
+    first: Option<(usize, std::task::Waker)>,
+    #[allow(
+        clippy::box_collection,
+        reason = "8 bytes in every run's state, not 24: a second waiter is rare"
+    )]
+    more: Option<Box<Vec<(usize, std::task::Waker)>>>,
 }
 
 impl Waiters {
-    /// Registers `waker` under `token` (a waiter's registration, if it still holds one,
-    /// is updated in place); returns the token.
-    fn register(&mut self, token: Option<u64>, waker: &std::task::Waker) -> u64 {
-        if let Some(t) = token
-            && let Some((_, w)) = self
-                .first
-                .iter_mut()
-                .chain(self.more.iter_mut())
-                .find(|(x, _)| *x == t)
+    /// Registers `waker` under `key`, or updates the registration under `key`.
+    fn register(&mut self, key: usize, waker: &std::task::Waker) {
+        let more = self.more.as_deref_mut().map(Vec::as_mut_slice);
+        if let Some((_, w)) = self
+            .first
+            .iter_mut()
+            .chain(more.into_iter().flatten())
+            .find(|(k, _)| *k == key)
         {
             if !w.will_wake(waker) {
                 w.clone_from(waker);
             }
-            return t;
+            return;
         }
-        let t = self.next;
-        self.next += 1;
         if self.first.is_none() {
-            self.first = Some((t, waker.clone()));
+            self.first = Some((key, waker.clone()));
         } else {
-            self.more.push((t, waker.clone()));
+            self.more
+                .get_or_insert_with(Box::default)
+                .push((key, waker.clone()));
         }
-        t
     }
 
-    /// Drops the registration `token` (a waiter that stopped waiting), if still there.
-    fn remove(&mut self, token: u64) {
-        if self.first.as_ref().is_some_and(|(x, _)| *x == token) {
+    /// Drops the registration under `key` (a waiter that stopped waiting), if still there.
+    fn remove(&mut self, key: usize) {
+        if self.first.as_ref().is_some_and(|(k, _)| *k == key) {
             self.first = None;
-        } else if let Some(i) = self.more.iter().position(|(x, _)| *x == token) {
-            self.more.swap_remove(i);
+        } else if let Some(more) = self.more.as_deref_mut()
+            && let Some(i) = more.iter().position(|(k, _)| *k == key)
+        {
+            more.swap_remove(i);
         }
     }
 
     /// How many waiters are registered.
     #[cfg(test)]
     fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.more.len()
+        usize::from(self.first.is_some()) + self.more.as_ref().map_or(0, |m| m.len())
     }
 
     /// Takes every registration, to wake once the run's lock is released.
     fn take(&mut self) -> Woken {
         Woken {
             first: self.first.take().map(|(_, w)| w),
-            more: if self.more.is_empty() {
-                Vec::new()
-            } else {
-                std::mem::take(&mut self.more)
-            },
+            more: self.more.take(),
         }
     }
 }
@@ -355,7 +354,8 @@ impl Waiters {
 /// Waiters taken from a run, woken (outside its lock) by [`Woken::wake`].
 struct Woken {
     first: Option<std::task::Waker>,
-    more: Vec<(u64, std::task::Waker)>,
+    #[allow(clippy::box_collection, reason = "moved out of `Waiters` as is")]
+    more: Option<Box<Vec<(usize, std::task::Waker)>>>,
 }
 
 impl Woken {
@@ -363,40 +363,50 @@ impl Woken {
         if let Some(w) = self.first {
             w.wake();
         }
-        for (_, w) in self.more {
+        for (_, w) in self.more.into_iter().flat_map(|m| *m) {
             w.wake();
         }
     }
 }
 
-/// The future of [`RunSlot::until_quiet`]: registered with the run while it waits, and
-/// unregistered when dropped before the run is quiet.
+/// The future of [`RunSlot::until_quiet`]: registered with the run (under its own address,
+/// stable while pinned) while it waits, and unregistered when dropped before the run is
+/// quiet.
 struct UntilQuiet<'a> {
     slot: &'a RunSlot,
-    token: Option<u64>,
+    registered: std::cell::Cell<bool>,
+    _pinned: std::marker::PhantomPinned,
+}
+
+impl UntilQuiet<'_> {
+    /// The key of this future's registration: its address (pinned from its first poll to
+    /// its drop, and distinct from any other live future's).
+    fn key(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
 }
 
 impl Future for UntilQuiet<'_> {
     type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
-        let slot = self.slot;
-        let mut st = slot.lock();
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let this = self.into_ref().get_ref();
+        let mut st = this.slot.lock();
         if st.is_quiet() {
-            if let Some(t) = self.token.take() {
-                st.waiters.remove(t);
+            if this.registered.replace(false) {
+                st.waiters.remove(this.key());
             }
             return Poll::Ready(());
         }
-        let t = st.waiters.register(self.token, cx.waker());
-        self.token = Some(t);
+        st.waiters.register(this.key(), cx.waker());
+        this.registered.set(true);
         Poll::Pending
     }
 }
 
 impl Drop for UntilQuiet<'_> {
     fn drop(&mut self) {
-        if let Some(t) = self.token {
-            self.slot.lock().waiters.remove(t);
+        if self.registered.get() {
+            self.slot.lock().waiters.remove(self.key());
         }
     }
 }
@@ -632,7 +642,8 @@ impl RunSlot {
     fn until_quiet(&self) -> UntilQuiet<'_> {
         UntilQuiet {
             slot: self,
-            token: None,
+            registered: std::cell::Cell::new(false),
+            _pinned: std::marker::PhantomPinned,
         }
     }
 
@@ -2507,7 +2518,7 @@ impl Shared {
         tracing::error!(run_id = %slot.run_id, error = %e, "storage failed; the run is stopped");
         let mut st = slot.lock();
         if st.failure.is_none() {
-            st.failure = Some(e.to_string());
+            st.failure = Some(e.to_string().into());
         }
         let woken = st.waiters.take();
         drop(st);
@@ -2849,7 +2860,7 @@ fn slot_snapshot(slot: &RunSlot) -> RunSnapshot {
         thread_id: slot.thread_id().to_string(),
         run: st.run.clone(),
         payloads: st.payloads.clone(),
-        failure: st.failure.clone(),
+        failure: st.failure.as_deref().map(String::from),
         display_by: st.displays.as_ref().map_or_else(Vec::new, |d| d.by.clone()),
     }
 }
@@ -4402,6 +4413,14 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(waiting(&engine, &id), 3);
+        // A fourth gives up while the others wait: only its registration goes.
+        let gave_up = tokio::time::timeout(
+            std::time::Duration::from_millis(1),
+            engine.wait_for_end(&id),
+        )
+        .await;
+        assert!(gave_up.is_err());
+        assert_eq!(waiting(&engine, &id), 3, "the others stay registered");
         engine
             .send(&id, HumanInTheLoopResponseEvent::default())
             .await
