@@ -198,27 +198,43 @@ pub(crate) fn start_payload(
 }
 
 impl StepCtx {
-    /// The fields of the event that started this run (with its `_config`).
+    /// The fields of the event that started this run (with its `_config`); null once the
+    /// run has left its engine (`config` and `step_config` fail then).
     pub fn start_fields(&self) -> Payload {
-        match &self.run {
-            crate::context::CtxRun::Local(slot) => {
-                let st = slot.lock();
+        self.held_start_fields()
+            .unwrap_or_else(|_| Payload::from_json(Value::Null))
+    }
+
+    /// The start event's fields, or why the run cannot be read any more.
+    fn held_start_fields(&self) -> Result<Payload, crate::context::ContextError> {
+        Ok(match &self.run {
+            crate::context::CtxRun::Local(run) => {
+                let st = run.slot()?.lock();
                 let seq = st.run.start_seq();
                 seq.and_then(|s| st.payloads.get(s as usize).cloned())
                     .unwrap_or_else(|| Payload::from_json(Value::Null))
             }
             crate::context::CtxRun::Remote(r) => r.start.clone(),
-        }
+        })
     }
 
     /// The run's agent config (what `cfg: Config<C>` injects).
     pub fn config<C: AgentConfig>(&self) -> Result<Config<C>, ConfigError> {
-        agent_config(&self.start_fields()).map(Config::new)
+        let fields = self.held_start_fields().map_err(|e| ConfigError::Agent {
+            config: short_type::<C>(),
+            message: e.to_string(),
+        })?;
+        agent_config(&fields).map(Config::new)
     }
 
     /// The run's config of step `step` (what `s: StepConfig<S>` injects).
     pub fn step_config<S: AgentConfig>(&self, step: &str) -> Result<StepConfig<S>, ConfigError> {
-        step_config(&self.start_fields(), step).map(StepConfig::new)
+        let fields = self.held_start_fields().map_err(|e| ConfigError::Step {
+            step: step.to_string(),
+            config: short_type::<S>(),
+            message: e.to_string(),
+        })?;
+        step_config(&fields, step).map(StepConfig::new)
     }
 }
 

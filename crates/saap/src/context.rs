@@ -6,13 +6,13 @@
 use crate::backend::{Scope, StoreError};
 use crate::engine::{RunSlot, Shared};
 use crate::event::{Event, Payload, to_payload};
-use saap_dispatch::ExecutionId;
+use saap_dispatch::{EventId, ExecutionId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Errors of context and displayer calls.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -33,6 +33,10 @@ pub enum ContextError {
         "the engine that ran this step is gone (dropped); a step's context is only usable while its engine exists — do not keep it beyond the step"
     )]
     EngineGone,
+    #[error(
+        "run `{run_id}` has ended and left the engine; a step's context shows events and reads the run's start event only while its run is held — do not keep the context beyond the step"
+    )]
+    RunGone { run_id: String },
 }
 
 /// Where a step's display events go when its body runs away from the run's owner (a
@@ -53,7 +57,7 @@ pub trait DisplaySink: Send + Sync {
 #[derive(Clone)]
 pub(crate) enum CtxRun {
     /// The body runs where the run is held.
-    Local(Arc<RunSlot>),
+    Local(LocalRun),
     /// The body runs on a worker that does not hold the run.
     Remote(Arc<RemoteRun>),
 }
@@ -70,12 +74,193 @@ pub(crate) struct RemoteRun {
     pub displayed: AtomicU32,
 }
 
+/// A run held by this process, as a step's context refers to it: by its id (unique in its
+/// engine), not by a counted reference. Making and dropping one per step costs no atomic
+/// operation (a reference to the run's slot cost two, ~15 ns); a body that uses its
+/// context finds the run in its engine's run table, once ([`LocalRun::slot`]).
+#[derive(Clone)]
+pub(crate) struct LocalRun {
+    engine: EngineRef,
+    run_id: IdText,
+    /// The thread's id: copied when given, else made from `new_thread` on first use (as
+    /// the run's slot does).
+    thread_id: OnceLock<IdText>,
+    new_thread: EventId,
+    /// The slot, once a method needed it.
+    slot: OnceLock<Arc<RunSlot>>,
+}
+
+impl LocalRun {
+    #[inline]
+    pub(crate) fn new(engine: EngineRef, slot: &RunSlot) -> LocalRun {
+        let new_thread = slot.new_thread();
+        LocalRun {
+            engine,
+            run_id: IdText::new(&slot.run_id),
+            // A given thread has no id to make its text from.
+            thread_id: match slot.given_thread_id() {
+                Some(t) if new_thread == GIVEN_THREAD => OnceLock::from(IdText::new(t)),
+                _ => OnceLock::new(),
+            },
+            new_thread,
+            slot: OnceLock::new(),
+        }
+    }
+
+    fn thread_id(&self) -> &str {
+        self.thread_id
+            .get_or_init(|| IdText::new(&crate::engine::hex_id(&self.new_thread)))
+            .as_str()
+    }
+
+    /// The engine that holds the run, while it exists.
+    fn shared(&self) -> Result<Arc<Shared>, ContextError> {
+        self.engine.get().ok_or(ContextError::EngineGone)
+    }
+
+    /// The run's slot while its engine holds it: found by the run's id in the engine's run
+    /// table on first use, then kept by this context.
+    pub(crate) fn slot(&self) -> Result<&Arc<RunSlot>, ContextError> {
+        if let Some(slot) = self.slot.get() {
+            return Ok(slot);
+        }
+        let found =
+            self.shared()?
+                .slot(self.run_id.as_str())
+                .map_err(|_| ContextError::RunGone {
+                    run_id: self.run_id.as_str().to_string(),
+                })?;
+        Ok(self.slot.get_or_init(|| found))
+    }
+}
+
+/// The `new_thread` of a run whose thread was given.
+const GIVEN_THREAD: EventId = EventId::from_bytes([0; 12]);
+
+/// A run's or thread's id, copied into a step's context: inline when short (the engine's
+/// own ids are 24 characters), else shared.
+#[derive(Clone)]
+enum IdText {
+    Inline { len: u8, bytes: [u8; INLINE_ID] },
+    Shared(Arc<str>),
+}
+
+/// The longest id a context holds inline: the engine's own ids.
+const INLINE_ID: usize = 24;
+
+impl IdText {
+    #[inline]
+    fn new(id: &Arc<str>) -> IdText {
+        let src = id.as_bytes();
+        // The engine's ids: a copy of fixed size.
+        if let Ok(bytes) = <[u8; INLINE_ID]>::try_from(src) {
+            return IdText::Inline {
+                len: INLINE_ID as u8,
+                bytes,
+            };
+        }
+        if src.len() < INLINE_ID {
+            let mut bytes = [0u8; INLINE_ID];
+            bytes[..src.len()].copy_from_slice(src);
+            IdText::Inline {
+                len: src.len() as u8,
+                bytes,
+            }
+        } else {
+            IdText::Shared(id.clone())
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            // Copied whole from a `str`: always valid.
+            IdText::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..*len as usize]).unwrap_or_default()
+            }
+            IdText::Shared(s) => s,
+        }
+    }
+}
+
+/// An engine as a step's context refers to it: its entry in [`ENGINES`], reused by a later
+/// engine only with a new generation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EngineRef {
+    index: u32,
+    generation: u32,
+}
+
+/// The engines of this process, for contexts that refer to them without a counted
+/// reference (see [`LocalRun`]). An engine is added when made and removed when dropped.
+static ENGINES: Mutex<Engines> = Mutex::new(Engines {
+    entries: Vec::new(),
+    free: Vec::new(),
+});
+
+struct Engines {
+    /// Per entry: its generation (bumped when its engine is dropped) and the engine.
+    entries: Vec<(u32, Weak<Shared>)>,
+    /// Entries of dropped engines.
+    free: Vec<u32>,
+}
+
+fn engines() -> std::sync::MutexGuard<'static, Engines> {
+    // Every change leaves the registry consistent: a panic elsewhere cannot break it.
+    ENGINES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl EngineRef {
+    /// Adds an engine being made (`Arc::new_cyclic`).
+    pub(crate) fn register(engine: Weak<Shared>) -> EngineRef {
+        let mut e = engines();
+        match e.free.pop() {
+            Some(index) => {
+                let entry = &mut e.entries[index as usize];
+                entry.1 = engine;
+                EngineRef {
+                    index,
+                    generation: entry.0,
+                }
+            }
+            None => {
+                let index = e.entries.len() as u32;
+                e.entries.push((0, engine));
+                EngineRef {
+                    index,
+                    generation: 0,
+                }
+            }
+        }
+    }
+
+    /// Removes a dropped engine; its entry is free for another.
+    pub(crate) fn unregister(self) {
+        let mut e = engines();
+        if let Some(entry) = e.entries.get_mut(self.index as usize)
+            && entry.0 == self.generation
+        {
+            // A reference to the dropped engine matches no later one.
+            entry.0 = entry.0.wrapping_add(1);
+            entry.1 = Weak::new();
+            e.free.push(self.index);
+        }
+    }
+
+    /// The engine, while it exists.
+    fn get(self) -> Option<Arc<Shared>> {
+        let e = engines();
+        let (generation, engine) = e.entries.get(self.index as usize)?;
+        if *generation != self.generation {
+            return None;
+        }
+        engine.upgrade()
+    }
+}
+
 impl CtxRun {
-    /// The engine the run belongs to. A local run's slot refers to its engine weakly, so
-    /// that a step's context costs one reference count (its run), not two.
+    /// The engine the run belongs to.
     fn shared(&self) -> Result<Arc<Shared>, ContextError> {
         match self {
-            CtxRun::Local(slot) => slot.engine().ok_or(ContextError::EngineGone),
+            CtxRun::Local(run) => run.shared(),
             CtxRun::Remote(r) => Ok(r.shared.clone()),
         }
     }
@@ -90,15 +275,30 @@ pub struct StepCtx {
 }
 
 impl StepCtx {
+    /// The context of execution `execution` (attempt `attempt`) of the run in `slot`,
+    /// held by the engine `engine`.
+    pub(crate) fn local(
+        engine: EngineRef,
+        slot: &Arc<RunSlot>,
+        execution: ExecutionId,
+        attempt: u32,
+    ) -> StepCtx {
+        StepCtx {
+            run: CtxRun::Local(LocalRun::new(engine, slot)),
+            execution,
+            attempt,
+        }
+    }
+
     pub fn run_id(&self) -> &str {
         match &self.run {
-            CtxRun::Local(slot) => &slot.run_id,
+            CtxRun::Local(run) => run.run_id.as_str(),
             CtxRun::Remote(r) => &r.run_id,
         }
     }
     pub fn thread_id(&self) -> &str {
         match &self.run {
-            CtxRun::Local(slot) => slot.thread_id(),
+            CtxRun::Local(run) => run.thread_id(),
             CtxRun::Remote(r) => &r.thread_id,
         }
     }
@@ -114,7 +314,7 @@ impl StepCtx {
         RunContext {
             run: self.run.clone(),
             scope: Scope::Run(match &self.run {
-                CtxRun::Local(slot) => slot.run_id.clone(),
+                CtxRun::Local(run) => run.run_id.as_str().into(),
                 CtxRun::Remote(r) => r.run_id.clone(),
             }),
         }
@@ -123,24 +323,25 @@ impl StepCtx {
         ThreadContext(RunContext {
             run: self.run.clone(),
             scope: Scope::Thread(match &self.run {
-                CtxRun::Local(slot) => slot.thread_id().clone(),
+                CtxRun::Local(run) => run.thread_id().into(),
                 CtxRun::Remote(r) => r.thread_id.clone(),
             }),
         })
     }
     /// Shows a display event (never dispatched; stored in the run's log as evidence). Ids
     /// are derived from the execution, so a re-run after a crash does not show it twice.
+    /// Fails with [`ContextError::RunGone`] once the run has left its engine.
     pub async fn display<T: Event>(&self, event: &T) -> Result<(), ContextError> {
         let payload = to_payload(event).map_err(|e| ContextError::Type {
             key: T::NAME.to_string(),
             message: e.to_string(),
         })?;
         match &self.run {
-            CtxRun::Local(slot) => {
+            CtxRun::Local(run) => {
+                let slot = run.slot()?;
                 // Numbered by the run, not the context: a step's context costs no counter.
                 let n = slot.lock().next_display(self.execution, self.attempt);
-                self.run
-                    .shared()?
+                run.shared()?
                     .display(slot, self.execution, n, T::NAME.into(), payload)
                     .await
             }
@@ -216,5 +417,175 @@ impl ThreadContext {
     }
     pub async fn delete(&self, key: &str) -> Result<(), ContextError> {
         self.0.delete(key).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::engine::Engine;
+    use crate::event::{ChunkEvent, StopEvent, UserMessageEvent};
+    use crate::params::Required;
+    use crate::workflow::{Step, StepError, Workflow};
+
+    /// A workflow whose one step keeps its context in `kept` and, with `display`, shows a
+    /// chunk from a task of its own (the context moved there) before it ends.
+    fn keeper(kept: Arc<Mutex<Option<StepCtx>>>, display: bool) -> Workflow {
+        Workflow::builder("Keeper")
+            .step(Step::new(
+                "keep",
+                move |_: Required<UserMessageEvent>, ctx: StepCtx| {
+                    let kept = kept.clone();
+                    async move {
+                        *kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(ctx.clone());
+                        if display {
+                            let moved = ctx.clone();
+                            tokio::spawn(
+                                async move { moved.display(&ChunkEvent::default()).await },
+                            )
+                            .await
+                            .map_err(|e| StepError::new(e.to_string()))??;
+                        }
+                        Ok::<_, StepError>(StopEvent::default())
+                    }
+                },
+            ))
+            .build()
+            .expect("valid workflow")
+    }
+
+    fn take(kept: &Mutex<Option<StepCtx>>) -> StepCtx {
+        kept.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .expect("the step kept its context")
+    }
+
+    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+    struct Cfg {
+        n: u32,
+    }
+    impl crate::config::AgentConfig for Cfg {}
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_context_moved_to_another_task_reaches_its_run_while_the_run_is_held() {
+        let kept: Arc<Mutex<Option<StepCtx>>> = Arc::default();
+        let engine = Engine::in_memory(keeper(kept.clone(), true));
+        let run_id = engine.run(UserMessageEvent::new("go")).await.expect("run");
+        let ctx = take(&kept);
+        assert_eq!(ctx.run_id(), run_id);
+        let shown = engine
+            .stored_snapshot(&run_id)
+            .await
+            .expect("store")
+            .expect("the run is stored");
+        assert_eq!(shown.display_by.len(), 1, "the chunk shown from the task");
+        assert_eq!(ctx.thread_id(), shown.thread_id);
+    }
+
+    #[tokio::test]
+    async fn a_context_tells_the_thread_its_run_was_started_in_short_or_long() {
+        let long = "t".repeat(INLINE_ID + 7);
+        for thread in ["conversation-42", long.as_str()] {
+            let kept: Arc<Mutex<Option<StepCtx>>> = Arc::default();
+            let engine = Engine::in_memory(keeper(kept.clone(), false));
+            let run_id = engine
+                .start_run_in(Some(thread), UserMessageEvent::new("go"))
+                .await
+                .expect("start");
+            engine.wait_for_end(&run_id).await.expect("end");
+            let ctx = take(&kept);
+            assert_eq!((ctx.run_id(), ctx.thread_id()), (run_id.as_str(), thread));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_context_kept_after_its_run_left_the_engine_says_the_run_is_gone() {
+        let kept: Arc<Mutex<Option<StepCtx>>> = Arc::default();
+        let engine = Engine::new(
+            keeper(kept.clone(), false),
+            Arc::new(crate::backend::memory::MemoryBackend::new()),
+            crate::engine::EngineOptions {
+                keep_ended_runs: false,
+                ..Default::default()
+            },
+        );
+        let run_id = engine.run(UserMessageEvent::new("go")).await.expect("run");
+        let ctx = take(&kept);
+        assert!(
+            engine.snapshot(&run_id).is_none(),
+            "the ended run was evicted"
+        );
+        // Its ids are still what they were.
+        assert_eq!(ctx.run_id(), run_id);
+        assert_eq!(ctx.thread_id().len(), 24, "{}", ctx.thread_id());
+        // What needs the run itself fails, saying why.
+        let gone = ContextError::RunGone {
+            run_id: run_id.clone(),
+        };
+        assert_eq!(ctx.display(&ChunkEvent::default()).await, Err(gone));
+        let e = ctx
+            .config::<Cfg>()
+            .expect_err("no run to read the config of");
+        assert!(
+            e.to_string().contains("has ended and left the engine"),
+            "{e}"
+        );
+        assert!(ctx.step_config::<Cfg>("keep").is_err());
+        // Thread state outlives runs: reachable while the engine exists.
+        assert!(ctx.thread_context().get::<u32>("x").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_context_of_a_dropped_engine_does_not_reach_an_engine_made_after_it() {
+        let kept: Arc<Mutex<Option<StepCtx>>> = Arc::default();
+        let engine = Engine::in_memory(keeper(kept.clone(), false));
+        engine.run(UserMessageEvent::new("go")).await.expect("run");
+        let ctx = take(&kept);
+        drop(engine);
+        // A new engine may take the dropped one's entry in the registry.
+        let later = Engine::in_memory(keeper(kept.clone(), false));
+        later
+            .run(UserMessageEvent::new("again"))
+            .await
+            .expect("run");
+        assert_eq!(
+            ctx.run_context().get::<u32>("x").await,
+            Err(ContextError::EngineGone)
+        );
+        assert_eq!(
+            ctx.display(&ChunkEvent::default()).await,
+            Err(ContextError::EngineGone)
+        );
+    }
+
+    #[test]
+    fn a_registry_entry_given_to_another_engine_is_not_the_first_ones_any_more() {
+        let a = EngineRef::register(Weak::new());
+        a.unregister();
+        // Unregistering twice (or an old reference) frees nothing else's entry.
+        a.unregister();
+        let b = EngineRef::register(Weak::new());
+        let c = EngineRef::register(Weak::new());
+        assert!(a.get().is_none() && b.get().is_none());
+        if b.index == a.index {
+            assert_ne!(b.generation, a.generation);
+        }
+        assert_ne!(b.index, c.index, "a freed entry is given once");
+        b.unregister();
+        c.unregister();
+    }
+
+    #[test]
+    fn ids_are_held_inline_up_to_their_limit_and_shared_beyond() {
+        let short: Arc<str> = "0123456789abcdef01234567".into();
+        let long: Arc<str> = "x".repeat(INLINE_ID + 1).into();
+        let edge: Arc<str> = "é".repeat(INLINE_ID / 2 - 1).into();
+        assert!(matches!(IdText::new(&short), IdText::Inline { .. }));
+        assert!(matches!(IdText::new(&long), IdText::Shared(_)));
+        for id in [short, long, edge] {
+            assert_eq!(IdText::new(&id).as_str(), &*id);
+        }
     }
 }

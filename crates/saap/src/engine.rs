@@ -149,6 +149,8 @@ pub struct Engine {
 
 pub(crate) struct Shared {
     pub workflow: Workflow,
+    /// This engine's entry in the registry its steps' contexts find it by.
+    ctx_ref: crate::context::EngineRef,
     /// `backend.wants_journal()`, asked once.
     journal: bool,
     /// `CompiledSpec::fingerprint`, computed once.
@@ -254,9 +256,6 @@ pub(crate) struct RunSlot {
     /// Bumped on every change while someone watches (test runner, snapshots in a loop);
     /// made by the first watcher (a watch channel is ~350 bytes per run otherwise).
     version: std::sync::OnceLock<watch::Sender<u64>>,
-    /// The engine holding the run, for its steps' contexts (weak: the engine holds its
-    /// slots). Set by the first execution; a slot never changes engines.
-    engine: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
 
 pub(crate) struct RunState {
@@ -583,7 +582,6 @@ impl RunSlot {
                 waiters: Waiters::default(),
             }),
             version: std::sync::OnceLock::new(),
-            engine: std::sync::OnceLock::new(),
         }
     }
     /// Makes this slot (of an ended run nothing refers to any more) the slot of a new run.
@@ -595,8 +593,6 @@ impl RunSlot {
             run_key: key,
             state,
             version,
-            // The same engine: spare slots are its own.
-            engine: _,
         } = self;
         *id = run_id;
         (*thread_id, *new_thread) = thread.parts();
@@ -607,16 +603,13 @@ impl RunSlot {
             .reset(run_key);
         *version = std::sync::OnceLock::new();
     }
-    /// Notes that `shared` holds this run (once; see `engine`).
-    fn own(&self, shared: &Arc<Shared>) {
-        if self.engine.get().is_none() {
-            let _ = self.engine.set(Arc::downgrade(shared));
-        }
+    /// The id of the run's thread, when given or made already.
+    pub(crate) fn given_thread_id(&self) -> Option<&Arc<str>> {
+        self.thread_id.get()
     }
-
-    /// The engine holding the run, while it exists.
-    pub(crate) fn engine(&self) -> Option<Arc<Shared>> {
-        self.engine.get().and_then(std::sync::Weak::upgrade)
+    /// The id the run's thread text is made from when none was given.
+    pub(crate) fn new_thread(&self) -> EventId {
+        self.new_thread
     }
 
     /// The id of the run's thread.
@@ -738,7 +731,7 @@ pub(crate) type RunIdBuild = std::hash::BuildHasherDefault<RunIdHasher>;
 
 /// An id as its 24 lowercase hex characters (the protocol's text form), without going
 /// through `fmt` one byte at a time.
-fn hex_id(id: &EventId) -> Arc<str> {
+pub(crate) fn hex_id(id: &EventId) -> Arc<str> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 24];
     for (i, b) in id.as_bytes().iter().enumerate() {
@@ -1235,7 +1228,8 @@ impl Engine {
             })
             .collect();
         Engine {
-            shared: Arc::new(Shared {
+            shared: Arc::new_cyclic(|this| Shared {
+                ctx_ref: crate::context::EngineRef::register(this.clone()),
                 journal: backend.wants_journal(),
                 fingerprint,
                 type_names,
@@ -1615,6 +1609,12 @@ impl Engine {
     }
 }
 
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.ctx_ref.unregister();
+    }
+}
+
 impl Shared {
     /// Holds `slot` under its run id (in place of a slot held under that id).
     fn insert(&self, slot: Arc<RunSlot>) {
@@ -1675,7 +1675,7 @@ impl Shared {
         Ok(self.insert_if_absent(slot))
     }
 
-    fn slot(&self, run_id: &str) -> Result<Arc<RunSlot>, EngineError> {
+    pub(crate) fn slot(&self, run_id: &str) -> Result<Arc<RunSlot>, EngineError> {
         self.runs
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -2550,12 +2550,7 @@ impl Shared {
         slot: &Arc<RunSlot>,
         inv: &mut Invocation,
     ) -> Result<StepFuture, String> {
-        slot.own(self);
-        let ctx = StepCtx {
-            run: crate::context::CtxRun::Local(slot.clone()),
-            execution: inv.execution,
-            attempt: inv.attempt,
-        };
+        let ctx = StepCtx::local(self.ctx_ref, slot, inv.execution, inv.attempt);
         let outs = std::mem::take(&mut inv.outs);
         self.make_body(inv.step, &inv.inputs, ctx, outs)
     }
@@ -3512,7 +3507,6 @@ fn start_and_poll<'a>(
     inv: &'a mut Invocation,
     budget: bool,
 ) -> impl Future<Output = Result<Result<Vec<OutEvent>, String>, StepFuture>> + 'a {
-    slot.own(shared);
     let mut outs = Some(std::mem::take(&mut inv.outs));
     std::future::poll_fn(move |cx| {
         if budget {
@@ -3522,11 +3516,7 @@ fn start_and_poll<'a>(
         let Some(outs) = outs.take() else {
             return Poll::Ready(Ok(Err("a step was started twice".to_string())));
         };
-        let ctx = StepCtx {
-            run: crate::context::CtxRun::Local(slot.clone()),
-            execution: inv.execution,
-            attempt: inv.attempt,
-        };
+        let ctx = StepCtx::local(shared.ctx_ref, slot, inv.execution, inv.attempt);
         let polled = shared.first_poll(inv.step, &inv.inputs, ctx, outs, cx);
         if polled.is_ok() {
             end_body(inv);
@@ -3718,11 +3708,7 @@ mod tests {
             .await
             .unwrap();
         let slot = engine.shared.slot(&run).unwrap();
-        let ctx = || StepCtx {
-            run: crate::context::CtxRun::Local(slot.clone()),
-            execution: ExecutionId(0),
-            attempt: 0,
-        };
+        let ctx = || StepCtx::local(engine.shared.ctx_ref, &slot, ExecutionId(0), 0);
         let bound = |m: &str| {
             vec![vec![BoundEvent {
                 id: EventId::from_bytes([7; 12]),
