@@ -91,7 +91,7 @@ pub(crate) struct LocalRun {
 }
 
 impl LocalRun {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(engine: EngineRef, slot: &RunSlot) -> LocalRun {
         let new_thread = slot.new_thread();
         LocalRun {
@@ -149,7 +149,7 @@ enum IdText {
 const INLINE_ID: usize = 24;
 
 impl IdText {
-    #[inline]
+    #[inline(always)]
     fn new(id: &Arc<str>) -> IdText {
         let src = id.as_bytes();
         // The engine's ids: a copy of fixed size.
@@ -266,6 +266,38 @@ impl CtxRun {
     }
 }
 
+/// A step's context about to be made: from what identifies its run, in the body's own
+/// frame (a context is ~100 bytes; handing a made one through the engine's calls copies it
+/// at each), or made already (a body run away from its run).
+pub(crate) enum NewCtx<'a> {
+    Local {
+        engine: EngineRef,
+        slot: &'a RunSlot,
+        execution: ExecutionId,
+        attempt: u32,
+    },
+    Made(Box<StepCtx>),
+}
+
+impl NewCtx<'_> {
+    #[inline(always)]
+    pub(crate) fn make(self) -> StepCtx {
+        match self {
+            NewCtx::Local {
+                engine,
+                slot,
+                execution,
+                attempt,
+            } => StepCtx {
+                run: CtxRun::Local(LocalRun::new(engine, slot)),
+                execution,
+                attempt,
+            },
+            NewCtx::Made(ctx) => *ctx,
+        }
+    }
+}
+
 /// The injectables of one execution. Cloning is cheap.
 #[derive(Clone)]
 pub struct StepCtx {
@@ -277,17 +309,20 @@ pub struct StepCtx {
 impl StepCtx {
     /// The context of execution `execution` (attempt `attempt`) of the run in `slot`,
     /// held by the engine `engine`.
+    #[cfg(test)]
     pub(crate) fn local(
         engine: EngineRef,
-        slot: &Arc<RunSlot>,
+        slot: &RunSlot,
         execution: ExecutionId,
         attempt: u32,
     ) -> StepCtx {
-        StepCtx {
-            run: CtxRun::Local(LocalRun::new(engine, slot)),
+        NewCtx::Local {
+            engine,
+            slot,
             execution,
             attempt,
         }
+        .make()
     }
 
     pub fn run_id(&self) -> &str {

@@ -21,7 +21,7 @@ pub use distributed::{LocalSlot, StepExecutor, Work};
 use crate::backend::{
     Backend, Pending, PersistBatch, RunMeta, StoreError, StoredEvent, StoredInput, StoredRun,
 };
-use crate::context::{ContextError, StepCtx};
+use crate::context::{ContextError, NewCtx, StepCtx};
 use crate::event::{Event, Payload, PayloadError};
 use crate::params::{BoundEvent, EventName, OutEvent};
 use crate::snapshot::RunSnapshot;
@@ -2550,7 +2550,12 @@ impl Shared {
         slot: &Arc<RunSlot>,
         inv: &mut Invocation,
     ) -> Result<StepFuture, String> {
-        let ctx = StepCtx::local(self.ctx_ref, slot, inv.execution, inv.attempt);
+        let ctx = NewCtx::Local {
+            engine: self.ctx_ref,
+            slot,
+            execution: inv.execution,
+            attempt: inv.attempt,
+        };
         let outs = std::mem::take(&mut inv.outs);
         self.make_body(inv.step, &inv.inputs, ctx, outs)
     }
@@ -2561,7 +2566,7 @@ impl Shared {
         &self,
         step_idx: StepIdx,
         inputs: &[Vec<BoundEvent>],
-        ctx: StepCtx,
+        ctx: NewCtx<'_>,
         outs: Vec<OutEvent>,
     ) -> Result<StepFuture, String> {
         let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
@@ -2642,7 +2647,7 @@ impl Shared {
         &self,
         step_idx: StepIdx,
         inputs: &[Vec<BoundEvent>],
-        ctx: StepCtx,
+        ctx: NewCtx<'_>,
         outs: Vec<OutEvent>,
         cx: &mut std::task::Context<'_>,
     ) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
@@ -2690,6 +2695,7 @@ impl Shared {
         ctx: StepCtx,
         outs: Vec<OutEvent>,
     ) -> Result<Vec<OutEvent>, String> {
+        let ctx = NewCtx::Made(Box::new(ctx));
         let mut body = Some(self.make_body(step_idx, inputs, ctx, outs)?);
         std::future::poll_fn(|cx| self.poll_body(step_idx, &mut body, cx)).await
     }
@@ -3516,7 +3522,12 @@ fn start_and_poll<'a>(
         let Some(outs) = outs.take() else {
             return Poll::Ready(Ok(Err("a step was started twice".to_string())));
         };
-        let ctx = StepCtx::local(shared.ctx_ref, slot, inv.execution, inv.attempt);
+        let ctx = NewCtx::Local {
+            engine: shared.ctx_ref,
+            slot,
+            execution: inv.execution,
+            attempt: inv.attempt,
+        };
         let polled = shared.first_poll(inv.step, &inv.inputs, ctx, outs, cx);
         if polled.is_ok() {
             end_body(inv);
@@ -3708,7 +3719,14 @@ mod tests {
             .await
             .unwrap();
         let slot = engine.shared.slot(&run).unwrap();
-        let ctx = || StepCtx::local(engine.shared.ctx_ref, &slot, ExecutionId(0), 0);
+        let ctx = || {
+            NewCtx::Made(Box::new(StepCtx::local(
+                engine.shared.ctx_ref,
+                &slot,
+                ExecutionId(0),
+                0,
+            )))
+        };
         let bound = |m: &str| {
             vec![vec![BoundEvent {
                 id: EventId::from_bytes([7; 12]),

@@ -53,7 +53,7 @@
 //! or ThreadContext (DESIGN §4.6).
 
 use crate::config::{AgentConfig, ConfigCheck, ConfigError};
-use crate::context::StepCtx;
+use crate::context::{NewCtx, StepCtx};
 use crate::event::{Event, is_builtin};
 use crate::params::{BoundEvent, InputError, Inputs, OutEvent, OutputDecl, Outputs, ParamDecl};
 use saap_dispatch::spec::{EventTypeSpec, ParamSpec, PreconditionSpec, StepSpec, WorkflowSpec};
@@ -102,7 +102,7 @@ pub(crate) trait StepRun: Future<Output = Result<Vec<OutEvent>, String>> + Send 
         self: Pin<&mut Self>,
         make: &BodyFn,
         bound: &[Vec<BoundEvent>],
-        ctx: StepCtx,
+        ctx: NewCtx<'_>,
         out: Vec<OutEvent>,
         cx: Option<&mut std::task::Context<'_>>,
     ) -> Result<std::task::Poll<Result<Vec<OutEvent>, String>>, InputError>;
@@ -232,7 +232,7 @@ where
         mut self: Pin<&mut Self>,
         make: &BodyFn,
         bound: &[Vec<BoundEvent>],
-        ctx: StepCtx,
+        ctx: NewCtx<'_>,
         out: Vec<OutEvent>,
         cx: Option<&mut std::task::Context<'_>>,
     ) -> Result<std::task::Poll<Result<Vec<OutEvent>, String>>, InputError> {
@@ -244,7 +244,7 @@ where
         };
         let inputs = I::extract(bound)?;
         let mut this = self.as_mut().project();
-        let body = make(inputs, ctx);
+        let body = make(inputs, ctx.make());
         this.body.set(Some(body));
         *this.out = out;
         Ok(match cx {
