@@ -117,6 +117,12 @@ pub struct EngineOptions {
     /// running; the embedded store keeps them all. (`Engine::open` loads live runs only
     /// either way; [`Engine::stored_snapshot`] reads an ended one from the store.)
     pub keep_ended_runs: bool,
+    /// With `keep_ended_runs: false`: the most bytes of an ended large run's tables (a
+    /// fan-out of more than 256 events) the engine keeps for the next large run (default
+    /// 16 MiB; 0 keeps none). Freed and made again, a 10,000-item fan-out's ~4 MB of
+    /// tables go back to the system and are faulted in again by every such run; kept, an
+    /// idle engine holds them.
+    pub kept_table_bytes: usize,
 }
 
 impl Default for EngineOptions {
@@ -125,6 +131,7 @@ impl Default for EngineOptions {
             max_event_bytes: 1024 * 1024,
             inline_single: true,
             keep_ended_runs: true,
+            kept_table_bytes: 16 << 20,
         }
     }
 }
@@ -182,7 +189,8 @@ pub(crate) struct Shared {
     spare_tables: Mutex<Vec<SpareTables>>,
     /// The tables of the last evicted run too large for those (a large fan-out's), for the
     /// next large fan-out (see [`Shared::adopt_large`]): one set, at most
-    /// [`LARGE_SPARE_BYTES`].
+    /// [`EngineOptions::kept_table_bytes`] (freed and made again, a 10,000-item fan-out's
+    /// tables cost ~1,100 page faults per run, measured).
     large_spare: Mutex<Option<SpareTables>>,
     /// Executions for the engine's local driver, and its wake-up (see `enqueue_local`).
     local: Mutex<LocalQueue>,
@@ -227,10 +235,6 @@ const SPARE_SLOTS: usize = 64;
 const SPARE_SLOT_MAX_EVENTS: usize = 256;
 /// How many evicted runs' tables an engine keeps for runs about to execute.
 const SPARE_TABLES: usize = 16;
-/// The largest tables (bytes) an engine keeps of a run too large for the spares above. Freed
-/// and allocated again, a 10,000-item fan-out's ~4 MB of tables were handed back to the OS
-/// and faulted in again by every such run (~1,100 page faults per run, measured).
-const LARGE_SPARE_BYTES: usize = 16 << 20;
 
 /// What an evicted run held that grows as a run executes — the core's tables, the
 /// payload list, the scratch buffers — emptied, with their allocations. A run that starts
@@ -2450,7 +2454,7 @@ impl Shared {
         {
             let bytes = spare.core.memory_bytes()
                 + spare.payloads.capacity() * std::mem::size_of::<Payload>();
-            if bytes <= LARGE_SPARE_BYTES {
+            if bytes <= self.opts.kept_table_bytes {
                 *self.large_spare.lock().unwrap_or_else(|p| p.into_inner()) = Some(spare);
             }
             return;
@@ -3981,18 +3985,36 @@ mod tests {
         );
     }
 
+    /// A task waiting for the run's end.
+    fn spawn_waiter(engine: &Engine, id: &str) -> tokio::task::JoinHandle<Result<(), EngineError>> {
+        let (engine, id) = (engine.clone(), id.to_string());
+        tokio::spawn(async move { engine.wait_for_end(&id).await })
+    }
+
+    /// Answers the run's question, then expects `waiter` to be woken (`why` if not).
+    async fn answer_and_expect_woken(
+        engine: &Engine,
+        id: &str,
+        waiter: tokio::task::JoinHandle<Result<(), EngineError>>,
+        why: &str,
+    ) {
+        engine
+            .send(id, crate::event::HumanInTheLoopResponseEvent::default())
+            .await
+            .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+            .await
+            .expect(why)
+            .unwrap()
+            .unwrap();
+    }
+
     /// Answers every run of `asking()` in `ids` while a task per run waits for its end (so
     /// that the runs are evicted while something still holds them), and waits for those
     /// tasks.
     async fn answer_all_while_waited_for(engine: &Engine, ids: &[String]) {
         use crate::event::HumanInTheLoopResponseEvent;
-        let waiters: Vec<_> = ids
-            .iter()
-            .map(|id| {
-                let (engine, id) = (engine.clone(), id.clone());
-                tokio::spawn(async move { engine.wait_for_end(&id).await })
-            })
-            .collect();
+        let waiters: Vec<_> = ids.iter().map(|id| spawn_waiter(engine, id)).collect();
         tokio::task::yield_now().await;
         for id in ids {
             engine
@@ -4044,6 +4066,13 @@ mod tests {
     /// An engine keeping no ended runs, of a fan-out of 300 items to workers and a fixed-list
     /// fan-in: 603 events a run, more than a kept slot may hold (`SPARE_SLOT_MAX_EVENTS`).
     fn large_fan_out_engine() -> Engine {
+        large_fan_out_engine_with(EngineOptions {
+            keep_ended_runs: false,
+            ..EngineOptions::default()
+        })
+    }
+
+    fn large_fan_out_engine_with(opts: EngineOptions) -> Engine {
         use crate::event::{StopEvent, UserMessageEvent};
         use crate::params::{FixedList, Required};
         use crate::workflow::{Step, StepError};
@@ -4071,11 +4100,27 @@ mod tests {
         Engine::new(
             workflow,
             Arc::new(crate::backend::memory::MemoryBackend::new()),
-            EngineOptions {
-                keep_ended_runs: false,
-                ..EngineOptions::default()
-            },
+            opts,
         )
+    }
+
+    /// An engine told to keep no large tables (`kept_table_bytes: 0`) holds none once a
+    /// large run ended, and still runs the next one alike.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_engine_keeps_no_large_tables_past_its_kept_table_bytes() {
+        use crate::event::UserMessageEvent;
+        let engine = large_fan_out_engine_with(EngineOptions {
+            keep_ended_runs: false,
+            kept_table_bytes: 0,
+            ..EngineOptions::default()
+        });
+        for _ in 0..2 {
+            engine.run(UserMessageEvent::new("one")).await.unwrap();
+            assert!(
+                engine.shared.large_spare.lock().unwrap().is_none(),
+                "nothing kept past the limit"
+            );
+        }
     }
 
     /// A run too large for its slot to be kept still hands its payloads' allocations to the
@@ -4358,7 +4403,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_storage_failure_at_the_end_wakes_the_runs_waiters_and_shows_on_the_run() {
-        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        use crate::event::UserMessageEvent;
         let engine = Engine::new(
             asking(),
             Arc::new(FailsAtTheEnd(crate::backend::memory::MemoryBackend::new())),
@@ -4366,21 +4411,10 @@ mod tests {
         );
         let id = engine.start_run(UserMessageEvent::new("q")).await.unwrap();
         logged(&engine, &id, 3).await;
-        let waiter = {
-            let (engine, id) = (engine.clone(), id.clone());
-            tokio::spawn(async move { engine.wait_for_end(&id).await })
-        };
+        let waiter = spawn_waiter(&engine, &id);
         tokio::task::yield_now().await;
         assert_eq!(waiting(&engine, &id), 1);
-        engine
-            .send(&id, HumanInTheLoopResponseEvent::default())
-            .await
-            .unwrap();
-        tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
-            .await
-            .expect("the failure wakes the waiter")
-            .unwrap()
-            .unwrap();
+        answer_and_expect_woken(&engine, &id, waiter, "the failure wakes the waiter").await;
         let snap = engine.snapshot(&id).expect("kept");
         assert!(snap.run.is_terminated(), "the core ended the run");
         let st = engine.shared.slot(&id).unwrap();
@@ -4404,12 +4438,7 @@ mod tests {
         let engine = Engine::in_memory(asking());
         let id = engine.start_run(UserMessageEvent::new("q")).await.unwrap();
         logged(&engine, &id, 3).await;
-        let waiters: Vec<_> = (0..3)
-            .map(|_| {
-                let (engine, id) = (engine.clone(), id.clone());
-                tokio::spawn(async move { engine.wait_for_end(&id).await })
-            })
-            .collect();
+        let waiters: Vec<_> = (0..3).map(|_| spawn_waiter(&engine, &id)).collect();
         tokio::task::yield_now().await;
         assert_eq!(waiting(&engine, &id), 3, "each waiter registered once");
         // Polled again before the end (woken by something else): still one registration each.
@@ -4443,7 +4472,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_wait_for_end_given_up_leaves_no_registration_behind() {
-        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        use crate::event::UserMessageEvent;
         let engine = Engine::in_memory(asking());
         let id = engine.start_run(UserMessageEvent::new("q")).await.unwrap();
         logged(&engine, &id, 3).await;
@@ -4460,20 +4489,15 @@ mod tests {
             0,
             "each waiter unregistered when dropped"
         );
-        let waiter = {
-            let (engine, id) = (engine.clone(), id.clone());
-            tokio::spawn(async move { engine.wait_for_end(&id).await })
-        };
+        let waiter = spawn_waiter(&engine, &id);
         tokio::task::yield_now().await;
-        engine
-            .send(&id, HumanInTheLoopResponseEvent::default())
-            .await
-            .unwrap();
-        tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
-            .await
-            .expect("a waiter after others gave up is still woken")
-            .unwrap()
-            .unwrap();
+        answer_and_expect_woken(
+            &engine,
+            &id,
+            waiter,
+            "a waiter after others gave up is still woken",
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "current_thread")]
