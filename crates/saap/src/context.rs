@@ -97,10 +97,9 @@ impl LocalRun {
         LocalRun {
             engine,
             run_id: IdText::new(&slot.run_id),
-            // A given thread has no id to make its text from.
-            thread_id: match slot.given_thread_id() {
-                Some(t) if new_thread == GIVEN_THREAD => OnceLock::from(IdText::new(t)),
-                _ => OnceLock::new(),
+            thread_id: match slot.given_thread() {
+                Some(t) => OnceLock::from(IdText::new(t)),
+                None => OnceLock::new(),
             },
             new_thread,
             slot: OnceLock::new(),
@@ -133,9 +132,6 @@ impl LocalRun {
         Ok(self.slot.get_or_init(|| found))
     }
 }
-
-/// The `new_thread` of a run whose thread was given.
-const GIVEN_THREAD: EventId = EventId::from_bytes([0; 12]);
 
 /// A run's or thread's id, copied into a step's context: inline when short (the engine's
 /// own ids are 24 characters), else shared.

@@ -607,9 +607,13 @@ impl RunSlot {
             .reset(run_key);
         *version = std::sync::OnceLock::new();
     }
-    /// The id of the run's thread, when given or made already.
-    pub(crate) fn given_thread_id(&self) -> Option<&Arc<str>> {
-        self.thread_id.get()
+    /// The id of the run's thread when it was given (not made from `new_thread`).
+    pub(crate) fn given_thread(&self) -> Option<&Arc<str>> {
+        if self.new_thread == GIVEN_THREAD {
+            self.thread_id.get()
+        } else {
+            None
+        }
     }
     /// The id the run's thread text is made from when none was given.
     pub(crate) fn new_thread(&self) -> EventId {
@@ -661,10 +665,13 @@ pub(crate) enum Thread {
     New(EventId),
 }
 
+/// The `new_thread` of a run whose thread was given: it has no id to make its text from.
+const GIVEN_THREAD: EventId = EventId::from_bytes([0; 12]);
+
 impl Thread {
     fn parts(self) -> (std::sync::OnceLock<Arc<str>>, EventId) {
         match self {
-            Thread::Given(id) => (std::sync::OnceLock::from(id), EventId::from_bytes([0; 12])),
+            Thread::Given(id) => (std::sync::OnceLock::from(id), GIVEN_THREAD),
             Thread::New(id) => (std::sync::OnceLock::new(), id),
         }
     }
