@@ -83,7 +83,7 @@ pub fn explain_step(run: &Run, labels: &EventLabels, step: StepIdx) -> StepExpla
     let mut previous: Option<ExecutionId> = None;
     let mut advice = Vec::new();
     for (i, r) in run.records().iter().enumerate() {
-        match r {
+        match &r {
             Record::ExecutionStarted {
                 execution,
                 step: st,
@@ -91,12 +91,12 @@ pub fn explain_step(run: &Run, labels: &EventLabels, step: StepIdx) -> StepExpla
             } if *st == step => {
                 let x = *execution;
                 let bindings = run.bindings(x);
-                let precondition = run.records()[..i].iter().rev().find_map(|r| match r {
+                let precondition = run.records().slice(..i).iter().rev().find_map(|r| match r {
                     Record::PreconditionEvaluated {
                         trigger: t,
                         step: st2,
                         result,
-                    } if *t == *trigger && *st2 == step => Some(*result),
+                    } if t == *trigger && st2 == step => Some(result),
                     _ => None,
                 });
                 let mut new_because = Vec::new();
@@ -258,7 +258,7 @@ fn missing_at_end(run: &Run, step: StepIdx) -> Vec<String> {
     }
     if out.is_empty() || (out.len() == 1 && run.is_terminated()) {
         let pre_false = run.records().iter().any(|r| {
-            matches!(r, Record::PreconditionEvaluated { step: st, result: false, .. } if *st == step)
+            matches!(r, Record::PreconditionEvaluated { step: st, result: false, .. } if st == step)
         });
         if pre_false {
             out.push(format!(

@@ -844,7 +844,7 @@ impl Model {
             let was_candidate = run
                 .records()
                 .iter()
-                .any(|r| matches!(r, Record::Candidate { step, .. } if *step as usize == si));
+                .any(|r| matches!(r, Record::Candidate { step, .. } if step as usize == si));
             let missing: Vec<String> = s
                 .params
                 .iter()
@@ -1013,8 +1013,8 @@ impl Model {
                 *outputs = produced.clone();
             }
             let mut notes = Vec::new();
-            for r in &run.records()[records_before..] {
-                match r {
+            for r in run.records().slice(records_before..) {
+                match &r {
                     Record::RunTerminated { seq, by } => {
                         let name = self.event_label(run, *seq);
                         notes.push(match by {
@@ -1425,11 +1425,11 @@ fn observe(
         }
     };
     let log_before = parent.run.log().len();
-    let records = &run.records()[parent.run.records().len()..];
+    let records = run.records().slice(parent.run.records().len()..);
     let after_stop_seqs: Vec<u32> = records
         .iter()
         .filter_map(|r| match r {
-            Record::EventAfterStop { seq, .. } => Some(*seq),
+            Record::EventAfterStop { seq, .. } => Some(seq),
             _ => None,
         })
         .collect();
@@ -2245,7 +2245,7 @@ simulation:
                     if !run.is_terminated() {
                         prop_assert!(x.stalls_found > 0, "{:?}: the simulation stalls", policy);
                     }
-                    let after_stop: Vec<(String, Option<String>)> = run.records().iter().filter_map(|r| match r {
+                    let after_stop: Vec<(String, Option<String>)> = run.records().iter().filter_map(|r| match &r {
                         Record::EventAfterStop { seq, origin } => Some((
                             run.type_name(run.log()[*seq as usize].ty).to_string(),
                             match origin {

@@ -39,7 +39,7 @@ pub use ids::{
     EventId, ExecutionId, ParamIdx, Seq, StepIdx, counter_event_id, derived_event_id, run_key,
 };
 pub use load::{SpecError, SpecSyntax, parse_spec};
-pub use record::{Origin, Record, SkipReason, Termination};
+pub use record::{Origin, Record, RecordIter, Records, SkipReason, Termination};
 pub use run::{
     Appended, Bound, DeclaredConditions, NewEvent, NewEventType, Outcome, PreconditionCall,
     PreconditionEvaluator, Run, RunStatus, RunTables,

@@ -152,10 +152,10 @@ pub fn replay(
     Ok(run)
 }
 
-fn first_difference(now: &[Record], recorded: &[Record]) -> Option<usize> {
+fn first_difference(now: crate::record::Records<'_>, recorded: &[Record]) -> Option<usize> {
     now.iter()
         .zip(recorded)
-        .position(|(a, b)| a != b)
+        .position(|(a, b)| a != *b)
         .or_else(|| (now.len() > recorded.len()).then_some(recorded.len()))
 }
 
@@ -167,7 +167,7 @@ fn diverged(run: &Run, recorded: &[Record], index: usize) -> ReplayError {
     ReplayError::Diverged {
         index,
         expected: show(recorded.get(index)),
-        found: show(run.records().get(index)),
+        found: show(run.records().get(index).as_ref()),
     }
 }
 

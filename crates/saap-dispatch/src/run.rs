@@ -13,7 +13,7 @@ use crate::compiled::{ChainLink, CompiledCondition, CompiledSpec, EventKind, Typ
 use crate::id_index::IdIndex;
 use crate::ids::derived_event_id;
 use crate::ids::{EventId, ExecutionId, FastMap, ParamIdx, Seq, StepIdx};
-use crate::record::{Origin, Record, SkipReason, Termination};
+use crate::record::{Origin, Packed, Record, Records, SkipReason, Termination};
 use crate::spec::ParamKind;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -280,6 +280,9 @@ struct Rare {
     /// from the start, and every step once the run has [`LINEAR_INPUT_SETS`] executions.
     input_sets: FastMap<(StepIdx, u64), ExecutionId>,
     input_set_collisions: Vec<(StepIdx, u64, ExecutionId)>,
+    /// Records whose values do not fit [`Packed`], kept whole (the packed record holds
+    /// the index).
+    extra_records: Vec<Record>,
 }
 
 impl Rare {
@@ -332,6 +335,37 @@ fn regrow<T>(v: &mut Vec<T>, capacity: usize) {
     }
 }
 
+/// Appends a decision record in its packed form (whole in the side table if it does not
+/// fit). Inlined: records made of constants and fields pack without a branch on their kind.
+#[inline(always)]
+fn push_record(records: &mut Vec<Packed>, r: &mut Option<Box<Rare>>, record: Record) {
+    match Packed::pack(&record) {
+        Some(p) => records.push(p),
+        None => push_extra(records, r, record),
+    }
+}
+
+/// [`push_record`] of several records, out of line (for records that may not fit).
+#[cold]
+#[inline(never)]
+fn push_records<const N: usize>(
+    records: &mut Vec<Packed>,
+    r: &mut Option<Box<Rare>>,
+    list: [Record; N],
+) {
+    for record in list {
+        push_record(records, r, record);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn push_extra(records: &mut Vec<Packed>, r: &mut Option<Box<Rare>>, record: Record) {
+    let extra = &mut rare(r).extra_records;
+    records.push(Packed::extra(extra.len() as u32));
+    extra.push(record);
+}
+
 /// The run's [`Rare`] tables, allocated on first use.
 fn rare(r: &mut Option<Box<Rare>>) -> &mut Rare {
     r.get_or_insert_with(Default::default)
@@ -373,7 +407,7 @@ pub struct Run {
     input_sets_indexed: bool,
     executions: Vec<Execution>,
     bindings: Vec<Bound>,
-    records: Vec<Record>,
+    records: Vec<Packed>,
     /// Executions from this index on have not been taken by [`Run::take_started`] (the
     /// started executions are always the tail of `executions`).
     untaken: u32,
@@ -389,7 +423,7 @@ pub struct RunTables {
     log: Vec<LoggedEvent>,
     executions: Vec<Execution>,
     bindings: Vec<Bound>,
-    records: Vec<Record>,
+    records: Vec<Packed>,
 }
 
 impl RunTables {
@@ -404,7 +438,7 @@ impl RunTables {
         self.log.capacity() * size_of::<LoggedEvent>()
             + self.executions.capacity() * size_of::<Execution>()
             + self.bindings.capacity() * size_of::<Bound>()
-            + self.records.capacity() * size_of::<Record>()
+            + self.records.capacity() * size_of::<Packed>()
     }
 }
 
@@ -497,6 +531,7 @@ impl Run {
             r.seq_table.clear();
             r.input_sets.clear();
             r.input_set_collisions.clear();
+            r.extra_records.clear();
         }
         self.ids_indexed = false;
         self.id_bits = [0; 2];
@@ -538,6 +573,7 @@ impl Run {
             r.seq_table.shrink_to_fit();
             r.input_sets.shrink_to_fit();
             r.input_set_collisions.shrink_to_fit();
+            r.extra_records.shrink_to_fit();
         }
     }
 
@@ -629,8 +665,12 @@ impl Run {
     pub fn log_capacity(&self) -> usize {
         self.log.capacity()
     }
-    pub fn records(&self) -> &[Record] {
-        &self.records
+    /// The decision records, in order (stored packed: each is made when read).
+    pub fn records(&self) -> Records<'_> {
+        Records::new(
+            &self.records,
+            self.rare.as_ref().map_or(&[][..], |r| &r.extra_records),
+        )
     }
     pub fn executions(&self) -> &[Execution] {
         &self.executions
@@ -866,8 +906,11 @@ impl Run {
                 None
             };
             if let Some(first_seq) = first {
-                self.records
-                    .push(Record::DuplicateEvent { first_seq, origin });
+                push_record(
+                    &mut self.records,
+                    &mut self.rare,
+                    Record::DuplicateEvent { first_seq, origin },
+                );
                 return Ok(Appended::Duplicate { first_seq });
             }
         }
@@ -885,22 +928,38 @@ impl Run {
 
         match self.status {
             RunStatus::Terminated { .. } => {
-                self.records.push(Record::EventAfterStop { seq, origin });
+                push_record(
+                    &mut self.records,
+                    &mut self.rare,
+                    Record::EventAfterStop { seq, origin },
+                );
                 return Ok(Appended::AfterStop { seq });
             }
             RunStatus::NotStarted => {
                 if kind.is_control() && kind.is_start() {
                     self.status = RunStatus::Live;
                     self.start_seq = seq;
-                    self.records.push(Record::RunStarted { seq });
+                    push_record(
+                        &mut self.records,
+                        &mut self.rare,
+                        Record::RunStarted { seq },
+                    );
                 } else if kind.is_control() {
-                    self.records.push(Record::OrphanEvent { seq });
+                    push_record(
+                        &mut self.records,
+                        &mut self.rare,
+                        Record::OrphanEvent { seq },
+                    );
                     return Err(Refused::NotStarted { seq });
                 }
             }
             RunStatus::Live => {}
         }
-        self.records.push(Record::EventAppended { seq, origin });
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::EventAppended { seq, origin },
+        );
 
         if !kind.is_control() {
             return Ok(Appended::DisplayOnly { seq });
@@ -939,7 +998,11 @@ impl Run {
         } else {
             Termination::Stop
         };
-        self.records.push(Record::RunTerminated { seq, by });
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::RunTerminated { seq, by },
+        );
         // Step bookkeeping ends with the run; the log, the executions and the match lists
         // (which let bindings be expanded for reports) are kept as evidence.
         if let Some(r) = &mut self.rare {
@@ -962,10 +1025,14 @@ impl Run {
             // Only a live run dispatches, and nothing here ends it.
             debug_assert_eq!(self.status, RunStatus::Live);
             self.slots[c.slot as usize] = seq;
-            self.records.push(Record::Candidate {
-                trigger: seq,
-                step: c.step,
-            });
+            push_record(
+                &mut self.records,
+                &mut self.rare,
+                Record::Candidate {
+                    trigger: seq,
+                    step: c.step,
+                },
+            );
             let bind_start = self.bindings.len() as u32;
             if seq as usize >= SMALL_SEQS {
                 fill_seq_table(&mut self.rare, seq);
@@ -1001,11 +1068,15 @@ impl Run {
                     let m = &mut self.matches[slot];
                     m.push(seq);
                     if m.len() > c.size as usize {
-                        self.records.push(Record::FixedListOverflow {
-                            trigger: seq,
-                            step: c.step,
-                            param: c.param,
-                        });
+                        push_record(
+                            &mut self.records,
+                            &mut self.rare,
+                            Record::FixedListOverflow {
+                                trigger: seq,
+                                step: c.step,
+                                param: c.param,
+                            },
+                        );
                     }
                 }
             }
@@ -1020,7 +1091,11 @@ impl Run {
                 continue;
             }
             previous = Some(step);
-            self.records.push(Record::Candidate { trigger: seq, step });
+            push_record(
+                &mut self.records,
+                &mut self.rare,
+                Record::Candidate { trigger: seq, step },
+            );
             if self.evaluate(step, seq, c.single, pre) {
                 started += 1;
             }
@@ -1051,10 +1126,14 @@ impl Run {
                     // The step's only parameter is a list and the step has never run: it
                     // is ready up to its precondition (live run, nothing blocks, budget at
                     // least 1, no earlier input set), bound to the whole list.
-                    self.records.push(Record::Candidate {
-                        trigger: seq,
-                        step: c.step,
-                    });
+                    push_record(
+                        &mut self.records,
+                        &mut self.rare,
+                        Record::Candidate {
+                            trigger: seq,
+                            step: c.step,
+                        },
+                    );
                     let bind_start = self.bindings.len();
                     self.bindings.push(Bound::First(n));
                     if self.spec.steps[c.step as usize].precondition.is_some()
@@ -1075,35 +1154,51 @@ impl Run {
                 m.push(seq);
                 let have = m.len() as u32;
                 if have > c.size {
-                    self.records.push(Record::FixedListOverflow {
-                        trigger: seq,
-                        step: c.step,
-                        param: c.param,
-                    });
+                    push_record(
+                        &mut self.records,
+                        &mut self.rare,
+                        Record::FixedListOverflow {
+                            trigger: seq,
+                            step: c.step,
+                            param: c.param,
+                        },
+                    );
                 } else if have < c.size && c.sole_fixed_list {
                     // The step's only parameter is short: the first readiness check that
                     // fails (the run is live, so it is not terminated).
-                    self.records.push(Record::Candidate {
-                        trigger: seq,
-                        step: c.step,
-                    });
-                    self.records.push(Record::Skipped {
-                        trigger: seq,
-                        step: c.step,
-                        reason: SkipReason::FixedListShort {
-                            param: c.param,
-                            have,
-                            need: c.size,
+                    push_record(
+                        &mut self.records,
+                        &mut self.rare,
+                        Record::Candidate {
+                            trigger: seq,
+                            step: c.step,
                         },
-                    });
+                    );
+                    push_record(
+                        &mut self.records,
+                        &mut self.rare,
+                        Record::Skipped {
+                            trigger: seq,
+                            step: c.step,
+                            reason: SkipReason::FixedListShort {
+                                param: c.param,
+                                have,
+                                need: c.size,
+                            },
+                        },
+                    );
                     return 0;
                 }
             }
         }
-        self.records.push(Record::Candidate {
-            trigger: seq,
-            step: c.step,
-        });
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::Candidate {
+                trigger: seq,
+                step: c.step,
+            },
+        );
         self.evaluate(c.step, seq, c.single, pre) as u32
     }
 
@@ -1120,11 +1215,15 @@ impl Run {
         let s = &self.spec.steps[step as usize];
         macro_rules! skip {
             ($reason:expr $(,)?) => {{
-                self.records.push(Record::Skipped {
-                    trigger,
-                    step,
-                    reason: $reason,
-                });
+                push_record(
+                    &mut self.records,
+                    &mut self.rare,
+                    Record::Skipped {
+                        trigger,
+                        step,
+                        reason: $reason,
+                    },
+                );
                 return false;
             }};
         }
@@ -1236,18 +1335,26 @@ impl Run {
             trigger,
             bindings: &self.bindings[bind_start..],
         });
-        self.records.push(Record::PreconditionEvaluated {
-            trigger,
-            step,
-            result,
-        });
-        if !result {
-            self.bindings.truncate(bind_start);
-            self.records.push(Record::Skipped {
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::PreconditionEvaluated {
                 trigger,
                 step,
-                reason: SkipReason::PreconditionFalse,
-            });
+                result,
+            },
+        );
+        if !result {
+            self.bindings.truncate(bind_start);
+            push_record(
+                &mut self.records,
+                &mut self.rare,
+                Record::Skipped {
+                    trigger,
+                    step,
+                    reason: SkipReason::PreconditionFalse,
+                },
+            );
         }
         result
     }
@@ -1275,11 +1382,15 @@ impl Run {
     #[inline(always)]
     fn start(&mut self, step: StepIdx, trigger: Seq, bind_start: u32) {
         let execution = self.push_execution(step, trigger, bind_start);
-        self.records.push(Record::ExecutionStarted {
-            execution,
-            step,
-            trigger,
-        });
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::ExecutionStarted {
+                execution,
+                step,
+                trigger,
+            },
+        );
         if self.executions.len() >= self.index_sets_at as usize {
             self.index_input_sets();
         }
@@ -1402,11 +1513,15 @@ impl Run {
                 let x = &mut self.executions[execution.0 as usize];
                 x.state = ExecState::Failed;
                 x.error = Some(message.into_boxed_str());
-                self.records.push(Record::ExecutionFailed {
-                    execution,
-                    attempt,
-                    stop_on_error,
-                });
+                push_record(
+                    &mut self.records,
+                    &mut self.rare,
+                    Record::ExecutionFailed {
+                        execution,
+                        attempt,
+                        stop_on_error,
+                    },
+                );
                 if stop_on_error {
                     let id = derived_event_id(self.run_key, execution, u32::MAX);
                     let ty = self.spec.exception_type();
@@ -1492,11 +1607,15 @@ impl Run {
     ) -> Result<(), CompleteError> {
         self.size_for_a_whole_run();
         self.executions[execution.0 as usize].state = ExecState::Completed;
-        self.records.push(Record::ExecutionCompleted {
-            execution,
-            attempt,
-            outputs: outputs.len() as u32,
-        });
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::ExecutionCompleted {
+                execution,
+                attempt,
+                outputs: outputs.len() as u32,
+            },
+        );
         // Appended in place (no move of each event); the vector keeps its allocation.
         for ev in outputs.iter_mut() {
             match self.append_event(ev.id, &mut ev.ty, Origin::Execution(execution), pre) {
@@ -1559,21 +1678,29 @@ impl Run {
             kind: link.kind,
             origin,
         });
-        // One reservation for the four records.
-        self.records.extend([
-            Record::ExecutionCompleted {
-                execution,
-                attempt,
-                outputs: 1,
-            },
-            Record::EventAppended { seq, origin },
-            Record::Candidate { trigger: seq, step },
-            Record::ExecutionStarted {
-                execution: next,
-                step,
-                trigger: seq,
-            },
-        ]);
+        if let Some(packed) = Packed::chain_link(execution, attempt, seq, step, next) {
+            // One reservation for the four records.
+            self.records.extend_from_slice(&packed);
+        } else {
+            push_records(
+                &mut self.records,
+                &mut self.rare,
+                [
+                    Record::ExecutionCompleted {
+                        execution,
+                        attempt,
+                        outputs: 1,
+                    },
+                    Record::EventAppended { seq, origin },
+                    Record::Candidate { trigger: seq, step },
+                    Record::ExecutionStarted {
+                        execution: next,
+                        step,
+                        trigger: seq,
+                    },
+                ],
+            );
+        }
         self.slots[link.slot as usize] = seq;
         let bind_start = self.bindings.len() as u32;
         if seq as usize >= SMALL_SEQS {
@@ -1688,8 +1815,11 @@ impl Run {
         }
         x.attempt += 1;
         let attempt = x.attempt;
-        self.records
-            .push(Record::ExecutionRetried { execution, attempt });
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::ExecutionRetried { execution, attempt },
+        );
         Ok(attempt)
     }
 
@@ -1740,11 +1870,12 @@ impl Run {
         size_of::<Run>()
             + self.state_bytes()
             + self.log.capacity() * size_of::<LoggedEvent>()
-            + self.records.capacity() * size_of::<Record>()
+            + self.records.capacity() * size_of::<Packed>()
             + self.rare.as_ref().map_or(0, |r| {
                 r.foreign_names.capacity() * size_of::<Box<str>>()
                     + r.foreign_names.iter().map(|n| n.len()).sum::<usize>()
                     + r.input_set_collisions.capacity() * size_of::<(StepIdx, u64, ExecutionId)>()
+                    + r.extra_records.capacity() * size_of::<Record>()
             })
             + self
                 .executions
@@ -2178,7 +2309,7 @@ mod tests {
         let at_least = std::mem::size_of::<Run>()
             + run.state_bytes()
             + std::mem::size_of_val(run.log())
-            + std::mem::size_of_val(run.records());
+            + run.records().len() * std::mem::size_of::<Packed>();
         assert!(run.log().len() == 100 && run.records().len() == 100);
         assert!(
             run.memory_bytes() >= at_least,

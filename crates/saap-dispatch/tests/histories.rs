@@ -81,7 +81,7 @@ fn histories_of_the_example_specs_replay_from_every_prefix() {
                     recorded.run_key,
                     None,
                     &journal[..k],
-                    prefix.records(),
+                    &prefix.records().to_vec(),
                 )
                 .unwrap();
                 for input in &journal[k..] {
@@ -89,7 +89,7 @@ fn histories_of_the_example_specs_replay_from_every_prefix() {
                 }
                 assert_eq!(
                     live.records(),
-                    &recorded.records[..],
+                    recorded.records,
                     "{} prefix {k}",
                     file.display()
                 );

@@ -445,7 +445,7 @@ proptest! {
         }
         // Nothing is dispatched after termination.
         if let Some(t) = run.records().iter().position(|r| matches!(r, Record::RunTerminated { .. })) {
-            let after = run.records()[t..]
+            let after = run.records().slice(t..)
                 .iter()
                 .any(|r| matches!(r, Record::ExecutionStarted { .. } | Record::Candidate { .. }));
             prop_assert!(!after, "a step was evaluated after the run ended");
@@ -462,14 +462,14 @@ proptest! {
     fn replay_from_every_prefix_reproduces_the_run(wf in arb_workflow(), ops in arb_ops()) {
         let spec = Arc::new(CompiledSpec::compile(&wf).unwrap());
         let out = drive(spec.clone(), &ops);
-        let full = replay(spec.clone(), 42, Some(spec.fingerprint()), &out.journal, out.run.records());
+        let full = replay(spec.clone(), 42, Some(spec.fingerprint()), &out.journal, &out.run.records().to_vec());
         prop_assert!(full.is_ok(), "{:?}", full.err());
         for k in 0..=out.journal.len() {
             let mut prefix = Run::new(spec.clone(), 42);
             for input in &out.journal[..k] {
                 prefix.apply(input.clone(), &mut DeclaredConditions).unwrap();
             }
-            let mut live = replay(spec.clone(), 42, None, &out.journal[..k], prefix.records()).unwrap();
+            let mut live = replay(spec.clone(), 42, None, &out.journal[..k], &prefix.records().to_vec()).unwrap();
             for input in &out.journal[k..] {
                 live.apply(input.clone(), &mut DeclaredConditions).unwrap();
             }

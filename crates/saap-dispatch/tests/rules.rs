@@ -93,7 +93,7 @@ impl H {
             .records()
             .iter()
             .filter_map(|r| match r {
-                Record::Skipped { step, reason, .. } if *step == s => Some(*reason),
+                Record::Skipped { step, reason, .. } if step == s => Some(reason),
                 _ => None,
             })
             .collect()
@@ -579,7 +579,7 @@ fn termination_outputs_of_in_flight_executions_are_kept_not_dispatched() {
     assert_eq!(h.count("after"), 0);
     assert!(h.run.records().iter().any(|r| matches!(
         r,
-        Record::EventAfterStop { origin: Origin::Execution(e), .. } if *e == x[0]
+        Record::EventAfterStop { origin: Origin::Execution(e), .. } if e == x[0]
     )));
 }
 
@@ -714,7 +714,10 @@ fn lifecycle_control_event_before_start_is_refused_and_kept_as_orphan() {
     let err = h.send_event(a).unwrap_err();
     assert!(matches!(err, AppendError::RunNotStarted { seq: 0, .. }));
     assert_eq!(h.run.status(), RunStatus::NotStarted);
-    assert!(matches!(h.run.records()[0], Record::OrphanEvent { seq: 0 }));
+    assert!(matches!(
+        h.run.records().get(0).unwrap(),
+        Record::OrphanEvent { seq: 0 }
+    ));
     h.send("StartEvent");
     assert_eq!(h.count("s"), 0, "an orphan never becomes an input");
 }
@@ -816,7 +819,7 @@ fn records_replaying_the_journal_reproduces_every_decision() {
         7,
         Some(h.spec().fingerprint()),
         &h.journal,
-        h.run.records(),
+        &h.run.records().to_vec(),
     )
     .unwrap();
     assert_eq!(again.records(), h.run.records());
@@ -833,7 +836,7 @@ fn records_replay_uses_recorded_precondition_results() {
         .records()
         .iter()
         .filter_map(|r| match r {
-            Record::PreconditionEvaluated { result, .. } => Some(*result),
+            Record::PreconditionEvaluated { result, .. } => Some(result),
             _ => None,
         })
         .collect();
@@ -844,7 +847,7 @@ fn records_replay_uses_recorded_precondition_results() {
             7,
             None,
             &h.journal,
-            h.run.records()
+            &h.run.records().to_vec()
         )
         .is_ok()
     );
@@ -866,12 +869,19 @@ fn records_replay_against_a_changed_workflow_fails_with_a_stable_code() {
         7,
         Some(h.spec().fingerprint()),
         &h.journal,
-        h.run.records(),
+        &h.run.records().to_vec(),
     )
     .unwrap_err();
     assert_eq!(err.code(), "SAAP-R001");
     // Without a stored fingerprint, the divergence itself is detected.
-    let err = replay(Arc::new(changed), 7, None, &h.journal, h.run.records()).unwrap_err();
+    let err = replay(
+        Arc::new(changed),
+        7,
+        None,
+        &h.journal,
+        &h.run.records().to_vec(),
+    )
+    .unwrap_err();
     assert!(matches!(err, ReplayError::Diverged { .. }), "{err}");
     assert_eq!(err.code(), "SAAP-R002");
 }
@@ -891,7 +901,7 @@ fn records_replay_from_every_prefix_then_continuing_live_matches_the_uninterrupt
             7,
             None,
             &h.journal[..k],
-            run.records(),
+            &run.records().to_vec(),
         )
         .unwrap();
         let mut live = rebuilt;

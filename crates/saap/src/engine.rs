@@ -2234,9 +2234,9 @@ impl Shared {
             }
         }
         let durable = if journal || ended {
-            let records = &st.run.records()[st.records_sent..];
+            let records = st.run.records().slice(st.records_sent..);
             let records_json = if journal {
-                serde_json::to_string(records).unwrap_or_else(|_| "[]".into())
+                serde_json::to_string(&records).unwrap_or_else(|_| "[]".into())
             } else {
                 String::new()
             };

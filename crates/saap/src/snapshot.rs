@@ -187,7 +187,7 @@ pub fn timeline(run: &Run) -> String {
 pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]) -> String {
     let mut out = String::new();
     for r in run.records() {
-        let line = match r {
+        let line = match &r {
             Record::RunStarted { seq } => format!("run started by {}", event_label(run, *seq)),
             Record::EventAppended { seq, origin } => {
                 let e = run.log()[*seq as usize];
@@ -346,7 +346,7 @@ pub fn waiting_for(run: &Run, failure: Option<&str>) -> String {
         let si = si as u32;
         let ran = run.execution_count(si) > 0;
         let last_skip = run.records().iter().rev().find_map(|r| match r {
-            Record::Skipped { step, reason, .. } if *step == si => Some(*reason),
+            Record::Skipped { step, reason, .. } if step == si => Some(reason),
             _ => None,
         });
         if ran && !matches!(last_skip, Some(SkipReason::PreconditionFalse)) {

@@ -294,7 +294,7 @@ async fn outcome(engine: Engine, inputs: &[(usize, u32)]) -> Outcome {
         run.wait_idle(WAIT).await.unwrap();
     }
     let snap = run.snapshot();
-    let records = serde_json::to_string(snap.run.records()).unwrap();
+    let records = serde_json::to_string(&snap.run.records()).unwrap();
     let payloads = snap
         .events()
         .into_iter()

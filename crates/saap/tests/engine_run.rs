@@ -157,8 +157,8 @@ async fn a_run_driven_by_its_caller_decides_as_a_started_run() {
     started.wait_idle(common::WAIT).await.unwrap();
     let (a, b) = (driven.snapshot(), started.snapshot());
     assert_eq!(
-        serde_json::to_string(a.run.records()).unwrap(),
-        serde_json::to_string(b.run.records()).unwrap()
+        serde_json::to_string(&a.run.records()).unwrap(),
+        serde_json::to_string(&b.run.records()).unwrap()
     );
     assert_eq!(a.execution_counts(), b.execution_counts());
     let names = |s: &saap::RunSnapshot| {

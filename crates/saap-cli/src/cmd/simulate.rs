@@ -91,7 +91,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 "event_id": e.id.to_string(),
                 "kind": e.kind.label(),
             })).collect::<Vec<_>>(),
-            "records": run.records().iter().map(|r| record_json(run, &labels, r)).collect::<Vec<_>>(),
+            "records": run.records().iter().map(|r| record_json(run, &labels, &r)).collect::<Vec<_>>(),
             "executions": executions_json(run, &labels),
             "executions_per_step": counts.iter().map(|(s, c)| (s.clone(), json!(c))).collect::<serde_json::Map<_, _>>(),
             "status": status,
@@ -105,6 +105,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     writeln!(out)?;
     writeln!(out, "timeline:")?;
     for r in run.records() {
+        let r = &r;
         if let Some(line) = record_text(run, &labels, r) {
             let indent = if matches!(
                 r,
