@@ -1448,9 +1448,7 @@ fn observe(
         }
         if e.kind.is_exception() {
             let message = match e.origin {
-                Origin::Execution(x) => run
-                    .execution(x)
-                    .and_then(|x| x.error.as_deref().map(str::to_string)),
+                Origin::Execution(x) => run.execution_error(x).map(str::to_string),
                 Origin::Outside => None,
             };
             let key = (event.clone(), step.clone(), message.clone(), after);

@@ -166,9 +166,7 @@ pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String
         } => format!(
             "{} {execution} failed: {}{}",
             exec_step(run, *execution),
-            run.execution(*execution)
-                .and_then(|x| x.error.as_deref())
-                .unwrap_or(""),
+            run.execution_error(*execution).unwrap_or(""),
             if *stop_on_error {
                 " (stop_on_error: the run gets an ExceptionEvent)"
             } else {
@@ -285,7 +283,7 @@ pub fn record_json(run: &Run, labels: &EventLabels, r: &Record) -> Value {
             stop_on_error,
         } => {
             json!({"record": "execution_failed", "execution": execution.to_string(), "attempt": attempt, "stop_on_error": stop_on_error,
-            "error": run.execution(*execution).and_then(|x| x.error.as_deref())})
+            "error": run.execution_error(*execution)})
         }
         Record::RunTerminated { seq, by } => {
             json!({"record": "run_terminated", "event": ev(*seq), "by": by})
@@ -334,7 +332,7 @@ pub fn executions_json(run: &Run, labels: &EventLabels) -> Value {
                     "trigger": labels.get(e.trigger),
                     "attempt": e.attempt,
                     "state": match e.state { ExecState::Running => "running", ExecState::Completed => "completed", ExecState::Failed => "failed" },
-                    "error": e.error.as_deref(),
+                    "error": run.execution_error(x),
                     "bindings": bindings_json(run, labels, x),
                     "outputs": outputs,
                 })

@@ -125,7 +125,6 @@ pub struct Execution {
     pub state: ExecState,
     /// 1 for the first attempt; incremented by [`Run::retry`].
     pub attempt: u32,
-    pub error: Option<Box<str>>,
     bind_start: u32,
 }
 
@@ -283,6 +282,9 @@ struct Rare {
     /// Records whose values do not fit [`Packed`], kept whole (the packed record holds
     /// the index).
     extra_records: Vec<Record>,
+    /// The error message of each failed execution (out of the execution table, which
+    /// every execution's entry fills: 20 bytes each instead of 40).
+    errors: FastMap<ExecutionId, Box<str>>,
 }
 
 impl Rare {
@@ -532,6 +534,7 @@ impl Run {
             r.input_sets.clear();
             r.input_set_collisions.clear();
             r.extra_records.clear();
+            r.errors.clear();
         }
         self.ids_indexed = false;
         self.id_bits = [0; 2];
@@ -574,6 +577,7 @@ impl Run {
             r.input_sets.shrink_to_fit();
             r.input_set_collisions.shrink_to_fit();
             r.extra_records.shrink_to_fit();
+            r.errors.shrink_to_fit();
         }
     }
 
@@ -677,6 +681,11 @@ impl Run {
     }
     pub fn execution(&self, id: ExecutionId) -> Option<&Execution> {
         self.executions.get(id.0 as usize)
+    }
+    /// The error message of a failed execution (cut to [`MAX_ERROR_MESSAGE`] bytes);
+    /// `None` for one that did not fail or does not exist.
+    pub fn execution_error(&self, id: ExecutionId) -> Option<&str> {
+        self.rare.as_ref()?.errors.get(&id).map(|e| &**e)
     }
     /// The bindings of an execution, one per parameter of its step.
     pub fn bindings(&self, id: ExecutionId) -> &[Bound] {
@@ -1369,7 +1378,6 @@ impl Run {
             trigger,
             state: ExecState::Running,
             attempt: 1,
-            error: None,
             bind_start,
         });
         let c = self.count_slot(step);
@@ -1512,7 +1520,9 @@ impl Run {
                 let stop_on_error = self.spec.steps[step as usize].stop_on_error;
                 let x = &mut self.executions[execution.0 as usize];
                 x.state = ExecState::Failed;
-                x.error = Some(message.into_boxed_str());
+                rare(&mut self.rare)
+                    .errors
+                    .insert(execution, message.into_boxed_str());
                 push_record(
                     &mut self.records,
                     &mut self.rare,
@@ -1877,11 +1887,10 @@ impl Run {
                     + r.input_set_collisions.capacity() * size_of::<(StepIdx, u64, ExecutionId)>()
                     + r.extra_records.capacity() * size_of::<Record>()
             })
-            + self
-                .executions
-                .iter()
-                .filter_map(|x| x.error.as_ref().map(|e| e.len()))
-                .sum::<usize>()
+            + self.rare.as_ref().map_or(0, |r| {
+                r.errors.capacity() * (size_of::<(ExecutionId, Box<str>)>() + 1)
+                    + r.errors.values().map(|e| e.len()).sum::<usize>()
+            })
     }
 
     /// Approximate heap bytes held by this run's bookkeeping (not counting the log and
@@ -2290,6 +2299,44 @@ mod tests {
 
     /// `memory_bytes` counts what grows with the events (log, records), which
     /// `state_bytes` leaves out.
+    /// A failed execution's message is kept (cut at `MAX_ERROR_MESSAGE` on a character
+    /// boundary) beside the execution table, read by id; others have none, and a reset
+    /// run forgets it. The execution table's entry stays 20 bytes.
+    #[test]
+    fn a_failed_executions_error_is_read_by_id_cut_and_forgotten_on_reset() {
+        assert!(std::mem::size_of::<Execution>() <= 20);
+        let mut run = run_of(
+            "name: W\nevents: [{name: A}]\nsteps:\n  - {name: s, stop_on_error: false, params: [{name: x, kind: required, types: [StartEvent]}], outputs: [A]}\n  - {name: t, stop_on_error: false, params: [{name: x, kind: required, types: [StartEvent]}], outputs: [A]}\n",
+        );
+        send(&mut run, 1, "StartEvent");
+        let started = run.take_started();
+        assert_eq!(started.len(), 2);
+        let long = format!("{}é", "x".repeat(MAX_ERROR_MESSAGE - 1));
+        run.complete(
+            started[0],
+            1,
+            Outcome::Failed(long.clone()),
+            &mut DeclaredConditions,
+        )
+        .expect("failed");
+        run.complete(
+            started[1],
+            1,
+            Outcome::Returned(Vec::new()),
+            &mut DeclaredConditions,
+        )
+        .expect("completed");
+        assert_eq!(
+            run.execution_error(started[0]),
+            Some(&long[..MAX_ERROR_MESSAGE - 1])
+        );
+        assert_eq!(run.execution_error(started[1]), None);
+        assert_eq!(run.execution_error(ExecutionId(9)), None);
+        assert!(run.memory_bytes() > MAX_ERROR_MESSAGE);
+        run.reset(4);
+        assert_eq!(run.execution_error(started[0]), None);
+    }
+
     #[test]
     fn memory_bytes_counts_the_log_and_the_records() {
         let spec = crate::compile_spec_text(

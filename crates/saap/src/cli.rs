@@ -1575,7 +1575,7 @@ async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
                     "trigger": x.trigger,
                     "state": format!("{:?}", x.state),
                     "attempt": x.attempt,
-                    "error": x.error.as_deref(),
+                    "error": run.execution_error(saap_dispatch::ExecutionId(i as u32)),
                 })
             })
             .collect();

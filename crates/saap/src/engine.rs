@@ -2976,11 +2976,7 @@ fn add_payloads_in_order(
             let spec = run.spec();
             match (ev.ty, ev.origin) {
                 (EventTy::Known(t), Origin::Execution(x)) if t == spec.exception_type() => {
-                    let msg = run
-                        .execution(x)
-                        .and_then(|e| e.error.as_deref())
-                        .unwrap_or("step failed")
-                        .to_string();
+                    let msg = run.execution_error(x).unwrap_or("step failed").to_string();
                     Payload::typed(crate::event::ExceptionEvent::new(msg))
                 }
                 _ => Payload::from_json(serde_json::Value::Null),

@@ -206,11 +206,7 @@ impl StoredRunView {
         }
         match (e.ty, e.origin) {
             (EventTy::Known(t), Origin::Execution(x)) if t == self.run.spec().exception_type() => {
-                let msg = self
-                    .run
-                    .execution(x)
-                    .and_then(|ex| ex.error.as_deref())
-                    .unwrap_or("step failed");
+                let msg = self.run.execution_error(x).unwrap_or("step failed");
                 serde_json::json!({ "message": msg, "http_status_code": 500 })
             }
             _ => serde_json::Value::Null,

@@ -285,10 +285,7 @@ pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]
                 attempt: _,
                 stop_on_error,
             } => {
-                let err = run
-                    .execution(*execution)
-                    .and_then(|e| e.error.as_deref())
-                    .unwrap_or("");
+                let err = run.execution_error(*execution).unwrap_or("");
                 format!(
                     "  {} failed: {err} (stop_on_error = {stop_on_error})",
                     origin_label(run, Origin::Execution(*execution))

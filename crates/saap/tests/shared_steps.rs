@@ -187,9 +187,9 @@ async fn an_output_larger_than_the_event_limit_from_elsewhere_fails_its_executio
     let names = snap.timeline();
     let failure = snap
         .run
-        .execution(begin.execution)
-        .and_then(|x| x.error.clone())
-        .unwrap_or_default();
+        .execution_error(begin.execution)
+        .unwrap_or_default()
+        .to_string();
     assert!(
         failure.contains("more than the event size limit of 1024"),
         "{failure}\n{names}"
