@@ -415,17 +415,20 @@ pub struct Run {
     untaken: u32,
 }
 
-/// The four tables a run grows as it executes — log, executions, bindings, records —
-/// emptied, with their allocations: taken from a run that left an engine
+/// The four tables a run grows as it executes — log, executions, bindings, records — and
+/// its id index, emptied, with their allocations: taken from a run that left an engine
 /// ([`Run::take_tables`]) for another run to grow into ([`Run::grow_into`]), so that a
 /// fresh run about to execute takes over tables of a whole run's size instead of
-/// reallocating its first-dispatch ones. Holds no evidence of the run it came from.
+/// reallocating its first-dispatch ones (and a large run's id index is not allocated,
+/// page-faulted and zeroed by the kernel anew each run). Holds no evidence of the run it
+/// came from.
 #[derive(Debug, Default)]
 pub struct RunTables {
     log: Vec<LoggedEvent>,
     executions: Vec<Execution>,
     bindings: Vec<Bound>,
     records: Vec<Packed>,
+    ids: IdIndex,
 }
 
 impl RunTables {
@@ -441,6 +444,7 @@ impl RunTables {
             + self.executions.capacity() * size_of::<Execution>()
             + self.bindings.capacity() * size_of::<Bound>()
             + self.records.capacity() * size_of::<Packed>()
+            + self.ids.capacity() * size_of::<u32>()
     }
 }
 
@@ -609,11 +613,17 @@ impl Run {
             executions: std::mem::take(&mut self.executions),
             bindings: std::mem::take(&mut self.bindings),
             records: std::mem::take(&mut self.records),
+            ids: self
+                .rare
+                .as_mut()
+                .map(|r| std::mem::take(&mut r.by_id))
+                .unwrap_or_default(),
         };
         t.log.clear();
         t.executions.clear();
         t.bindings.clear();
         t.records.clear();
+        t.ids.clear();
         self.forget_evidence();
         t
     }
@@ -635,6 +645,11 @@ impl Run {
         adopt(&mut self.executions, &mut spare.executions);
         adopt(&mut self.bindings, &mut spare.bindings);
         adopt(&mut self.records, &mut spare.records);
+        // The id index only before the run builds its own (it is empty until then).
+        let mine = self.rare.as_ref().map_or(0, |r| r.by_id.capacity());
+        if !self.ids_indexed && spare.ids.capacity() > mine {
+            std::mem::swap(&mut rare(&mut self.rare).by_id, &mut spare.ids);
+        }
     }
 
     /// A fresh run of the same workflow sharing this run's precomputed tables.
@@ -2152,6 +2167,36 @@ mod tests {
             let now = index.slots_ptr();
             assert_eq!(*slots.get_or_insert(now), now, "run {key}: a new table");
             assert_eq!(run.seq_of(&run.log()[57].id), Some(57));
+        }
+    }
+
+    /// A run that grows into an ended run's tables (`take_tables`, `grow_into`) builds its
+    /// id index in that run's table, emptied, not in a new one; and decides as a run that
+    /// built its own.
+    #[test]
+    fn a_run_grown_into_an_ended_runs_tables_builds_its_id_index_in_their_table() {
+        let yaml = "name: W\nevents: [{name: A}]\nsteps:\n  - {name: fan, params: [{name: s, kind: required, types: [StartEvent]}], outputs: [A]}\n  - {name: join, params: [{name: xs, kind: fixed_list, size: 100, types: [A]}]}\n";
+        let fanned = |run: &mut Run| {
+            send(run, 1, "StartEvent");
+            let x = run.take_started();
+            fan_out(run, x[0], "A", 100);
+        };
+        let mut ended = run_of(yaml);
+        fanned(&mut ended);
+        let table = ended.rare.as_ref().expect("indexed").by_id.slots_ptr();
+        let mut tables = ended.take_tables();
+        assert!(ended.rare.is_none());
+        let mut grown = ended.sibling(5);
+        grown.grow_into(&mut tables);
+        fanned(&mut grown);
+        let index = &grown.rare.as_ref().expect("indexed").by_id;
+        assert_eq!(index.len(), 101);
+        assert_eq!(index.slots_ptr(), table, "a new table");
+        let mut own = ended.sibling(5);
+        fanned(&mut own);
+        assert_eq!(grown.records(), own.records());
+        for (seq, e) in own.log().iter().enumerate() {
+            assert_eq!(grown.seq_of(&e.id), Some(seq as Seq));
         }
     }
 
