@@ -36,7 +36,8 @@ trait PayloadData: Any + Send + Sync + 'static {
 }
 
 struct Typed<T: Event> {
-    /// Always `Some` while the payload is in use; `None` in [`ENDED_PAYLOADS`].
+    /// Always `Some` while the payload is in use. In [`ENDED_PAYLOADS`]: `None`, or the
+    /// last value of a type without drop glue (see `into_pool`).
     value: Option<T>,
     /// Boxed: most payloads never need it, and a `Value` plus an error is ~100 bytes.
     json: OnceLock<Box<Result<serde_json::Value, PayloadError>>>,
@@ -168,13 +169,19 @@ impl<T: Event> PayloadData for Typed<T> {
         })
     }
     fn into_pool(mut self: Arc<Self>, pools: &mut PayloadPools) {
-        let Some(typed) = Arc::get_mut(&mut self) else {
-            return;
-        };
-        // The value goes now (it may be large); the allocation stays.
-        typed.value = None;
-        if typed.json.get().is_some() {
-            typed.json = OnceLock::new();
+        // A value without drop glue owns nothing more than its bytes: it stays until the
+        // next payload of its type overwrites it, and a payload that never had a JSON form
+        // needs no change at all (no atomic operation to make sure it is unique: the caller
+        // holds its only reference, and a payload is never referred to weakly).
+        if std::mem::needs_drop::<T>() || self.json.get().is_some() {
+            let Some(typed) = Arc::get_mut(&mut self) else {
+                return;
+            };
+            // The value goes now (it may own much); the allocation stays.
+            typed.value = None;
+            if typed.json.get().is_some() {
+                typed.json = OnceLock::new();
+            }
         }
         let ty = std::any::TypeId::of::<T>();
         let i = match pools.find(ty, pools.kept) {
@@ -449,10 +456,18 @@ pub fn to_payload<T: Event>(event: &T) -> Result<Payload, PayloadError> {
 
 /// Payload → typed event: a clone of the typed value when the payload holds a `T` and `T`
 /// can be cloned, otherwise deserialized from the JSON form.
+#[inline]
 pub fn from_payload<T: Event>(payload: &Payload) -> Result<T, PayloadError> {
+    // The clone inline (a step's usual input), the JSON form out of line.
     if let Some(v) = payload.get::<T>().and_then(T::try_clone_event) {
         return Ok(v);
     }
+    from_json_form(payload)
+}
+
+/// [`from_payload`] through the JSON form.
+#[inline(never)]
+fn from_json_form<T: Event>(payload: &Payload) -> Result<T, PayloadError> {
     T::deserialize(payload.try_json()?).map_err(|e| PayloadError::Deserialize {
         name: T::NAME.to_string(),
         message: e.to_string(),
@@ -603,6 +618,48 @@ mod tests {
                 held.get::<UserMessageEvent>().map(|m| m.message.as_str()),
                 Some("second")
             );
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A value that owns something (drop glue) is dropped when its payload ends; a plain-data
+    /// value stays in the kept allocation until the next payload of its type replaces it,
+    /// which reads its own value and JSON form only.
+    #[test]
+    fn an_ended_payloads_value_is_dropped_at_once_unless_it_is_plain_data() {
+        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        #[derive(Serialize, serde::Deserialize, saap::Event)]
+        struct Owns {
+            v: u32,
+        }
+        impl Drop for Owns {
+            fn drop(&mut self) {
+                DROPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let address = |p: &Payload| Arc::as_ptr(&p.0) as *const u8 as usize;
+        std::thread::spawn(move || {
+            Payload::recycle_all(&mut vec![Payload::typed(Owns { v: 1 })]);
+            assert_eq!(DROPPED.load(std::sync::atomic::Ordering::Relaxed), 1);
+
+            let plain = Payload::typed(Cloneable { v: 1 });
+            let at = address(&plain);
+            assert_eq!(plain.json()["v"], 1);
+            Payload::recycle_all(&mut vec![plain]);
+            let mut unread = Payload::typed(Cloneable { v: 2 });
+            assert_eq!(address(&unread), at, "the allocation is reused");
+            assert!(!unread.has_json(), "the old JSON form is gone");
+            assert_eq!(unread.get::<Cloneable>(), Some(&Cloneable { v: 2 }));
+            // Never serialized: kept as is, and replaced by the next value.
+            Payload::recycle_all(&mut vec![std::mem::replace(
+                &mut unread,
+                Payload::typed(StopEvent {}),
+            )]);
+            let third = Payload::typed(Cloneable { v: 3 });
+            assert_eq!(address(&third), at);
+            assert_eq!(from_payload::<Cloneable>(&third), Ok(Cloneable { v: 3 }));
+            assert_eq!(third.json()["v"], 3);
         })
         .join()
         .unwrap();
