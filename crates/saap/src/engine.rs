@@ -830,6 +830,12 @@ pub(crate) struct Invocation {
     outs: Vec<OutEvent>,
     /// Its inputs are bound (else only `execution` is set: see `Shared::apply_to_launch`).
     bound: bool,
+    /// Bind by extracting the typed inputs under the run's lock into `prepared` (the local
+    /// driver, which starts the body on this thread), not into `inputs`.
+    extract: bool,
+    /// With `extract`: the body run holding the typed inputs, or why they could not be
+    /// extracted (the step's failure).
+    prepared: Option<Result<StepFuture, String>>,
 }
 
 impl Invocation {
@@ -842,6 +848,8 @@ impl Invocation {
             inputs: Vec::new(),
             outs: Vec::new(),
             bound: false,
+            extract: false,
+            prepared: None,
         }
     }
 
@@ -1892,13 +1900,13 @@ impl Shared {
         let next = match st.run.next_started() {
             None => match queued {
                 Some(x) => {
-                    invocation_into(st, &self.type_names, x, 1, inv);
+                    invocation_into(st, self, x, 1, inv);
                     Next::Queued
                 }
                 None => Next::None,
             },
             Some(first) => {
-                invocation_into(st, &self.type_names, first, 1, inv);
+                invocation_into(st, self, first, 1, inv);
                 // Bound when their turn comes (bindings never change once made).
                 let before = others.len();
                 others.extend(std::iter::from_fn(|| st.run.next_started()));
@@ -2657,6 +2665,7 @@ impl Shared {
     fn first_poll(
         &self,
         step_idx: StepIdx,
+        prepared: Option<Result<StepFuture, String>>,
         inputs: &[Vec<BoundEvent>],
         ctx: NewCtx<'_>,
         outs: Vec<OutEvent>,
@@ -2665,6 +2674,11 @@ impl Shared {
         let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
             return Ok(Err(format!("the workflow has no step {step_idx}")));
         };
+        match prepared {
+            Some(Ok(body)) => return self.start_prepared(step_idx, step, body, ctx, outs, cx),
+            Some(Err(failed)) => return Ok(Err(failed)),
+            None => {}
+        }
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let mut body = crate::workflow::body_run(step);
             // One dynamic call extracts the inputs, makes the body and polls it.
@@ -2689,6 +2703,72 @@ impl Shared {
                 "step `{}` cannot read its inputs: {e}",
                 self.step_name(step_idx)
             ))),
+            Err(p) => Ok(Err(format!(
+                "step `{}` panicked: {}",
+                self.step_name(step_idx),
+                panic_text(&p)
+            ))),
+        }
+    }
+
+    /// Extracts the typed inputs of execution `x` of step `step_idx` from the run's tables
+    /// (under its lock) into a body run of the step, catching a panic: the body run, or the
+    /// step's failure (the same messages as [`Shared::first_poll`]'s).
+    fn extract_inputs(
+        &self,
+        run: &Run,
+        step_idx: StepIdx,
+        x: ExecutionId,
+        payloads: &[Payload],
+    ) -> Result<StepFuture, String> {
+        let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
+            return Err(format!("the workflow has no step {step_idx}"));
+        };
+        let bound = crate::params::BoundInputs::new(
+            run,
+            step_idx,
+            run.bindings(x),
+            payloads,
+            &self.type_names,
+        );
+        let mut body = crate::workflow::body_run(step);
+        match std::panic::catch_unwind(AssertUnwindSafe(|| body.as_mut().extract(&bound))) {
+            Ok(Ok(())) => Ok(body),
+            Ok(Err(e)) => {
+                crate::workflow::recycle_body(step.key, body);
+                Err(format!(
+                    "step `{}` cannot read its inputs: {e}",
+                    self.step_name(step_idx)
+                ))
+            }
+            Err(p) => Err(format!(
+                "step `{}` panicked: {}",
+                self.step_name(step_idx),
+                panic_text(&p)
+            )),
+        }
+    }
+
+    /// [`Shared::first_poll`] of a body run whose inputs were extracted
+    /// ([`Shared::extract_inputs`]).
+    fn start_prepared(
+        &self,
+        step_idx: StepIdx,
+        step: &StepImpl,
+        mut body: StepFuture,
+        ctx: NewCtx<'_>,
+        outs: Vec<OutEvent>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            body.as_mut().start_extracted(&step.body_fn, ctx, outs, cx)
+        }));
+        match polled {
+            Ok(Poll::Ready(r)) => {
+                crate::workflow::recycle_body(step.key, body);
+                Ok(r)
+            }
+            Ok(Poll::Pending) => Err(body),
             Err(p) => Ok(Err(format!(
                 "step `{}` panicked: {}",
                 self.step_name(step_idx),
@@ -2730,7 +2810,7 @@ impl Shared {
     fn bind(&self, slot: &RunSlot, x: ExecutionId, inv: &mut Invocation) {
         let mut st = slot.lock();
         self.adopt_spare(&mut st);
-        invocation_into(&mut st, &self.type_names, x, 1, inv);
+        invocation_into(&mut st, self, x, 1, inv);
     }
 
     /// Rebuilds a stored run through the core. Returns the slot and whether the run ended.
@@ -3029,15 +3109,49 @@ fn invocation(st: &mut RunState, names: &[EventName], x: ExecutionId, attempt: u
             .unwrap_or_default(),
         outs: Vec::new(),
         bound: false,
+        extract: false,
+        prepared: None,
     };
-    invocation_into(st, names, x, attempt, &mut inv);
+    bind_events(st, names, x, attempt, &mut inv);
     inv
 }
 
 /// Turns `inv` (an execution that finished, or a new one) into the invocation of execution
-/// `x`, keeping its buffers. Exact sizes for new buffers: a vector grown by pushing starts
-/// at room for four.
+/// `x`, keeping its buffers: its bound events in `inputs`, or, with `inv.extract`, its typed
+/// inputs extracted now (under the run's lock, from the run's tables) into `prepared`.
 fn invocation_into(
+    st: &mut RunState,
+    shared: &Shared,
+    x: ExecutionId,
+    attempt: u32,
+    inv: &mut Invocation,
+) {
+    if !inv.extract {
+        bind_events(st, &shared.type_names, x, attempt, inv);
+        return;
+    }
+    let RunState {
+        run,
+        payloads,
+        scratch,
+        ..
+    } = st;
+    let step = run.execution(x).map(|e| e.step).unwrap_or(0);
+    inv.prepared = Some(shared.extract_inputs(run, step, x, payloads));
+    inv.execution = x;
+    inv.attempt = attempt;
+    inv.step = step;
+    inv.bound = true;
+    if inv.outs.capacity() == 0
+        && let Some(s) = scratch
+    {
+        inv.outs = std::mem::take(&mut s.spare_outs);
+    }
+}
+
+/// Binds execution `x`'s events into `inv.inputs` (see [`invocation_into`]). Exact sizes
+/// for new buffers: a vector grown by pushing starts at room for four.
+fn bind_events(
     st: &mut RunState,
     names: &[EventName],
     x: ExecutionId,
@@ -3311,6 +3425,7 @@ fn spawn_own_driver(shared: &Arc<Shared>, item: Queued) {
             Queued::Bound(bound) => *bound,
             Queued::Started(slot, x) => {
                 let mut inv = Invocation::empty();
+                inv.extract = true;
                 shared.bind(&slot, x, &mut inv);
                 (slot, inv)
             }
@@ -3399,6 +3514,8 @@ async fn drive_local(
                                 .as_mut()
                                 .and_then(|f| f.spare.take())
                                 .unwrap_or_else(Invocation::empty);
+                            // Its body starts here: its inputs are extracted under the lock.
+                            inv.extract = true;
                             shared.bind(&slot, x, &mut inv);
                             (slot, inv)
                         }
@@ -3442,6 +3559,8 @@ async fn drive_local(
                 Some(f) if engine.is_none() => front_of(&f.queue, &slot),
                 _ => None,
             };
+            // The next execution's body starts here: its inputs are extracted under the lock.
+            inv.extract = true;
             // A refused completion (the run stopped): the others still complete, refused alike.
             let Some(done) = complete(shared, &slot, &mut inv, result, &mut others, queued) else {
                 shared.maybe_evict(&slot);
@@ -3535,7 +3654,8 @@ fn start_and_poll<'a>(
             execution: inv.execution,
             attempt: inv.attempt,
         };
-        let polled = shared.first_poll(inv.step, &inv.inputs, ctx, outs, cx);
+        let prepared = inv.prepared.take();
+        let polled = shared.first_poll(inv.step, prepared, &inv.inputs, ctx, outs, cx);
         if polled.is_ok() {
             end_body(inv);
         }

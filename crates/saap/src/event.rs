@@ -36,7 +36,8 @@ trait PayloadData: Any + Send + Sync + 'static {
 }
 
 struct Typed<T: Event> {
-    /// Always `Some` while the payload is in use; `None` in [`ENDED_PAYLOADS`].
+    /// Always `Some` while the payload is in use. In [`ENDED_PAYLOADS`]: `None`, or the
+    /// last value of a type without drop glue (see `into_pool`).
     value: Option<T>,
     /// Boxed: most payloads never need it, and a `Value` plus an error is ~100 bytes.
     json: OnceLock<Box<Result<serde_json::Value, PayloadError>>>,
@@ -48,7 +49,15 @@ thread_local! {
     /// and no free once warm. A fresh run's events, hundreds of blocks of one size freed
     /// together, otherwise go through the allocator's slow paths.
     static ENDED_PAYLOADS: std::cell::RefCell<PayloadPools> =
-        const { std::cell::RefCell::new(PayloadPools { pools: Vec::new(), taken: 0, kept: 0, bytes: 0 }) };
+        const {
+            std::cell::RefCell::new(PayloadPools {
+                pools: Vec::new(),
+                taken: 0,
+                kept: 0,
+                bytes: 0,
+                last_run: Vec::new(),
+            })
+        };
 }
 
 /// A thread's pools of ended payloads, with where the last take and the last keep found
@@ -61,9 +70,91 @@ struct PayloadPools {
     /// Bytes held by the kept payloads past the first [`POOLED_PAYLOADS`] of their type
     /// (at most [`POOLED_BYTES`]).
     bytes: usize,
+    /// The payloads of the last small run that ended on this thread (at most
+    /// [`LAST_RUN_PAYLOADS`]), last event first, values and all: the thread's next run
+    /// usually makes its events in the same order of types, so each new payload takes the
+    /// allocation at the end and overwrites its value in place — no type lookup, and one
+    /// atomic operation per payload instead of two (its value is not dropped when its run
+    /// ends). The first new payload of another type sends them all to `pools` (see
+    /// [`PayloadPools::sort_last_run`]), as does the end of the next run.
+    last_run: Vec<Payload>,
 }
 
+/// The most payloads of one ended run a thread keeps whole (see `PayloadPools::last_run`):
+/// what their values hold stays allocated until the thread's next payload or next ended run.
+const LAST_RUN_PAYLOADS: usize = 64;
+
 impl PayloadPools {
+    /// Sends the last run's payloads not taken to their types' pools (their values go).
+    fn sort_last_run(&mut self) {
+        let mut last = std::mem::take(&mut self.last_run);
+        for p in last.drain(..) {
+            if Arc::strong_count(&p.0) == 1 {
+                p.0.into_pool(self);
+            }
+        }
+        // The vector stays (empty) for the next run's.
+        if self.last_run.capacity() == 0 {
+            self.last_run = last;
+        }
+    }
+
+    /// A kept allocation for a payload of type `T`, holding `value` (taken); `None` (and
+    /// `value` untouched) when there is none.
+    fn reuse<T: Event>(&mut self, value: &mut Option<T>) -> Option<Payload> {
+        // The next of the last run's, or the one after: an event made out of order (a
+        // run's start event is made before the previous run's end is recycled) goes to its
+        // type's pool; past that the order is not the last run's, and all go there.
+        let mut skipped = 0;
+        while let Some(next) = self.last_run.last_mut() {
+            // One dynamic call: unique first (a payload is never referred to weakly), then
+            // of type `T`.
+            match Arc::get_mut(&mut next.0).map(|d| (d as &mut dyn Any).downcast_mut::<Typed<T>>())
+            {
+                Some(Some(typed)) => {
+                    typed.value = value.take();
+                    if typed.json.get().is_some() {
+                        typed.json = OnceLock::new();
+                    }
+                    return self.last_run.pop();
+                }
+                // Shared since (not by the engine's runs): left to its other holders.
+                None => {
+                    self.last_run.pop();
+                }
+                Some(None) if skipped == 2 => {
+                    self.sort_last_run();
+                    break;
+                }
+                Some(None) => {
+                    if let Some(p) = self.last_run.pop()
+                        && Arc::strong_count(&p.0) == 1
+                    {
+                        p.0.into_pool(self);
+                    }
+                }
+            }
+            skipped += 1;
+        }
+        let mut ended = self.pooled::<T>()?;
+        let typed = Arc::get_mut(&mut ended)?;
+        typed.value = value.take();
+        Some(Payload(ended))
+    }
+
+    /// An ended payload of type `T` from its type's pool, if any.
+    fn pooled<T: Event>(&mut self) -> Option<Arc<Typed<T>>> {
+        let ty = std::any::TypeId::of::<T>();
+        let i = self.find(ty, self.taken)?;
+        self.taken = i;
+        let free = &mut self.pools[i].free;
+        let ended = free.pop()?;
+        if free.len() >= POOLED_PAYLOADS {
+            self.bytes -= pooled_bytes::<T>();
+        }
+        ended.downcast::<Typed<T>>().ok()
+    }
+
     /// The index of `ty`'s pool, looked for from `hint` on.
     fn find(&self, ty: std::any::TypeId, hint: usize) -> Option<usize> {
         // The hint's pool or the next one (a chain's next event type), else a scan.
@@ -101,25 +192,6 @@ const fn pooled_bytes<T: Event>() -> usize {
     2 * std::mem::size_of::<usize>()
         + std::mem::size_of::<Typed<T>>()
         + std::mem::size_of::<Arc<dyn Any + Send + Sync>>()
-}
-
-/// An ended payload of type `T` kept by this thread, if any.
-fn pooled<T: Event>() -> Option<Arc<Typed<T>>> {
-    let ty = std::any::TypeId::of::<T>();
-    ENDED_PAYLOADS
-        .try_with(|pools| {
-            let mut pools = pools.try_borrow_mut().ok()?;
-            let i = pools.find(ty, pools.taken)?;
-            pools.taken = i;
-            let free = &mut pools.pools[i].free;
-            let ended = free.pop()?;
-            if free.len() >= POOLED_PAYLOADS {
-                pools.bytes -= pooled_bytes::<T>();
-            }
-            ended.downcast::<Typed<T>>().ok()
-        })
-        .ok()
-        .flatten()
 }
 
 /// How many ended payloads of type `T` this thread keeps, and the bytes counted against
@@ -168,13 +240,19 @@ impl<T: Event> PayloadData for Typed<T> {
         })
     }
     fn into_pool(mut self: Arc<Self>, pools: &mut PayloadPools) {
-        let Some(typed) = Arc::get_mut(&mut self) else {
-            return;
-        };
-        // The value goes now (it may be large); the allocation stays.
-        typed.value = None;
-        if typed.json.get().is_some() {
-            typed.json = OnceLock::new();
+        // A value without drop glue owns nothing more than its bytes: it stays until the
+        // next payload of its type overwrites it, and a payload that never had a JSON form
+        // needs no change at all (no atomic operation to make sure it is unique: the caller
+        // holds its only reference, and a payload is never referred to weakly).
+        if std::mem::needs_drop::<T>() || self.json.get().is_some() {
+            let Some(typed) = Arc::get_mut(&mut self) else {
+                return;
+            };
+            // The value goes now (it may own much); the allocation stays.
+            typed.value = None;
+            if typed.json.get().is_some() {
+                typed.json = OnceLock::new();
+            }
         }
         let ty = std::any::TypeId::of::<T>();
         let i = match pools.find(ty, pools.kept) {
@@ -234,28 +312,41 @@ impl std::io::Write for ByteCount {
 impl Payload {
     /// A payload holding a typed event (serialized only if its JSON form is read).
     pub fn typed<T: Event>(value: T) -> Payload {
-        if let Some(mut ended) = pooled::<T>()
-            && let Some(typed) = Arc::get_mut(&mut ended)
-        {
-            typed.value = Some(value);
-            return Payload(ended);
+        let mut value = Some(value);
+        if let Ok(Some(p)) = ENDED_PAYLOADS.try_with(|pools| {
+            // Busy: a value dropped while the pools are at work makes a payload.
+            pools.try_borrow_mut().ok()?.reuse(&mut value)
+        }) {
+            return p;
         }
         Payload(Arc::new(Typed {
-            value: Some(value),
+            value,
             json: OnceLock::new(),
         }))
     }
 
-    /// Drops `payloads` (left empty); the allocation of each that nothing else refers to is
-    /// kept by this thread for the next payload of its type (see `ENDED_PAYLOADS`). The
-    /// pools are looked up once for all. A value dropped here that makes or drops payloads
-    /// itself finds the pools busy: its payloads are plain allocations.
+    /// Drops `payloads` (left empty, its allocation kept), a run's in the order of its log;
+    /// the allocation of each that nothing else refers to is kept by this thread for the
+    /// next payload of its type (see `ENDED_PAYLOADS`): a small run's whole, in order,
+    /// with their values until they are reused (`PayloadPools::last_run`), a larger run's
+    /// in their types' pools. The pools are looked up once for all. A value dropped here
+    /// that makes or drops payloads itself finds the pools busy: its payloads are plain
+    /// allocations.
     pub(crate) fn recycle_all(payloads: &mut Vec<Payload>) {
         if payloads.is_empty() {
             return;
         }
         let _ = ENDED_PAYLOADS.try_with(|pools| {
             if let Ok(mut pools) = pools.try_borrow_mut() {
+                pools.sort_last_run();
+                if payloads.len() <= LAST_RUN_PAYLOADS {
+                    // Kept whole, last first: the vectors trade places (the run gets the
+                    // emptied one of the run before: no allocation).
+                    payloads.reverse();
+                    let spare = std::mem::take(&mut pools.last_run);
+                    pools.last_run = std::mem::replace(payloads, spare);
+                    return;
+                }
                 for p in payloads.drain(..) {
                     if Arc::strong_count(&p.0) == 1 {
                         p.0.into_pool(&mut pools);
@@ -449,10 +540,18 @@ pub fn to_payload<T: Event>(event: &T) -> Result<Payload, PayloadError> {
 
 /// Payload → typed event: a clone of the typed value when the payload holds a `T` and `T`
 /// can be cloned, otherwise deserialized from the JSON form.
+#[inline]
 pub fn from_payload<T: Event>(payload: &Payload) -> Result<T, PayloadError> {
+    // The clone inline (a step's usual input), the JSON form out of line.
     if let Some(v) = payload.get::<T>().and_then(T::try_clone_event) {
         return Ok(v);
     }
+    from_json_form(payload)
+}
+
+/// [`from_payload`] through the JSON form.
+#[inline(never)]
+fn from_json_form<T: Event>(payload: &Payload) -> Result<T, PayloadError> {
     T::deserialize(payload.try_json()?).map_err(|e| PayloadError::Deserialize {
         name: T::NAME.to_string(),
         message: e.to_string(),
@@ -608,6 +707,97 @@ mod tests {
         .unwrap();
     }
 
+    /// A small run's ended payloads are kept whole, values and all, in the order of its log:
+    /// the next payload of the same type takes the next allocation and its value replaces
+    /// the old one in place; one of another type sends the rest to their types' pools,
+    /// which drops their values; a large run's values are dropped when it ends.
+    #[test]
+    fn an_ended_runs_values_go_when_their_allocations_are_reused_or_pooled() {
+        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dropped = || DROPPED.load(std::sync::atomic::Ordering::Relaxed);
+        #[derive(Serialize, serde::Deserialize, saap::Event)]
+        struct Owns {
+            v: u32,
+        }
+        impl Drop for Owns {
+            fn drop(&mut self) {
+                DROPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let address = |p: &Payload| Arc::as_ptr(&p.0) as *const u8 as usize;
+        std::thread::spawn(move || {
+            let first = Payload::typed(Owns { v: 1 });
+            let at = address(&first);
+            Payload::recycle_all(&mut vec![first]);
+            assert_eq!(dropped(), 0, "kept with its run");
+            let second = Payload::typed(Owns { v: 2 });
+            assert_eq!(address(&second), at, "the allocation is reused");
+            assert_eq!(dropped(), 1, "the old value is replaced");
+            assert_eq!(second.get::<Owns>().map(|o| o.v), Some(2));
+
+            Payload::recycle_all(&mut vec![second]);
+            let other = Payload::typed(StopEvent {});
+            assert_ne!(address(&other), at);
+            assert_eq!(dropped(), 2, "pooled: its value is gone");
+            let third = Payload::typed(Owns { v: 3 });
+            assert_eq!(address(&third), at, "taken from its type's pool");
+            drop(third);
+            assert_eq!(dropped(), 3);
+
+            let mut large: Vec<_> = (0..LAST_RUN_PAYLOADS as u32 + 1)
+                .map(|v| Payload::typed(Owns { v }))
+                .collect();
+            Payload::recycle_all(&mut large);
+            assert_eq!(
+                dropped(),
+                3 + LAST_RUN_PAYLOADS + 1,
+                "a large run's values go"
+            );
+
+            // Plain data: a JSON form made for the old value is not the new one's.
+            let plain = Payload::typed(Cloneable { v: 1 });
+            let at = address(&plain);
+            assert_eq!(plain.json()["v"], 1);
+            Payload::recycle_all(&mut vec![plain]);
+            let again = Payload::typed(Cloneable { v: 2 });
+            assert_eq!(address(&again), at, "the allocation is reused");
+            assert!(!again.has_json(), "the old JSON form is gone");
+            assert_eq!(from_payload::<Cloneable>(&again), Ok(Cloneable { v: 2 }));
+            assert_eq!(again.json()["v"], 2);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The next run on a thread makes its events in the order the last one did: each takes
+    /// the last run's allocation of its place, past a start event made before the last run
+    /// ended.
+    #[test]
+    fn a_run_takes_the_allocations_of_the_last_run_in_order() {
+        let address = |p: &Payload| Arc::as_ptr(&p.0) as *const u8 as usize;
+        std::thread::spawn(move || {
+            let run = |start: Option<Payload>| {
+                let mut run = vec![start.unwrap_or_else(|| Payload::typed(StopEvent {}))];
+                run.push(Payload::typed(Cloneable { v: 1 }));
+                run.push(Payload::typed(Other { v: 2 }));
+                run.push(Payload::typed(Cloneable { v: 3 }));
+                run
+            };
+            let mut last = run(None);
+            let at: Vec<_> = last.iter().map(address).collect();
+            // The next run's start event is made before the last run's end is recycled.
+            let start = Payload::typed(StopEvent {});
+            Payload::recycle_all(&mut last);
+            let next = run(Some(start));
+            let now: Vec<_> = next.iter().map(address).collect();
+            assert_eq!(now[1..], at[1..], "each event in its place");
+            assert_eq!(next[3].get::<Cloneable>(), Some(&Cloneable { v: 3 }));
+            assert_eq!(next[2].get::<Other>(), Some(&Other { v: 2 }));
+        })
+        .join()
+        .unwrap();
+    }
+
     /// A thread keeps ended payloads up to a budget in bytes, whatever their type: a large
     /// fan-out's thousands of small events are all kept for the next run (a count of 256 per
     /// type kept a few), and what is taken again leaves the budget.
@@ -661,6 +851,9 @@ mod tests {
             ];
             Payload::recycle_all(&mut all);
             assert!(all.is_empty());
+            // Kept with their run; a payload of another type sends them to their pool,
+            // dropping their values.
+            drop(Payload::typed(StopEvent {}));
             // The two allocations are pooled; the ones made while dropping were not (the
             // pools were busy): a new `UserMessageEvent` payload is a fresh allocation, and
             // two `MakesPayloadsOnDrop` payloads reuse the pooled ones.

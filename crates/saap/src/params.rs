@@ -17,8 +17,10 @@
 //! event, `Option`, `Vec`, a tuple (returned together), [`Either`], or `()`.
 
 use crate::event::{Event, Payload, PayloadError, from_payload, to_payload};
-use saap_dispatch::EventId;
+use saap_dispatch::ids::Seq;
+use saap_dispatch::run::{Bound, EventTy, LoggedEvent};
 use saap_dispatch::spec::ParamKind;
+use saap_dispatch::{EventId, Run, StepIdx};
 use std::ops::Deref;
 
 /// One event bound to a parameter: its id, type name and payload.
@@ -93,6 +95,173 @@ impl From<std::sync::Arc<str>> for EventName {
     }
 }
 
+/// One bound event borrowed from its run's tables: what the engine's local driver extracts
+/// typed inputs from, under the run's lock, without a reference count per event.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct BoundRef<'a> {
+    seq: Seq,
+    tables: Tables<'a>,
+}
+
+impl<'a> BoundRef<'a> {
+    pub fn id(&self) -> EventId {
+        self.tables
+            .log
+            .get(self.seq as usize)
+            .map_or(EventId::from_bytes([0; 12]), |e| e.id)
+    }
+    /// The event's type name (tells the members of a union parameter apart).
+    pub fn name(&self) -> &'a EventName {
+        match self.tables.log.get(self.seq as usize).map(|e| e.ty) {
+            Some(EventTy::Known(t)) => self.tables.names.get(t as usize).unwrap_or(&UNNAMED),
+            _ => &UNNAMED,
+        }
+    }
+    pub fn payload(&self) -> &'a Payload {
+        self.tables
+            .payloads
+            .get(self.seq as usize)
+            .unwrap_or(&MISSING)
+    }
+    /// The owned bound event (clones the payload's reference).
+    pub fn to_owned(&self) -> BoundEvent {
+        BoundEvent {
+            id: self.id(),
+            name: self.name().clone(),
+            payload: self.payload().clone(),
+        }
+    }
+}
+
+/// The run's tables a bound event is read from.
+#[derive(Clone, Copy)]
+struct Tables<'a> {
+    log: &'a [LoggedEvent],
+    payloads: &'a [Payload],
+    names: &'a [EventName],
+}
+
+/// The name of a type the workflow does not know, and the fields of an event the run's
+/// table does not hold (neither happens: the engine logs a payload for every event).
+static UNNAMED: EventName = EventName::Static("");
+static MISSING: std::sync::LazyLock<Payload> =
+    std::sync::LazyLock::new(|| Payload::from_json(serde_json::Value::Null));
+
+/// The events bound to one parameter, borrowed from the run's tables (see [`BoundRef`]).
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct BoundRefs<'a> {
+    seqs: Seqs<'a>,
+    tables: Tables<'a>,
+}
+
+/// The sequence numbers of a parameter's bound events: one (a required or optional
+/// parameter: no slice to look up) or a list.
+#[derive(Clone, Copy)]
+enum Seqs<'a> {
+    One(Seq),
+    List(&'a [Seq]),
+}
+
+impl<'a> BoundRefs<'a> {
+    pub fn len(&self) -> usize {
+        match self.seqs {
+            Seqs::One(_) => 1,
+            Seqs::List(l) => l.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn iter(&self) -> impl Iterator<Item = BoundRef<'a>> + 'a {
+        let tables = self.tables;
+        let (one, list): (Option<Seq>, &'a [Seq]) = match self.seqs {
+            Seqs::One(seq) => (Some(seq), &[]),
+            Seqs::List(l) => (None, l),
+        };
+        one.into_iter()
+            .chain(list.iter().copied())
+            .map(move |seq| BoundRef { seq, tables })
+    }
+    /// The only event, if exactly one is bound.
+    #[inline]
+    fn one(&self) -> Option<BoundRef<'a>> {
+        let seq = match self.seqs {
+            Seqs::One(seq) => seq,
+            Seqs::List([seq]) => *seq,
+            Seqs::List(_) => return None,
+        };
+        Some(BoundRef {
+            seq,
+            tables: self.tables,
+        })
+    }
+    /// The owned bound events (clones each payload's reference).
+    pub fn to_vec(&self) -> Vec<BoundEvent> {
+        self.iter().map(|b| b.to_owned()).collect()
+    }
+}
+
+/// An execution's bound events, one list per parameter, borrowed from its run's tables:
+/// the engine's local driver extracts the typed inputs from them under the run's lock,
+/// where the payloads are, instead of cloning a reference to each payload into a
+/// [`BoundEvent`] and extracting after the lock (two atomic operations per event).
+#[doc(hidden)]
+pub struct BoundInputs<'a> {
+    run: &'a Run,
+    step: StepIdx,
+    bindings: &'a [Bound],
+    tables: Tables<'a>,
+}
+
+impl<'a> BoundInputs<'a> {
+    /// The bindings of `step`'s execution in `run` (`bindings`), read from the run's log,
+    /// its payloads (one per logged event) and the workflow's type names (by type id).
+    pub(crate) fn new(
+        run: &'a Run,
+        step: StepIdx,
+        bindings: &'a [Bound],
+        payloads: &'a [Payload],
+        names: &'a [EventName],
+    ) -> BoundInputs<'a> {
+        BoundInputs {
+            run,
+            step,
+            bindings,
+            tables: Tables {
+                log: run.log(),
+                payloads,
+                names,
+            },
+        }
+    }
+    /// How many parameters are bound.
+    pub fn len(&self) -> usize {
+        self.bindings.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bindings.is_empty()
+    }
+    /// The events bound to parameter `index` (none past the last parameter).
+    #[inline]
+    pub fn param(&self, index: usize) -> BoundRefs<'a> {
+        let seqs = match self.bindings.get(index) {
+            Some(Bound::One(seq)) => Seqs::One(*seq),
+            Some(b) => Seqs::List(self.run.bound_seqs(self.step, index as u32, *b)),
+            None => Seqs::List(&[]),
+        };
+        BoundRefs {
+            seqs,
+            tables: self.tables,
+        }
+    }
+    /// The owned bound events, one list per parameter (clones each payload's reference).
+    pub fn to_vecs(&self) -> Vec<Vec<BoundEvent>> {
+        (0..self.len()).map(|i| self.param(i).to_vec()).collect()
+    }
+}
+
 /// The static description of one parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParamDecl {
@@ -151,6 +320,11 @@ pub trait ParamEvent: Sized + Send + 'static {
     fn accepts(name: &str) -> bool;
     /// The typed value of one bound event (of a member type) of parameter `index`.
     fn from_bound(index: usize, event: &BoundEvent) -> Result<Self, InputError>;
+    /// [`ParamEvent::from_bound`] of an event borrowed from its run's tables.
+    #[doc(hidden)]
+    fn from_ref(index: usize, event: BoundRef<'_>) -> Result<Self, InputError> {
+        Self::from_bound(index, &event.to_owned())
+    }
 }
 
 impl<T: Event> ParamEvent for T {
@@ -165,6 +339,10 @@ impl<T: Event> ParamEvent for T {
         // The core binds only this type's events here (DESIGN §4.1: exact names).
         Ok(from_payload(&event.payload)?)
     }
+    #[inline]
+    fn from_ref(_index: usize, event: BoundRef<'_>) -> Result<Self, InputError> {
+        Ok(from_payload(event.payload())?)
+    }
 }
 
 /// A step parameter type. Implemented for [`Required<T>`], `Option<T>`, `Vec<T>` and
@@ -178,6 +356,11 @@ impl<T: Event> ParamEvent for T {
 pub trait Param: Sized + Send + 'static {
     fn decl() -> ParamDecl;
     fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError>;
+    /// [`Param::extract`] of events borrowed from their run's tables.
+    #[doc(hidden)]
+    fn extract_refs(index: usize, bound: BoundRefs<'_>) -> Result<Self, InputError> {
+        Self::extract(index, &bound.to_vec())
+    }
 
     /// Extends `prev`, extracted earlier from the first `skipped` events of this parameter's
     /// binding, with `new`, the binding's events after them. The engine passes `skipped > 0`
@@ -290,6 +473,14 @@ pub(crate) fn extract_one<T: ParamEvent>(
     }
 }
 
+/// [`extract_one`] of events borrowed from their run's tables.
+fn extract_one_ref<T: ParamEvent>(index: usize, bound: BoundRefs<'_>) -> Result<T, InputError> {
+    match bound.one() {
+        Some(one) => T::from_ref(index, one),
+        None => Err(arity::<T>(index, 1, bound.len())),
+    }
+}
+
 impl<T: ParamEvent> Param for Required<T> {
     fn decl() -> ParamDecl {
         decl::<T>(ParamKind::Required, None)
@@ -301,6 +492,16 @@ impl<T: ParamEvent> Param for Required<T> {
                 id: one.id,
             }),
             _ => Err(arity::<T>(index, 1, bound.len())),
+        }
+    }
+    #[inline]
+    fn extract_refs(index: usize, bound: BoundRefs<'_>) -> Result<Self, InputError> {
+        match bound.one() {
+            Some(one) => Ok(Required {
+                event: T::from_ref(index, one)?,
+                id: one.id(),
+            }),
+            None => Err(arity::<T>(index, 1, bound.len())),
         }
     }
 }
@@ -316,6 +517,12 @@ impl<T: ParamEvent> Param for Option<T> {
             _ => Err(arity::<T>(index, 1, bound.len())),
         }
     }
+    fn extract_refs(index: usize, bound: BoundRefs<'_>) -> Result<Self, InputError> {
+        match bound.len() {
+            0 => Ok(None),
+            _ => extract_one_ref(index, bound).map(Some),
+        }
+    }
 }
 
 /// The typed values of a list's bound events, in one allocation of the list's size (a
@@ -328,12 +535,27 @@ fn extract_all<T: ParamEvent>(index: usize, bound: &[BoundEvent]) -> Result<Vec<
     Ok(items)
 }
 
+/// [`extract_all`] of events borrowed from their run's tables.
+fn extract_all_refs<T: ParamEvent>(
+    index: usize,
+    bound: BoundRefs<'_>,
+) -> Result<Vec<T>, InputError> {
+    let mut items = Vec::with_capacity(bound.len());
+    for b in bound.iter() {
+        items.push(T::from_ref(index, b)?);
+    }
+    Ok(items)
+}
+
 impl<T: ParamEvent> Param for Vec<T> {
     fn decl() -> ParamDecl {
         decl::<T>(ParamKind::List, None)
     }
     fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
         extract_all(index, bound)
+    }
+    fn extract_refs(index: usize, bound: BoundRefs<'_>) -> Result<Self, InputError> {
+        extract_all_refs(index, bound)
     }
     fn extend(
         prev: Option<Self>,
@@ -371,12 +593,25 @@ impl<T: ParamEvent, const N: usize> Param for FixedList<T, N> {
             items: extract_all(index, bound)?,
         })
     }
+    fn extract_refs(index: usize, bound: BoundRefs<'_>) -> Result<Self, InputError> {
+        if bound.len() != N {
+            return Err(arity::<T>(index, N, bound.len()));
+        }
+        Ok(FixedList {
+            items: extract_all_refs(index, bound)?,
+        })
+    }
 }
 
 /// A step's event inputs: one [`Param`] or a tuple of them.
 pub trait Inputs: Sized + Send + 'static {
     fn decls() -> Vec<ParamDecl>;
     fn extract(bound: &[Vec<BoundEvent>]) -> Result<Self, InputError>;
+    /// [`Inputs::extract`] of events borrowed from their run's tables.
+    #[doc(hidden)]
+    fn extract_refs(bound: &BoundInputs<'_>) -> Result<Self, InputError> {
+        Self::extract(&bound.to_vecs())
+    }
     /// [`Param::extend`] for each parameter: `skipped[i]` events of parameter `i` are
     /// already in `prev`, `bound[i]` holds the ones after them.
     #[doc(hidden)]
@@ -393,6 +628,10 @@ impl<P: Param> Inputs for P {
     }
     fn extract(bound: &[Vec<BoundEvent>]) -> Result<Self, InputError> {
         P::extract(0, bound.first().map(Vec::as_slice).unwrap_or(&[]))
+    }
+    #[inline]
+    fn extract_refs(bound: &BoundInputs<'_>) -> Result<Self, InputError> {
+        P::extract_refs(0, bound.param(0))
     }
     fn extend(
         prev: Option<Self>,
@@ -416,6 +655,9 @@ macro_rules! tuple_inputs {
             }
             fn extract(bound: &[Vec<BoundEvent>]) -> Result<Self, InputError> {
                 Ok(($($p::extract($i, bound.get($i).map(Vec::as_slice).unwrap_or(&[]))?,)+))
+            }
+            fn extract_refs(bound: &BoundInputs<'_>) -> Result<Self, InputError> {
+                Ok(($($p::extract_refs($i, bound.param($i))?,)+))
             }
             fn extend(
                 prev: Option<Self>,
@@ -590,6 +832,20 @@ impl<A: ParamEvent, B: ParamEvent> ParamEvent for Either<A, B> {
             })
         }
     }
+    fn from_ref(index: usize, event: BoundRef<'_>) -> Result<Self, InputError> {
+        let name = event.name();
+        if A::accepts(name) {
+            Ok(Either::Left(A::from_ref(index, event)?))
+        } else if B::accepts(name) {
+            Ok(Either::Right(B::from_ref(index, event)?))
+        } else {
+            Err(InputError::NotAMember {
+                param: index,
+                first: main_name::<Self>(),
+                found: name.to_string(),
+            })
+        }
+    }
 }
 
 /// A required parameter that takes an `A` or a `B` (a union of event types, DESIGN §3).
@@ -599,6 +855,9 @@ impl<A: ParamEvent, B: ParamEvent> Param for Either<A, B> {
     }
     fn extract(index: usize, bound: &[BoundEvent]) -> Result<Self, InputError> {
         extract_one(index, bound)
+    }
+    fn extract_refs(index: usize, bound: BoundRefs<'_>) -> Result<Self, InputError> {
+        extract_one_ref(index, bound)
     }
 }
 

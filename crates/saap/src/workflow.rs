@@ -55,7 +55,9 @@
 use crate::config::{AgentConfig, ConfigCheck, ConfigError};
 use crate::context::{NewCtx, StepCtx};
 use crate::event::{Event, is_builtin};
-use crate::params::{BoundEvent, InputError, Inputs, OutEvent, OutputDecl, Outputs, ParamDecl};
+use crate::params::{
+    BoundEvent, BoundInputs, InputError, Inputs, OutEvent, OutputDecl, Outputs, ParamDecl,
+};
 use saap_dispatch::spec::{EventTypeSpec, ParamSpec, PreconditionSpec, StepSpec, WorkflowSpec};
 use saap_dispatch::{CompiledSpec, SpecError};
 use std::collections::BTreeMap;
@@ -106,6 +108,22 @@ pub(crate) trait StepRun: Future<Output = Result<Vec<OutEvent>, String>> + Send 
         out: Vec<OutEvent>,
         cx: Option<&mut std::task::Context<'_>>,
     ) -> Result<std::task::Poll<Result<Vec<OutEvent>, String>>, InputError>;
+
+    /// Extracts the step's typed inputs from events borrowed from their run's tables and
+    /// keeps them for [`StepRun::start_extracted`] (the engine's local driver calls it under
+    /// the run's lock: no reference to a payload is counted per bound event). Runs no user
+    /// code but the events' `Clone` or `Deserialize`.
+    fn extract(self: Pin<&mut Self>, bound: &BoundInputs<'_>) -> Result<(), InputError>;
+
+    /// [`StepRun::start`] with the inputs [`StepRun::extract`] kept (an error if there are
+    /// none: an engine bug).
+    fn start_extracted(
+        self: Pin<&mut Self>,
+        make: &BodyFn,
+        ctx: NewCtx<'_>,
+        out: Vec<OutEvent>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Vec<OutEvent>, String>>;
 }
 
 pub(crate) type StepFuture = Pin<Box<dyn StepRun>>;
@@ -188,6 +206,8 @@ pin_project_lite::pin_project! {
         #[pin]
         body: Option<Fut>,
         out: Vec<OutEvent>,
+        // The inputs [`StepRun::extract`] made, until the body is started with them.
+        inputs: Option<I>,
         types: std::marker::PhantomData<fn(B, I) -> O>,
     }
 }
@@ -251,6 +271,32 @@ where
             Some(cx) => self.poll(cx),
             None => std::task::Poll::Pending,
         })
+    }
+
+    #[inline]
+    fn extract(self: Pin<&mut Self>, bound: &BoundInputs<'_>) -> Result<(), InputError> {
+        *self.project().inputs = Some(I::extract_refs(bound)?);
+        Ok(())
+    }
+
+    #[inline]
+    fn start_extracted(
+        mut self: Pin<&mut Self>,
+        make: &BodyFn,
+        ctx: NewCtx<'_>,
+        out: Vec<OutEvent>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Vec<OutEvent>, String>> {
+        let mut this = self.as_mut().project();
+        let (Some(make), Some(inputs)) = (make.downcast_ref::<B>(), this.inputs.take()) else {
+            return std::task::Poll::Ready(Err(
+                "a step's body run was started without its inputs or with another step's function; this is an engine bug, please report it".into(),
+            ));
+        };
+        let body = make(inputs, ctx.make());
+        this.body.set(Some(body));
+        *this.out = out;
+        self.poll(cx)
     }
 }
 
@@ -335,6 +381,7 @@ impl<I: Inputs> Step<I> {
             Box::pin(BodyRun {
                 body: None,
                 out: Vec::new(),
+                inputs: None,
                 types: std::marker::PhantomData::<fn(F, I) -> O>,
             })
         });

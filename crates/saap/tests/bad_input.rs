@@ -346,3 +346,96 @@ async fn a_damaged_run_in_the_nats_journal_fails_only_its_run() {
     assert!(reopened.snapshot(&good).is_some());
     assert!(reopened.snapshot(&bad).is_none());
 }
+
+/// An event whose copy for a step panics (its `try_clone_event`): the step's inputs are
+/// extracted under the run's lock on a current-thread in-memory engine.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct PanicsWhenCopied {
+    v: u32,
+}
+impl saap::Event for PanicsWhenCopied {
+    const NAME: &'static str = "PanicsWhenCopied";
+    const PARENTS: &'static [&'static str] = &["ControlEvent"];
+    fn try_clone_event(&self) -> Option<Self> {
+        panic!("copy of {} refused", self.v)
+    }
+}
+
+/// Same name as `Big`, other fields: a step returns one, the next reads it as the other.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct NotBig {
+    size: u32,
+}
+impl saap::Event for NotBig {
+    const NAME: &'static str = "Big";
+    const PARENTS: &'static [&'static str] = &["ControlEvent"];
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_step_output_the_next_step_cannot_read_as_its_type_fails_that_step() {
+    let wf = Workflow::builder("Unreadable")
+        .step(Step::new(
+            "start",
+            |_: Required<UserMessageEvent>, _: StepCtx| async {
+                Ok::<_, StepError>(NotBig { size: 3 })
+            },
+        ))
+        .step(Step::new("typed", |_: Required<Big>, _: StepCtx| async {
+            Ok::<_, StepError>(Done::default())
+        }))
+        .build()
+        .unwrap();
+    let engine = Engine::in_memory(wf);
+    let ex = exception_of(&engine, "hi").await;
+    assert!(
+        ex.message.contains("step `typed` cannot read its inputs") && ex.message.contains("blob"),
+        "{}",
+        ex.message
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_panic_while_a_steps_inputs_are_extracted_is_that_steps_failure_and_the_engine_goes_on() {
+    let wf = Workflow::builder("PanicInExtraction")
+        .step(Step::new(
+            "start",
+            |q: Required<UserMessageEvent>, _: StepCtx| async move {
+                Ok::<_, StepError>(PanicsWhenCopied {
+                    v: q.message.len() as u32,
+                })
+            },
+        ))
+        .step(Step::new(
+            "reads",
+            |_: Required<PanicsWhenCopied>, _: StepCtx| async {
+                Ok::<_, StepError>(Done::default())
+            },
+        ))
+        .build()
+        .unwrap();
+    let engine = Engine::in_memory(wf);
+    for _ in 0..2 {
+        // Twice: the run's lock is not poisoned, the next run fails the same way.
+        let ex = exception_of(&engine, "hi").await;
+        assert!(
+            ex.message.contains("step `reads` panicked")
+                && ex.message.contains("copy of 2 refused"),
+            "{}",
+            ex.message
+        );
+    }
+}
+
+/// The ExceptionEvent a run started with `message` ends with.
+async fn exception_of(engine: &Engine, message: &str) -> saap::ExceptionEvent {
+    let run = engine
+        .start_run(UserMessageEvent::new(message))
+        .await
+        .unwrap();
+    let r = saap::testing::TestRunner::new(engine.clone())
+        .attach(&run)
+        .unwrap();
+    r.wait_for_event::<saap::ExceptionEvent>(common::WAIT)
+        .await
+        .unwrap()
+}
