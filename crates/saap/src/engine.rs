@@ -743,12 +743,8 @@ pub(crate) type RunIdBuild = std::hash::BuildHasherDefault<RunIdHasher>;
 /// An id as its 24 lowercase hex characters (the protocol's text form), without going
 /// through `fmt` one byte at a time.
 pub(crate) fn hex_id(id: &EventId) -> Arc<str> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 24];
-    for (i, b) in id.as_bytes().iter().enumerate() {
-        out[2 * i] = HEX[(b >> 4) as usize];
-        out[2 * i + 1] = HEX[(b & 15) as usize];
-    }
+    hex_into(id.as_bytes(), &mut out);
     // Only ASCII hex digits were written.
     Arc::from(std::str::from_utf8(&out).unwrap_or_default())
 }
@@ -780,15 +776,85 @@ impl IdGen {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         saap_protocol::EventId::object_id(unix_seconds(), self.process, n)
     }
-    /// Two ids (a run's and its new thread's) for one clock reading and one atomic add.
-    fn next_pair(&self) -> (EventId, EventId) {
+    /// The ids a new run needs (its own, its new thread's, its start event's) for one
+    /// clock reading and one atomic add.
+    fn next_run(&self) -> RunIds {
         let secs = unix_seconds();
-        let n = self.counter.fetch_add(2, Ordering::Relaxed);
-        (
-            saap_protocol::EventId::object_id(secs, self.process, n),
-            saap_protocol::EventId::object_id(secs, self.process, n.wrapping_add(1)),
-        )
+        let n = self.counter.fetch_add(3, Ordering::Relaxed);
+        let id = |i: u32| saap_protocol::EventId::object_id(secs, self.process, n.wrapping_add(i));
+        RunIds {
+            run: id(0),
+            thread: id(1),
+            start: id(2),
+        }
     }
+}
+
+/// The ids of a new run, drawn together ([`IdGen::next_run`]).
+#[derive(Clone, Copy)]
+struct RunIds {
+    run: EventId,
+    /// The id of the thread made for the run when none is given.
+    thread: EventId,
+    start: EventId,
+}
+
+/// How many leading bytes of an engine-made id are the same for every id the process makes
+/// in one second (4 of seconds, 5 of the process).
+const ID_HEAD: usize = 9;
+
+/// A run id's first [`ID_HEAD`] bytes, their text and their share of the run key: the same
+/// for all ids a thread makes in one second, so computed once for them.
+#[derive(Clone, Copy)]
+struct IdHead {
+    bytes: [u8; ID_HEAD],
+    text: [u8; 2 * ID_HEAD],
+    key: saap_dispatch::ids::RunKeyPrefix,
+}
+
+thread_local! {
+    static ID_HEAD_CACHE: std::cell::Cell<Option<IdHead>> = const { std::cell::Cell::new(None) };
+}
+
+/// Writes the hex text of `bytes` into `out` (twice as long).
+fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (b, o) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        o[0] = HEX[(b >> 4) as usize];
+        o[1] = HEX[(b & 15) as usize];
+    }
+}
+
+/// An engine-made run id as text ([`hex_id`]) and its run key ([`run_key`]), the share of
+/// both that the id's first bytes make taken from the thread's last id when they are the
+/// same (ids made in the same second).
+fn run_id_text(id: &EventId) -> (Arc<str>, u64) {
+    let (head, tail) = id.as_bytes().split_at(ID_HEAD);
+    let head = ID_HEAD_CACHE.with(|cache| match cache.get() {
+        Some(h) if h.bytes == *head => h,
+        _ => {
+            let mut h = IdHead {
+                bytes: [0; ID_HEAD],
+                text: [0; 2 * ID_HEAD],
+                key: saap_dispatch::ids::RunKeyPrefix::new(&[]),
+            };
+            h.bytes.copy_from_slice(head);
+            hex_into(head, &mut h.text);
+            h.key = saap_dispatch::ids::RunKeyPrefix::new(&h.text);
+            cache.set(Some(h));
+            h
+        }
+    });
+    let mut out = [0u8; 24];
+    let (text_head, text_tail) = out.split_at_mut(2 * ID_HEAD);
+    text_head.copy_from_slice(&head.text);
+    hex_into(tail, text_tail);
+    let key = head.key.finish(text_tail);
+    // Only ASCII hex digits were written.
+    (
+        Arc::from(std::str::from_utf8(&out).unwrap_or_default()),
+        key,
+    )
 }
 
 fn unix_seconds() -> u32 {
@@ -1350,13 +1416,18 @@ impl Engine {
         thread_id: Option<&str>,
         start: T,
     ) -> Result<String, EngineError> {
+        let ids = self.shared.ids.next_run();
         let ev = json_size(&start)
             .map_err(EngineError::from)
             .and_then(|size| {
-                self.shared
-                    .incoming_named(T::NAME.into(), Payload::typed(start), size, None)
+                self.shared.incoming_named(
+                    T::NAME.into(),
+                    Payload::typed(start),
+                    size,
+                    Some(ids.start),
+                )
             });
-        let (slot, applied) = self.begin_run(thread_id, ev)?;
+        let (slot, applied) = self.begin_run(thread_id, ev, ids)?;
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
@@ -1383,11 +1454,12 @@ impl Engine {
         name: &str,
         payload: Payload,
     ) -> Result<String, EngineError> {
+        let ids = self.shared.ids.next_run();
         let ev = payload
             .check_json()
             .map_err(EngineError::from)
-            .and_then(|size| self.shared.incoming(name, payload, size, None));
-        let (slot, applied) = self.begin_run(thread_id, ev)?;
+            .and_then(|size| self.shared.incoming(name, payload, size, Some(ids.start)));
+        let (slot, applied) = self.begin_run(thread_id, ev, ids)?;
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
@@ -1424,10 +1496,14 @@ impl Engine {
     /// `send`. Returns the run id.
     pub async fn run<T: Event>(&self, start: T) -> Result<String, EngineError> {
         let size = json_size(&start)?;
-        let ev = self
-            .shared
-            .incoming_named(T::NAME.into(), Payload::typed(start), size, None)?;
-        let slot = self.new_run(None, &ev)?;
+        let ids = self.shared.ids.next_run();
+        let ev = self.shared.incoming_named(
+            T::NAME.into(),
+            Payload::typed(start),
+            size,
+            Some(ids.start),
+        )?;
+        let slot = self.new_run(None, &ev, ids)?;
         let applied = self.shared.apply(&slot, Input::Append(ev))?;
         if let Err(e) = applied.durable.wait().await {
             self.shared.storage_failed(&slot, &e);
@@ -1437,10 +1513,11 @@ impl Engine {
             slot.lock().end_durable = true;
         }
         slot.bump();
-        drive_started(&self.shared, &slot, applied.started).await;
         // Executions started by events sent from other tasks run elsewhere (their own tasks
-        // or the engine's driver).
-        slot.until_quiet().await;
+        // or the engine's driver): when the driving stops before the run is quiet, wait.
+        if !drive_started(&self.shared, &slot, applied.started).await {
+            slot.until_quiet().await;
+        }
         let run_id = String::from(&*slot.run_id);
         self.shared.release(slot);
         Ok(run_id)
@@ -1448,20 +1525,23 @@ impl Engine {
 
     /// Checks a start event and makes (or reuses) the slot of a new run, registered with the
     /// engine; the start event is not applied yet. The run's id is the slot's.
-    fn new_run(&self, thread_id: Option<&str>, ev: &Incoming) -> Result<Arc<RunSlot>, EngineError> {
+    fn new_run(
+        &self,
+        thread_id: Option<&str>,
+        ev: &Incoming,
+        ids: RunIds,
+    ) -> Result<Arc<RunSlot>, EngineError> {
         if !(ev.kind.is_start() && ev.kind.is_control()) {
             return Err(EngineError::NotAStartEvent {
                 name: ev.name.to_string(),
             });
         }
         self.shared.workflow.validate_start(&ev.payload)?;
-        let (run_oid, new_thread) = self.shared.ids.next_pair();
-        let run_id: Arc<str> = hex_id(&run_oid);
+        let (run_id, key) = run_id_text(&ids.run);
         let thread = match thread_id {
             Some(t) => Thread::Given(t.into()),
-            None => Thread::New(new_thread),
+            None => Thread::New(ids.thread),
         };
-        let key = run_key(&run_id);
         let fresh = |run_id, thread| {
             let run = Run::new(self.shared.workflow.compiled().clone(), key);
             Arc::new(RunSlot::new(run_id, thread, run))
@@ -1490,9 +1570,10 @@ impl Engine {
         &self,
         thread_id: Option<&str>,
         ev: Result<Incoming, EngineError>,
+        ids: RunIds,
     ) -> Result<(Arc<RunSlot>, Applied), EngineError> {
         let ev = ev?;
-        let slot = self.new_run(thread_id, &ev)?;
+        let slot = self.new_run(thread_id, &ev, ids)?;
         let applied = self.shared.apply_to_launch(&slot, Input::Append(ev))?;
         Ok((slot, applied))
     }
@@ -2233,7 +2314,14 @@ impl Shared {
                 }
             }
         }
-        let durable = if journal || ended {
+        let durable = if !journal && ended {
+            // A store without a journal only hears of the run's end.
+            st.records_sent = st.run.records().len();
+            st.created = true;
+            let index = st.journal_len;
+            st.journal_len += 1;
+            self.backend.persist_end(&slot.run_id, index)
+        } else if journal {
             let records = &st.run.records()[st.records_sent..];
             let records_json = if journal {
                 serde_json::to_string(records).unwrap_or_else(|_| "[]".into())
@@ -2352,7 +2440,7 @@ impl Shared {
         let none_started = started.is_empty();
         spawn_all(self, slot, started);
         if none_started {
-            self.maybe_evict(slot);
+            let _quiet = self.maybe_evict(slot);
         }
         Ok(appended)
     }
@@ -2391,11 +2479,12 @@ impl Shared {
 
     /// After an input with nothing started: when the run is quiet, drops it from memory
     /// (if the engine does not keep ended runs) and wakes `wait_for_end` waiters — one
-    /// look under the run's lock for all three.
-    fn maybe_evict(&self, slot: &RunSlot) {
+    /// look under the run's lock for all three. Returns whether the run is quiet (a quiet
+    /// run stays quiet: it has ended, or stopped, and starts nothing more).
+    fn maybe_evict(&self, slot: &RunSlot) -> bool {
         let mut st = slot.lock();
         if !st.is_quiet() {
-            return;
+            return false;
         }
         let woken = st.waiters.take();
         if !self.opts.keep_ended_runs {
@@ -2415,11 +2504,12 @@ impl Shared {
                 drop(st);
                 self.stash(spare);
                 woken.wake();
-                return;
+                return true;
             }
         }
         drop(st);
         woken.wake();
+        true
     }
 
     /// Drops a reference to a run's slot. When it was the last one (the run was evicted and
@@ -3142,7 +3232,7 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 /// Drives the executions an input started on this task: none — the run may have ended;
 /// one — inline; several — together on this task or, where tasks add parallelism, the
 /// others on their own tasks.
-async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
+async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) -> bool {
     match started {
         Started::None => shared.maybe_evict(slot),
         Started::One(first) => drive_steps(shared, slot, first).await,
@@ -3152,13 +3242,12 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
         Started::Many(all) => {
             let mut all = all.into_iter();
             let Some(first) = all.next() else {
-                shared.maybe_evict(slot);
-                return;
+                return shared.maybe_evict(slot);
             };
             for other in all {
                 spawn_drive(shared.clone(), slot.clone(), other);
             }
-            drive_steps(shared, slot, first).await;
+            drive_steps(shared, slot, first).await
         }
     }
 }
@@ -3166,12 +3255,14 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
 /// Runs `inv` and what its completions start on this task: inline while exactly one
 /// execution became ready; where tasks add no parallelism ([`shares_task`]) all of them,
 /// through [`drive_local`]; elsewhere the others on their own tasks.
-async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) {
+/// Returns whether the run was seen quiet when the driving stopped (`false`: not known).
+async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) -> bool {
     if shares_task(shared) {
         drive_local(shared, Some((slot.clone(), inv)), None, None, Some(slot)).await
     } else {
         // Boxed: the in-memory path keeps the smaller future.
-        Box::pin(drive_spawning(shared, slot, inv)).await
+        Box::pin(drive_spawning(shared, slot, inv)).await;
+        false
     }
 }
 
@@ -3208,7 +3299,7 @@ async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invo
         match done.next {
             Next::None => {
                 shared.keep_buffers(slot, inv);
-                shared.maybe_evict(slot);
+                let _quiet = shared.maybe_evict(slot);
                 return;
             }
             Next::Here | Next::Queued => {}
@@ -3362,14 +3453,15 @@ async fn engine_driver(shared: Arc<Shared>) {
 /// comes (into the buffers of one that finished) and its body polled at once. A body that
 /// ends at that poll — any body that does not wait for I/O — is completed right away: no
 /// task, no boxed future, no waker. Bodies that wait are polled together (a
-/// `FuturesUnordered`), as tasks would be, and completed as they end.
+/// `FuturesUnordered`), as tasks would be, and completed as they end. Returns whether `run`
+/// was quiet when the driving stopped (`false` without `run`).
 async fn drive_local(
     shared: &Arc<Shared>,
     mut next: Option<(Arc<RunSlot>, Invocation)>,
     mut fan: Option<Box<Fanout>>,
     mut engine: Option<&mut bool>,
     run: Option<&Arc<RunSlot>>,
-) {
+) -> bool {
     let mut others = Vec::new();
     'drive: loop {
         // An execution to complete: one whose body ended at its first poll, or a waiting
@@ -3448,7 +3540,7 @@ async fn drive_local(
             };
             // A refused completion (the run stopped): the others still complete, refused alike.
             let Some(done) = complete(shared, &slot, &mut inv, result, &mut others, queued) else {
-                shared.maybe_evict(&slot);
+                let _quiet = shared.maybe_evict(&slot);
                 shared.release(slot);
                 continue 'drive;
             };
@@ -3474,7 +3566,7 @@ async fn drive_local(
                     // The run may have ended (nothing else of it running); a run's own
                     // driver looks once, when it stops.
                     if engine.is_some() {
-                        shared.maybe_evict(&slot);
+                        let _quiet = shared.maybe_evict(&slot);
                     }
                     shared.release(slot);
                     continue 'drive;
@@ -3508,9 +3600,8 @@ async fn drive_local(
             }
         }
     }
-    if let Some(slot) = run {
-        shared.maybe_evict(slot);
-    }
+    // Whether `run` is quiet (`false` without one).
+    run.is_some_and(|slot| shared.maybe_evict(slot))
 }
 
 /// Starts the body of `inv` (bound) and polls it once: what it returned, or the body, which
@@ -3832,20 +3923,40 @@ mod tests {
     }
 
     #[test]
-    fn id_pairs_are_unique_and_well_formed() {
+    fn a_new_runs_ids_are_unique_and_well_formed() {
         let g = IdGen::new();
         let mut ids = std::collections::HashSet::new();
         for _ in 0..5_000 {
-            let (run, thread) = g.next_pair();
-            ids.insert(run.to_string());
-            ids.insert(thread.to_string());
+            let r = g.next_run();
+            ids.insert(r.run.to_string());
+            ids.insert(r.thread.to_string());
+            ids.insert(r.start.to_string());
             ids.insert(g.next().to_string());
         }
-        assert_eq!(ids.len(), 15_000);
+        assert_eq!(ids.len(), 20_000);
         assert!(
             ids.iter()
                 .all(|i| i.len() == 24 && i.bytes().all(|b| b.is_ascii_hexdigit()))
         );
+    }
+
+    #[test]
+    fn a_run_ids_text_and_key_are_its_hex_and_run_key_whatever_id_came_before() {
+        // Ids of two processes and two seconds, interleaved: the thread's cached head is
+        // replaced each time it differs.
+        let ids = [
+            EventId::object_id(0x6553_f100, [1, 2, 3, 4, 5], 7),
+            EventId::object_id(0x6553_f100, [1, 2, 3, 4, 5], 8),
+            EventId::object_id(0x6553_f101, [1, 2, 3, 4, 5], 9),
+            EventId::object_id(0x6553_f101, [9, 2, 3, 4, 5], 9),
+            EventId::object_id(0x6553_f100, [1, 2, 3, 4, 5], 0xff_ffff),
+        ];
+        for id in ids.iter().chain(ids.iter().rev()) {
+            let (text, key) = run_id_text(id);
+            assert_eq!(&*text, id.to_string());
+            assert_eq!(text, hex_id(id));
+            assert_eq!(key, run_key(&text));
+        }
     }
 
     #[test]
