@@ -1505,7 +1505,11 @@ impl Engine {
         )?;
         let slot = self.new_run(None, &ev, ids)?;
         let applied = self.shared.apply(&slot, Input::Append(ev))?;
-        if let Err(e) = applied.durable.wait().await {
+        let stored = match applied.durable {
+            Pending::Ready(r) => r,
+            waiting => waiting.wait().await,
+        };
+        if let Err(e) = stored {
             self.shared.storage_failed(&slot, &e);
             return Err(e.into());
         }
@@ -2482,7 +2486,11 @@ impl Shared {
     /// look under the run's lock for all three. Returns whether the run is quiet (a quiet
     /// run stays quiet: it has ended, or stopped, and starts nothing more).
     fn maybe_evict(&self, slot: &RunSlot) -> bool {
-        let mut st = slot.lock();
+        self.maybe_evict_locked(slot, slot.lock())
+    }
+
+    /// [`Shared::maybe_evict`] with the run's lock taken (`st`, released here).
+    fn maybe_evict_locked(&self, slot: &RunSlot, mut st: MutexGuard<'_, RunState>) -> bool {
         if !st.is_quiet() {
             return false;
         }
@@ -2805,15 +2813,16 @@ impl Shared {
     /// next execution — or the next run of its slot: an engine that recycles ended runs
     /// allocates no input vectors per run.
     fn keep_buffers(&self, slot: &RunSlot, inv: Invocation) {
+        keep_buffers_locked(&mut slot.lock(), inv);
+    }
+
+    /// [`Shared::keep_buffers`], then [`Shared::maybe_evict`], under one look at the run's
+    /// lock: the last execution of a run that its own driver ran. Returns whether the run
+    /// is quiet.
+    fn keep_buffers_and_evict(&self, slot: &RunSlot, inv: Invocation) -> bool {
         let mut st = slot.lock();
-        if let Some(sc) = st.scratch.as_mut() {
-            if sc.spare_inputs.capacity() == 0 && reusable_inputs(&inv.inputs) {
-                sc.spare_inputs = inv.inputs;
-            }
-            if sc.spare_outs.capacity() == 0 && inv.outs.capacity() <= SPARE_MAX {
-                sc.spare_outs = inv.outs;
-            }
-        }
+        keep_buffers_locked(&mut st, inv);
+        self.maybe_evict_locked(slot, st)
     }
 
     /// Binds execution `x` (first attempt) into `inv`, keeping its buffers.
@@ -2974,6 +2983,18 @@ fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
         message: e.to_string(),
     })?;
     Ok(n.0)
+}
+
+/// [`Shared::keep_buffers`] with the run's lock taken.
+fn keep_buffers_locked(st: &mut RunState, inv: Invocation) {
+    if let Some(sc) = st.scratch.as_mut() {
+        if sc.spare_inputs.capacity() == 0 && reusable_inputs(&inv.inputs) {
+            sc.spare_inputs = inv.inputs;
+        }
+        if sc.spare_outs.capacity() == 0 && inv.outs.capacity() <= SPARE_MAX {
+            sc.spare_outs = inv.outs;
+        }
+    }
 }
 
 /// Adds the payloads of the events the core just logged, taken from `pending` (the events
@@ -3560,6 +3581,13 @@ async fn drive_local(
                         Some(f) => f.spare = Some(inv),
                         None if engine.is_some() => {
                             fan.get_or_insert_with(Box::default).spare = Some(inv);
+                        }
+                        // The run's own driver, nothing else queued or waiting: it stops
+                        // here, and looks whether the run is quiet in the same locked section.
+                        None if run.is_some_and(|r| Arc::ptr_eq(r, &slot)) => {
+                            let quiet = shared.keep_buffers_and_evict(&slot, inv);
+                            shared.release(slot);
+                            return quiet;
                         }
                         None => shared.keep_buffers(&slot, inv),
                     }
