@@ -165,7 +165,7 @@ pub(crate) struct Shared {
     /// Type names by type id (shared into bound events).
     type_names: Arc<[EventName]>,
     pub backend: Arc<dyn Backend>,
-    runs: RwLock<RunTable>,
+    runs: RwLock<Runs>,
     /// Type ids by name (FNV; the spec's own index uses SipHash).
     type_ids: HashMap<Box<str>, saap_dispatch::TypeId, FnvBuild>,
     /// Per step: the types it declares as outputs, looked up before `type_ids` (a step
@@ -176,10 +176,7 @@ pub(crate) struct Shared {
     /// Where started executions go instead of running here (set by a distributed engine
     /// whose bodies run on any worker, see `distributed.rs`).
     executor: std::sync::OnceLock<Arc<dyn distributed::StepExecutor>>,
-    /// Slots of evicted runs that nothing referred to any more, reset for new runs (their
-    /// core run and buffers keep their allocations). At most [`SPARE_SLOTS`].
-    spare_slots: Mutex<Vec<Arc<RunSlot>>>,
-    /// How many `spare_slots` holds, read without its lock (written under it): a run
+    /// How many slots `runs` keeps for new runs, read without its lock (written under it): a run
     /// started while none is kept, or a slot let go while the list is full, takes no lock.
     /// A stale count only costs a lock, or one slot not reused.
     spare_slot_count: AtomicUsize,
@@ -199,6 +196,16 @@ pub(crate) struct Shared {
 
 /// The runs an engine holds, by id.
 type RunTable = std::collections::HashSet<Held, RunIdBuild>;
+
+/// The runs an engine holds and the slots it keeps for new runs, under one lock: a new run
+/// takes a kept slot and is held in one locked section.
+#[derive(Default)]
+struct Runs {
+    held: RunTable,
+    /// Slots of evicted runs that nothing referred to any more, reset for new runs (their
+    /// core run and buffers keep their allocations). At most [`SPARE_SLOTS`].
+    spare: Vec<Arc<RunSlot>>,
+}
 
 /// A run table entry: a slot, looked up by its run id (the table holds no second reference
 /// to the id: one atomic increment at insertion and one decrement at removal fewer per run).
@@ -588,24 +595,27 @@ impl RunSlot {
             version: std::sync::OnceLock::new(),
         }
     }
-    /// Makes this slot (of an ended run nothing refers to any more) the slot of a new run.
-    fn reuse(&mut self, run_id: Arc<str>, thread: Thread, run_key: u64) {
-        let RunSlot {
-            run_id: id,
-            thread_id,
-            new_thread,
-            run_key: key,
-            state,
-            version,
-        } = self;
-        *id = run_id;
-        (*thread_id, *new_thread) = thread.parts();
-        *key = run_key;
-        state
+    /// Resets this slot (of an ended run nothing refers to any more) for a new run, whose
+    /// ids and key [`RunSlot::rename`] gives it. Its run id and thread are still the ended
+    /// run's until then.
+    fn recycle(&mut self) {
+        self.state
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
-            .reset(run_key);
-        *version = std::sync::OnceLock::new();
+            .reset(0);
+        self.version = std::sync::OnceLock::new();
+    }
+    /// Makes this recycled slot the slot of a new run; returns the ended run's id (to drop
+    /// outside the caller's lock).
+    fn rename(&mut self, run_id: Arc<str>, thread: Thread, run_key: u64) -> Arc<str> {
+        (self.thread_id, self.new_thread) = thread.parts();
+        self.run_key = run_key;
+        self.state
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .run
+            .rekey(run_key);
+        std::mem::replace(&mut self.run_id, run_id)
     }
     /// The id of the run's thread when it was given (not made from `new_thread`).
     pub(crate) fn given_thread(&self) -> Option<&Arc<str>> {
@@ -1312,13 +1322,12 @@ impl Engine {
                 type_names,
                 workflow,
                 backend,
-                runs: RwLock::new(RunTable::default()),
+                runs: RwLock::new(Runs::default()),
                 type_ids,
                 out_types,
                 opts,
                 ids: IdGen::new(),
                 executor: std::sync::OnceLock::new(),
-                spare_slots: Mutex::new(Vec::new()),
                 spare_slot_count: AtomicUsize::new(0),
                 spare_tables: Mutex::new(Vec::new()),
                 large_spare: Mutex::new(None),
@@ -1546,25 +1555,32 @@ impl Engine {
             Some(t) => Thread::Given(t.into()),
             None => Thread::New(ids.thread),
         };
-        let fresh = |run_id, thread| {
-            let run = Run::new(self.shared.workflow.compiled().clone(), key);
-            Arc::new(RunSlot::new(run_id, thread, run))
-        };
-        let slot = match self.shared.spare_slot() {
-            Some(mut slot) => match Arc::get_mut(&mut slot) {
-                Some(spare) => {
-                    spare.reuse(run_id, thread, key);
+        let shared = &*self.shared;
+        if !shared.opts.keep_ended_runs && shared.spare_slot_count.load(Ordering::Relaxed) > 0 {
+            // A kept slot (reset when it was let go) is renamed and held in one locked
+            // section.
+            let mut runs = shared.runs.write().unwrap_or_else(|p| p.into_inner());
+            if let Some(mut slot) = runs.spare.pop() {
+                shared
+                    .spare_slot_count
+                    .store(runs.spare.len(), Ordering::Relaxed);
+                // The list held the only reference.
+                if let Some(spare) = Arc::get_mut(&mut slot) {
+                    let ended_id = spare.rename(run_id, thread, key);
                     // A slot whose tables went to the stash when its run was evicted takes
-                    // kept ones now: its first dispatch grows none.
-                    self.shared
-                        .adopt_spare(spare.state.get_mut().unwrap_or_else(|p| p.into_inner()));
-                    slot
+                    // kept ones now: its first dispatch grows none. (The stash's lock
+                    // is never held while the run table's is taken.)
+                    shared.adopt_spare(spare.state.get_mut().unwrap_or_else(|p| p.into_inner()));
+                    runs.held.replace(Held(slot.clone()));
+                    drop(runs);
+                    drop(ended_id);
+                    return Ok(slot);
                 }
-                None => fresh(run_id, thread),
-            },
-            None => fresh(run_id, thread),
-        };
-        self.shared.insert(slot.clone());
+            }
+        }
+        let run = Run::new(shared.workflow.compiled().clone(), key);
+        let slot = Arc::new(RunSlot::new(run_id, thread, run));
+        shared.insert(slot.clone());
         Ok(slot)
     }
 
@@ -1673,7 +1689,7 @@ impl Engine {
     /// while `keep_ended_runs` is on); [`Backend::list_runs`] lists what the store holds.
     pub fn run_ids(&self) -> Vec<String> {
         let runs = self.shared.runs.read().unwrap_or_else(|p| p.into_inner());
-        let mut ids: Vec<String> = runs.iter().map(|h| h.0.run_id.to_string()).collect();
+        let mut ids: Vec<String> = runs.held.iter().map(|h| h.0.run_id.to_string()).collect();
         ids.sort();
         ids
     }
@@ -1717,16 +1733,17 @@ impl Shared {
         self.runs
             .write()
             .unwrap_or_else(|p| p.into_inner())
+            .held
             .replace(Held(slot));
     }
 
     /// The slot held under `slot`'s run id, else `slot`, then held.
     fn insert_if_absent(&self, slot: Arc<RunSlot>) -> Arc<RunSlot> {
         let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(held) = runs.get(&*slot.run_id) {
+        if let Some(held) = runs.held.get(&*slot.run_id) {
             return held.0.clone();
         }
-        runs.insert(Held(slot.clone()));
+        runs.held.insert(Held(slot.clone()));
         slot
     }
 
@@ -1775,6 +1792,7 @@ impl Shared {
         self.runs
             .read()
             .unwrap_or_else(|p| p.into_inner())
+            .held
             .get(run_id)
             .map(|held| held.0.clone())
             .ok_or_else(|| EngineError::UnknownRun {
@@ -2500,8 +2518,8 @@ impl Shared {
             // the table's.
             let in_flight = {
                 let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-                runs.remove(&*slot.run_id);
-                runs.len()
+                runs.held.remove(&*slot.run_id);
+                runs.held.len()
             };
             // Other runs in flight: whoever waits for this one's end may hold it for a while
             // (a waiter runs after the tasks before it), and another run may be about to
@@ -2544,10 +2562,13 @@ impl Shared {
             self.stash(spare);
             return;
         }
-        let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
-        if spare.len() < SPARE_SLOTS {
-            spare.push(slot);
-            self.spare_slot_count.store(spare.len(), Ordering::Relaxed);
+        // Reset here, outside the run table's lock, which a new run takes it under.
+        s.recycle();
+        let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
+        if runs.spare.len() < SPARE_SLOTS {
+            runs.spare.push(slot);
+            self.spare_slot_count
+                .store(runs.spare.len(), Ordering::Relaxed);
         }
     }
 
@@ -2606,15 +2627,14 @@ impl Shared {
         }
     }
 
-    /// A slot kept by [`Shared::release`], if any.
-    fn spare_slot(&self) -> Option<Arc<RunSlot>> {
-        if self.opts.keep_ended_runs || self.spare_slot_count.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = spare.pop();
-        self.spare_slot_count.store(spare.len(), Ordering::Relaxed);
-        slot
+    /// How many slots [`Shared::release`] kept for new runs.
+    #[cfg(test)]
+    fn spare_slots(&self) -> usize {
+        self.runs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .spare
+            .len()
     }
 
     /// The store failed for this run: it cannot continue consistently. The failure is kept
@@ -4316,7 +4336,7 @@ mod tests {
     async fn an_evicted_run_slot_is_reused_with_a_fresh_state() {
         use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
         let engine = forgetful_engine();
-        let spare = |e: &Engine| e.shared.spare_slots.lock().map(|v| v.len()).unwrap_or(0);
+        let spare = |e: &Engine| e.shared.spare_slots();
         let a = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
         let first = logged(&engine, &a, 3).await;
         engine
@@ -4380,12 +4400,8 @@ mod tests {
             },
         );
         let buffers = |e: &Engine| {
-            let slots = e
-                .shared
-                .spare_slots
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let slot = slots.first().expect("the ended run's slot is kept");
+            let runs = e.shared.runs.read().unwrap_or_else(|p| p.into_inner());
+            let slot = runs.spare.first().expect("the ended run's slot is kept");
             let st = slot.lock();
             let sc = st
                 .scratch
@@ -4687,7 +4703,7 @@ mod tests {
         assert!(before > 0, "the tables of runs evicted in flight are kept");
         // A fresh slot (no ended one to reuse): its run takes over kept tables when its
         // first execution is bound, and runs exactly like a run that grew its own.
-        engine.shared.spare_slots.lock().unwrap().clear();
+        engine.shared.runs.write().unwrap().spare.clear();
         let b = engine.start_run(UserMessageEvent::new("b")).await.unwrap();
         let snap = logged(&engine, &b, 3).await;
         assert_eq!(
@@ -4720,7 +4736,7 @@ mod tests {
         use crate::event::UserMessageEvent;
         let engine = forgetful_engine();
         let kept = |e: &Engine| e.shared.spare_tables.lock().map(|v| v.len()).unwrap_or(0);
-        let spare_slots = |e: &Engine| e.shared.spare_slots.lock().map(|v| v.len()).unwrap_or(0);
+        let spare_slots = |e: &Engine| e.shared.spare_slots();
         let a = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
         let b = engine.start_run(UserMessageEvent::new("b")).await.unwrap();
         let first = logged(&engine, &a, 3).await;
@@ -4891,7 +4907,7 @@ mod tests {
             Run::new(engine.workflow().compiled().clone(), 1),
         ));
         engine.shared.release(slot);
-        assert!(engine.shared.spare_slot().is_none());
+        assert_eq!(engine.shared.spare_slots(), 0);
     }
 
     #[test]
