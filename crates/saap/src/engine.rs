@@ -1425,18 +1425,21 @@ impl Engine {
         thread_id: Option<&str>,
         start: T,
     ) -> Result<String, EngineError> {
-        let ids = self.shared.ids.next_run();
-        let ev = json_size(&start)
-            .map_err(EngineError::from)
-            .and_then(|size| {
-                self.shared.incoming_named(
-                    T::NAME.into(),
-                    Payload::typed(start),
-                    size,
-                    Some(ids.start),
-                )
-            });
-        let (slot, applied) = self.begin_run(thread_id, ev, ids)?;
+        // In a block: the ids are not kept in the future (one per run in flight).
+        let (slot, applied) = {
+            let ids = self.shared.ids.next_run();
+            let ev = json_size(&start)
+                .map_err(EngineError::from)
+                .and_then(|size| {
+                    self.shared.incoming_named(
+                        T::NAME.into(),
+                        Payload::typed(start),
+                        size,
+                        Some(ids.start),
+                    )
+                });
+            self.begin_run(thread_id, ev, ids)?
+        };
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
@@ -1463,12 +1466,14 @@ impl Engine {
         name: &str,
         payload: Payload,
     ) -> Result<String, EngineError> {
-        let ids = self.shared.ids.next_run();
-        let ev = payload
-            .check_json()
-            .map_err(EngineError::from)
-            .and_then(|size| self.shared.incoming(name, payload, size, Some(ids.start)));
-        let (slot, applied) = self.begin_run(thread_id, ev, ids)?;
+        let (slot, applied) = {
+            let ids = self.shared.ids.next_run();
+            let ev = payload
+                .check_json()
+                .map_err(EngineError::from)
+                .and_then(|size| self.shared.incoming(name, payload, size, Some(ids.start)));
+            self.begin_run(thread_id, ev, ids)?
+        };
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
