@@ -51,12 +51,33 @@ pub fn counter_event_id(n: u64) -> EventId {
 /// A stable 64-bit key for a run id string, used to derive output ids.
 pub fn run_key(run_id: &str) -> u64 {
     // FNV-1a, then a finaliser: stable across platforms and releases.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in run_id.as_bytes() {
+    RunKeyPrefix::new(run_id.as_bytes()).finish(&[])
+}
+
+/// [`run_key`] in two parts: the state after the first bytes of a run id, resumed with the
+/// rest. Ids made one after another in one process share their first bytes (seconds and
+/// process), whose share of the key is computed once for many ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunKeyPrefix(u64);
+
+impl RunKeyPrefix {
+    /// The state after `prefix` (the first bytes of a run id's text).
+    pub fn new(prefix: &[u8]) -> RunKeyPrefix {
+        RunKeyPrefix(fnv1a(0xcbf2_9ce4_8422_2325, prefix))
+    }
+
+    /// The key of the run id made of the prefix, then `rest`.
+    pub fn finish(self, rest: &[u8]) -> u64 {
+        mix64(fnv1a(self.0, rest))
+    }
+}
+
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
         h ^= *b as u64;
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    mix64(h)
+    h
 }
 
 fn mix64(mut z: u64) -> u64 {
@@ -131,5 +152,19 @@ mod tests {
             derived_event_id(run_key("simulated-run"), ExecutionId(0), 0).to_string(),
             "ed999d8b7d7257ae58f10834"
         );
+    }
+
+    #[test]
+    fn a_run_key_resumed_after_any_prefix_is_the_run_key() {
+        let id = "6553f1000102030405abcdef";
+        for cut in 0..=id.len() {
+            let (head, tail) = id.as_bytes().split_at(cut);
+            assert_eq!(
+                RunKeyPrefix::new(head).finish(tail),
+                run_key(id),
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(RunKeyPrefix::new(b"").finish(b""), run_key(""));
     }
 }

@@ -562,6 +562,17 @@ impl Run {
         self.untaken = 0;
     }
 
+    /// Gives a run that has not begun — new, or just [`Run::reset`] — another key: the
+    /// same as [`Run::reset`] with it, without emptying tables that are empty. A run that
+    /// logged any event is reset.
+    pub fn rekey(&mut self, run_key: u64) {
+        if self.log.is_empty() && matches!(self.status, RunStatus::NotStarted) {
+            self.run_key = run_key;
+        } else {
+            self.reset(run_key);
+        }
+    }
+
     /// Gives back the spare capacity of the run's tables (they grow by doubling from a small
     /// first size): for an engine that keeps ended runs, so that each holds what it logged
     /// and recorded, not up to twice that. Decisions are unchanged; a run that goes on after

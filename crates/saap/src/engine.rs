@@ -165,7 +165,7 @@ pub(crate) struct Shared {
     /// Type names by type id (shared into bound events).
     type_names: Arc<[EventName]>,
     pub backend: Arc<dyn Backend>,
-    runs: RwLock<RunTable>,
+    runs: RwLock<Runs>,
     /// Type ids by name (FNV; the spec's own index uses SipHash).
     type_ids: HashMap<Box<str>, saap_dispatch::TypeId, FnvBuild>,
     /// Per step: the types it declares as outputs, looked up before `type_ids` (a step
@@ -176,10 +176,7 @@ pub(crate) struct Shared {
     /// Where started executions go instead of running here (set by a distributed engine
     /// whose bodies run on any worker, see `distributed.rs`).
     executor: std::sync::OnceLock<Arc<dyn distributed::StepExecutor>>,
-    /// Slots of evicted runs that nothing referred to any more, reset for new runs (their
-    /// core run and buffers keep their allocations). At most [`SPARE_SLOTS`].
-    spare_slots: Mutex<Vec<Arc<RunSlot>>>,
-    /// How many `spare_slots` holds, read without its lock (written under it): a run
+    /// How many slots `runs` keeps for new runs, read without its lock (written under it): a run
     /// started while none is kept, or a slot let go while the list is full, takes no lock.
     /// A stale count only costs a lock, or one slot not reused.
     spare_slot_count: AtomicUsize,
@@ -199,6 +196,16 @@ pub(crate) struct Shared {
 
 /// The runs an engine holds, by id.
 type RunTable = std::collections::HashSet<Held, RunIdBuild>;
+
+/// The runs an engine holds and the slots it keeps for new runs, under one lock: a new run
+/// takes a kept slot and is held in one locked section.
+#[derive(Default)]
+struct Runs {
+    held: RunTable,
+    /// Slots of evicted runs that nothing referred to any more, reset for new runs (their
+    /// core run and buffers keep their allocations). At most [`SPARE_SLOTS`].
+    spare: Vec<Arc<RunSlot>>,
+}
 
 /// A run table entry: a slot, looked up by its run id (the table holds no second reference
 /// to the id: one atomic increment at insertion and one decrement at removal fewer per run).
@@ -588,24 +595,27 @@ impl RunSlot {
             version: std::sync::OnceLock::new(),
         }
     }
-    /// Makes this slot (of an ended run nothing refers to any more) the slot of a new run.
-    fn reuse(&mut self, run_id: Arc<str>, thread: Thread, run_key: u64) {
-        let RunSlot {
-            run_id: id,
-            thread_id,
-            new_thread,
-            run_key: key,
-            state,
-            version,
-        } = self;
-        *id = run_id;
-        (*thread_id, *new_thread) = thread.parts();
-        *key = run_key;
-        state
+    /// Resets this slot (of an ended run nothing refers to any more) for a new run, whose
+    /// ids and key [`RunSlot::rename`] gives it. Its run id and thread are still the ended
+    /// run's until then.
+    fn recycle(&mut self) {
+        self.state
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
-            .reset(run_key);
-        *version = std::sync::OnceLock::new();
+            .reset(0);
+        self.version = std::sync::OnceLock::new();
+    }
+    /// Makes this recycled slot the slot of a new run; returns the ended run's id (to drop
+    /// outside the caller's lock).
+    fn rename(&mut self, run_id: Arc<str>, thread: Thread, run_key: u64) -> Arc<str> {
+        (self.thread_id, self.new_thread) = thread.parts();
+        self.run_key = run_key;
+        self.state
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .run
+            .rekey(run_key);
+        std::mem::replace(&mut self.run_id, run_id)
     }
     /// The id of the run's thread when it was given (not made from `new_thread`).
     pub(crate) fn given_thread(&self) -> Option<&Arc<str>> {
@@ -743,12 +753,8 @@ pub(crate) type RunIdBuild = std::hash::BuildHasherDefault<RunIdHasher>;
 /// An id as its 24 lowercase hex characters (the protocol's text form), without going
 /// through `fmt` one byte at a time.
 pub(crate) fn hex_id(id: &EventId) -> Arc<str> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 24];
-    for (i, b) in id.as_bytes().iter().enumerate() {
-        out[2 * i] = HEX[(b >> 4) as usize];
-        out[2 * i + 1] = HEX[(b & 15) as usize];
-    }
+    hex_into(id.as_bytes(), &mut out);
     // Only ASCII hex digits were written.
     Arc::from(std::str::from_utf8(&out).unwrap_or_default())
 }
@@ -780,15 +786,85 @@ impl IdGen {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         saap_protocol::EventId::object_id(unix_seconds(), self.process, n)
     }
-    /// Two ids (a run's and its new thread's) for one clock reading and one atomic add.
-    fn next_pair(&self) -> (EventId, EventId) {
+    /// The ids a new run needs (its own, its new thread's, its start event's) for one
+    /// clock reading and one atomic add.
+    fn next_run(&self) -> RunIds {
         let secs = unix_seconds();
-        let n = self.counter.fetch_add(2, Ordering::Relaxed);
-        (
-            saap_protocol::EventId::object_id(secs, self.process, n),
-            saap_protocol::EventId::object_id(secs, self.process, n.wrapping_add(1)),
-        )
+        let n = self.counter.fetch_add(3, Ordering::Relaxed);
+        let id = |i: u32| saap_protocol::EventId::object_id(secs, self.process, n.wrapping_add(i));
+        RunIds {
+            run: id(0),
+            thread: id(1),
+            start: id(2),
+        }
     }
+}
+
+/// The ids of a new run, drawn together ([`IdGen::next_run`]).
+#[derive(Clone, Copy)]
+struct RunIds {
+    run: EventId,
+    /// The id of the thread made for the run when none is given.
+    thread: EventId,
+    start: EventId,
+}
+
+/// How many leading bytes of an engine-made id are the same for every id the process makes
+/// in one second (4 of seconds, 5 of the process).
+const ID_HEAD: usize = 9;
+
+/// A run id's first [`ID_HEAD`] bytes, their text and their share of the run key: the same
+/// for all ids a thread makes in one second, so computed once for them.
+#[derive(Clone, Copy)]
+struct IdHead {
+    bytes: [u8; ID_HEAD],
+    text: [u8; 2 * ID_HEAD],
+    key: saap_dispatch::ids::RunKeyPrefix,
+}
+
+thread_local! {
+    static ID_HEAD_CACHE: std::cell::Cell<Option<IdHead>> = const { std::cell::Cell::new(None) };
+}
+
+/// Writes the hex text of `bytes` into `out` (twice as long).
+fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (b, o) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        o[0] = HEX[(b >> 4) as usize];
+        o[1] = HEX[(b & 15) as usize];
+    }
+}
+
+/// An engine-made run id as text ([`hex_id`]) and its run key ([`run_key`]), the share of
+/// both that the id's first bytes make taken from the thread's last id when they are the
+/// same (ids made in the same second).
+fn run_id_text(id: &EventId) -> (Arc<str>, u64) {
+    let (head, tail) = id.as_bytes().split_at(ID_HEAD);
+    let head = ID_HEAD_CACHE.with(|cache| match cache.get() {
+        Some(h) if h.bytes == *head => h,
+        _ => {
+            let mut h = IdHead {
+                bytes: [0; ID_HEAD],
+                text: [0; 2 * ID_HEAD],
+                key: saap_dispatch::ids::RunKeyPrefix::new(&[]),
+            };
+            h.bytes.copy_from_slice(head);
+            hex_into(head, &mut h.text);
+            h.key = saap_dispatch::ids::RunKeyPrefix::new(&h.text);
+            cache.set(Some(h));
+            h
+        }
+    });
+    let mut out = [0u8; 24];
+    let (text_head, text_tail) = out.split_at_mut(2 * ID_HEAD);
+    text_head.copy_from_slice(&head.text);
+    hex_into(tail, text_tail);
+    let key = head.key.finish(text_tail);
+    // Only ASCII hex digits were written.
+    (
+        Arc::from(std::str::from_utf8(&out).unwrap_or_default()),
+        key,
+    )
 }
 
 fn unix_seconds() -> u32 {
@@ -1254,13 +1330,12 @@ impl Engine {
                 type_names,
                 workflow,
                 backend,
-                runs: RwLock::new(RunTable::default()),
+                runs: RwLock::new(Runs::default()),
                 type_ids,
                 out_types,
                 opts,
                 ids: IdGen::new(),
                 executor: std::sync::OnceLock::new(),
-                spare_slots: Mutex::new(Vec::new()),
                 spare_slot_count: AtomicUsize::new(0),
                 spare_tables: Mutex::new(Vec::new()),
                 large_spare: Mutex::new(None),
@@ -1358,13 +1433,21 @@ impl Engine {
         thread_id: Option<&str>,
         start: T,
     ) -> Result<String, EngineError> {
-        let ev = json_size(&start)
-            .map_err(EngineError::from)
-            .and_then(|size| {
-                self.shared
-                    .incoming_named(T::NAME.into(), Payload::typed(start), size, None)
-            });
-        let (slot, applied) = self.begin_run(thread_id, ev)?;
+        // In a block: the ids are not kept in the future (one per run in flight).
+        let (slot, applied) = {
+            let ids = self.shared.ids.next_run();
+            let ev = json_size(&start)
+                .map_err(EngineError::from)
+                .and_then(|size| {
+                    self.shared.incoming_named(
+                        T::NAME.into(),
+                        Payload::typed(start),
+                        size,
+                        Some(ids.start),
+                    )
+                });
+            self.begin_run(thread_id, ev, ids)?
+        };
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
@@ -1391,11 +1474,14 @@ impl Engine {
         name: &str,
         payload: Payload,
     ) -> Result<String, EngineError> {
-        let ev = payload
-            .check_json()
-            .map_err(EngineError::from)
-            .and_then(|size| self.shared.incoming(name, payload, size, None));
-        let (slot, applied) = self.begin_run(thread_id, ev)?;
+        let (slot, applied) = {
+            let ids = self.shared.ids.next_run();
+            let ev = payload
+                .check_json()
+                .map_err(EngineError::from)
+                .and_then(|size| self.shared.incoming(name, payload, size, Some(ids.start)));
+            self.begin_run(thread_id, ev, ids)?
+        };
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
@@ -1432,12 +1518,20 @@ impl Engine {
     /// `send`. Returns the run id.
     pub async fn run<T: Event>(&self, start: T) -> Result<String, EngineError> {
         let size = json_size(&start)?;
-        let ev = self
-            .shared
-            .incoming_named(T::NAME.into(), Payload::typed(start), size, None)?;
-        let slot = self.new_run(None, &ev)?;
+        let ids = self.shared.ids.next_run();
+        let ev = self.shared.incoming_named(
+            T::NAME.into(),
+            Payload::typed(start),
+            size,
+            Some(ids.start),
+        )?;
+        let slot = self.new_run(None, &ev, ids)?;
         let applied = self.shared.apply(&slot, Input::Append(ev))?;
-        if let Err(e) = applied.durable.wait().await {
+        let stored = match applied.durable {
+            Pending::Ready(r) => r,
+            waiting => waiting.wait().await,
+        };
+        if let Err(e) = stored {
             self.shared.storage_failed(&slot, &e);
             return Err(e.into());
         }
@@ -1445,10 +1539,11 @@ impl Engine {
             slot.lock().end_durable = true;
         }
         slot.bump();
-        drive_started(&self.shared, &slot, applied.started).await;
         // Executions started by events sent from other tasks run elsewhere (their own tasks
-        // or the engine's driver).
-        slot.until_quiet().await;
+        // or the engine's driver): when the driving stops before the run is quiet, wait.
+        if !drive_started(&self.shared, &slot, applied.started).await {
+            slot.until_quiet().await;
+        }
         let run_id = String::from(&*slot.run_id);
         self.shared.release(slot);
         Ok(run_id)
@@ -1456,39 +1551,49 @@ impl Engine {
 
     /// Checks a start event and makes (or reuses) the slot of a new run, registered with the
     /// engine; the start event is not applied yet. The run's id is the slot's.
-    fn new_run(&self, thread_id: Option<&str>, ev: &Incoming) -> Result<Arc<RunSlot>, EngineError> {
+    fn new_run(
+        &self,
+        thread_id: Option<&str>,
+        ev: &Incoming,
+        ids: RunIds,
+    ) -> Result<Arc<RunSlot>, EngineError> {
         if !(ev.kind.is_start() && ev.kind.is_control()) {
             return Err(EngineError::NotAStartEvent {
                 name: ev.name.to_string(),
             });
         }
         self.shared.workflow.validate_start(&ev.payload)?;
-        let (run_oid, new_thread) = self.shared.ids.next_pair();
-        let run_id: Arc<str> = hex_id(&run_oid);
+        let (run_id, key) = run_id_text(&ids.run);
         let thread = match thread_id {
             Some(t) => Thread::Given(t.into()),
-            None => Thread::New(new_thread),
+            None => Thread::New(ids.thread),
         };
-        let key = run_key(&run_id);
-        let fresh = |run_id, thread| {
-            let run = Run::new(self.shared.workflow.compiled().clone(), key);
-            Arc::new(RunSlot::new(run_id, thread, run))
-        };
-        let slot = match self.shared.spare_slot() {
-            Some(mut slot) => match Arc::get_mut(&mut slot) {
-                Some(spare) => {
-                    spare.reuse(run_id, thread, key);
+        let shared = &*self.shared;
+        if !shared.opts.keep_ended_runs && shared.spare_slot_count.load(Ordering::Relaxed) > 0 {
+            // A kept slot (reset when it was let go) is renamed and held in one locked
+            // section.
+            let mut runs = shared.runs.write().unwrap_or_else(|p| p.into_inner());
+            if let Some(mut slot) = runs.spare.pop() {
+                shared
+                    .spare_slot_count
+                    .store(runs.spare.len(), Ordering::Relaxed);
+                // The list held the only reference.
+                if let Some(spare) = Arc::get_mut(&mut slot) {
+                    let ended_id = spare.rename(run_id, thread, key);
                     // A slot whose tables went to the stash when its run was evicted takes
-                    // kept ones now: its first dispatch grows none.
-                    self.shared
-                        .adopt_spare(spare.state.get_mut().unwrap_or_else(|p| p.into_inner()));
-                    slot
+                    // kept ones now: its first dispatch grows none. (The stash's lock
+                    // is never held while the run table's is taken.)
+                    shared.adopt_spare(spare.state.get_mut().unwrap_or_else(|p| p.into_inner()));
+                    runs.held.replace(Held(slot.clone()));
+                    drop(runs);
+                    drop(ended_id);
+                    return Ok(slot);
                 }
-                None => fresh(run_id, thread),
-            },
-            None => fresh(run_id, thread),
-        };
-        self.shared.insert(slot.clone());
+            }
+        }
+        let run = Run::new(shared.workflow.compiled().clone(), key);
+        let slot = Arc::new(RunSlot::new(run_id, thread, run));
+        shared.insert(slot.clone());
         Ok(slot)
     }
 
@@ -1498,9 +1603,10 @@ impl Engine {
         &self,
         thread_id: Option<&str>,
         ev: Result<Incoming, EngineError>,
+        ids: RunIds,
     ) -> Result<(Arc<RunSlot>, Applied), EngineError> {
         let ev = ev?;
-        let slot = self.new_run(thread_id, &ev)?;
+        let slot = self.new_run(thread_id, &ev, ids)?;
         let applied = self.shared.apply_to_launch(&slot, Input::Append(ev))?;
         Ok((slot, applied))
     }
@@ -1596,7 +1702,7 @@ impl Engine {
     /// while `keep_ended_runs` is on); [`Backend::list_runs`] lists what the store holds.
     pub fn run_ids(&self) -> Vec<String> {
         let runs = self.shared.runs.read().unwrap_or_else(|p| p.into_inner());
-        let mut ids: Vec<String> = runs.iter().map(|h| h.0.run_id.to_string()).collect();
+        let mut ids: Vec<String> = runs.held.iter().map(|h| h.0.run_id.to_string()).collect();
         ids.sort();
         ids
     }
@@ -1640,16 +1746,17 @@ impl Shared {
         self.runs
             .write()
             .unwrap_or_else(|p| p.into_inner())
+            .held
             .replace(Held(slot));
     }
 
     /// The slot held under `slot`'s run id, else `slot`, then held.
     fn insert_if_absent(&self, slot: Arc<RunSlot>) -> Arc<RunSlot> {
         let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(held) = runs.get(&*slot.run_id) {
+        if let Some(held) = runs.held.get(&*slot.run_id) {
             return held.0.clone();
         }
-        runs.insert(Held(slot.clone()));
+        runs.held.insert(Held(slot.clone()));
         slot
     }
 
@@ -1698,6 +1805,7 @@ impl Shared {
         self.runs
             .read()
             .unwrap_or_else(|p| p.into_inner())
+            .held
             .get(run_id)
             .map(|held| held.0.clone())
             .ok_or_else(|| EngineError::UnknownRun {
@@ -2241,7 +2349,14 @@ impl Shared {
                 }
             }
         }
-        let durable = if journal || ended {
+        let durable = if !journal && ended {
+            // A store without a journal only hears of the run's end.
+            st.records_sent = st.run.records().len();
+            st.created = true;
+            let index = st.journal_len;
+            st.journal_len += 1;
+            self.backend.persist_end(&slot.run_id, index)
+        } else if journal {
             let records = st.run.records().slice(st.records_sent..);
             let records_json = if journal {
                 serde_json::to_string(&records).unwrap_or_else(|_| "[]".into())
@@ -2360,7 +2475,7 @@ impl Shared {
         let none_started = started.is_empty();
         spawn_all(self, slot, started);
         if none_started {
-            self.maybe_evict(slot);
+            let _quiet = self.maybe_evict(slot);
         }
         Ok(appended)
     }
@@ -2399,11 +2514,16 @@ impl Shared {
 
     /// After an input with nothing started: when the run is quiet, drops it from memory
     /// (if the engine does not keep ended runs) and wakes `wait_for_end` waiters — one
-    /// look under the run's lock for all three.
-    fn maybe_evict(&self, slot: &RunSlot) {
-        let mut st = slot.lock();
+    /// look under the run's lock for all three. Returns whether the run is quiet (a quiet
+    /// run stays quiet: it has ended, or stopped, and starts nothing more).
+    fn maybe_evict(&self, slot: &RunSlot) -> bool {
+        self.maybe_evict_locked(slot, slot.lock())
+    }
+
+    /// [`Shared::maybe_evict`] with the run's lock taken (`st`, released here).
+    fn maybe_evict_locked(&self, slot: &RunSlot, mut st: MutexGuard<'_, RunState>) -> bool {
         if !st.is_quiet() {
-            return;
+            return false;
         }
         let woken = st.waiters.take();
         if !self.opts.keep_ended_runs {
@@ -2411,8 +2531,8 @@ impl Shared {
             // the table's.
             let in_flight = {
                 let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-                runs.remove(&*slot.run_id);
-                runs.len()
+                runs.held.remove(&*slot.run_id);
+                runs.held.len()
             };
             // Other runs in flight: whoever waits for this one's end may hold it for a while
             // (a waiter runs after the tasks before it), and another run may be about to
@@ -2423,11 +2543,12 @@ impl Shared {
                 drop(st);
                 self.stash(spare);
                 woken.wake();
-                return;
+                return true;
             }
         }
         drop(st);
         woken.wake();
+        true
     }
 
     /// Drops a reference to a run's slot. When it was the last one (the run was evicted and
@@ -2454,10 +2575,13 @@ impl Shared {
             self.stash(spare);
             return;
         }
-        let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
-        if spare.len() < SPARE_SLOTS {
-            spare.push(slot);
-            self.spare_slot_count.store(spare.len(), Ordering::Relaxed);
+        // Reset here, outside the run table's lock, which a new run takes it under.
+        s.recycle();
+        let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
+        if runs.spare.len() < SPARE_SLOTS {
+            runs.spare.push(slot);
+            self.spare_slot_count
+                .store(runs.spare.len(), Ordering::Relaxed);
         }
     }
 
@@ -2516,15 +2640,14 @@ impl Shared {
         }
     }
 
-    /// A slot kept by [`Shared::release`], if any.
-    fn spare_slot(&self) -> Option<Arc<RunSlot>> {
-        if self.opts.keep_ended_runs || self.spare_slot_count.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        let mut spare = self.spare_slots.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = spare.pop();
-        self.spare_slot_count.store(spare.len(), Ordering::Relaxed);
-        slot
+    /// How many slots [`Shared::release`] kept for new runs.
+    #[cfg(test)]
+    fn spare_slots(&self) -> usize {
+        self.runs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .spare
+            .len()
     }
 
     /// The store failed for this run: it cannot continue consistently. The failure is kept
@@ -2795,15 +2918,16 @@ impl Shared {
     /// next execution — or the next run of its slot: an engine that recycles ended runs
     /// allocates no input vectors per run.
     fn keep_buffers(&self, slot: &RunSlot, inv: Invocation) {
+        keep_buffers_locked(&mut slot.lock(), inv);
+    }
+
+    /// [`Shared::keep_buffers`], then [`Shared::maybe_evict`], under one look at the run's
+    /// lock: the last execution of a run that its own driver ran. Returns whether the run
+    /// is quiet.
+    fn keep_buffers_and_evict(&self, slot: &RunSlot, inv: Invocation) -> bool {
         let mut st = slot.lock();
-        if let Some(sc) = st.scratch.as_mut() {
-            if sc.spare_inputs.capacity() == 0 && reusable_inputs(&inv.inputs) {
-                sc.spare_inputs = inv.inputs;
-            }
-            if sc.spare_outs.capacity() == 0 && inv.outs.capacity() <= SPARE_MAX {
-                sc.spare_outs = inv.outs;
-            }
-        }
+        keep_buffers_locked(&mut st, inv);
+        self.maybe_evict_locked(slot, st)
     }
 
     /// Binds execution `x` (first attempt) into `inv`, keeping its buffers.
@@ -2964,6 +3088,18 @@ fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
         message: e.to_string(),
     })?;
     Ok(n.0)
+}
+
+/// [`Shared::keep_buffers`] with the run's lock taken.
+fn keep_buffers_locked(st: &mut RunState, inv: Invocation) {
+    if let Some(sc) = st.scratch.as_mut() {
+        if sc.spare_inputs.capacity() == 0 && reusable_inputs(&inv.inputs) {
+            sc.spare_inputs = inv.inputs;
+        }
+        if sc.spare_outs.capacity() == 0 && inv.outs.capacity() <= SPARE_MAX {
+            sc.spare_outs = inv.outs;
+        }
+    }
 }
 
 /// Adds the payloads of the events the core just logged, taken from `pending` (the events
@@ -3252,7 +3388,7 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 /// Drives the executions an input started on this task: none — the run may have ended;
 /// one — inline; several — together on this task or, where tasks add parallelism, the
 /// others on their own tasks.
-async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) {
+async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) -> bool {
     match started {
         Started::None => shared.maybe_evict(slot),
         Started::One(first) => drive_steps(shared, slot, first).await,
@@ -3262,13 +3398,12 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
         Started::Many(all) => {
             let mut all = all.into_iter();
             let Some(first) = all.next() else {
-                shared.maybe_evict(slot);
-                return;
+                return shared.maybe_evict(slot);
             };
             for other in all {
                 spawn_drive(shared.clone(), slot.clone(), other);
             }
-            drive_steps(shared, slot, first).await;
+            drive_steps(shared, slot, first).await
         }
     }
 }
@@ -3276,12 +3411,14 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
 /// Runs `inv` and what its completions start on this task: inline while exactly one
 /// execution became ready; where tasks add no parallelism ([`shares_task`]) all of them,
 /// through [`drive_local`]; elsewhere the others on their own tasks.
-async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) {
+/// Returns whether the run was seen quiet when the driving stopped (`false`: not known).
+async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) -> bool {
     if shares_task(shared) {
         drive_local(shared, Some((slot.clone(), inv)), None, None, Some(slot)).await
     } else {
         // Boxed: the in-memory path keeps the smaller future.
-        Box::pin(drive_spawning(shared, slot, inv)).await
+        Box::pin(drive_spawning(shared, slot, inv)).await;
+        false
     }
 }
 
@@ -3318,7 +3455,7 @@ async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invo
         match done.next {
             Next::None => {
                 shared.keep_buffers(slot, inv);
-                shared.maybe_evict(slot);
+                let _quiet = shared.maybe_evict(slot);
                 return;
             }
             Next::Here | Next::Queued => {}
@@ -3473,14 +3610,15 @@ async fn engine_driver(shared: Arc<Shared>) {
 /// comes (into the buffers of one that finished) and its body polled at once. A body that
 /// ends at that poll — any body that does not wait for I/O — is completed right away: no
 /// task, no boxed future, no waker. Bodies that wait are polled together (a
-/// `FuturesUnordered`), as tasks would be, and completed as they end.
+/// `FuturesUnordered`), as tasks would be, and completed as they end. Returns whether `run`
+/// was quiet when the driving stopped (`false` without `run`).
 async fn drive_local(
     shared: &Arc<Shared>,
     mut next: Option<(Arc<RunSlot>, Invocation)>,
     mut fan: Option<Box<Fanout>>,
     mut engine: Option<&mut bool>,
     run: Option<&Arc<RunSlot>>,
-) {
+) -> bool {
     let mut others = Vec::new();
     'drive: loop {
         // An execution to complete: one whose body ended at its first poll, or a waiting
@@ -3563,7 +3701,7 @@ async fn drive_local(
             inv.extract = true;
             // A refused completion (the run stopped): the others still complete, refused alike.
             let Some(done) = complete(shared, &slot, &mut inv, result, &mut others, queued) else {
-                shared.maybe_evict(&slot);
+                let _quiet = shared.maybe_evict(&slot);
                 shared.release(slot);
                 continue 'drive;
             };
@@ -3584,12 +3722,19 @@ async fn drive_local(
                         None if engine.is_some() => {
                             fan.get_or_insert_with(Box::default).spare = Some(inv);
                         }
+                        // The run's own driver, nothing else queued or waiting: it stops
+                        // here, and looks whether the run is quiet in the same locked section.
+                        None if run.is_some_and(|r| Arc::ptr_eq(r, &slot)) => {
+                            let quiet = shared.keep_buffers_and_evict(&slot, inv);
+                            shared.release(slot);
+                            return quiet;
+                        }
                         None => shared.keep_buffers(&slot, inv),
                     }
                     // The run may have ended (nothing else of it running); a run's own
                     // driver looks once, when it stops.
                     if engine.is_some() {
-                        shared.maybe_evict(&slot);
+                        let _quiet = shared.maybe_evict(&slot);
                     }
                     shared.release(slot);
                     continue 'drive;
@@ -3623,9 +3768,8 @@ async fn drive_local(
             }
         }
     }
-    if let Some(slot) = run {
-        shared.maybe_evict(slot);
-    }
+    // Whether `run` is quiet (`false` without one).
+    run.is_some_and(|slot| shared.maybe_evict(slot))
 }
 
 /// Starts the body of `inv` (bound) and polls it once: what it returned, or the body, which
@@ -3948,20 +4092,40 @@ mod tests {
     }
 
     #[test]
-    fn id_pairs_are_unique_and_well_formed() {
+    fn a_new_runs_ids_are_unique_and_well_formed() {
         let g = IdGen::new();
         let mut ids = std::collections::HashSet::new();
         for _ in 0..5_000 {
-            let (run, thread) = g.next_pair();
-            ids.insert(run.to_string());
-            ids.insert(thread.to_string());
+            let r = g.next_run();
+            ids.insert(r.run.to_string());
+            ids.insert(r.thread.to_string());
+            ids.insert(r.start.to_string());
             ids.insert(g.next().to_string());
         }
-        assert_eq!(ids.len(), 15_000);
+        assert_eq!(ids.len(), 20_000);
         assert!(
             ids.iter()
                 .all(|i| i.len() == 24 && i.bytes().all(|b| b.is_ascii_hexdigit()))
         );
+    }
+
+    #[test]
+    fn a_run_ids_text_and_key_are_its_hex_and_run_key_whatever_id_came_before() {
+        // Ids of two processes and two seconds, interleaved: the thread's cached head is
+        // replaced each time it differs.
+        let ids = [
+            EventId::object_id(0x6553_f100, [1, 2, 3, 4, 5], 7),
+            EventId::object_id(0x6553_f100, [1, 2, 3, 4, 5], 8),
+            EventId::object_id(0x6553_f101, [1, 2, 3, 4, 5], 9),
+            EventId::object_id(0x6553_f101, [9, 2, 3, 4, 5], 9),
+            EventId::object_id(0x6553_f100, [1, 2, 3, 4, 5], 0xff_ffff),
+        ];
+        for id in ids.iter().chain(ids.iter().rev()) {
+            let (text, key) = run_id_text(id);
+            assert_eq!(&*text, id.to_string());
+            assert_eq!(text, hex_id(id));
+            assert_eq!(key, run_key(&text));
+        }
     }
 
     #[test]
@@ -4293,7 +4457,7 @@ mod tests {
     async fn an_evicted_run_slot_is_reused_with_a_fresh_state() {
         use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
         let engine = forgetful_engine();
-        let spare = |e: &Engine| e.shared.spare_slots.lock().map(|v| v.len()).unwrap_or(0);
+        let spare = |e: &Engine| e.shared.spare_slots();
         let a = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
         let first = logged(&engine, &a, 3).await;
         engine
@@ -4357,12 +4521,8 @@ mod tests {
             },
         );
         let buffers = |e: &Engine| {
-            let slots = e
-                .shared
-                .spare_slots
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let slot = slots.first().expect("the ended run's slot is kept");
+            let runs = e.shared.runs.read().unwrap_or_else(|p| p.into_inner());
+            let slot = runs.spare.first().expect("the ended run's slot is kept");
             let st = slot.lock();
             let sc = st
                 .scratch
@@ -4664,7 +4824,7 @@ mod tests {
         assert!(before > 0, "the tables of runs evicted in flight are kept");
         // A fresh slot (no ended one to reuse): its run takes over kept tables when its
         // first execution is bound, and runs exactly like a run that grew its own.
-        engine.shared.spare_slots.lock().unwrap().clear();
+        engine.shared.runs.write().unwrap().spare.clear();
         let b = engine.start_run(UserMessageEvent::new("b")).await.unwrap();
         let snap = logged(&engine, &b, 3).await;
         assert_eq!(
@@ -4697,7 +4857,7 @@ mod tests {
         use crate::event::UserMessageEvent;
         let engine = forgetful_engine();
         let kept = |e: &Engine| e.shared.spare_tables.lock().map(|v| v.len()).unwrap_or(0);
-        let spare_slots = |e: &Engine| e.shared.spare_slots.lock().map(|v| v.len()).unwrap_or(0);
+        let spare_slots = |e: &Engine| e.shared.spare_slots();
         let a = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
         let b = engine.start_run(UserMessageEvent::new("b")).await.unwrap();
         let first = logged(&engine, &a, 3).await;
@@ -4868,7 +5028,7 @@ mod tests {
             Run::new(engine.workflow().compiled().clone(), 1),
         ));
         engine.shared.release(slot);
-        assert!(engine.shared.spare_slot().is_none());
+        assert_eq!(engine.shared.spare_slots(), 0);
     }
 
     #[test]

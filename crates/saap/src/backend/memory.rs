@@ -3,6 +3,7 @@
 
 use super::{Backend, Pending, PersistBatch, RunPage, RunQuery, Scope, StoreError, StoredRun};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -45,6 +46,16 @@ impl MemoryBackend {
         self.contexts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Drops the RunContext of an ended run, if any was ever written.
+    fn drop_run_context(&self, run_id: Arc<str>) {
+        if self.run_contexts.load(Ordering::Relaxed) {
+            let mut contexts = self.lock();
+            if !contexts.is_empty() {
+                contexts.remove(&Scope::Run(run_id));
+            }
+        }
+    }
+
     fn check(&self) -> Result<(), StoreError> {
         if self.halted.load(Ordering::Relaxed) {
             Err(StoreError::Halted)
@@ -67,11 +78,18 @@ impl Backend for MemoryBackend {
         }
         // Most runs never write a RunContext: no lock, and no hashing of the id into an empty
         // map. (A step's write happens before its run's end is persisted: the flag is seen.)
-        if batch.ended && self.run_contexts.load(Ordering::Relaxed) {
-            let mut contexts = self.lock();
-            if !contexts.is_empty() {
-                contexts.remove(&Scope::Run(batch.run_id));
-            }
+        if batch.ended {
+            self.drop_run_context(batch.run_id);
+        }
+        Pending::Ready(Ok(()))
+    }
+    fn persist_end(&self, run_id: &Arc<str>, _index: u64) -> Pending<()> {
+        if let Err(e) = self.check() {
+            return Pending::Ready(Err(e));
+        }
+        // The id is copied (a reference count) only when a RunContext may be there.
+        if self.run_contexts.load(Ordering::Relaxed) {
+            self.drop_run_context(run_id.clone());
         }
         Pending::Ready(Ok(()))
     }

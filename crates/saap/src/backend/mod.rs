@@ -440,6 +440,19 @@ pub trait Backend: Send + Sync + 'static {
     /// Stores a batch. Batches of one run arrive in journal order; the returned value
     /// resolves once the batch is durable.
     fn persist(&self, batch: PersistBatch) -> Pending<()>;
+    /// What a backend that keeps no journal ([`Backend::wants_journal`] says no) hears of
+    /// a run: its end, as the batch at `index` — the same as [`Backend::persist`] of a
+    /// batch with nothing else in it, which it is unless the backend has a cheaper way.
+    fn persist_end(&self, run_id: &Arc<str>, index: u64) -> Pending<()> {
+        self.persist(PersistBatch {
+            run_id: run_id.clone(),
+            new_run: None,
+            index,
+            entry_json: String::new(),
+            records_json: String::new(),
+            ended: true,
+        })
+    }
     /// Runs of a workflow (live ones only, or all).
     fn load_runs(&self, workflow: &str, live_only: bool) -> Pending<Vec<StoredRun>>;
     /// A page of a workflow's runs, newest first, summarized without rebuilding them.

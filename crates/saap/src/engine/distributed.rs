@@ -119,6 +119,7 @@ impl Engine {
             .runs
             .write()
             .unwrap_or_else(|p| p.into_inner())
+            .held
             .remove(run_id);
     }
 }
