@@ -92,6 +92,6 @@ fuzz_target!(|data: &[u8]| {
             journal.push(input);
         }
     }
-    let again = replay(spec, 9, None, &journal, run.records()).expect("the journal replays");
+    let again = replay(spec, 9, None, &journal, &run.records().to_vec()).expect("the journal replays");
     assert_eq!(again.records(), run.records());
 });
