@@ -896,6 +896,19 @@ enum Input {
     Retry(ExecutionId),
 }
 
+/// How [`Shared::apply_with`] binds the executions an input started.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bind {
+    /// Not now: the engine's local driver binds them when their turn comes.
+    Later,
+    /// Their events, into each invocation's `inputs`.
+    Events,
+    /// The only one started, by extracting its typed inputs into `prepared` (its body
+    /// starts on this thread: [`Engine::run`] on a task that drives all of the run's
+    /// executions); when there are several, as `Events`.
+    Extract,
+}
+
 /// A started execution, ready to run.
 pub(crate) struct Invocation {
     execution: ExecutionId,
@@ -1526,7 +1539,13 @@ impl Engine {
             Some(ids.start),
         )?;
         let slot = self.new_run(None, &ev, ids)?;
-        let applied = self.shared.apply(&slot, Input::Append(ev))?;
+        // Where this task drives all of the run's executions, the first one's inputs are
+        // extracted in the start event's locked section (its body starts on this task).
+        let shares = shares_task(&self.shared);
+        let bind = if shares { Bind::Extract } else { Bind::Events };
+        let applied = self
+            .shared
+            .apply_with(&slot, Input::Append(ev), Vec::new(), bind)?;
         let stored = match applied.durable {
             Pending::Ready(r) => r,
             waiting => waiting.wait().await,
@@ -1541,7 +1560,7 @@ impl Engine {
         slot.bump();
         // Executions started by events sent from other tasks run elsewhere (their own tasks
         // or the engine's driver): when the driving stops before the run is quiet, wait.
-        if !drive_started(&self.shared, &slot, applied.started).await {
+        if !drive_started(&self.shared, &slot, applied.started, shares).await {
             slot.until_quiet().await;
         }
         let run_id = String::from(&*slot.run_id);
@@ -1918,14 +1937,19 @@ impl Shared {
 
     /// Applies one input under the run's lock and hands the journal entry to the backend.
     fn apply(&self, slot: &RunSlot, input: Input) -> Result<Applied, EngineError> {
-        self.apply_with(slot, input, Vec::new(), true)
+        self.apply_with(slot, input, Vec::new(), Bind::Events)
     }
 
     /// [`Shared::apply`] for an input whose executions [`Shared::launch`] hands out: for the
     /// engine's local driver they are bound when their turn comes, not now (a run waiting
     /// in its queue holds no input vectors).
     fn apply_to_launch(&self, slot: &RunSlot, input: Input) -> Result<Applied, EngineError> {
-        self.apply_with(slot, input, Vec::new(), !shares_task(self))
+        let bind = if shares_task(self) {
+            Bind::Later
+        } else {
+            Bind::Events
+        };
+        self.apply_with(slot, input, Vec::new(), bind)
     }
 
     /// [`Shared::apply`] with the emptied input buffers of the execution that completed
@@ -1935,7 +1959,7 @@ impl Shared {
         slot: &RunSlot,
         input: Input,
         spare: Vec<Vec<BoundEvent>>,
-        bind: bool,
+        bind: Bind,
     ) -> Result<Applied, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
@@ -1948,18 +1972,27 @@ impl Shared {
         let entry = self.apply_locked(slot, st, input)?;
         let mut started = Started::None;
         let mut xs = st.run.drain_started().peekable();
-        if bind && xs.peek().is_some() {
+        if bind != Bind::Later && xs.peek().is_some() {
             // The run is about to execute (perhaps for the first time).
             self.adopt_spare(st);
         }
-        for x in xs {
-            started.push(if bind {
-                invocation(st, &self.type_names, x, 1)
-            } else {
-                Invocation {
+        while let Some(x) = xs.next() {
+            started.push(match bind {
+                Bind::Later => Invocation {
                     execution: x,
                     ..Invocation::empty()
+                },
+                // The only execution the input started: its body starts on this thread, its
+                // inputs extracted now, under this lock.
+                Bind::Extract if xs.peek().is_none() && started.is_empty() => {
+                    let mut inv = Invocation {
+                        extract: true,
+                        ..Invocation::empty()
+                    };
+                    invocation_into(st, self, x, 1, &mut inv);
+                    inv
                 }
+                Bind::Events | Bind::Extract => invocation(st, &self.type_names, x, 1),
             });
         }
         if let Some((x, attempt)) = entry.retried {
@@ -3388,11 +3421,17 @@ async fn drive(shared: Arc<Shared>, slot: Arc<RunSlot>, inv: Invocation) {
 /// Drives the executions an input started on this task: none — the run may have ended;
 /// one — inline; several — together on this task or, where tasks add parallelism, the
 /// others on their own tasks.
-async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Started) -> bool {
+/// `shares`: [`shares_task`], as the caller saw it.
+async fn drive_started(
+    shared: &Arc<Shared>,
+    slot: &Arc<RunSlot>,
+    started: Started,
+    shares: bool,
+) -> bool {
     match started {
         Started::None => shared.maybe_evict(slot),
-        Started::One(first) => drive_steps(shared, slot, first).await,
-        Started::Many(all) if shares_task(shared) => {
+        Started::One(first) => drive_steps(shared, slot, first, shares).await,
+        Started::Many(all) if shares => {
             drive_local(shared, None, Some(queued(slot, all)), None, Some(slot)).await
         }
         Started::Many(all) => {
@@ -3403,7 +3442,7 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
             for other in all {
                 spawn_drive(shared.clone(), slot.clone(), other);
             }
-            drive_steps(shared, slot, first).await
+            drive_steps(shared, slot, first, shares).await
         }
     }
 }
@@ -3412,8 +3451,14 @@ async fn drive_started(shared: &Arc<Shared>, slot: &Arc<RunSlot>, started: Start
 /// execution became ready; where tasks add no parallelism ([`shares_task`]) all of them,
 /// through [`drive_local`]; elsewhere the others on their own tasks.
 /// Returns whether the run was seen quiet when the driving stopped (`false`: not known).
-async fn drive_steps(shared: &Arc<Shared>, slot: &Arc<RunSlot>, inv: Invocation) -> bool {
-    if shares_task(shared) {
+/// `shares`: [`shares_task`], as the caller saw it.
+async fn drive_steps(
+    shared: &Arc<Shared>,
+    slot: &Arc<RunSlot>,
+    inv: Invocation,
+    shares: bool,
+) -> bool {
+    if shares {
         drive_local(shared, Some((slot.clone(), inv)), None, None, Some(slot)).await
     } else {
         // Boxed: the in-memory path keeps the smaller future.
@@ -4498,7 +4543,9 @@ mod tests {
         assert_eq!(spare(&engine), 1);
     }
 
-    #[tokio::test(flavor = "current_thread")]
+    /// On a multi-thread runtime `Engine::run` binds its first step's events into input
+    /// vectors (on a current-thread one it extracts them: see the next test).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_recycled_slot_keeps_the_input_and_output_buffers_of_its_last_execution() {
         use crate::event::{StopEvent, UserMessageEvent};
         use crate::params::Required;
@@ -4541,6 +4588,58 @@ mod tests {
         assert!(outs >= 1, "room for the step's output");
         engine.run(UserMessageEvent::new("b")).await.unwrap();
         assert_eq!(buffers(&engine).3, at, "the next run used the same vectors");
+    }
+
+    /// Where `Engine::run` drives all of a run's executions on its task (a current-thread
+    /// runtime, the in-memory store), the first step's typed inputs are extracted in the
+    /// start event's locked section, as the later steps' are: no input vectors are made, and
+    /// the output vector goes round from run to run.
+    #[tokio::test(flavor = "current_thread")]
+    async fn engine_run_extracts_its_first_steps_inputs_with_the_start_event_applied() {
+        use crate::event::{StopEvent, UserMessageEvent};
+        use crate::params::Required;
+        use crate::workflow::{Step, StepError};
+        let wf = Workflow::builder("OneExtracted")
+            .step(Step::new(
+                "stop",
+                |_: Required<UserMessageEvent>, _: StepCtx| async {
+                    Ok::<_, StepError>(StopEvent::default())
+                },
+            ))
+            .build()
+            .expect("valid workflow");
+        let engine = Engine::new(
+            wf,
+            Arc::new(crate::backend::memory::MemoryBackend::new()),
+            EngineOptions {
+                keep_ended_runs: false,
+                ..EngineOptions::default()
+            },
+        );
+        let buffers = |e: &Engine| {
+            let runs = e.shared.runs.read().unwrap_or_else(|p| p.into_inner());
+            let slot = runs.spare.first().expect("the ended run's slot is kept");
+            let st = slot.lock();
+            let sc = st
+                .scratch
+                .as_ref()
+                .expect("a recycled slot keeps its buffers");
+            (
+                sc.spare_inputs.len(),
+                sc.spare_outs.capacity(),
+                sc.spare_outs.as_ptr() as usize,
+            )
+        };
+        engine.run(UserMessageEvent::new("a")).await.unwrap();
+        let (params, outs, at) = buffers(&engine);
+        assert_eq!(params, 0, "no input vectors: the inputs were extracted");
+        assert!(outs >= 1, "room for the step's output");
+        engine.run(UserMessageEvent::new("b")).await.unwrap();
+        assert_eq!(
+            buffers(&engine).2,
+            at,
+            "the next run used the same output vector"
+        );
     }
 
     /// The display counter is recycled along an inline chain: each execution still numbers
