@@ -171,6 +171,9 @@ pub(crate) struct Shared {
     /// Per step: the types it declares as outputs, looked up before `type_ids` (a step
     /// returns one of a few types: comparing a short name beats hashing it).
     out_types: Vec<OutTypes>,
+    /// The start event types that have a Rust type, by its name: a typed start event's
+    /// name is compared by address with these before `type_ids` is looked up.
+    start_types: Box<[(&'static str, saap_dispatch::TypeId)]>,
     opts: EngineOptions,
     ids: IdGen,
     /// Where started executions go instead of running here (set by a distributed engine
@@ -1300,7 +1303,7 @@ impl Engine {
     /// for a store that may hold runs).
     pub fn new(workflow: Workflow, backend: Arc<dyn Backend>, opts: EngineOptions) -> Engine {
         let fingerprint = workflow.compiled().fingerprint();
-        let type_names = workflow
+        let type_names: Arc<[EventName]> = workflow
             .compiled()
             .types
             .iter()
@@ -1335,6 +1338,18 @@ impl Engine {
                     .collect()
             })
             .collect();
+        let start_types = type_names
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| match n {
+                EventName::Static(n) => {
+                    let t = i as saap_dispatch::TypeId;
+                    let kind = workflow.compiled().type_info(t).kind;
+                    (kind.is_start() && kind.is_control()).then_some((*n, t))
+                }
+                EventName::Shared(_) => None,
+            })
+            .collect();
         Engine {
             shared: Arc::new_cyclic(|this| Shared {
                 ctx_ref: crate::context::EngineRef::register(this.clone()),
@@ -1346,6 +1361,7 @@ impl Engine {
                 runs: RwLock::new(Runs::default()),
                 type_ids,
                 out_types,
+                start_types,
                 opts,
                 ids: IdGen::new(),
                 executor: std::sync::OnceLock::new(),
@@ -1853,7 +1869,16 @@ impl Shared {
         id: Option<EventId>,
     ) -> Result<Incoming, EngineError> {
         let spec = self.workflow.compiled();
-        let Some(t) = self.type_ids.get(&*name).copied() else {
+        let t = match &name {
+            // A typed start event: one address comparison per start type, no hashing.
+            std::borrow::Cow::Borrowed(n) => self
+                .start_types
+                .iter()
+                .find(|(s, _)| std::ptr::eq(*s, *n))
+                .map(|&(_, t)| t),
+            std::borrow::Cow::Owned(_) => None,
+        };
+        let Some(t) = t.or_else(|| self.type_ids.get(&*name).copied()) else {
             return Err(EngineError::UnknownEventType {
                 name: name.to_string(),
                 workflow: self.workflow.name().to_string(),
@@ -4588,6 +4613,62 @@ mod tests {
         assert!(outs >= 1, "room for the step's output");
         engine.run(UserMessageEvent::new("b")).await.unwrap();
         assert_eq!(buffers(&engine).3, at, "the next run used the same vectors");
+    }
+
+    /// A typed start event's type is found by comparing its name's address with the
+    /// workflow's start types (the same type id as the name table gives); other types are
+    /// not in that list, and a name made at run time is still looked up by its text.
+    #[test]
+    fn a_typed_start_event_finds_its_type_without_the_name_table() {
+        use crate::event::{Event, StopEvent, UserMessageEvent};
+        use crate::params::Required;
+        use crate::workflow::{Step, StepError};
+        let wf = Workflow::builder("StartTypes")
+            .step(Step::new(
+                "stop",
+                |_: Required<UserMessageEvent>, _: StepCtx| async {
+                    Ok::<_, StepError>(StopEvent::default())
+                },
+            ))
+            .build()
+            .expect("valid workflow");
+        let engine = Engine::in_memory(wf);
+        let shared = &engine.shared;
+        let by_text = shared.type_ids.get(UserMessageEvent::NAME).copied();
+        assert!(by_text.is_some());
+        assert!(
+            shared
+                .start_types
+                .iter()
+                .any(|&(n, t)| n == UserMessageEvent::NAME && Some(t) == by_text),
+            "the start type is listed with its id"
+        );
+        assert!(
+            shared
+                .start_types
+                .iter()
+                .all(|&(n, _)| n != StopEvent::NAME),
+            "only start events are listed"
+        );
+        let typed = shared
+            .incoming_named(
+                UserMessageEvent::NAME.into(),
+                Payload::typed(UserMessageEvent::new("a")),
+                1,
+                None,
+            )
+            .expect("a declared start event");
+        let named = shared
+            .incoming(
+                &String::from(UserMessageEvent::NAME),
+                Payload::typed(UserMessageEvent::new("a")),
+                1,
+                None,
+            )
+            .expect("the same type by its text");
+        assert!(
+            matches!((typed.ty, named.ty), (NewEventType::Known(a), NewEventType::Known(b)) if Some(a) == by_text && a == b)
+        );
     }
 
     /// Where `Engine::run` drives all of a run's executions on its task (a current-thread
