@@ -2840,29 +2840,56 @@ impl Shared {
         }
     }
 
-    /// Makes an execution's body and polls it once, catching a panic of either (one
-    /// unwinding guard for both): what it returned, or the body, which waits. A body that
-    /// ended is kept by this thread for its step's next execution.
+    /// Starts the body of `inv` (bound, see [`invocation_into`]) and polls it once, catching
+    /// a panic: what it returned, or the body, which waits. A body that ended is kept by this
+    /// thread for its step's next execution, and the bound events are released.
     fn first_poll(
         &self,
+        slot: &RunSlot,
+        inv: &mut Invocation,
+        cx: &mut std::task::Context<'_>,
+    ) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
+        let step_idx = inv.step;
+        let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
+            return Ok(Err(format!("the workflow has no step {step_idx}")));
+        };
+        let ctx = NewCtx::Local {
+            engine: self.ctx_ref,
+            slot,
+            execution: inv.execution,
+            attempt: inv.attempt,
+        };
+        match inv.prepared.take() {
+            // Its inputs were extracted under the run's lock (no bound events to release).
+            Some(Ok(body)) => {
+                let outs = std::mem::take(&mut inv.outs);
+                self.start_prepared(step_idx, step, body, ctx, outs, cx)
+            }
+            Some(Err(failed)) => Ok(Err(failed)),
+            None => {
+                let outs = std::mem::take(&mut inv.outs);
+                let polled = self.start_bound(step_idx, step, &inv.inputs, ctx, outs, cx);
+                if polled.is_ok() {
+                    end_body(inv);
+                }
+                polled
+            }
+        }
+    }
+
+    /// [`Shared::first_poll`] of a body run bound to events (`inputs`): one dynamic call
+    /// extracts the inputs, makes the body and polls it, under one unwinding guard.
+    fn start_bound(
+        &self,
         step_idx: StepIdx,
-        prepared: Option<Result<StepFuture, String>>,
+        step: &StepImpl,
         inputs: &[Vec<BoundEvent>],
         ctx: NewCtx<'_>,
         outs: Vec<OutEvent>,
         cx: &mut std::task::Context<'_>,
     ) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
-        let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
-            return Ok(Err(format!("the workflow has no step {step_idx}")));
-        };
-        match prepared {
-            Some(Ok(body)) => return self.start_prepared(step_idx, step, body, ctx, outs, cx),
-            Some(Err(failed)) => return Ok(Err(failed)),
-            None => {}
-        }
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let mut body = crate::workflow::body_run(step);
-            // One dynamic call extracts the inputs, makes the body and polls it.
             match body
                 .as_mut()
                 .start(&step.body_fn, inputs, ctx, outs, Some(cx))
@@ -3846,34 +3873,20 @@ async fn drive_local(
 /// waits. With `budget`, first takes a unit of the task's cooperative budget (a long chain
 /// whose steps never wait would otherwise keep its worker busy): once the task used its
 /// budget, it yields before starting the body. A plain future, not an `async fn`: a step
-/// costs no state machine of its own.
+/// costs no state machine of its own. Awaited, it starts the body once (it is ready after
+/// the poll that starts it).
 fn start_and_poll<'a>(
     shared: &'a Arc<Shared>,
     slot: &'a Arc<RunSlot>,
     inv: &'a mut Invocation,
     budget: bool,
 ) -> impl Future<Output = Result<Result<Vec<OutEvent>, String>, StepFuture>> + 'a {
-    let mut outs = Some(std::mem::take(&mut inv.outs));
     std::future::poll_fn(move |cx| {
         if budget {
             // Nothing is started before the budget allows it: a yield loses no work.
             std::task::ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
         }
-        let Some(outs) = outs.take() else {
-            return Poll::Ready(Ok(Err("a step was started twice".to_string())));
-        };
-        let ctx = NewCtx::Local {
-            engine: shared.ctx_ref,
-            slot,
-            execution: inv.execution,
-            attempt: inv.attempt,
-        };
-        let prepared = inv.prepared.take();
-        let polled = shared.first_poll(inv.step, prepared, &inv.inputs, ctx, outs, cx);
-        if polled.is_ok() {
-            end_body(inv);
-        }
-        Poll::Ready(polled)
+        Poll::Ready(shared.first_poll(slot, inv, cx))
     })
 }
 
