@@ -1609,6 +1609,31 @@ impl Run {
         self.returned(execution, attempt, outputs, pre)
     }
 
+    /// [`Run::complete_returned`] for what most steps return: one event of a known type,
+    /// taken by value (no vector). When that event is a chain link the run takes on its
+    /// direct path, the execution is completed, the event appended and dispatched, with the
+    /// very records of the general path, and its log position is returned (where the
+    /// caller's copy of the log puts its payload). `Ok(None)`, having changed nothing, when
+    /// it is not (the type is not a chain link, the id may be a duplicate, the run is not
+    /// live...): the caller then completes through [`Run::complete_returned`].
+    pub fn complete_linked(
+        &mut self,
+        execution: ExecutionId,
+        attempt: u32,
+        id: EventId,
+        ty: TypeId,
+    ) -> Result<Option<Seq>, CompleteError> {
+        self.live_execution(execution, attempt)?;
+        let Some(link) = self.spec.chain_link(ty) else {
+            return Ok(None);
+        };
+        self.size_for_a_whole_run();
+        let seq = self.log.len() as Seq;
+        Ok(self
+            .chain_link(execution, attempt, id, ty, link)
+            .then_some(seq))
+    }
+
     /// A live execution returned `outputs` (appended in return order, each dispatched).
     fn returned(
         &mut self,

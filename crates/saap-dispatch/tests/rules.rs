@@ -964,3 +964,58 @@ fn complete_returned_decides_as_complete_and_keeps_the_callers_buffer() {
     assert!(matches!(err, CompleteError::AlreadyFinished(_)), "{err:?}");
     assert_eq!(buf.len(), 2);
 }
+
+/// `complete_linked` (one output of a chain link's type, by value) decides exactly as
+/// `complete` with that one output (same records, log and started executions) and says
+/// where the event was logged; it declines, changing nothing, an output that is not a chain
+/// link or whose id is already in the log (the general path decides those), and refuses a
+/// completion that is not live as `complete` does.
+#[test]
+fn complete_linked_decides_as_complete_and_declines_what_is_not_a_direct_link() {
+    let yaml = spec(
+        "  - {name: s, params: [{name: x, kind: required, types: [StartEvent]}], outputs: [A]}
+  - {name: t, params: [{name: a, kind: required, types: [A]}], outputs: [B]}
+  - {name: u, params: [{name: b, kind: required, types: [B]}, {name: c, kind: required, types: [C]}], outputs: [Done]}",
+    );
+    let mut general = H::new(&yaml);
+    let mut linked = H::new(&yaml);
+    general.send("StartEvent");
+    linked.send("StartEvent");
+    let x = general.started()[0];
+    assert_eq!(linked.started(), vec![x]);
+    let (a, b) = (
+        linked.spec().type_id("A").unwrap(),
+        linked.spec().type_id("B").unwrap(),
+    );
+    general.complete(x, &["A"]);
+    let id = derived_event_id(linked.run.run_key(), x, 0);
+    assert_eq!(linked.run.complete_linked(x, 1, id, a), Ok(Some(1)));
+    assert_eq!(linked.run.log()[1].id, id);
+    assert_eq!(general.run.records(), linked.run.records());
+    assert_eq!(general.run.log(), linked.run.log());
+    let y = general.started()[0];
+    assert_eq!(linked.started(), vec![y]);
+
+    // A completion that is not live is refused, as by `complete`.
+    assert!(matches!(
+        linked.run.complete_linked(x, 1, id, a),
+        Err(CompleteError::AlreadyFinished(_))
+    ));
+    assert!(matches!(
+        linked.run.complete_linked(y, 2, id, b),
+        Err(CompleteError::StaleAttempt { .. })
+    ));
+
+    // B is not a chain link (its step waits for C too): declined, nothing changed.
+    let records = linked.run.records().len();
+    let id_b = derived_event_id(linked.run.run_key(), y, 0);
+    assert_eq!(linked.run.complete_linked(y, 1, id_b, b), Ok(None));
+    // An id already in the log may be a duplicate: declined too.
+    assert_eq!(linked.run.complete_linked(y, 1, id, a), Ok(None));
+    assert_eq!(linked.run.records().len(), records);
+    assert_eq!(linked.run.log().len(), 2);
+    assert_eq!(linked.run.execution(y).unwrap().state, ExecState::Running);
+    general.complete(y, &["B"]);
+    linked.complete(y, &["B"]);
+    assert_eq!(general.run.records(), linked.run.records());
+}

@@ -1940,6 +1940,16 @@ impl Shared {
         self.out_type_searched(step, name)
     }
 
+    /// The type of an output named `name` of `step` when it is the type the step declares
+    /// first, by address (a Rust type's name): most steps' one output.
+    #[inline(always)]
+    fn out_type_declared_first(&self, step: StepIdx, name: &str) -> Option<saap_dispatch::TypeId> {
+        match self.out_types.get(step as usize)?.first() {
+            Some((EventName::Static(d), t)) if std::ptr::eq(*d, name) => Some(*t),
+            _ => None,
+        }
+    }
+
     /// [`Shared::out_type`] by searching the step's declared types, then the workflow's.
     #[inline(never)]
     fn out_type_searched(&self, step: Option<StepIdx>, name: &str) -> NewEventType {
@@ -2101,6 +2111,29 @@ impl Shared {
         step: StepIdx,
         mut outs: Vec<OutEvent>,
     ) -> Result<(Pending<()>, bool), EngineError> {
+        if let [o] = &outs[..]
+            && let Some(t) = self.out_type_declared_first(step, &o.name)
+        {
+            // Most steps return one event of the type they declare, which starts the next
+            // step: the core takes it by value and its payload goes straight to the log
+            // position the core gives it (no output vectors, no precondition evaluator).
+            let id = derived_event_id(slot.run_key, execution, 0);
+            match st.run.complete_linked(execution, attempt, id, t) {
+                Ok(Some(seq)) => {
+                    if let Some(o) = outs.pop() {
+                        put_payload(st, seq, id, o.payload);
+                    }
+                    let sc = scratch(&mut st.scratch);
+                    if sc.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
+                        sc.spare_outs = outs;
+                    }
+                    return Ok(self.after_completion(slot, st));
+                }
+                // Not a link the core takes directly: the general path below.
+                Ok(None) => {}
+                Err(e) => return self.completion_refused(slot, e),
+            }
+        }
         if outs.len() > SPARE_SLOT_MAX_EVENTS {
             self.adopt_large(st);
         }
@@ -2178,29 +2211,45 @@ impl Shared {
         } else {
             news.clear();
         }
-        match completed {
-            Ok(()) => {}
-            Err(CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_)) => {
-                tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
-                pending.clear();
-                return Ok((Pending::Ready(Ok(())), false));
-            }
-            Err(e) => {
-                pending.clear();
-                return Err(EngineError::Core {
-                    run_id: slot.run_id.to_string(),
-                    detail: e.to_string(),
-                });
-            }
+        if let Err(e) = completed {
+            pending.clear();
+            return self.completion_refused(slot, e);
         }
         add_payloads(run, payloads, true, pending);
         pending.clear();
+        Ok(self.after_completion(slot, st))
+    }
+
+    /// What [`Shared::complete_unjournaled`] hands back once the core took the completion.
+    #[inline]
+    fn after_completion(&self, slot: &RunSlot, st: &mut RunState) -> (Pending<()>, bool) {
         if !st.run.is_terminated() {
             // Nothing to hand to the store: it only hears of a run's end.
             st.records_sent = st.run.records().len();
-            return Ok((Pending::Ready(Ok(())), false));
+            return (Pending::Ready(Ok(())), false);
         }
-        Ok(self.seal(slot, st, None, &[]))
+        self.seal(slot, st, None, &[])
+    }
+
+    /// A completion the core refused: a stale one is dropped (its attempt was retried, or
+    /// the execution finished already), any other is an error.
+    #[cold]
+    fn completion_refused(
+        &self,
+        slot: &RunSlot,
+        e: CompleteError,
+    ) -> Result<(Pending<()>, bool), EngineError> {
+        match e {
+            CompleteError::StaleAttempt { execution, .. }
+            | CompleteError::AlreadyFinished(execution) => {
+                tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
+                Ok((Pending::Ready(Ok(())), false))
+            }
+            e => Err(EngineError::Core {
+                run_id: slot.run_id.to_string(),
+                detail: e.to_string(),
+            }),
+        }
     }
 
     /// Applies one input to the core under the run's lock (held by the caller) and hands
@@ -3192,6 +3241,23 @@ fn keep_buffers_locked(st: &mut RunState, inv: Invocation) {
 /// payloads may have been moved out already).
 fn fill_payloads(st: &mut RunState, pending: &mut Vec<(EventId, Payload)>) {
     add_payloads(&st.run, &mut st.payloads, st.scratch.is_some(), pending);
+}
+
+/// Puts the payload of the event the core just logged at `seq` (the one event `id` of a
+/// completion) in the run's payload table, which mirrors the log.
+#[inline]
+fn put_payload(st: &mut RunState, seq: Seq, id: EventId, payload: Payload) {
+    let payloads = &mut st.payloads;
+    if seq as usize == payloads.len() && payloads.len() < payloads.capacity() {
+        payloads.push(payload);
+        return;
+    }
+    // The table needs room (a run's first completion): as for any other event.
+    let pending = &mut scratch(&mut st.scratch).pending;
+    pending.clear();
+    pending.push((id, payload));
+    add_payloads_in_order(&st.run, payloads, true, pending);
+    pending.clear();
 }
 
 /// [`fill_payloads`] over the parts of a run's state: its core `run`, its `payloads`, and
