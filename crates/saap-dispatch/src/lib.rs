@@ -36,7 +36,8 @@ pub mod spec;
 
 pub use compiled::{CompiledSpec, EventKind, TypeId};
 pub use ids::{
-    EventId, ExecutionId, ParamIdx, Seq, StepIdx, counter_event_id, derived_event_id, run_key,
+    EventId, ExecutionId, OutputIds, ParamIdx, Seq, StepIdx, counter_event_id, derived_event_id,
+    run_key,
 };
 pub use load::{SpecError, SpecSyntax, parse_spec};
 pub use record::{Origin, Record, RecordIter, Records, SkipReason, Termination};

@@ -447,6 +447,8 @@ struct Scratch {
     /// The core's view of a completion's outputs, handed to `Run::complete_returned` (kept
     /// empty between completions: no vector per completion).
     news: Vec<NewEvent>,
+    /// The ids of the run's outputs, made for its run key (see [`Scratch::output_ids`]).
+    ids: Option<saap_dispatch::OutputIds>,
 }
 
 impl Scratch {
@@ -456,6 +458,7 @@ impl Scratch {
             spare_inputs,
             spare_outs,
             news,
+            ids: _,
         } = self;
         pending.clear();
         // Emptied by the executions that used them; emptied again in case one did not
@@ -463,6 +466,18 @@ impl Scratch {
         spare_inputs.iter_mut().for_each(Vec::clear);
         spare_outs.clear();
         news.clear();
+    }
+}
+
+impl Scratch {
+    /// The ids of the outputs of the run keyed `run_key` (made once per run: the slot and
+    /// its scratch may serve another run since).
+    #[inline]
+    fn output_ids(&mut self, run_key: u64) -> saap_dispatch::OutputIds {
+        match self.ids {
+            Some(ids) if ids.run_key() == run_key => ids,
+            _ => *self.ids.insert(saap_dispatch::OutputIds::new(run_key)),
+        }
     }
 }
 
@@ -2117,7 +2132,9 @@ impl Shared {
             // Most steps return one event of the type they declare, which starts the next
             // step: the core takes it by value and its payload goes straight to the log
             // position the core gives it (no output vectors, no precondition evaluator).
-            let id = derived_event_id(slot.run_key, execution, 0);
+            let id = scratch(&mut st.scratch)
+                .output_ids(slot.run_key)
+                .id(execution, 0);
             match st.run.complete_linked(execution, attempt, id, t) {
                 Ok(Some(seq)) => {
                     if let Some(o) = outs.pop() {
@@ -2125,7 +2142,9 @@ impl Shared {
                     }
                     let sc = scratch(&mut st.scratch);
                     if sc.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
-                        sc.spare_outs = outs;
+                        // The vector replaced has no allocation (capacity 0), hence no
+                        // elements: nothing to drop (dropping it costs a call).
+                        std::mem::forget(std::mem::replace(&mut sc.spare_outs, outs));
                     }
                     return Ok(self.after_completion(slot, st));
                 }
