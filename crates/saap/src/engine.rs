@@ -2073,7 +2073,18 @@ impl Shared {
         let st = &mut *guard;
         let (durable, ended) = match outcome {
             Ok(outs) if !self.journal && st.failure.is_none() => {
-                self.complete_unjournaled(slot, st, inv.execution, inv.attempt, inv.step, outs)?
+                match self.complete_unjournaled(
+                    slot,
+                    st,
+                    inv.execution,
+                    inv.attempt,
+                    inv.step,
+                    outs,
+                )? {
+                    // Made here, not moved out of the call (no copy of the whole `Pending`).
+                    None => (Pending::Ready(Ok(())), false),
+                    Some(sealed) => sealed,
+                }
             }
             outcome => {
                 let entry = self.apply_locked(
@@ -2117,6 +2128,7 @@ impl Shared {
 
     /// [`Shared::apply_locked`] for what most completions are: a step that returned, in an
     /// engine without a journal (nothing to encode, no precondition results to keep).
+    /// `None` when the completion is durable at once and did not end the run.
     fn complete_unjournaled(
         &self,
         slot: &RunSlot,
@@ -2125,7 +2137,7 @@ impl Shared {
         attempt: u32,
         step: StepIdx,
         mut outs: Vec<OutEvent>,
-    ) -> Result<(Pending<()>, bool), EngineError> {
+    ) -> Result<Option<(Pending<()>, bool)>, EngineError> {
         if let [o] = &outs[..]
             && let Some(t) = self.out_type_declared_first(step, &o.name)
         {
@@ -2239,15 +2251,16 @@ impl Shared {
         Ok(self.after_completion(slot, st))
     }
 
-    /// What [`Shared::complete_unjournaled`] hands back once the core took the completion.
+    /// What [`Shared::complete_unjournaled`] hands back once the core took the completion:
+    /// `None` when the run goes on (durable at once, not ended).
     #[inline]
-    fn after_completion(&self, slot: &RunSlot, st: &mut RunState) -> (Pending<()>, bool) {
+    fn after_completion(&self, slot: &RunSlot, st: &mut RunState) -> Option<(Pending<()>, bool)> {
         if !st.run.is_terminated() {
             // Nothing to hand to the store: it only hears of a run's end.
             st.records_sent = st.run.records().len();
-            return (Pending::Ready(Ok(())), false);
+            return None;
         }
-        self.seal(slot, st, None, &[])
+        Some(self.seal(slot, st, None, &[]))
     }
 
     /// A completion the core refused: a stale one is dropped (its attempt was retried, or
@@ -2257,12 +2270,12 @@ impl Shared {
         &self,
         slot: &RunSlot,
         e: CompleteError,
-    ) -> Result<(Pending<()>, bool), EngineError> {
+    ) -> Result<Option<(Pending<()>, bool)>, EngineError> {
         match e {
             CompleteError::StaleAttempt { execution, .. }
             | CompleteError::AlreadyFinished(execution) => {
                 tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
-                Ok((Pending::Ready(Ok(())), false))
+                Ok(None)
             }
             e => Err(EngineError::Core {
                 run_id: slot.run_id.to_string(),
