@@ -4679,14 +4679,13 @@ mod tests {
         assert_eq!(spare(&engine), 1);
     }
 
-    /// On a multi-thread runtime `Engine::run` binds its first step's events into input
-    /// vectors (on a current-thread one it extracts them: see the next test).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_recycled_slot_keeps_the_input_and_output_buffers_of_its_last_execution() {
+    /// An in-memory engine of one step that stops the run, keeping no ended runs (their
+    /// slots go to the spare list, buffers included).
+    fn one_stop_step_engine(name: &str) -> Engine {
         use crate::event::{StopEvent, UserMessageEvent};
         use crate::params::Required;
         use crate::workflow::{Step, StepError};
-        let wf = Workflow::builder("One")
+        let wf = Workflow::builder(name)
             .step(Step::new(
                 "stop",
                 |_: Required<UserMessageEvent>, _: StepCtx| async {
@@ -4695,14 +4694,22 @@ mod tests {
             ))
             .build()
             .expect("valid workflow");
-        let engine = Engine::new(
+        Engine::new(
             wf,
             Arc::new(crate::backend::memory::MemoryBackend::new()),
             EngineOptions {
                 keep_ended_runs: false,
                 ..EngineOptions::default()
             },
-        );
+        )
+    }
+
+    /// On a multi-thread runtime `Engine::run` binds its first step's events into input
+    /// vectors (on a current-thread one it extracts them: see the next test).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_recycled_slot_keeps_the_input_and_output_buffers_of_its_last_execution() {
+        use crate::event::UserMessageEvent;
+        let engine = one_stop_step_engine("One");
         let buffers = |e: &Engine| {
             let runs = e.shared.runs.read().unwrap_or_else(|p| p.into_inner());
             let slot = runs.spare.first().expect("the ended run's slot is kept");
@@ -4788,26 +4795,8 @@ mod tests {
     /// the output vector goes round from run to run.
     #[tokio::test(flavor = "current_thread")]
     async fn engine_run_extracts_its_first_steps_inputs_with_the_start_event_applied() {
-        use crate::event::{StopEvent, UserMessageEvent};
-        use crate::params::Required;
-        use crate::workflow::{Step, StepError};
-        let wf = Workflow::builder("OneExtracted")
-            .step(Step::new(
-                "stop",
-                |_: Required<UserMessageEvent>, _: StepCtx| async {
-                    Ok::<_, StepError>(StopEvent::default())
-                },
-            ))
-            .build()
-            .expect("valid workflow");
-        let engine = Engine::new(
-            wf,
-            Arc::new(crate::backend::memory::MemoryBackend::new()),
-            EngineOptions {
-                keep_ended_runs: false,
-                ..EngineOptions::default()
-            },
-        );
+        use crate::event::UserMessageEvent;
+        let engine = one_stop_step_engine("OneExtracted");
         let buffers = |e: &Engine| {
             let runs = e.shared.runs.read().unwrap_or_else(|p| p.into_inner());
             let slot = runs.spare.first().expect("the ended run's slot is kept");
