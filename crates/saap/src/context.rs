@@ -96,7 +96,7 @@ impl LocalRun {
         let new_thread = slot.new_thread();
         LocalRun {
             engine,
-            run_id: IdText::new(&slot.run_id),
+            run_id: IdText::from_run(slot.id_text()),
             thread_id: match slot.given_thread() {
                 Some(t) => OnceLock::from(IdText::new(t)),
                 None => OnceLock::new(),
@@ -164,6 +164,17 @@ impl IdText {
             }
         } else {
             IdText::Shared(id.clone())
+        }
+    }
+    /// A run's id: an engine-made one copied, without making its shared text.
+    #[inline(always)]
+    fn from_run(id: &crate::engine::RunIdText) -> IdText {
+        match id {
+            crate::engine::RunIdText::Hex(bytes) => IdText::Inline {
+                len: INLINE_ID as u8,
+                bytes: *bytes,
+            },
+            crate::engine::RunIdText::Other(s) => IdText::new(s),
         }
     }
     fn as_str(&self) -> &str {

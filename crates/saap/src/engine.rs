@@ -215,24 +215,24 @@ struct Runs {
 #[derive(Clone)]
 struct Held(Arc<RunSlot>);
 
-impl std::borrow::Borrow<str> for Held {
-    fn borrow(&self) -> &str {
-        &self.0.run_id
+impl std::borrow::Borrow<[u8]> for Held {
+    fn borrow(&self) -> &[u8] {
+        self.0.id.as_bytes()
     }
 }
 
 impl PartialEq for Held {
     fn eq(&self, other: &Held) -> bool {
-        self.0.run_id == other.0.run_id
+        self.0.id.as_bytes() == other.0.id.as_bytes()
     }
 }
 
 impl Eq for Held {}
 
 impl std::hash::Hash for Held {
-    // As the id itself hashes (`Borrow<str>` lookups find it).
+    // As the id's bytes hash (`Borrow<[u8]>` lookups find it).
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        str::hash(&self.0.run_id, state);
+        <[u8]>::hash(self.0.id.as_bytes(), state);
     }
 }
 
@@ -258,7 +258,11 @@ struct SpareTables {
 
 /// One run: the core state behind its lock, and a version counter bumped on each change.
 pub(crate) struct RunSlot {
-    pub run_id: Arc<str>,
+    /// The run's id: an engine-made one as its hex text, inline.
+    id: RunIdText,
+    /// The run's id as shared text, made on first use ([`RunSlot::run_id`]): a run of the
+    /// in-memory store that nothing inspects never needs it.
+    run_id: std::sync::OnceLock<Arc<str>>,
     /// The thread's id as text: given, or made from `new_thread` on first use (most runs
     /// of the in-memory store never show it).
     thread_id: std::sync::OnceLock<Arc<str>>,
@@ -588,11 +592,37 @@ impl RunState {
     }
 }
 
+/// A run's id: the engine's own ids (24 hex characters) inline, any other shared.
+pub(crate) enum RunIdText {
+    Hex([u8; 24]),
+    Other(Arc<str>),
+}
+
+impl RunIdText {
+    /// The id's text, as bytes.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            RunIdText::Hex(b) => b,
+            RunIdText::Other(s) => s.as_bytes(),
+        }
+    }
+}
+
+impl From<&str> for RunIdText {
+    fn from(s: &str) -> RunIdText {
+        match <[u8; 24]>::try_from(s.as_bytes()) {
+            Ok(b) if b.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) => RunIdText::Hex(b),
+            _ => RunIdText::Other(s.into()),
+        }
+    }
+}
+
 impl RunSlot {
-    fn new(run_id: Arc<str>, thread: Thread, run: Run) -> RunSlot {
+    fn new(id: RunIdText, thread: Thread, run: Run) -> RunSlot {
         let (thread_id, new_thread) = thread.parts();
         RunSlot {
-            run_id,
+            id,
+            run_id: std::sync::OnceLock::new(),
             thread_id,
             new_thread,
             run_key: run.run_key(),
@@ -623,9 +653,14 @@ impl RunSlot {
             .reset(0);
         self.version = std::sync::OnceLock::new();
     }
-    /// Makes this recycled slot the slot of a new run; returns the ended run's id (to drop
-    /// outside the caller's lock).
-    fn rename(&mut self, run_id: Arc<str>, thread: Thread, run_key: u64) -> Arc<str> {
+    /// Makes this recycled slot the slot of a new run; returns the ended run's id text (to
+    /// drop outside the caller's lock).
+    fn rename(
+        &mut self,
+        id: [u8; 24],
+        thread: Thread,
+        run_key: u64,
+    ) -> (RunIdText, std::sync::OnceLock<Arc<str>>) {
         (self.thread_id, self.new_thread) = thread.parts();
         self.run_key = run_key;
         self.state
@@ -633,7 +668,31 @@ impl RunSlot {
             .unwrap_or_else(|p| p.into_inner())
             .run
             .rekey(run_key);
-        std::mem::replace(&mut self.run_id, run_id)
+        (
+            std::mem::replace(&mut self.id, RunIdText::Hex(id)),
+            std::mem::take(&mut self.run_id),
+        )
+    }
+    /// The run's id.
+    pub(crate) fn run_id(&self) -> &Arc<str> {
+        match &self.id {
+            RunIdText::Other(s) => s,
+            RunIdText::Hex(b) => self
+                .run_id
+                .get_or_init(|| Arc::from(std::str::from_utf8(b).unwrap_or_default())),
+        }
+    }
+    /// The run's id, as the text of the run's id (its bytes; ASCII for engine-made ids).
+    pub(crate) fn id_text(&self) -> &RunIdText {
+        &self.id
+    }
+    /// The run's id as a new `String`.
+    pub(crate) fn run_id_string(&self) -> String {
+        match &self.id {
+            RunIdText::Other(s) => String::from(&**s),
+            // Only ASCII hex digits: always valid.
+            RunIdText::Hex(b) => String::from(std::str::from_utf8(b).unwrap_or_default()),
+        }
     }
     /// The id of the run's thread when it was given (not made from `new_thread`).
     pub(crate) fn given_thread(&self) -> Option<&Arc<str>> {
@@ -856,7 +915,7 @@ fn hex_into(bytes: &[u8], out: &mut [u8]) {
 /// An engine-made run id as text ([`hex_id`]) and its run key ([`run_key`]), the share of
 /// both that the id's first bytes make taken from the thread's last id when they are the
 /// same (ids made in the same second).
-fn run_id_text(id: &EventId) -> (Arc<str>, u64) {
+fn run_id_text(id: &EventId) -> ([u8; 24], u64) {
     let (head, tail) = id.as_bytes().split_at(ID_HEAD);
     let head = ID_HEAD_CACHE.with(|cache| match cache.get() {
         Some(h) if h.bytes == *head => h,
@@ -878,11 +937,7 @@ fn run_id_text(id: &EventId) -> (Arc<str>, u64) {
     text_head.copy_from_slice(&head.text);
     hex_into(tail, text_tail);
     let key = head.key.finish(text_tail);
-    // Only ASCII hex digits were written.
-    (
-        Arc::from(std::str::from_utf8(&out).unwrap_or_default()),
-        key,
-    )
+    (out, key)
 }
 
 fn unix_seconds() -> u32 {
@@ -1434,7 +1489,7 @@ impl Engine {
             match shared.apply(&slot, Input::Retry(x)) {
                 Ok(a) => applied.push((slot, a)),
                 Err(e) => {
-                    tracing::error!(run_id = %slot.run_id, error = %e, "cannot retry an execution")
+                    tracing::error!(run_id = %slot.run_id(), error = %e, "cannot retry an execution")
                 }
             }
         }
@@ -1496,7 +1551,7 @@ impl Engine {
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
             Launch::Done(launched) => {
-                let run_id = String::from(&*slot.run_id);
+                let run_id = slot.run_id_string();
                 self.shared.release(slot);
                 launched?;
                 return Ok(run_id);
@@ -1504,7 +1559,7 @@ impl Engine {
             Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
         };
         let launched = waiting.await;
-        let run_id = String::from(&*slot.run_id);
+        let run_id = slot.run_id_string();
         self.shared.release(slot);
         launched?;
         Ok(run_id)
@@ -1530,7 +1585,7 @@ impl Engine {
         // the match ends before the await, so the future holds no `Launch`.
         let waiting = match self.shared.launch_now(&slot, applied) {
             Launch::Done(launched) => {
-                let run_id = String::from(&*slot.run_id);
+                let run_id = slot.run_id_string();
                 self.shared.release(slot);
                 launched?;
                 return Ok(run_id);
@@ -1538,7 +1593,7 @@ impl Engine {
             Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
         };
         let launched = waiting.await;
-        let run_id = String::from(&*slot.run_id);
+        let run_id = slot.run_id_string();
         self.shared.release(slot);
         launched?;
         Ok(run_id)
@@ -1594,7 +1649,7 @@ impl Engine {
         if !drive_started(&self.shared, &slot, applied.started, shares).await {
             slot.until_quiet().await;
         }
-        let run_id = String::from(&*slot.run_id);
+        let run_id = slot.run_id_string();
         self.shared.release(slot);
         Ok(run_id)
     }
@@ -1642,7 +1697,7 @@ impl Engine {
             }
         }
         let run = Run::new(shared.workflow.compiled().clone(), key);
-        let slot = Arc::new(RunSlot::new(run_id, thread, run));
+        let slot = Arc::new(RunSlot::new(RunIdText::Hex(run_id), thread, run));
         shared.insert(slot.clone());
         Ok(slot)
     }
@@ -1752,7 +1807,7 @@ impl Engine {
     /// while `keep_ended_runs` is on); [`Backend::list_runs`] lists what the store holds.
     pub fn run_ids(&self) -> Vec<String> {
         let runs = self.shared.runs.read().unwrap_or_else(|p| p.into_inner());
-        let mut ids: Vec<String> = runs.held.iter().map(|h| h.0.run_id.to_string()).collect();
+        let mut ids: Vec<String> = runs.held.iter().map(|h| h.0.run_id().to_string()).collect();
         ids.sort();
         ids
     }
@@ -1803,7 +1858,7 @@ impl Shared {
     /// The slot held under `slot`'s run id, else `slot`, then held.
     fn insert_if_absent(&self, slot: Arc<RunSlot>) -> Arc<RunSlot> {
         let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(held) = runs.held.get(&*slot.run_id) {
+        if let Some(held) = runs.held.get(slot.id.as_bytes()) {
             return held.0.clone();
         }
         runs.held.insert(Held(slot.clone()));
@@ -1856,7 +1911,7 @@ impl Shared {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .held
-            .get(run_id)
+            .get(run_id.as_bytes())
             .map(|held| held.0.clone())
             .ok_or_else(|| EngineError::UnknownRun {
                 run_id: run_id.chars().take(128).collect(),
@@ -2274,11 +2329,11 @@ impl Shared {
         match e {
             CompleteError::StaleAttempt { execution, .. }
             | CompleteError::AlreadyFinished(execution) => {
-                tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
+                tracing::warn!(run_id = %slot.run_id(), %execution, "stale completion dropped");
                 Ok(None)
             }
             e => Err(EngineError::Core {
-                run_id: slot.run_id.to_string(),
+                run_id: slot.run_id().to_string(),
                 detail: e.to_string(),
             }),
         }
@@ -2298,13 +2353,13 @@ impl Shared {
             return Err(EngineError::Store(StoreError::Io {
                 detail: format!(
                     "run `{}` was stopped by an earlier storage failure: {f}",
-                    slot.run_id
+                    slot.run_id()
                 ),
             }));
         }
         let journal = self.journal;
         let core_err = |e: &dyn std::fmt::Display| EngineError::Core {
-            run_id: slot.run_id.to_string(),
+            run_id: slot.run_id().to_string(),
             detail: e.to_string(),
         };
         let mut pending = match st.scratch.as_mut() {
@@ -2418,7 +2473,7 @@ impl Shared {
                     Ok(()) => {}
                     // A completion of a stale attempt (the execution was retried) is dropped.
                     Err(CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_)) => {
-                        tracing::warn!(run_id = %slot.run_id, %execution, "stale completion dropped");
+                        tracing::warn!(run_id = %slot.run_id(), %execution, "stale completion dropped");
                         return Ok(Entry {
                             durable: Pending::Ready(Ok(())),
                             appended: None,
@@ -2494,7 +2549,8 @@ impl Shared {
             st.created = true;
             let index = st.journal_len;
             st.journal_len += 1;
-            self.backend.persist_end(&slot.run_id, index)
+            self.backend
+                .persist_end(crate::backend::RunIdRef(slot), index)
         } else if journal {
             let records = st.run.records().slice(st.records_sent..);
             let records_json = if journal {
@@ -2505,7 +2561,7 @@ impl Shared {
             st.records_sent = st.run.records().len();
             // Only a journal keeps run metadata (the in-memory store only hears of the end).
             let new_run = (journal && !st.created).then(|| RunMeta {
-                run_id: slot.run_id.clone(),
+                run_id: slot.run_id().clone(),
                 thread_id: slot.thread_id().clone(),
                 workflow: self.workflow.name().to_string(),
                 fingerprint: self.fingerprint,
@@ -2514,7 +2570,7 @@ impl Shared {
             let index = st.journal_len;
             st.journal_len += 1;
             self.backend.persist(PersistBatch {
-                run_id: slot.run_id.clone(),
+                run_id: slot.run_id().clone(),
                 new_run,
                 index,
                 // Encoded here, on the engine's thread, so the store thread only writes.
@@ -2526,7 +2582,7 @@ impl Shared {
                         match crate::backend::encode_entry(&input, results, &mut out) {
                             Ok(()) => String::from_utf8(out).unwrap_or_default(),
                             Err(e) => {
-                                tracing::error!(run_id = %slot.run_id, error = %e, "journal entry cannot be encoded");
+                                tracing::error!(run_id = %slot.run_id(), error = %e, "journal entry cannot be encoded");
                                 String::new()
                             }
                         }
@@ -2670,7 +2726,7 @@ impl Shared {
             // the table's.
             let in_flight = {
                 let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-                runs.held.remove(&*slot.run_id);
+                runs.held.remove(slot.id.as_bytes());
                 runs.held.len()
             };
             // Other runs in flight: whoever waits for this one's end may hold it for a while
@@ -2796,7 +2852,7 @@ impl Shared {
         if matches!(e, StoreError::Halted) {
             return;
         }
-        tracing::error!(run_id = %slot.run_id, error = %e, "storage failed; the run is stopped");
+        tracing::error!(run_id = %slot.run_id(), error = %e, "storage failed; the run is stopped");
         let mut st = slot.lock();
         if st.failure.is_none() {
             st.failure = Some(e.to_string().into());
@@ -3118,7 +3174,7 @@ impl Shared {
         }
         let key = run_key(&s.meta.run_id);
         let slot = Arc::new(RunSlot::new(
-            s.meta.run_id.clone(),
+            RunIdText::from(&*s.meta.run_id),
             Thread::Given(s.meta.thread_id.clone()),
             Run::new(spec.clone(), key),
         ));
@@ -3238,7 +3294,7 @@ impl Shared {
 fn slot_snapshot(slot: &RunSlot) -> RunSnapshot {
     let st = slot.lock();
     RunSnapshot {
-        run_id: slot.run_id.to_string(),
+        run_id: slot.run_id().to_string(),
         thread_id: slot.thread_id().to_string(),
         run: st.run.clone(),
         payloads: st.payloads.clone(),
@@ -4048,7 +4104,7 @@ fn complete(
     match shared.complete_in_place(slot, inv, result, others, queued) {
         Ok(done) => Some(done),
         Err(e) => {
-            tracing::error!(run_id = %slot.run_id, error = %e, "completion refused");
+            tracing::error!(run_id = %slot.run_id(), error = %e, "completion refused");
             None
         }
     }
@@ -4303,9 +4359,10 @@ mod tests {
         ];
         for id in ids.iter().chain(ids.iter().rev()) {
             let (text, key) = run_id_text(id);
-            assert_eq!(&*text, id.to_string());
-            assert_eq!(text, hex_id(id));
-            assert_eq!(key, run_key(&text));
+            let text = std::str::from_utf8(&text).expect("hex is ASCII");
+            assert_eq!(text, id.to_string());
+            assert_eq!(text, &*hex_id(id));
+            assert_eq!(key, run_key(text));
         }
     }
 
@@ -4630,6 +4687,62 @@ mod tests {
                 kept(&engine),
                 Some((events, first)),
                 "run {n}: the same tables went round"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_slots_id_text_is_the_returned_run_id_and_unique_per_run_in_reused_slots() {
+        use crate::event::{HumanInTheLoopResponseEvent, UserMessageEvent};
+        let engine = forgetful_engine();
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..4 {
+            let id = engine.start_run(UserMessageEvent::new("a")).await.unwrap();
+            assert!(
+                id.len() == 24 && id.bytes().all(|c| c.is_ascii_hexdigit()),
+                "run {n}: {id}"
+            );
+            assert!(seen.insert(id.clone()), "run {n}: {id} was given before");
+            let slot = engine
+                .shared
+                .slot(&id)
+                .expect("a live run is found by its id");
+            // A slot reused from an ended run (n > 0) shows the new run's id, however the
+            // id is read: inline bytes, shared text made on first use, owned text.
+            assert_eq!(slot.id_text().as_bytes(), id.as_bytes(), "run {n}");
+            assert_eq!(&**slot.run_id(), id, "run {n}");
+            assert_eq!(slot.run_id_string(), id, "run {n}");
+            assert_eq!(engine.snapshot(&id).map(|s| s.run_id), Some(id.clone()));
+            drop(slot);
+            engine
+                .send(&id, HumanInTheLoopResponseEvent::default())
+                .await
+                .unwrap();
+            engine.wait_for_end(&id).await.unwrap();
+            assert!(engine.snapshot(&id).is_none(), "run {n}: evicted");
+            assert_eq!(engine.shared.spare_slots(), 1, "run {n}: its slot is kept");
+        }
+    }
+
+    #[test]
+    fn a_run_id_that_is_not_engine_made_is_kept_as_given() {
+        for id in ["r", "0123456789abcdef0123456X", "0123456789ABCDEF01234567"] {
+            let text = RunIdText::from(id);
+            assert!(matches!(text, RunIdText::Other(_)), "{id}");
+            assert_eq!(text.as_bytes(), id.as_bytes());
+        }
+        let hex = "0123456789abcdef01234567";
+        assert!(matches!(RunIdText::from(hex), RunIdText::Hex(_)));
+        let engine = Engine::in_memory(asking());
+        for id in ["r", hex] {
+            let slot = RunSlot::new(
+                id.into(),
+                Thread::Given("t".into()),
+                Run::new(engine.workflow().compiled().clone(), 1),
+            );
+            assert_eq!(
+                (&**slot.run_id(), slot.run_id_string()),
+                (id, id.to_string())
             );
         }
     }

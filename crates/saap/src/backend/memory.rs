@@ -1,7 +1,9 @@
 //! The in-memory backend: contexts in a map, no journal (runs live in the engine and end
 //! with the process). For tests and maximum speed.
 
-use super::{Backend, Pending, PersistBatch, RunPage, RunQuery, Scope, StoreError, StoredRun};
+use super::{
+    Backend, Pending, PersistBatch, RunIdRef, RunPage, RunQuery, Scope, StoreError, StoredRun,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -83,13 +85,13 @@ impl Backend for MemoryBackend {
         }
         Pending::Ready(Ok(()))
     }
-    fn persist_end(&self, run_id: &Arc<str>, _index: u64) -> Pending<()> {
+    fn persist_end(&self, run_id: RunIdRef<'_>, _index: u64) -> Pending<()> {
         if let Err(e) = self.check() {
             return Pending::Ready(Err(e));
         }
         // The id is copied (a reference count) only when a RunContext may be there.
         if self.run_contexts.load(Ordering::Relaxed) {
-            self.drop_run_context(run_id.clone());
+            self.drop_run_context(run_id.get().clone());
         }
         Pending::Ready(Ok(()))
     }

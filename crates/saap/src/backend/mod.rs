@@ -430,6 +430,24 @@ pub fn summarize(run: &StoredRun, started_ns: Option<i64>) -> RunSummary {
     }
 }
 
+/// A run's id as [`Backend::persist_end`] gets it: its text is made by the first
+/// [`RunIdRef::get`] (a store that does not need it makes none).
+#[derive(Clone, Copy)]
+pub struct RunIdRef<'a>(pub(crate) &'a crate::engine::RunSlot);
+
+impl RunIdRef<'_> {
+    /// The run's id.
+    pub fn get(&self) -> &Arc<str> {
+        self.0.run_id()
+    }
+}
+
+impl std::fmt::Debug for RunIdRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RunIdRef").field(self.get()).finish()
+    }
+}
+
 /// Where runs, journals and contexts are kept.
 pub trait Backend: Send + Sync + 'static {
     /// A short name for reports (`memory`, `sqlite`).
@@ -443,9 +461,9 @@ pub trait Backend: Send + Sync + 'static {
     /// What a backend that keeps no journal ([`Backend::wants_journal`] says no) hears of
     /// a run: its end, as the batch at `index` — the same as [`Backend::persist`] of a
     /// batch with nothing else in it, which it is unless the backend has a cheaper way.
-    fn persist_end(&self, run_id: &Arc<str>, index: u64) -> Pending<()> {
+    fn persist_end(&self, run_id: RunIdRef<'_>, index: u64) -> Pending<()> {
         self.persist(PersistBatch {
-            run_id: run_id.clone(),
+            run_id: run_id.get().clone(),
             new_run: None,
             index,
             entry_json: String::new(),

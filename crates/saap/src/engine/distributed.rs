@@ -120,7 +120,7 @@ impl Engine {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .held
-            .remove(run_id);
+            .remove(run_id.as_bytes());
     }
 }
 
@@ -184,7 +184,7 @@ pub(super) fn work(slot: &RunSlot, inv: Invocation) -> Work {
         (start, st.run.spec().fingerprint())
     };
     Work {
-        run_id: slot.run_id.clone(),
+        run_id: slot.run_id().clone(),
         thread_id: slot.thread_id().clone(),
         execution: inv.execution,
         attempt: inv.attempt,
