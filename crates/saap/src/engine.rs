@@ -4817,6 +4817,16 @@ mod tests {
         )
     }
 
+    /// What `f` reads of the buffers of the first spare slot (an ended run's, recycled).
+    fn spare_scratch<R>(e: &Engine, f: impl FnOnce(&Scratch) -> R) -> R {
+        let runs = e.shared.runs.read().unwrap_or_else(|p| p.into_inner());
+        let slot = runs.spare.first().expect("the ended run's slot is kept");
+        let st = slot.lock();
+        f(st.scratch
+            .as_ref()
+            .expect("a recycled slot keeps its buffers"))
+    }
+
     /// On a multi-thread runtime `Engine::run` binds its first step's events into input
     /// vectors (on a current-thread one it extracts them: see the next test).
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
@@ -4824,19 +4834,14 @@ mod tests {
         use crate::event::UserMessageEvent;
         let engine = one_stop_step_engine("One");
         let buffers = |e: &Engine| {
-            let runs = e.shared.runs.read().unwrap_or_else(|p| p.into_inner());
-            let slot = runs.spare.first().expect("the ended run's slot is kept");
-            let st = slot.lock();
-            let sc = st
-                .scratch
-                .as_ref()
-                .expect("a recycled slot keeps its buffers");
-            (
-                sc.spare_inputs.len(),
-                sc.spare_inputs.iter().map(Vec::capacity).sum::<usize>(),
-                sc.spare_outs.capacity(),
-                sc.spare_inputs.as_ptr() as usize,
-            )
+            spare_scratch(e, |sc| {
+                (
+                    sc.spare_inputs.len(),
+                    sc.spare_inputs.iter().map(Vec::capacity).sum::<usize>(),
+                    sc.spare_outs.capacity(),
+                    sc.spare_inputs.as_ptr() as usize,
+                )
+            })
         };
         engine.run(UserMessageEvent::new("a")).await.unwrap();
         let (params, room, outs, at) = buffers(&engine);
@@ -4911,18 +4916,13 @@ mod tests {
         use crate::event::UserMessageEvent;
         let engine = one_stop_step_engine("OneExtracted");
         let buffers = |e: &Engine| {
-            let runs = e.shared.runs.read().unwrap_or_else(|p| p.into_inner());
-            let slot = runs.spare.first().expect("the ended run's slot is kept");
-            let st = slot.lock();
-            let sc = st
-                .scratch
-                .as_ref()
-                .expect("a recycled slot keeps its buffers");
-            (
-                sc.spare_inputs.len(),
-                sc.spare_outs.capacity(),
-                sc.spare_outs.as_ptr() as usize,
-            )
+            spare_scratch(e, |sc| {
+                (
+                    sc.spare_inputs.len(),
+                    sc.spare_outs.capacity(),
+                    sc.spare_outs.as_ptr() as usize,
+                )
+            })
         };
         engine.run(UserMessageEvent::new("a")).await.unwrap();
         let (params, outs, at) = buffers(&engine);
