@@ -1080,16 +1080,39 @@ struct Entry {
     retried: Option<(ExecutionId, u32)>,
 }
 
-/// What [`Shared::complete_in_place`] did.
+/// What [`Shared::complete_in_place`] did. A few bytes, returned in a register: most
+/// completions are durable at once, and a journal entry's durability goes to
+/// [`Spill::durable`] instead of being moved through every frame.
+#[derive(Clone, Copy)]
 struct Completed {
-    durable: Pending<()>,
-    /// This completion ended the run, and its end is durable once `durable` is (an entry
+    /// The entry's durability is in [`Spill::durable`] (else it was durable at once).
+    waits: bool,
+    /// This completion ended the run, and its end is durable once the entry is (an entry
     /// durable at once marked the end durable already: then `false`).
     ended: bool,
     next: Next,
 }
 
+/// What a completion hands its caller beside [`Completed`], in buffers the caller keeps
+/// from one completion to the next.
+#[derive(Default)]
+struct Spill {
+    /// Executions a completion started beside the first (see [`Next::Also`]).
+    others: Vec<ExecutionId>,
+    /// The durability of a completion's entry, when not durable at once (see
+    /// [`Completed::waits`]); taken by the caller.
+    durable: Option<Pending<()>>,
+}
+
+impl Spill {
+    /// The durability of the entry of a completion that `waits` (taken).
+    fn durable(&mut self) -> Pending<()> {
+        self.durable.take().unwrap_or(Pending::Ready(Ok(())))
+    }
+}
+
 /// The executions a completion started, for the task that ran the completed one.
+#[derive(Clone, Copy)]
 enum Next {
     /// None.
     None,
@@ -2121,25 +2144,14 @@ impl Shared {
         slot: &RunSlot,
         inv: &mut Invocation,
         outcome: Result<Vec<OutEvent>, String>,
-        others: &mut Vec<ExecutionId>,
+        spill: &mut Spill,
         queued: Option<ExecutionId>,
     ) -> Result<Completed, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
-        let (durable, ended) = match outcome {
+        let (waits, ended) = match outcome {
             Ok(outs) if !self.journal && st.failure.is_none() => {
-                match self.complete_unjournaled(
-                    slot,
-                    st,
-                    inv.execution,
-                    inv.attempt,
-                    inv.step,
-                    outs,
-                )? {
-                    // Made here, not moved out of the call (no copy of the whole `Pending`).
-                    None => (Pending::Ready(Ok(())), false),
-                    Some(sealed) => sealed,
-                }
+                self.complete_unjournaled(slot, st, inv, outs, &mut spill.durable)?
             }
             outcome => {
                 let entry = self.apply_locked(
@@ -2151,7 +2163,10 @@ impl Shared {
                         outcome,
                     },
                 )?;
-                (entry.durable, entry.ended)
+                (
+                    spill_durable(entry.durable, &mut spill.durable),
+                    entry.ended,
+                )
             }
         };
         let next = match st.run.next_started() {
@@ -2165,6 +2180,7 @@ impl Shared {
             Some(first) => {
                 invocation_into(st, self, first, 1, inv);
                 // Bound when their turn comes (bindings never change once made).
+                let others = &mut spill.others;
                 let before = others.len();
                 others.extend(std::iter::from_fn(|| st.run.next_started()));
                 if others.len() == before {
@@ -2174,25 +2190,22 @@ impl Shared {
                 }
             }
         };
-        Ok(Completed {
-            durable,
-            ended,
-            next,
-        })
+        Ok(Completed { waits, ended, next })
     }
 
     /// [`Shared::apply_locked`] for what most completions are: a step that returned, in an
     /// engine without a journal (nothing to encode, no precondition results to keep).
-    /// `None` when the completion is durable at once and did not end the run.
+    /// Whether its durability went to `durable` (not durable at once), and whether the run
+    /// ended (see [`Completed`]).
     fn complete_unjournaled(
         &self,
         slot: &RunSlot,
         st: &mut RunState,
-        execution: ExecutionId,
-        attempt: u32,
-        step: StepIdx,
+        inv: &Invocation,
         mut outs: Vec<OutEvent>,
-    ) -> Result<Option<(Pending<()>, bool)>, EngineError> {
+        durable: &mut Option<Pending<()>>,
+    ) -> Result<(bool, bool), EngineError> {
+        let (execution, attempt, step) = (inv.execution, inv.attempt, inv.step);
         if let [o] = &outs[..]
             && let Some(t) = self.out_type_declared_first(step, &o.name)
         {
@@ -2213,7 +2226,7 @@ impl Shared {
                         // elements: nothing to drop (dropping it costs a call).
                         std::mem::forget(std::mem::replace(&mut sc.spare_outs, outs));
                     }
-                    return Ok(self.after_completion(slot, st));
+                    return Ok(self.after_completion(slot, st, durable));
                 }
                 // Not a link the core takes directly: the general path below.
                 Ok(None) => {}
@@ -2303,19 +2316,26 @@ impl Shared {
         }
         add_payloads(run, payloads, true, pending);
         pending.clear();
-        Ok(self.after_completion(slot, st))
+        Ok(self.after_completion(slot, st, durable))
     }
 
     /// What [`Shared::complete_unjournaled`] hands back once the core took the completion:
-    /// `None` when the run goes on (durable at once, not ended).
+    /// whether the entry's durability went to `durable`, and whether the run ended (both
+    /// `false` when the run goes on).
     #[inline]
-    fn after_completion(&self, slot: &RunSlot, st: &mut RunState) -> Option<(Pending<()>, bool)> {
+    fn after_completion(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        durable: &mut Option<Pending<()>>,
+    ) -> (bool, bool) {
         if !st.run.is_terminated() {
             // Nothing to hand to the store: it only hears of a run's end.
             st.records_sent = st.run.records().len();
-            return None;
+            return (false, false);
         }
-        Some(self.seal(slot, st, None, &[]))
+        let (sealed, ended) = self.seal(slot, st, None, &[]);
+        (spill_durable(sealed, durable), ended)
     }
 
     /// A completion the core refused: a stale one is dropped (its attempt was retried, or
@@ -2325,12 +2345,12 @@ impl Shared {
         &self,
         slot: &RunSlot,
         e: CompleteError,
-    ) -> Result<Option<(Pending<()>, bool)>, EngineError> {
+    ) -> Result<(bool, bool), EngineError> {
         match e {
             CompleteError::StaleAttempt { execution, .. }
             | CompleteError::AlreadyFinished(execution) => {
                 tracing::warn!(run_id = %slot.run_id(), %execution, "stale completion dropped");
-                Ok(None)
+                Ok((false, false))
             }
             e => Err(EngineError::Core {
                 run_id: slot.run_id().to_string(),
@@ -3676,7 +3696,7 @@ async fn drive_steps(
 /// [`drive_steps`] where tasks add parallelism: runs `inv`, then inline the one execution
 /// its completion started, if only one; the others on their own tasks.
 async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocation) {
-    let mut others = Vec::new();
+    let mut spill = Spill::default();
     loop {
         let mut here = None;
         if let Some(executor) = shared.executor.get() {
@@ -3693,12 +3713,13 @@ async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invo
         }
         let result = shared.execute(slot, &mut inv).await;
         drop(here);
-        let Some(done) = complete(shared, slot, &mut inv, result, &mut others, None) else {
+        let Some(done) = complete(shared, slot, &mut inv, result, &mut spill, None) else {
             return;
         };
-        let stored = match done.durable {
-            Pending::Ready(r) => r,
-            waiting => waiting.wait().await,
+        let stored = if done.waits {
+            spill.durable().wait().await
+        } else {
+            Ok(())
         };
         if durable(shared, slot, done.ended, stored).is_none() {
             return;
@@ -3711,7 +3732,7 @@ async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invo
             }
             Next::Here | Next::Queued => {}
             Next::Also => {
-                for x in others.drain(..) {
+                for x in spill.others.drain(..) {
                     spawn_started(shared.clone(), slot.clone(), x);
                 }
             }
@@ -3870,7 +3891,7 @@ async fn drive_local(
     mut engine: Option<&mut bool>,
     run: Option<&Arc<RunSlot>>,
 ) -> bool {
-    let mut others = Vec::new();
+    let mut spill = Spill::default();
     'drive: loop {
         // An execution to complete: one whose body ended at its first poll, or a waiting
         // one that ended.
@@ -3951,14 +3972,15 @@ async fn drive_local(
             // The next execution's body starts here: its inputs are extracted under the lock.
             inv.extract = true;
             // A refused completion (the run stopped): the others still complete, refused alike.
-            let Some(done) = complete(shared, &slot, &mut inv, result, &mut others, queued) else {
+            let Some(done) = complete(shared, &slot, &mut inv, result, &mut spill, queued) else {
                 let _quiet = shared.maybe_evict(&slot);
                 shared.release(slot);
                 continue 'drive;
             };
-            let stored = match done.durable {
-                Pending::Ready(r) => r,
-                waiting => Box::pin(waiting.wait()).await,
+            let stored = if done.waits {
+                Box::pin(spill.durable().wait()).await
+            } else {
+                Ok(())
             };
             if durable(shared, &slot, done.ended, stored).is_none() {
                 shared.release(slot);
@@ -4000,11 +4022,11 @@ async fn drive_local(
                 Next::Also => match engine {
                     Some(_) => {
                         let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
-                        queue_started(&mut q.items, &slot, &mut others);
+                        queue_started(&mut q.items, &slot, &mut spill.others);
                     }
                     None => {
                         let f = fan.get_or_insert_with(Box::default);
-                        queue_started(&mut f.queue, &slot, &mut others);
+                        queue_started(&mut f.queue, &slot, &mut spill.others);
                     }
                 },
             }
@@ -4080,6 +4102,16 @@ fn end_body(inv: &mut Invocation) {
     }
 }
 
+/// Keeps an entry's durability in `spill` unless it was durable at once: whether it did.
+#[inline]
+fn spill_durable(durable: Pending<()>, spill: &mut Option<Pending<()>>) -> bool {
+    if matches!(durable, Pending::Ready(Ok(()))) {
+        return false;
+    }
+    *spill = Some(durable);
+    true
+}
+
 /// Feeds a finished execution back to the core (not yet durable); `inv` becomes the first
 /// execution it started, if any. `None` when the completion was refused.
 fn complete(
@@ -4087,7 +4119,7 @@ fn complete(
     slot: &RunSlot,
     inv: &mut Invocation,
     mut result: Result<Vec<OutEvent>, String>,
-    others: &mut Vec<ExecutionId>,
+    spill: &mut Spill,
     queued: Option<ExecutionId>,
 ) -> Option<Completed> {
     if shared.journal
@@ -4101,7 +4133,7 @@ fn complete(
         // serializes, see `Payload`).
         result = Err(e);
     }
-    match shared.complete_in_place(slot, inv, result, others, queued) {
+    match shared.complete_in_place(slot, inv, result, spill, queued) {
         Ok(done) => Some(done),
         Err(e) => {
             tracing::error!(run_id = %slot.run_id(), error = %e, "completion refused");
