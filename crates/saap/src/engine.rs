@@ -2143,17 +2143,26 @@ impl Shared {
         &self,
         slot: &RunSlot,
         inv: &mut Invocation,
-        outcome: Result<Vec<OutEvent>, String>,
+        outcome: Result<(), String>,
         spill: &mut Spill,
         queued: Option<ExecutionId>,
     ) -> Result<Completed, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
         let (waits, ended) = match outcome {
-            Ok(outs) if !self.journal && st.failure.is_none() => {
-                self.complete_unjournaled(slot, st, inv, outs, &mut spill.durable)?
+            Ok(()) if !self.journal && st.failure.is_none() => {
+                self.complete_unjournaled(slot, st, inv, &mut spill.durable)?
             }
             outcome => {
+                // The general path takes the outputs (their vector goes to the run's spare
+                // buffers); a failed step's are dropped (it may have made some).
+                let outcome = match outcome {
+                    Ok(()) => Ok(std::mem::take(&mut inv.outs)),
+                    Err(e) => {
+                        inv.outs.clear();
+                        Err(e)
+                    }
+                };
                 let entry = self.apply_locked(
                     slot,
                     st,
@@ -2193,7 +2202,8 @@ impl Shared {
         Ok(Completed { waits, ended, next })
     }
 
-    /// [`Shared::apply_locked`] for what most completions are: a step that returned, in an
+    /// [`Shared::apply_locked`] for what most completions are: a step that returned (its
+    /// outputs in `inv.outs`, taken: the vector stays, empty, for the next execution), in an
     /// engine without a journal (nothing to encode, no precondition results to keep).
     /// Whether its durability went to `durable` (not durable at once), and whether the run
     /// ended (see [`Completed`]).
@@ -2201,11 +2211,11 @@ impl Shared {
         &self,
         slot: &RunSlot,
         st: &mut RunState,
-        inv: &Invocation,
-        mut outs: Vec<OutEvent>,
+        inv: &mut Invocation,
         durable: &mut Option<Pending<()>>,
     ) -> Result<(bool, bool), EngineError> {
         let (execution, attempt, step) = (inv.execution, inv.attempt, inv.step);
+        let outs = &mut inv.outs;
         if let [o] = &outs[..]
             && let Some(t) = self.out_type_declared_first(step, &o.name)
         {
@@ -2220,17 +2230,14 @@ impl Shared {
                     if let Some(o) = outs.pop() {
                         put_payload(st, seq, id, o.payload);
                     }
-                    let sc = scratch(&mut st.scratch);
-                    if sc.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
-                        // The vector replaced has no allocation (capacity 0), hence no
-                        // elements: nothing to drop (dropping it costs a call).
-                        std::mem::forget(std::mem::replace(&mut sc.spare_outs, outs));
-                    }
                     return Ok(self.after_completion(slot, st, durable));
                 }
                 // Not a link the core takes directly: the general path below.
                 Ok(None) => {}
-                Err(e) => return self.completion_refused(slot, e),
+                Err(e) => {
+                    outs.clear();
+                    return self.completion_refused(slot, e);
+                }
             }
         }
         if outs.len() > SPARE_SLOT_MAX_EVENTS {
@@ -2245,12 +2252,7 @@ impl Shared {
             ..
         } = st;
         let step = Some(step);
-        let Scratch {
-            news,
-            pending,
-            spare_outs,
-            ..
-        } = scratch(buffers);
+        let Scratch { news, pending, .. } = scratch(buffers);
         news.clear();
         pending.clear();
         news.reserve(outs.len());
@@ -2290,8 +2292,9 @@ impl Shared {
                 pending.push((id, o.payload));
             }
         }
-        if spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
-            *spare_outs = outs;
+        if outs.capacity() > SPARE_MAX {
+            // A large fan-out's: not kept for the next execution.
+            *outs = Vec::new();
         }
         let mut pre = Pre {
             steps: &self.workflow.inner.steps,
@@ -2883,12 +2886,13 @@ impl Shared {
         woken.wake();
     }
 
-    /// Runs one execution's body to its end, catching panics.
+    /// Runs one execution's body to its end, catching panics; its outputs go to
+    /// `inv.outs`.
     async fn execute(
         self: &Arc<Self>,
         slot: &Arc<RunSlot>,
         inv: &mut Invocation,
-    ) -> Result<Vec<OutEvent>, String> {
+    ) -> Result<(), String> {
         let step = inv.step;
         let result = match self.start_body(slot, inv) {
             Ok(fut) => {
@@ -2898,7 +2902,7 @@ impl Shared {
             Err(e) => Err(e),
         };
         end_body(inv);
-        result
+        result.map(|outs| inv.outs = outs)
     }
 
     /// Makes the future of an execution's body: its context, inputs and output vector.
@@ -2998,14 +3002,15 @@ impl Shared {
     }
 
     /// Starts the body of `inv` (bound, see [`invocation_into`]) and polls it once, catching
-    /// a panic: what it returned, or the body, which waits. A body that ended is kept by this
-    /// thread for its step's next execution, and the bound events are released.
+    /// a panic: whether it returned (its outputs in `inv.outs`) or failed, or the body, which
+    /// waits. A body that ended is kept by this thread for its step's next execution, and
+    /// the bound events are released.
     fn first_poll(
         &self,
         slot: &RunSlot,
         inv: &mut Invocation,
         cx: &mut std::task::Context<'_>,
-    ) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
+    ) -> Result<Result<(), String>, StepFuture> {
         let step_idx = inv.step;
         let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
             return Ok(Err(format!("the workflow has no step {step_idx}")));
@@ -3018,10 +3023,7 @@ impl Shared {
         };
         match inv.prepared.take() {
             // Its inputs were extracted under the run's lock (no bound events to release).
-            Some(Ok(body)) => {
-                let outs = std::mem::take(&mut inv.outs);
-                self.start_prepared(step_idx, step, body, ctx, outs, cx)
-            }
+            Some(Ok(body)) => self.start_prepared(step_idx, step, body, ctx, &mut inv.outs, cx),
             Some(Err(failed)) => Ok(Err(failed)),
             None => {
                 let outs = std::mem::take(&mut inv.outs);
@@ -3029,7 +3031,7 @@ impl Shared {
                 if polled.is_ok() {
                     end_body(inv);
                 }
-                polled
+                polled.map(|r| r.map(|outs| inv.outs = outs))
             }
         }
     }
@@ -3122,9 +3124,9 @@ impl Shared {
         step: &StepImpl,
         mut body: StepFuture,
         ctx: NewCtx<'_>,
-        outs: Vec<OutEvent>,
+        outs: &mut Vec<OutEvent>,
         cx: &mut std::task::Context<'_>,
-    ) -> Result<Result<Vec<OutEvent>, String>, StepFuture> {
+    ) -> Result<Result<(), String>, StepFuture> {
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
             body.as_mut().start_extracted(&step.body_fn, ctx, outs, cx)
         }));
@@ -3759,8 +3761,8 @@ fn shares_task(shared: &Shared) -> bool {
 }
 
 /// A body that did not end at its first poll, polled among the run's others.
-type Running =
-    Pin<Box<dyn Future<Output = (Arc<RunSlot>, Invocation, Result<Vec<OutEvent>, String>)> + Send>>;
+/// It ends with its outputs in the invocation's `outs`.
+type Running = Pin<Box<dyn Future<Output = (Arc<RunSlot>, Invocation, Result<(), String>)> + Send>>;
 
 /// The executions a per-run local driver has queued or waiting besides the one it runs
 /// (boxed: a chain, whose driver never needs them, keeps a small task).
@@ -4045,8 +4047,8 @@ async fn drive_local(
     run.is_some_and(|slot| shared.maybe_evict(slot))
 }
 
-/// Starts the body of `inv` (bound) and polls it once: what it returned, or the body, which
-/// waits. With `budget`, first takes a unit of the task's cooperative budget (a long chain
+/// Starts the body of `inv` (bound) and polls it once: whether it returned (its outputs in
+/// `inv.outs`) or failed, or the body, which waits. With `budget`, first takes a unit of the task's cooperative budget (a long chain
 /// whose steps never wait would otherwise keep its worker busy): once the task used its
 /// budget, it yields before starting the body. A plain future, not an `async fn`: a step
 /// costs no state machine of its own. Awaited, it starts the body once (it is ready after
@@ -4056,7 +4058,7 @@ fn start_and_poll<'a>(
     slot: &'a Arc<RunSlot>,
     inv: &'a mut Invocation,
     budget: bool,
-) -> impl Future<Output = Result<Result<Vec<OutEvent>, String>, StepFuture>> + 'a {
+) -> impl Future<Output = Result<Result<(), String>, StepFuture>> + 'a {
     std::future::poll_fn(move |cx| {
         if budget {
             // Nothing is started before the budget allows it: a yield loses no work.
@@ -4080,6 +4082,7 @@ fn park(
     let parked: Running = Box::pin(async move {
         let r = std::future::poll_fn(|cx| s.poll_body(step, &mut body, cx)).await;
         end_body(&mut inv);
+        let r = r.map(|outs| inv.outs = outs);
         (slot, inv, r)
     });
     fan.get_or_insert_with(Box::default)
@@ -4118,13 +4121,14 @@ fn complete(
     shared: &Shared,
     slot: &RunSlot,
     inv: &mut Invocation,
-    mut result: Result<Vec<OutEvent>, String>,
+    mut result: Result<(), String>,
     spill: &mut Spill,
     queued: Option<ExecutionId>,
 ) -> Option<Completed> {
     if shared.journal
-        && let Ok(outs) = &result
-        && let Some(e) = outs
+        && result.is_ok()
+        && let Some(e) = inv
+            .outs
             .iter()
             .find_map(|o| stored_output_error(o, shared.opts.max_event_bytes))
     {

@@ -116,14 +116,16 @@ pub(crate) trait StepRun: Future<Output = Result<Vec<OutEvent>, String>> + Send 
     fn extract(self: Pin<&mut Self>, bound: &BoundInputs<'_>) -> Result<(), InputError>;
 
     /// [`StepRun::start`] with the inputs [`StepRun::extract`] kept (an error if there are
-    /// none: an engine bug).
+    /// none: an engine bug). A body that ends at this poll leaves its outputs in `out` (an
+    /// empty vector, its caller's: no vector is moved in and out); one that waits takes
+    /// `out` along, and its future returns it.
     fn start_extracted(
         self: Pin<&mut Self>,
         make: &BodyFn,
         ctx: NewCtx<'_>,
-        out: Vec<OutEvent>,
+        out: &mut Vec<OutEvent>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<Vec<OutEvent>, String>>;
+    ) -> std::task::Poll<Result<(), String>>;
 }
 
 pub(crate) type StepFuture = Pin<Box<dyn StepRun>>;
@@ -229,14 +231,24 @@ where
         let result = std::task::ready!(body.poll(cx));
         // The body's future (with the context it holds) is dropped as soon as it ends.
         this.body.set(None);
-        std::task::Poll::Ready(match result {
-            Ok(o) => {
-                let mut out = std::mem::take(this.out);
-                out.clear();
-                o.collect(&mut out).map(|()| out).map_err(|e| e.to_string())
-            }
-            Err(e) => Err(e.message),
-        })
+        let mut out = std::mem::take(this.out);
+        std::task::Poll::Ready(collect(result, &mut out).map(|()| out))
+    }
+}
+
+/// A body's result, its outputs added to `out` (emptied first). Inlined: a call of its own
+/// costs a frame per step.
+#[inline(always)]
+fn collect<O: Outputs>(
+    result: Result<O, StepError>,
+    out: &mut Vec<OutEvent>,
+) -> Result<(), String> {
+    match result {
+        Ok(o) => {
+            out.clear();
+            o.collect(out).map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.message),
     }
 }
 
@@ -281,22 +293,30 @@ where
 
     #[inline]
     fn start_extracted(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         make: &BodyFn,
         ctx: NewCtx<'_>,
-        out: Vec<OutEvent>,
+        out: &mut Vec<OutEvent>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<Vec<OutEvent>, String>> {
-        let mut this = self.as_mut().project();
+    ) -> std::task::Poll<Result<(), String>> {
+        let mut this = self.project();
         let (Some(make), Some(inputs)) = (make.downcast_ref::<B>(), this.inputs.take()) else {
             return std::task::Poll::Ready(Err(
                 "a step's body run was started without its inputs or with another step's function; this is an engine bug, please report it".into(),
             ));
         };
-        let body = make(inputs, ctx.make());
-        this.body.set(Some(body));
-        *this.out = out;
-        self.poll(cx)
+        this.body.set(Some(make(inputs, ctx.make())));
+        let Some(body) = this.body.as_mut().as_pin_mut() else {
+            return std::task::Poll::Ready(Err("a step's future was polled after it ended".into()));
+        };
+        let std::task::Poll::Ready(result) = body.poll(cx) else {
+            // It waits: its outputs go to the vector it returns when it ends.
+            *this.out = std::mem::take(out);
+            return std::task::Poll::Pending;
+        };
+        // The body's future (with the context it holds) is dropped as soon as it ends.
+        this.body.set(None);
+        std::task::Poll::Ready(collect(result, out))
     }
 }
 
