@@ -1615,7 +1615,10 @@ impl Run {
     /// very records of the general path, and its log position is returned (where the
     /// caller's copy of the log puts its payload). `Ok(None)`, having changed nothing, when
     /// it is not (the type is not a chain link, the id may be a duplicate, the run is not
-    /// live...): the caller then completes through [`Run::complete_returned`].
+    /// live...): the caller then completes through [`Run::complete_returned`]. Inlined
+    /// into the engine's completion (its one caller per step): no frame, and its result
+    /// is not written to memory and read back.
+    #[inline]
     pub fn complete_linked(
         &mut self,
         execution: ExecutionId,
