@@ -2252,6 +2252,9 @@ impl Shared {
             ..
         } = st;
         let step = Some(step);
+        // The run key's share of each id is made once per run (a fan-out's thousands of
+        // outputs: two `mix64` each instead of three).
+        let ids = scratch(buffers).output_ids(slot.run_key);
         let Scratch { news, pending, .. } = scratch(buffers);
         news.clear();
         pending.clear();
@@ -2261,7 +2264,7 @@ impl Shared {
             && let Some(o) = outs.pop()
         {
             // Most steps return one event: no drain.
-            let id = derived_event_id(slot.run_key, execution, 0);
+            let id = ids.id(execution, 0);
             news.push(NewEvent {
                 id,
                 ty: self.out_type(step, &o.name),
@@ -2272,7 +2275,7 @@ impl Shared {
             // is looked up once.
             let mut last: Option<(&'static str, saap_dispatch::TypeId)> = None;
             for (i, o) in outs.drain(..).enumerate() {
-                let id = derived_event_id(slot.run_key, execution, i as u32);
+                let id = ids.id(execution, i as u32);
                 let ty = match (&o.name, last) {
                     (std::borrow::Cow::Borrowed(n), Some((prev, t))) if std::ptr::eq(*n, prev) => {
                         NewEventType::Known(t)
