@@ -106,7 +106,7 @@ impl PayloadPools {
         // run's start event is made before the previous run's end is recycled) goes to its
         // type's pool; past that the order is not the last run's, and all go there.
         let mut skipped = 0;
-        while let Some(next) = self.last_run.last_mut() {
+        while let Some(mut next) = self.last_run.pop() {
             // One dynamic call: unique first (a payload is never referred to weakly), then
             // of type `T`.
             match Arc::get_mut(&mut next.0).map(|d| (d as &mut dyn Any).downcast_mut::<Typed<T>>())
@@ -116,21 +116,16 @@ impl PayloadPools {
                     if typed.json.get().is_some() {
                         typed.json = OnceLock::new();
                     }
-                    return self.last_run.pop();
+                    return Some(next);
                 }
                 // Shared since (not by the engine's runs): left to its other holders.
-                None => {
-                    self.last_run.pop();
-                }
-                Some(None) if skipped == 2 => {
-                    self.sort_last_run();
-                    break;
-                }
+                None => {}
+                // Unique (`get_mut` said so), of another type.
                 Some(None) => {
-                    if let Some(p) = self.last_run.pop()
-                        && Arc::strong_count(&p.0) == 1
-                    {
-                        p.0.into_pool(self);
+                    next.0.into_pool(self);
+                    if skipped == 2 {
+                        self.sort_last_run();
+                        break;
                     }
                 }
             }
