@@ -380,8 +380,12 @@ impl Woken {
         if let Some(w) = self.first {
             w.wake();
         }
-        for (_, w) in self.more.into_iter().flat_map(|m| *m) {
-            w.wake();
+        // Not a `flat_map` over the option: its drop costs more than this whole call
+        // when there is no waiter (most runs).
+        if let Some(more) = self.more {
+            for (_, w) in *more {
+                w.wake();
+            }
         }
     }
 }
@@ -581,8 +585,11 @@ impl RunState {
             s.clear();
         }
         *pre_cache = None;
-        // A reused slot had no holder left, so no waiter either.
-        *waiters = Waiters::default();
+        // A reused slot had no holder left, so no waiter either (a waiter unregisters
+        // when it stops waiting): nothing to drop, usually.
+        if waiters.first.is_some() || waiters.more.is_some() {
+            *waiters = Waiters::default();
+        }
     }
 
     /// Ended (and the end is durable) with nothing running, or stopped by a failure.
@@ -660,7 +667,10 @@ impl RunSlot {
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
             .reset(0);
-        self.version = std::sync::OnceLock::new();
+        // Made by a watcher only (most runs have none): nothing to drop, usually.
+        if self.version.get().is_some() {
+            self.version = std::sync::OnceLock::new();
+        }
     }
     /// Makes this recycled slot the slot of a new run; returns the ended run's id text (to
     /// drop outside the caller's lock).
@@ -1678,7 +1688,22 @@ impl Engine {
         slot.bump();
         // Executions started by events sent from other tasks run elsewhere (their own tasks
         // or the engine's driver): when the driving stops before the run is quiet, wait.
-        if !drive_started(&self.shared, &slot, applied.started, shares).await {
+        let quiet = match applied.started {
+            // Most start events start one execution, which this task drives: straight to
+            // the local driver (as `drive_started` would), the invocation moved once.
+            Started::One(first) if shares => {
+                drive_local(
+                    &self.shared,
+                    Some((slot.clone(), first)),
+                    None,
+                    None,
+                    Some(&slot),
+                )
+                .await
+            }
+            started => drive_started(&self.shared, &slot, started, shares).await,
+        };
+        if !quiet {
             slot.until_quiet().await;
         }
         let run_id = slot.run_id_string();
@@ -2936,10 +2961,19 @@ impl Shared {
 
     /// Before a run's first execution is bound: a run that has not executed yet (no
     /// scratch buffers) takes over the tables of an evicted run, if the engine keeps any.
+    /// Inlined: most callers hold a run that executed already (a recycled slot's), and
+    /// the look costs less than a call.
+    #[inline]
     fn adopt_spare(&self, st: &mut RunState) {
         if self.opts.keep_ended_runs || st.scratch.is_some() {
             return;
         }
+        self.adopt_spare_tables(st);
+    }
+
+    /// [`Shared::adopt_spare`] for a run that has not executed yet.
+    #[inline(never)]
+    fn adopt_spare_tables(&self, st: &mut RunState) {
         let spare = self
             .spare_tables
             .lock()

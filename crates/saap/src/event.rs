@@ -333,7 +333,11 @@ impl Payload {
         }
         let _ = ENDED_PAYLOADS.try_with(|pools| {
             if let Ok(mut pools) = pools.try_borrow_mut() {
-                pools.sort_last_run();
+                // Usually all taken by this run's payloads: nothing to sort (not even a
+                // call, which costs more than the look).
+                if !pools.last_run.is_empty() {
+                    pools.sort_last_run();
+                }
                 if payloads.len() <= LAST_RUN_PAYLOADS {
                     // Kept whole, last first: the vectors trade places (the run gets the
                     // emptied one of the run before: no allocation).
