@@ -528,6 +528,7 @@ impl Run {
     /// key, keeping its allocations: an engine that recycles ended runs this way pays for
     /// its tables once, not once per run. Decides exactly like [`Run::sibling`].
     pub fn reset(&mut self, run_key: u64) {
+        let ended = self.is_terminated();
         self.run_key = run_key;
         self.status = RunStatus::NotStarted;
         self.log.clear();
@@ -548,7 +549,11 @@ impl Run {
         }
         let counts = self.count_base as usize;
         self.slots[..counts].fill(NO_SEQ);
-        self.slots[counts..].fill(0);
+        // A terminated run's execution counts were zeroed when it ended (`terminate`),
+        // and nothing starts after that.
+        if !ended {
+            self.slots[counts..].fill(0);
+        }
         self.input_sets_indexed = self.linear_input_sets == 0;
         self.index_ids_at = self.linear_ids;
         self.index_sets_at = if self.input_sets_indexed {

@@ -172,7 +172,7 @@ impl IdText {
         match id {
             crate::engine::RunIdText::Hex(bytes) => IdText::Inline {
                 len: INLINE_ID as u8,
-                bytes: bytes.0,
+                bytes: *bytes.bytes(),
             },
             crate::engine::RunIdText::Other(s) => IdText::new(s),
         }
