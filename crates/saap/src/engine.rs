@@ -4190,7 +4190,9 @@ async fn drive_local(
                         // here, and looks whether the run is quiet in the same locked section.
                         None if run.is_some_and(|r| Arc::ptr_eq(r, &slot)) => {
                             let quiet = shared.keep_buffers_and_evict(&slot, inv);
-                            shared.release(slot);
+                            // Not the last reference (`run` is the caller's): nothing to
+                            // recycle, no `release` call.
+                            drop(slot);
                             return quiet;
                         }
                         None => shared.keep_buffers(&slot, inv),
