@@ -186,6 +186,29 @@ pub(crate) fn kept_bodies() -> usize {
 /// (no cache), or when the entry holds a body of another step (a workflow of more than
 /// `BODY_CACHE_SLOTS` steps).
 pub(crate) fn recycle_body(key: u32, body: StepFuture) {
+    // The usual case, an entry that exists and is free, calls nothing: what may allocate
+    // or free is out of line (the function saves fewer registers).
+    let left = ENDED_BODIES.try_with(move |cache| {
+        let Ok(mut cache) = cache.try_borrow_mut() else {
+            return Some(body);
+        };
+        match cache.get_mut(key as usize % BODY_CACHE_SLOTS) {
+            Some(entry @ None) => {
+                *entry = Some((key, body));
+                None
+            }
+            _ => Some(body),
+        }
+    });
+    if let Ok(Some(body)) = left {
+        recycle_body_slow(key, body);
+    }
+}
+
+/// [`recycle_body`] where the entry is missing (the cache grows) or taken (`body` is freed).
+#[cold]
+#[inline(never)]
+fn recycle_body_slow(key: u32, body: StepFuture) {
     let _ = ENDED_BODIES.try_with(move |cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
             let i = key as usize % BODY_CACHE_SLOTS;
