@@ -3731,7 +3731,9 @@ fn invocation_into(
     if inv.outs.capacity() == 0
         && let Some(s) = scratch
     {
-        inv.outs = std::mem::take(&mut s.spare_outs);
+        // A swap, not a take: `inv.outs` holds nothing to drop, and the spare gets the
+        // empty vector `take` would have made.
+        std::mem::swap(&mut inv.outs, &mut s.spare_outs);
     }
 }
 

@@ -122,7 +122,8 @@ impl<'a> BoundRef<'a> {
         self.tables
             .payloads
             .get(self.seq as usize)
-            .unwrap_or(&MISSING)
+            // (Not `unwrap_or`: its argument would make the static on every call.)
+            .unwrap_or_else(|| &MISSING)
     }
     /// The owned bound event (clones the payload's reference).
     pub fn to_owned(&self) -> BoundEvent {

@@ -112,8 +112,9 @@ pub(crate) trait StepRun: Future<Output = Result<Vec<OutEvent>, String>> + Send 
     /// Extracts the step's typed inputs from events borrowed from their run's tables and
     /// keeps them for [`StepRun::start_extracted`] (the engine's local driver calls it under
     /// the run's lock: no reference to a payload is counted per bound event). Runs no user
-    /// code but the events' `Clone` or `Deserialize`.
-    fn extract(self: Pin<&mut Self>, bound: &BoundInputs<'_>) -> Result<(), InputError>;
+    /// code but the events' `Clone` or `Deserialize`. The error is boxed: what the dynamic
+    /// call returns on every step is one word, not the error's six.
+    fn extract(self: Pin<&mut Self>, bound: &BoundInputs<'_>) -> Result<(), Box<InputError>>;
 
     /// [`StepRun::start`] with the inputs [`StepRun::extract`] kept (an error if there are
     /// none: an engine bug). A body that ends at this poll leaves its outputs in `out` (an
@@ -309,8 +310,8 @@ where
     }
 
     #[inline]
-    fn extract(self: Pin<&mut Self>, bound: &BoundInputs<'_>) -> Result<(), InputError> {
-        *self.project().inputs = Some(I::extract_refs(bound)?);
+    fn extract(self: Pin<&mut Self>, bound: &BoundInputs<'_>) -> Result<(), Box<InputError>> {
+        *self.project().inputs = Some(I::extract_refs(bound).map_err(Box::new)?);
         Ok(())
     }
 
