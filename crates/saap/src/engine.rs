@@ -2546,10 +2546,7 @@ impl Shared {
             run_id: slot.run_id().to_string(),
             detail: e.to_string(),
         };
-        let mut pending = match st.scratch.as_mut() {
-            Some(s) => std::mem::take(&mut s.pending),
-            None => UNSCRATCHED_PENDING.take(),
-        };
+        let mut pending = take_pending(st);
         pending.clear();
         let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
         let mut retried: Option<(ExecutionId, u32)> = None;
@@ -2678,12 +2675,7 @@ impl Shared {
         drop(pre);
         fill_payloads(st, &mut pending);
         pending.clear();
-        // Kept once the run executes (a run's start event alone leaves no buffers behind).
-        match st.scratch.as_mut() {
-            Some(s) => s.pending = pending,
-            None if pending.capacity() <= SPARE_MAX => UNSCRATCHED_PENDING.set(pending),
-            None => {}
-        }
+        give_back_pending(st, pending);
         if !display_by.is_empty() {
             st.shown_by().extend(display_by);
         }
@@ -3529,14 +3521,28 @@ fn fill_payloads(st: &mut RunState, pending: &mut Vec<(EventId, Payload)>) {
 #[cold]
 #[inline(never)]
 fn fill_one_payload(st: &mut RunState, id: EventId, payload: Payload) {
-    let mut pending = match st.scratch.as_mut() {
-        Some(s) => std::mem::take(&mut s.pending),
-        None => UNSCRATCHED_PENDING.take(),
-    };
+    let mut pending = take_pending(st);
     pending.clear();
     pending.push((id, payload));
     fill_payloads(st, &mut pending);
     pending.clear();
+    give_back_pending(st, pending);
+}
+
+/// The run's `pending` buffer (its scratch's, or this thread's for a run that has not
+/// executed yet), taken for one input; hand it back with [`give_back_pending`].
+#[inline]
+fn take_pending(st: &mut RunState) -> Vec<(EventId, Payload)> {
+    match st.scratch.as_mut() {
+        Some(s) => std::mem::take(&mut s.pending),
+        None => UNSCRATCHED_PENDING.take(),
+    }
+}
+
+/// Returns the buffer [`take_pending`] took (emptied by the caller): kept by the run once
+/// it executes (a run's start event alone leaves no buffers behind), else by this thread.
+#[inline]
+fn give_back_pending(st: &mut RunState, pending: Vec<(EventId, Payload)>) {
     match st.scratch.as_mut() {
         Some(s) => s.pending = pending,
         None if pending.capacity() <= SPARE_MAX => UNSCRATCHED_PENDING.set(pending),
@@ -4243,9 +4249,9 @@ async fn drive_local(
 }
 
 /// Starts the body of `inv` (bound) and polls it once: whether it returned (its outputs in
-/// `inv.outs`) or failed, or the body, which waits. With `budget`, first takes a unit of the task's cooperative budget (a long chain
-/// whose steps never wait would otherwise keep its worker busy): once the task used its
-/// budget, it yields before starting the body. A plain future, not an `async fn`: a step
+/// `inv.outs`) or failed, or the body, which waits. With `budget`, first takes a unit of
+/// the task's cooperative budget (a long chain whose steps never wait would otherwise keep
+/// its worker busy): once the task used its budget, it yields before starting the body. A plain future, not an `async fn`: a step
 /// costs no state machine of its own. Awaited, it starts the body once (it is ready after
 /// the poll that starts it).
 fn start_and_poll<'a>(
