@@ -837,6 +837,22 @@ impl Run {
         }
     }
 
+    /// [`Run::next_started`] when one started execution is not taken yet, the last one:
+    /// takes it and gives its step; `None`, having changed nothing, otherwise. After
+    /// [`Run::complete_linked`] returned the log position of its event, that is the
+    /// execution the link started, whose one binding is that event (a chain link's step
+    /// has that one parameter): its caller binds it without looking it up.
+    #[inline]
+    pub fn take_sole_started(&mut self) -> Option<(ExecutionId, StepIdx)> {
+        let n = self.executions.len();
+        let last = self.executions.last()?;
+        if self.untaken as usize + 1 != n {
+            return None;
+        }
+        self.untaken = n as u32;
+        Some((ExecutionId(n as u32 - 1), last.step))
+    }
+
     /// Like [`Run::take_started`], as an iterator over the ids (no buffer).
     pub fn drain_started(&mut self) -> impl Iterator<Item = ExecutionId> + use<> {
         let end = self.executions.len() as u32;

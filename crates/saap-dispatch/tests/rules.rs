@@ -1019,3 +1019,33 @@ fn complete_linked_decides_as_complete_and_declines_what_is_not_a_direct_link() 
     linked.complete(y, &["B"]);
     assert_eq!(general.run.records(), linked.run.records());
 }
+
+/// `take_sole_started` takes what `next_started` would when one started execution is left,
+/// the last one (after `complete_linked`: the execution the link started, bound to the
+/// link's event), and changes nothing otherwise.
+#[test]
+fn take_sole_started_takes_the_one_execution_a_chain_link_started() {
+    let yaml = spec(
+        "  - {name: s, params: [{name: x, kind: required, types: [StartEvent]}], outputs: [A]}
+  - {name: t, params: [{name: a, kind: required, types: [A]}], outputs: [Done]}",
+    );
+    let mut h = H::new(&yaml);
+    assert_eq!(h.run.take_sole_started(), None, "nothing started yet");
+    h.send("StartEvent");
+    let x = h.run.executions().len() as u32 - 1;
+    let (x, s) = (
+        ExecutionId(x),
+        h.run.execution(ExecutionId(x)).unwrap().step,
+    );
+    assert_eq!(h.run.take_sole_started(), Some((x, s)));
+    assert_eq!(h.run.take_sole_started(), None, "taken already");
+    assert_eq!(h.run.next_started(), None);
+    let a = h.spec().type_id("A").unwrap();
+    let id = derived_event_id(h.run.run_key(), x, 0);
+    let seq = h.run.complete_linked(x, 1, id, a).unwrap().unwrap();
+    let (y, t) = h.run.take_sole_started().unwrap();
+    assert_eq!(t, h.spec().step_index("t").unwrap());
+    assert_eq!(h.run.execution(y).unwrap().step, t);
+    assert_eq!(h.run.bindings(y), &[Bound::One(seq)]);
+    assert_eq!(h.run.next_started(), None);
+}

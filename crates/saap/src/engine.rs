@@ -2309,7 +2309,17 @@ impl Shared {
         let st = &mut *guard;
         let (waits, ended) = match outcome {
             Ok(()) if !self.journal && st.failure.is_none() => {
-                self.complete_unjournaled(slot, st, inv, &mut spill.durable)?
+                match self.complete_unjournaled(slot, st, inv, &mut spill.durable)? {
+                    Some(done) => done,
+                    // A chain link: `inv` holds the execution it started, the run goes on.
+                    None => {
+                        return Ok(Completed {
+                            waits: false,
+                            ended: false,
+                            next: Next::Here,
+                        });
+                    }
+                }
             }
             outcome => {
                 // The general path takes the outputs (their vector goes to the run's spare
@@ -2364,14 +2374,16 @@ impl Shared {
     /// outputs in `inv.outs`, taken: the vector stays, empty, for the next execution), in an
     /// engine without a journal (nothing to encode, no precondition results to keep).
     /// Whether its durability went to `durable` (not durable at once), and whether the run
-    /// ended (see [`Completed`]).
+    /// ended (see [`Completed`]); `None` when the step returned a chain link and `inv`
+    /// (with `inv.extract`) now holds the one execution the link started (the run goes on:
+    /// nothing to wait for).
     fn complete_unjournaled(
         &self,
         slot: &RunSlot,
         st: &mut RunState,
         inv: &mut Invocation,
         durable: &mut Option<Pending<()>>,
-    ) -> Result<(bool, bool), EngineError> {
+    ) -> Result<Option<(bool, bool)>, EngineError> {
         let (execution, attempt, step) = (inv.execution, inv.attempt, inv.step);
         let outs = &mut inv.outs;
         if let [o] = &outs[..]
@@ -2388,13 +2400,25 @@ impl Shared {
                     if let Some(o) = outs.pop() {
                         put_payload(st, seq, id, o.payload);
                     }
-                    return Ok(self.after_completion(slot, st, durable));
+                    // The execution the link started is bound here, from what the core
+                    // just decided: its step, and its one parameter bound to `seq` (no
+                    // look-up of the execution, its bindings or the started list).
+                    if inv.extract
+                        && !st.run.is_terminated()
+                        && let Some((next, step)) = st.run.take_sole_started()
+                    {
+                        // Nothing to hand to the store: it only hears of a run's end.
+                        st.records_sent = st.run.records().len();
+                        invocation_linked(st, self, next, step, seq, inv);
+                        return Ok(None);
+                    }
+                    return Ok(Some(self.after_completion(slot, st, durable)));
                 }
                 // Not a link the core takes directly: the general path below.
                 Ok(None) => {}
                 Err(e) => {
                     outs.clear();
-                    return self.completion_refused(slot, e);
+                    return self.completion_refused(slot, e).map(Some);
                 }
             }
         }
@@ -2476,11 +2500,11 @@ impl Shared {
         }
         if let Err(e) = completed {
             pending.clear();
-            return self.completion_refused(slot, e);
+            return self.completion_refused(slot, e).map(Some);
         }
         add_payloads(run, payloads, true, pending);
         pending.clear();
-        Ok(self.after_completion(slot, st, durable))
+        Ok(Some(self.after_completion(slot, st, durable)))
     }
 
     /// What [`Shared::complete_unjournaled`] hands back once the core took the completion:
@@ -3240,42 +3264,57 @@ impl Shared {
         }
     }
 
-    /// Extracts the typed inputs of execution `x` of step `step_idx` from the run's tables
-    /// (under its lock) into a body run of the step, catching a panic: the body run, or the
-    /// step's failure (the same messages as [`Shared::first_poll`]'s).
+    /// Extracts the typed inputs bound by `bindings` (an execution of step `step_idx`) from
+    /// the run's tables (under its lock) into a body run of the step, catching a panic: the
+    /// body run, or the step's failure (the same messages as [`Shared::first_poll`]'s).
+    /// Inlined into its two callers (one per step): the failures are made out of line.
+    #[inline(always)]
     fn extract_inputs(
         &self,
         run: &Run,
         step_idx: StepIdx,
-        x: ExecutionId,
+        bindings: &[Bound],
         payloads: &[Payload],
     ) -> Result<StepFuture, String> {
         let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
-            return Err(format!("the workflow has no step {step_idx}"));
+            return Err(no_step(step_idx));
         };
-        let bound = crate::params::BoundInputs::new(
-            run,
-            step_idx,
-            run.bindings(x),
-            payloads,
-            &self.type_names,
-        );
+        let bound =
+            crate::params::BoundInputs::new(run, step_idx, bindings, payloads, &self.type_names);
         let mut body = crate::workflow::body_run(step);
         match std::panic::catch_unwind(AssertUnwindSafe(|| body.as_mut().extract(&bound))) {
             Ok(Ok(())) => Ok(body),
-            Ok(Err(e)) => {
-                crate::workflow::recycle_body(step.key, body);
-                Err(format!(
-                    "step `{}` cannot read its inputs: {e}",
-                    self.step_name(step_idx)
-                ))
-            }
-            Err(p) => Err(format!(
-                "step `{}` panicked: {}",
-                self.step_name(step_idx),
-                panic_text(&p)
-            )),
+            Ok(Err(e)) => Err(self.extract_failed(step_idx, step, body, &e)),
+            Err(p) => Err(self.extract_panicked(step_idx, &p)),
         }
+    }
+
+    /// The failure of a step whose inputs could not be extracted (its body run is kept).
+    #[cold]
+    #[inline(never)]
+    fn extract_failed(
+        &self,
+        step_idx: StepIdx,
+        step: &StepImpl,
+        body: StepFuture,
+        e: &crate::params::InputError,
+    ) -> String {
+        crate::workflow::recycle_body(step.key, body);
+        format!(
+            "step `{}` cannot read its inputs: {e}",
+            self.step_name(step_idx)
+        )
+    }
+
+    /// The failure of a step whose inputs' extraction panicked.
+    #[cold]
+    #[inline(never)]
+    fn extract_panicked(&self, step_idx: StepIdx, p: &Box<dyn std::any::Any + Send>) -> String {
+        format!(
+            "step `{}` panicked: {}",
+            self.step_name(step_idx),
+            panic_text(p)
+        )
     }
 
     /// [`Shared::first_poll`] of a body run whose inputs were extracted
@@ -3731,7 +3770,41 @@ fn invocation_into(
         ..
     } = st;
     let step = run.execution(x).map(|e| e.step).unwrap_or(0);
-    inv.prepared = Some(shared.extract_inputs(run, step, x, payloads));
+    inv.prepared = Some(shared.extract_inputs(run, step, run.bindings(x), payloads));
+    extracted(inv, x, attempt, step, scratch);
+}
+
+/// [`invocation_into`] (with `inv.extract`) of the execution `x` of `step` a chain link
+/// just started ([`Run::take_sole_started`]): its step's one parameter is bound to the
+/// link's event at `seq`.
+#[inline]
+fn invocation_linked(
+    st: &mut RunState,
+    shared: &Shared,
+    x: ExecutionId,
+    step: StepIdx,
+    seq: Seq,
+    inv: &mut Invocation,
+) {
+    let RunState {
+        run,
+        payloads,
+        scratch,
+        ..
+    } = st;
+    inv.prepared = Some(shared.extract_inputs(run, step, &[Bound::One(seq)], payloads));
+    extracted(inv, x, 1, step, scratch);
+}
+
+/// The rest of an invocation whose inputs were extracted into `inv.prepared`.
+#[inline(always)]
+fn extracted(
+    inv: &mut Invocation,
+    x: ExecutionId,
+    attempt: u32,
+    step: StepIdx,
+    scratch: &mut Option<Box<Scratch>>,
+) {
     inv.execution = x;
     inv.attempt = attempt;
     inv.step = step;
@@ -4379,6 +4452,13 @@ fn durable(
     }
     slot.bump();
     Some(())
+}
+
+/// The failure of an execution of a step the workflow does not have.
+#[cold]
+#[inline(never)]
+fn no_step(step_idx: StepIdx) -> String {
+    format!("the workflow has no step {step_idx}")
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
