@@ -752,13 +752,11 @@ impl RunSlot {
         // on input; a poisoned lock is taken over as is.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+    /// Inlined: every completion calls it, and most runs were never watched (one look).
+    #[inline]
     fn bump(&self) {
-        // A watcher checks the state after subscribing, so skipping the notification when
-        // nobody watches loses no change.
-        if let Some(tx) = self.version.get()
-            && tx.receiver_count() > 0
-        {
-            tx.send_modify(|v| *v += 1);
+        if let Some(tx) = self.version.get() {
+            bump_watched(tx);
         }
     }
     /// Waits until the run is quiet ([`RunState::is_quiet`]): one look under the run's
@@ -4376,6 +4374,17 @@ fn queued(slot: &Arc<RunSlot>, all: Vec<Invocation>) -> Box<Fanout> {
 fn end_body(inv: &mut Invocation) {
     for events in &mut inv.inputs {
         events.clear();
+    }
+}
+
+/// [`RunSlot::bump`] of a run that was watched once.
+#[cold]
+#[inline(never)]
+fn bump_watched(tx: &watch::Sender<u64>) {
+    // A watcher checks the state after subscribing, so skipping the notification when
+    // nobody watches loses no change.
+    if tx.receiver_count() > 0 {
+        tx.send_modify(|v| *v += 1);
     }
 }
 
