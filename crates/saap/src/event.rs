@@ -341,9 +341,9 @@ impl Payload {
                 if payloads.len() <= LAST_RUN_PAYLOADS {
                     // Kept whole, last first: the vectors trade places (the run gets the
                     // emptied one of the run before: no allocation).
+                    // (`last_run` is empty here: sorted just above if it was not.)
                     payloads.reverse();
-                    let spare = std::mem::take(&mut pools.last_run);
-                    pools.last_run = std::mem::replace(payloads, spare);
+                    std::mem::swap(&mut pools.last_run, payloads);
                     return;
                 }
                 for p in payloads.drain(..) {
