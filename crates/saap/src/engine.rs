@@ -1708,26 +1708,51 @@ impl Engine {
         slot.bump();
         // Executions started by events sent from other tasks run elsewhere (their own tasks
         // or the engine's driver): when the driving stops before the run is quiet, wait.
-        let quiet = match applied.started {
+        let (quiet, slot, evict) = match applied.started {
             // Most start events start one execution, which this task drives: straight to
-            // the local driver (as `drive_started` would), the invocation moved once.
+            // the local driver (as `drive_started` would), the invocation moved once, with
+            // this call's reference to the slot (it gets one back). Where the driver stops
+            // with the run quiet, it may leave the run's eviction to the release below.
             Started::One(first) if shares => {
-                drive_local(
+                let run = Arc::as_ptr(&slot) as usize;
+                let mut back = None;
+                let quiet = drive_local(
                     &self.shared,
-                    Some((slot.clone(), first)),
+                    Some((slot, first)),
                     None,
                     None,
-                    Some(&slot),
+                    Own::Handed {
+                        run,
+                        back: &mut back,
+                    },
                 )
-                .await
+                .await;
+                match back {
+                    Some((slot, evict)) => (quiet, slot, evict),
+                    // The driver lets go of the run's last reference only through `back`.
+                    None => {
+                        return Err(EngineError::Core {
+                            run_id: String::new(),
+                            detail: "the run's driver kept no reference to its slot".into(),
+                        });
+                    }
+                }
             }
-            started => drive_started(&self.shared, &slot, started, shares).await,
+            started => (
+                drive_started(&self.shared, &slot, started, shares).await,
+                slot,
+                false,
+            ),
         };
         if !quiet {
             slot.until_quiet().await;
         }
         let run_id = slot.run_id_string();
-        self.shared.release(slot);
+        if evict {
+            self.shared.evict_and_release(slot);
+        } else {
+            self.shared.release(slot);
+        }
         Ok(run_id)
     }
 
@@ -3377,6 +3402,72 @@ impl Shared {
         self.maybe_evict_locked(slot, st)
     }
 
+    /// [`Shared::keep_buffers_and_evict`] for a caller that lets go of the run right after
+    /// ([`Engine::run`]): a quiet run's eviction, and the wake-up of its waiters (left
+    /// registered), are left to [`Shared::evict_and_release`], which takes the run table's
+    /// lock once for the eviction and for keeping the slot. Returns whether the run is
+    /// quiet, and whether its eviction was left to the caller.
+    fn keep_buffers_and_see_end(&self, slot: &RunSlot, inv: Invocation) -> (bool, bool) {
+        let mut st = slot.lock();
+        keep_buffers_locked(&mut st, inv);
+        if self.opts.keep_ended_runs || !st.is_quiet() {
+            return (self.maybe_evict_locked(slot, st), false);
+        }
+        (true, true)
+    }
+
+    /// The end of a quiet run whose own driver left its eviction to the caller
+    /// ([`Shared::keep_buffers_and_see_end`]), with the caller's reference to its slot:
+    /// drops it from the run table and, when nothing else refers to it and no other run is
+    /// held, resets it and keeps it for a new run in the same locked section; else evicts
+    /// it as [`Shared::maybe_evict_locked`] does, wakes its waiters and lets it go
+    /// ([`Shared::release`]).
+    fn evict_and_release(&self, mut slot: Arc<RunSlot>) {
+        let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
+        runs.held.remove(slot.id.as_bytes());
+        let in_flight = runs.held.len();
+        let woken = match Arc::get_mut(&mut slot) {
+            // Nothing else refers to the run, so nothing waits for it (a waiter holds a
+            // reference).
+            Some(s) => {
+                let st = s.state.get_mut().unwrap_or_else(|p| p.into_inner());
+                if in_flight == 0
+                    && runs.spare.len() < SPARE_SLOTS
+                    && st.run.log().len() <= SPARE_SLOT_MAX_EVENTS
+                    && st.payloads.capacity() <= SPARE_SLOT_MAX_EVENTS
+                {
+                    // Reset under the table's lock: no other run is held, so only a new
+                    // run's lookup can wait for it.
+                    s.recycle();
+                    runs.spare.push(slot);
+                    self.spare_slot_count
+                        .store(runs.spare.len(), Ordering::Relaxed);
+                    return;
+                }
+                drop(runs);
+                // Other runs in flight: as in `maybe_evict_locked`, the run's tables go to
+                // the stash now (another run may be about to execute for the first time).
+                if in_flight > 0 {
+                    self.stash(st.forget());
+                }
+                st.waiters.take()
+            }
+            None => {
+                drop(runs);
+                let mut st = slot.lock();
+                let spare = (in_flight > 0).then(|| st.forget());
+                let woken = st.waiters.take();
+                drop(st);
+                if let Some(spare) = spare {
+                    self.stash(spare);
+                }
+                woken
+            }
+        };
+        woken.wake();
+        self.release(slot);
+    }
+
     /// Binds execution `x` (first attempt) into `inv`, keeping its buffers.
     fn bind(&self, slot: &RunSlot, x: ExecutionId, inv: &mut Invocation) {
         let mut st = slot.lock();
@@ -3934,7 +4025,7 @@ async fn drive_started(
         Started::None => shared.maybe_evict(slot),
         Started::One(first) => drive_steps(shared, slot, first, shares).await,
         Started::Many(all) if shares => {
-            drive_local(shared, None, Some(queued(slot, all)), None, Some(slot)).await
+            drive_local(shared, None, Some(queued(slot, all)), None, Own::Held(slot)).await
         }
         Started::Many(all) => {
             let mut all = all.into_iter();
@@ -3961,7 +4052,14 @@ async fn drive_steps(
     shares: bool,
 ) -> bool {
     if shares {
-        drive_local(shared, Some((slot.clone(), inv)), None, None, Some(slot)).await
+        drive_local(
+            shared,
+            Some((slot.clone(), inv)),
+            None,
+            None,
+            Own::Held(slot),
+        )
+        .await
     } else {
         // Boxed: the in-memory path keeps the smaller future.
         Box::pin(drive_spawning(shared, slot, inv)).await;
@@ -4121,12 +4219,19 @@ fn spawn_own_driver(shared: &Arc<Shared>, item: Queued) {
                     queue: VecDeque::from([Queued::Span(s)]),
                     ..Fanout::default()
                 });
-                drive_local(&shared, None, Some(fan), None, Some(&slot)).await;
+                drive_local(&shared, None, Some(fan), None, Own::Held(&slot)).await;
                 shared.release(slot);
                 return;
             }
         };
-        drive_local(&shared, Some((slot.clone(), inv)), None, None, Some(&slot)).await;
+        drive_local(
+            &shared,
+            Some((slot.clone(), inv)),
+            None,
+            None,
+            Own::Held(&slot),
+        )
+        .await;
         shared.release(slot);
     });
 }
@@ -4148,7 +4253,7 @@ async fn engine_driver(shared: Arc<Shared>) {
         }
     }
     let mut guard = Dropped(&shared, true);
-    drive_local(&shared, None, None, Some(&mut guard.1), None).await;
+    drive_local(&shared, None, None, Some(&mut guard.1), Own::None).await;
 }
 
 /// Drives executions on this task, in the order they started: `next`, then the queue —
@@ -4158,14 +4263,14 @@ async fn engine_driver(shared: Arc<Shared>) {
 /// comes (into the buffers of one that finished) and its body polled at once. A body that
 /// ends at that poll — any body that does not wait for I/O — is completed right away: no
 /// task, no boxed future, no waker. Bodies that wait are polled together (a
-/// `FuturesUnordered`), as tasks would be, and completed as they end. Returns whether `run`
-/// was quiet when the driving stopped (`false` without `run`).
+/// `FuturesUnordered`), as tasks would be, and completed as they end. Returns whether the
+/// run of `own` was quiet when the driving stopped (`false` without one).
 async fn drive_local(
     shared: &Arc<Shared>,
     mut next: Option<(Arc<RunSlot>, Invocation)>,
     mut fan: Option<Box<Fanout>>,
     mut engine: Option<&mut bool>,
-    run: Option<&Arc<RunSlot>>,
+    mut own: Own<'_>,
 ) -> bool {
     let mut spill = Spill::default();
     'drive: loop {
@@ -4250,7 +4355,7 @@ async fn drive_local(
             // A refused completion (the run stopped): the others still complete, refused alike.
             let Some(done) = complete(shared, &slot, &mut inv, result, &mut spill, queued) else {
                 let _quiet = shared.maybe_evict(&slot);
-                shared.release(slot);
+                own.let_go(shared, slot);
                 continue 'drive;
             };
             let stored = if done.waits {
@@ -4259,7 +4364,7 @@ async fn drive_local(
                 Ok(())
             };
             if durable(shared, &slot, done.ended, stored).is_none() {
-                shared.release(slot);
+                own.let_go(shared, slot);
                 continue 'drive;
             }
             match done.next {
@@ -4273,12 +4378,24 @@ async fn drive_local(
                         }
                         // The run's own driver, nothing else queued or waiting: it stops
                         // here, and looks whether the run is quiet in the same locked section.
-                        None if run.is_some_and(|r| Arc::ptr_eq(r, &slot)) => {
-                            let quiet = shared.keep_buffers_and_evict(&slot, inv);
-                            // Not the last reference (`run` is the caller's): nothing to
-                            // recycle, no `release` call.
-                            drop(slot);
-                            return quiet;
+                        None if own.is(&slot) => {
+                            return match own {
+                                Own::Handed { back, .. } => {
+                                    let (quiet, evict) =
+                                        shared.keep_buffers_and_see_end(&slot, inv);
+                                    // (Any reference kept before is let go: this one is
+                                    // the caller's now.)
+                                    *back = Some((slot, evict));
+                                    quiet
+                                }
+                                _ => {
+                                    let quiet = shared.keep_buffers_and_evict(&slot, inv);
+                                    // Not the last reference (the caller holds one):
+                                    // nothing to recycle, no `release` call.
+                                    drop(slot);
+                                    quiet
+                                }
+                            };
                         }
                         None => shared.keep_buffers(&slot, inv),
                     }
@@ -4287,7 +4404,7 @@ async fn drive_local(
                     if engine.is_some() {
                         let _quiet = shared.maybe_evict(&slot);
                     }
-                    shared.release(slot);
+                    own.let_go(shared, slot);
                     continue 'drive;
                 }
                 Next::Here => {}
@@ -4319,8 +4436,54 @@ async fn drive_local(
             }
         }
     }
-    // Whether `run` is quiet (`false` without one).
-    run.is_some_and(|slot| shared.maybe_evict(slot))
+    // Whether the run of `own` is quiet (`false` without one).
+    match own {
+        Own::None => false,
+        Own::Held(slot) => shared.maybe_evict(slot),
+        Own::Handed { back, .. } => back
+            .as_ref()
+            .is_some_and(|(slot, _)| shared.maybe_evict(slot)),
+    }
+}
+
+/// The run a per-run [`drive_local`] drives for its caller (none for the engine's driver).
+enum Own<'a> {
+    None,
+    /// The caller holds a reference to the run's slot: the driver sees whether the run is
+    /// quiet, and evicts it, when it stops.
+    Held(&'a Arc<RunSlot>),
+    /// The caller ([`Engine::run`]) handed its reference to the run's slot over with the
+    /// run's first execution (no reference added and dropped for the driver) and gets one
+    /// back in `back`, with whether the driver stopped with the run quiet and left its
+    /// eviction to the caller ([`Shared::evict_and_release`]). `run`: the slot's address.
+    Handed {
+        run: usize,
+        back: &'a mut Option<(Arc<RunSlot>, bool)>,
+    },
+}
+
+impl Own<'_> {
+    /// Whether `slot` is the run's.
+    fn is(&self, slot: &Arc<RunSlot>) -> bool {
+        match self {
+            Own::None => false,
+            Own::Held(r) => Arc::ptr_eq(r, slot),
+            Own::Handed { run, .. } => Arc::as_ptr(slot) as usize == *run,
+        }
+    }
+
+    /// Lets go of a reference to a slot: kept for the caller when it is the first of a
+    /// handed run's that the driver lets go of, else [`Shared::release`]d.
+    fn let_go(&mut self, shared: &Shared, slot: Arc<RunSlot>) {
+        if let Own::Handed { run, back } = self
+            && back.is_none()
+            && Arc::as_ptr(&slot) as usize == *run
+        {
+            **back = Some((slot, false));
+            return;
+        }
+        shared.release(slot);
+    }
 }
 
 /// Starts the body of `inv` (bound) and polls it once: whether it returned (its outputs in
