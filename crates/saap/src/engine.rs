@@ -28,6 +28,7 @@ use crate::snapshot::RunSnapshot;
 use crate::workflow::{StepFuture, StepImpl, Workflow};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use parking_lot::{Mutex as RunMutex, MutexGuard};
 use saap_dispatch::derived_event_id;
 use saap_dispatch::ids::Seq;
 use saap_dispatch::ids::run_key;
@@ -43,7 +44,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::Poll;
 use tokio::sync::watch;
 
@@ -270,7 +271,7 @@ pub(crate) struct RunSlot {
     new_thread: EventId,
     /// Seeds the derived ids of this run's outputs.
     pub run_key: u64,
-    state: Mutex<RunState>,
+    state: RunMutex<RunState>,
     /// Bumped on every change while someone watches (test runner, snapshots in a loop);
     /// made by the first watcher (a watch channel is ~350 bytes per run otherwise).
     version: std::sync::OnceLock<watch::Sender<u64>>,
@@ -662,7 +663,7 @@ impl RunSlot {
             thread_id,
             new_thread,
             run_key: run.run_key(),
-            state: Mutex::new(RunState {
+            state: RunMutex::new(RunState {
                 run,
                 payloads: Vec::new(),
                 journal_len: 0,
@@ -683,10 +684,7 @@ impl RunSlot {
     /// ids and key [`RunSlot::rename`] gives it. Its run id and thread are still the ended
     /// run's until then.
     fn recycle(&mut self) {
-        self.state
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .reset(0);
+        self.state.get_mut().reset(0);
         // Made by a watcher only (most runs have none): nothing to drop, usually.
         if self.version.get().is_some() {
             self.version = std::sync::OnceLock::new();
@@ -702,11 +700,7 @@ impl RunSlot {
     ) -> (RunIdText, std::sync::OnceLock<Arc<str>>) {
         (self.thread_id, self.new_thread) = thread.parts();
         self.run_key = run_key;
-        self.state
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .run
-            .rekey(run_key);
+        self.state.get_mut().run.rekey(run_key);
         (
             std::mem::replace(&mut self.id, RunIdText::Hex(HexId::new(id))),
             std::mem::take(&mut self.run_id),
@@ -749,8 +743,8 @@ impl RunSlot {
     }
     pub(crate) fn lock(&self) -> MutexGuard<'_, RunState> {
         // The state is only mutated by the core's transition functions, which do not panic
-        // on input; a poisoned lock is taken over as is.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        // on input: a lock that does not poison needs no check when it is taken or let go.
+        self.state.lock()
     }
     /// Inlined: every completion calls it, and most runs were never watched (one look).
     #[inline]
@@ -1790,7 +1784,7 @@ impl Engine {
                     // A slot whose tables went to the stash when its run was evicted takes
                     // kept ones now: its first dispatch grows none. (The stash's lock
                     // is never held while the run table's is taken.)
-                    shared.adopt_spare(spare.state.get_mut().unwrap_or_else(|p| p.into_inner()));
+                    shared.adopt_spare(spare.state.get_mut());
                     runs.held.replace(Held(slot.clone()));
                     drop(runs);
                     drop(ended_id);
@@ -2989,7 +2983,7 @@ impl Shared {
         let Some(s) = Arc::get_mut(&mut slot) else {
             return;
         };
-        let st = s.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let st = s.state.get_mut();
         if st.run.log().len() > SPARE_SLOT_MAX_EVENTS
             || st.payloads.capacity() > SPARE_SLOT_MAX_EVENTS
         {
@@ -3432,7 +3426,7 @@ impl Shared {
             // Nothing else refers to the run, so nothing waits for it (a waiter holds a
             // reference).
             Some(s) => {
-                let st = s.state.get_mut().unwrap_or_else(|p| p.into_inner());
+                let st = s.state.get_mut();
                 if in_flight == 0
                     && runs.spare.len() < SPARE_SLOTS
                     && st.run.log().len() <= SPARE_SLOT_MAX_EVENTS
