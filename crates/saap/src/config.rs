@@ -207,7 +207,7 @@ impl StepCtx {
 
     /// The start event's fields, or why the run cannot be read any more.
     fn held_start_fields(&self) -> Result<Payload, crate::context::ContextError> {
-        Ok(match &self.run {
+        Ok(match &*self.run {
             crate::context::CtxRun::Local(run) => {
                 let st = run.slot()?.lock();
                 let seq = st.run.start_seq();

@@ -145,7 +145,9 @@ enum IdText {
 const INLINE_ID: usize = 24;
 
 impl IdText {
-    #[inline(always)]
+    /// Out of line: the usual context has an engine-made run id and a made thread, and
+    /// needs none of this.
+    #[inline(never)]
     fn new(id: &Arc<str>) -> IdText {
         let src = id.as_bytes();
         // The engine's ids: a copy of fixed size.
@@ -296,7 +298,7 @@ impl NewCtx<'_> {
                 execution,
                 attempt,
             } => StepCtx {
-                run: CtxRun::Local(LocalRun::new(engine, slot)),
+                run: std::mem::ManuallyDrop::new(CtxRun::Local(LocalRun::new(engine, slot))),
                 execution,
                 attempt,
             },
@@ -308,9 +310,58 @@ impl NewCtx<'_> {
 /// The injectables of one execution. Cloning is cheap.
 #[derive(Clone)]
 pub struct StepCtx {
-    pub(crate) run: CtxRun,
+    /// Dropped by `StepCtx`'s `Drop` (out of line) when it owns anything, else left as is.
+    pub(crate) run: std::mem::ManuallyDrop<CtxRun>,
     pub(crate) execution: ExecutionId,
     pub(crate) attempt: u32,
+}
+
+/// What a dropped context leaves behind when it owned something: nothing to drop.
+fn no_run() -> CtxRun {
+    CtxRun::Local(LocalRun {
+        engine: EngineRef {
+            index: 0,
+            generation: 0,
+        },
+        run_id: IdText::Inline {
+            len: 0,
+            bytes: [0; INLINE_ID],
+        },
+        thread_id: OnceLock::new(),
+        new_thread: EventId::from_bytes([0; 12]),
+        slot: OnceLock::new(),
+    })
+}
+
+/// A context usually owns nothing (a local run's ids inline, nothing looked up): its drop
+/// is then four checks, inline where it is dropped, and what it owns is dropped out of
+/// line. `run` is a `ManuallyDrop`, so no drop glue of its own follows: before, the glue
+/// (`drop_in_place<StepCtx>`) was never inlined, a call on every step for which the context
+/// was first copied whole.
+impl Drop for StepCtx {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let owns = match &mut *self.run {
+            CtxRun::Remote(_) => true,
+            CtxRun::Local(run) => {
+                matches!(run.run_id, IdText::Shared(_))
+                    || matches!(run.thread_id.get_mut(), Some(IdText::Shared(_)))
+                    || run.slot.get_mut().is_some()
+            }
+        };
+        // Otherwise it owns no allocation and no reference: left as it is, nothing leaks.
+        if owns {
+            let run = std::mem::replace(&mut self.run, std::mem::ManuallyDrop::new(no_run()));
+            drop_owned(std::mem::ManuallyDrop::into_inner(run));
+        }
+    }
+}
+
+/// Drops what a context owned (see `StepCtx`'s `Drop`).
+#[cold]
+#[inline(never)]
+fn drop_owned(run: CtxRun) {
+    drop(run);
 }
 
 impl StepCtx {
@@ -333,13 +384,13 @@ impl StepCtx {
     }
 
     pub fn run_id(&self) -> &str {
-        match &self.run {
+        match &*self.run {
             CtxRun::Local(run) => run.run_id.as_str(),
             CtxRun::Remote(r) => &r.run_id,
         }
     }
     pub fn thread_id(&self) -> &str {
-        match &self.run {
+        match &*self.run {
             CtxRun::Local(run) => run.thread_id(),
             CtxRun::Remote(r) => &r.thread_id,
         }
@@ -354,8 +405,8 @@ impl StepCtx {
     }
     pub fn run_context(&self) -> RunContext {
         RunContext {
-            run: self.run.clone(),
-            scope: Scope::Run(match &self.run {
+            run: CtxRun::clone(&self.run),
+            scope: Scope::Run(match &*self.run {
                 CtxRun::Local(run) => run.run_id.as_str().into(),
                 CtxRun::Remote(r) => r.run_id.clone(),
             }),
@@ -363,8 +414,8 @@ impl StepCtx {
     }
     pub fn thread_context(&self) -> ThreadContext {
         ThreadContext(RunContext {
-            run: self.run.clone(),
-            scope: Scope::Thread(match &self.run {
+            run: CtxRun::clone(&self.run),
+            scope: Scope::Thread(match &*self.run {
                 CtxRun::Local(run) => run.thread_id().into(),
                 CtxRun::Remote(r) => r.thread_id.clone(),
             }),
@@ -378,7 +429,7 @@ impl StepCtx {
             key: T::NAME.to_string(),
             message: e.to_string(),
         })?;
-        match &self.run {
+        match &*self.run {
             CtxRun::Local(run) => {
                 let slot = run.slot()?;
                 // Numbered by the run, not the context: a step's context costs no counter.

@@ -225,14 +225,16 @@ impl Engine {
             ));
         }
         let ctx = StepCtx {
-            run: crate::context::CtxRun::Remote(Arc::new(crate::context::RemoteRun {
-                shared: self.shared.clone(),
-                run_id: work.run_id.clone(),
-                thread_id: work.thread_id.clone(),
-                start: work.start.clone(),
-                display,
-                displayed: AtomicU32::new(0),
-            })),
+            run: std::mem::ManuallyDrop::new(crate::context::CtxRun::Remote(Arc::new(
+                crate::context::RemoteRun {
+                    shared: self.shared.clone(),
+                    run_id: work.run_id.clone(),
+                    thread_id: work.thread_id.clone(),
+                    start: work.start.clone(),
+                    display,
+                    displayed: AtomicU32::new(0),
+                },
+            ))),
             execution: work.execution,
             attempt: work.attempt,
         };
