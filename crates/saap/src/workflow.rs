@@ -329,7 +329,13 @@ where
                 "a step's body run was started without its inputs or with another step's function; this is an engine bug, please report it".into(),
             ));
         };
-        this.body.set(Some(make(inputs, ctx.make())));
+        // Two calls of the body function: a context made here is not merged with a made
+        // one, so its drop's checks fold (it owns nothing) where the body ignores it.
+        let body = match ctx {
+            NewCtx::Local { .. } => make(inputs, ctx.make()),
+            NewCtx::Made(_) => make(inputs, ctx.make()),
+        };
+        this.body.set(Some(body));
         let Some(body) = this.body.as_mut().as_pin_mut() else {
             return std::task::Poll::Ready(Err("a step's future was polled after it ended".into()));
         };
