@@ -4705,6 +4705,54 @@ mod tests {
         assert_eq!(run.log().len(), 1 + 2 * 500);
     }
 
+    /// A step's context drops only what it owns, out of line (`StepCtx`'s `Drop`): the
+    /// run's slot it looked up and a thread id too long to hold inline are given back, so
+    /// a context that skips its drop glue leaks nothing.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_dropped_context_gives_back_the_slot_it_looked_up_and_its_long_thread_id() {
+        use crate::event::UserMessageEvent;
+        let engine = Engine::in_memory(slow_or_fast());
+        let long = "t".repeat(40);
+        let run = engine
+            .start_run_in(Some(&long), UserMessageEvent::new("slow"))
+            .await
+            .unwrap();
+        let slot = engine.shared.slot(&run).unwrap();
+        let thread = slot.given_thread().unwrap().clone();
+        let (slots, threads) = (Arc::strong_count(&slot), Arc::strong_count(&thread));
+        for look_up in [false, true] {
+            let ctx = StepCtx::local(engine.shared.ctx_ref, &slot, ExecutionId(0), 0);
+            assert_eq!(
+                (ctx.run_id(), ctx.thread_id()),
+                (run.as_str(), long.as_str())
+            );
+            assert_eq!(
+                Arc::strong_count(&thread),
+                threads + 1,
+                "the long id is shared"
+            );
+            if look_up {
+                // Reading the start event's fields looks the run's slot up and keeps it.
+                assert!(!ctx.start_fields().is_null());
+                assert_eq!(Arc::strong_count(&slot), slots + 1, "the slot is kept");
+            }
+            drop(ctx);
+            assert_eq!(Arc::strong_count(&slot), slots, "the slot was given back");
+            assert_eq!(Arc::strong_count(&thread), threads, "the id was given back");
+        }
+        // A context of the same run with ids held inline owns nothing: it drops in place.
+        let short = engine
+            .start_run_in(Some("short"), UserMessageEvent::new("slow"))
+            .await
+            .unwrap();
+        let short_slot = engine.shared.slot(&short).unwrap();
+        let n = Arc::strong_count(&short_slot);
+        let ctx = StepCtx::local(engine.shared.ctx_ref, &short_slot, ExecutionId(0), 0);
+        assert_eq!(ctx.thread_id(), "short");
+        drop(ctx);
+        assert_eq!(Arc::strong_count(&short_slot), n);
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn an_ended_body_run_is_kept_by_its_thread_and_its_step_starts_in_it_again() {
         use crate::event::{StopEvent, UserMessageEvent};
