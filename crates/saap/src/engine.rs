@@ -1268,6 +1268,30 @@ struct Pre<'a> {
     cache: &'a mut Option<Box<PreCache>>,
 }
 
+impl Shared {
+    /// The preconditions of a transition of a run whose payloads are `payloads` (in the
+    /// order of its log), with `pending` the payloads of the events the transition adds;
+    /// no results kept, none replayed.
+    #[inline(always)]
+    fn pre<'a>(
+        &'a self,
+        payloads: &'a [Payload],
+        pending: &'a [(EventId, Payload)],
+        cache: &'a mut Option<Box<PreCache>>,
+    ) -> Pre<'a> {
+        Pre {
+            steps: &self.workflow.inner.steps,
+            names: &self.type_names,
+            payloads,
+            pending,
+            results: None,
+            replay: None,
+            exhausted: false,
+            cache,
+        }
+    }
+}
+
 /// Per run: the typed inputs each step's precondition was last evaluated on, so that a list
 /// fan-in re-evaluated on every arrival costs one extraction per event (DESIGN §4.4: a list
 /// binding is a prefix of its match list). Dropped when the run ends.
@@ -2263,16 +2287,7 @@ impl Shared {
             id, ty, payload, ..
         } = ev;
         let offered = [(id, payload)];
-        let mut pre = Pre {
-            steps: &self.workflow.inner.steps,
-            names: &self.type_names,
-            payloads: &st.payloads,
-            pending: &offered,
-            results: None,
-            replay: None,
-            exhausted: false,
-            cache: &mut st.pre_cache,
-        };
+        let mut pre = self.pre(&st.payloads, &offered, &mut st.pre_cache);
         let appended = st.run.append(NewEvent { id, ty }, &mut pre);
         drop(pre);
         let [(_, payload)] = offered;
@@ -2504,16 +2519,7 @@ impl Shared {
             // A large fan-out's: not kept for the next execution.
             *outs = Vec::new();
         }
-        let mut pre = Pre {
-            steps: &self.workflow.inner.steps,
-            names: &self.type_names,
-            payloads,
-            pending,
-            results: None,
-            replay: None,
-            exhausted: false,
-            cache: pre_cache,
-        };
+        let mut pre = self.pre(payloads, pending, pre_cache);
         let completed = run.complete_returned(execution, attempt, news, &mut pre);
         drop(pre);
         if news.capacity() > SPARE_MAX {
@@ -2599,14 +2605,8 @@ impl Shared {
         let mut retried: Option<(ExecutionId, u32)> = None;
         let mut appended = None;
         let mut pre = Pre {
-            steps: &self.workflow.inner.steps,
-            names: &self.type_names,
-            payloads: &st.payloads,
-            pending: &[],
             results: journal.then(Vec::new),
-            replay: None,
-            exhausted: false,
-            cache: &mut st.pre_cache,
+            ..self.pre(&st.payloads, &[], &mut st.pre_cache)
         };
         let stored_input;
         match input {
@@ -3543,14 +3543,8 @@ impl Shared {
                     },
                 };
                 let mut pre = Pre {
-                    steps: &self.workflow.inner.steps,
-                    names: &self.type_names,
-                    payloads: &st.payloads,
-                    pending: &pending,
-                    results: None,
                     replay: Some(entry.preconditions.clone().into_iter()),
-                    exhausted: false,
-                    cache: &mut st.pre_cache,
+                    ..self.pre(&st.payloads, &pending, &mut st.pre_cache)
                 };
                 st.run
                     .apply(input, &mut pre)
