@@ -593,6 +593,13 @@ impl RunState {
         }
     }
 
+    /// Small enough for its slot to be kept for a new run (a larger run's tables go to
+    /// the stash instead, see [`Shared::release`]).
+    fn fits_a_spare_slot(&self) -> bool {
+        self.run.log().len() <= SPARE_SLOT_MAX_EVENTS
+            && self.payloads.capacity() <= SPARE_SLOT_MAX_EVENTS
+    }
+
     /// Ended (and the end is durable) with nothing running, or stopped by a failure.
     fn is_quiet(&self) -> bool {
         self.failure.is_some()
@@ -2984,9 +2991,7 @@ impl Shared {
             return;
         };
         let st = s.state.get_mut();
-        if st.run.log().len() > SPARE_SLOT_MAX_EVENTS
-            || st.payloads.capacity() > SPARE_SLOT_MAX_EVENTS
-        {
+        if !st.fits_a_spare_slot() {
             // Too large to keep: its tables serve the next large fan-out, and its payloads'
             // allocations the next run's events (`forget` recycles them).
             let spare = st.forget();
@@ -3140,7 +3145,7 @@ impl Shared {
         outs: Vec<OutEvent>,
     ) -> Result<StepFuture, String> {
         let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
-            return Err(format!("the workflow has no step {step_idx}"));
+            return Err(no_step(step_idx));
         };
         let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let mut body = crate::workflow::body_run(step);
@@ -3222,7 +3227,7 @@ impl Shared {
     ) -> Result<Result<(), String>, StepFuture> {
         let step_idx = inv.step;
         let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
-            return Ok(Err(format!("the workflow has no step {step_idx}")));
+            return Ok(Err(no_step(step_idx)));
         };
         let ctx = NewCtx::Local {
             engine: self.ctx_ref,
@@ -3422,44 +3427,31 @@ impl Shared {
         let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
         runs.held.remove(slot.id.as_bytes());
         let in_flight = runs.held.len();
-        let woken = match Arc::get_mut(&mut slot) {
-            // Nothing else refers to the run, so nothing waits for it (a waiter holds a
-            // reference).
-            Some(s) => {
-                let st = s.state.get_mut();
-                if in_flight == 0
-                    && runs.spare.len() < SPARE_SLOTS
-                    && st.run.log().len() <= SPARE_SLOT_MAX_EVENTS
-                    && st.payloads.capacity() <= SPARE_SLOT_MAX_EVENTS
-                {
-                    // Reset under the table's lock: no other run is held, so only a new
-                    // run's lookup can wait for it.
-                    s.recycle();
-                    runs.spare.push(slot);
-                    self.spare_slot_count
-                        .store(runs.spare.len(), Ordering::Relaxed);
-                    return;
-                }
-                drop(runs);
-                // Other runs in flight: as in `maybe_evict_locked`, the run's tables go to
-                // the stash now (another run may be about to execute for the first time).
-                if in_flight > 0 {
-                    self.stash(st.forget());
-                }
-                st.waiters.take()
-            }
-            None => {
-                drop(runs);
-                let mut st = slot.lock();
-                let spare = (in_flight > 0).then(|| st.forget());
-                let woken = st.waiters.take();
-                drop(st);
-                if let Some(spare) = spare {
-                    self.stash(spare);
-                }
-                woken
-            }
-        };
+        // Nothing else refers to the run (so nothing waits for it: a waiter holds a
+        // reference), no other run is held, the slot is small: reset under the table's
+        // lock, which only a new run's lookup can wait for now.
+        if in_flight == 0
+            && runs.spare.len() < SPARE_SLOTS
+            && let Some(s) = Arc::get_mut(&mut slot)
+            && s.state.get_mut().fits_a_spare_slot()
+        {
+            s.recycle();
+            runs.spare.push(slot);
+            self.spare_slot_count
+                .store(runs.spare.len(), Ordering::Relaxed);
+            return;
+        }
+        drop(runs);
+        // Else as `maybe_evict_locked` after the run left the table: with other runs in
+        // flight, its tables go to the stash now (another run may be about to execute for
+        // the first time).
+        let mut st = slot.lock();
+        let spare = (in_flight > 0).then(|| st.forget());
+        let woken = st.waiters.take();
+        drop(st);
+        if let Some(spare) = spare {
+            self.stash(spare);
+        }
         woken.wake();
         self.release(slot);
     }
@@ -4479,9 +4471,9 @@ impl Own<'_> {
 /// Starts the body of `inv` (bound) and polls it once: whether it returned (its outputs in
 /// `inv.outs`) or failed, or the body, which waits. With `budget`, first takes a unit of
 /// the task's cooperative budget (a long chain whose steps never wait would otherwise keep
-/// its worker busy): once the task used its budget, it yields before starting the body. A plain future, not an `async fn`: a step
-/// costs no state machine of its own. Awaited, it starts the body once (it is ready after
-/// the poll that starts it).
+/// its worker busy): once the task used its budget, it yields before starting the body. A
+/// plain future, not an `async fn`: a step costs no state machine of its own. Awaited, it
+/// starts the body once (it is ready after the poll that starts it).
 fn start_and_poll<'a>(
     shared: &'a Arc<Shared>,
     slot: &'a Arc<RunSlot>,
