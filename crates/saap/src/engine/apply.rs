@@ -1,0 +1,860 @@
+//! Applying one input to a run's core — an outside event, a completion, a retry — under the
+//! run's lock: the core decides (DESIGN §2), this hands the journal entry to the backend in
+//! journal order and reports what to start ([`Applied`], [`Completed`]). The general path is
+//! `apply_locked`; `append_unjournaled` and `complete_in_place`/`complete_unjournaled` are
+//! the same decisions without a journal, kept apart for speed. Must not run a step body or
+//! wait for the store: callers do that once the lock is let go.
+
+use super::bind::{invocation_into, invocation_linked};
+use super::incoming::{Incoming, stored};
+use super::invocation::{Invocation, SPARE_MAX, Started, invocation, reusable_inputs};
+use super::options::EngineError;
+use super::payloads::{
+    add_payloads, fill_one_payload, fill_payloads, give_back_pending, put_payload, take_pending,
+};
+use super::precondition::{Pre, PreCache};
+use super::shared::{Shared, shares_task};
+use super::slot::{RunSlot, RunState, SPARE_SLOT_MAX_EVENTS, Scratch, scratch};
+use crate::backend::{Pending, PersistBatch, RunMeta, StoreError, StoredInput};
+use crate::context::ContextError;
+use crate::event::Payload;
+use crate::params::{BoundEvent, OutEvent};
+use saap_dispatch::run::CompleteError;
+use saap_dispatch::{Appended, EventId, EventKind, ExecutionId, NewEvent, NewEventType, Outcome};
+use std::sync::Arc;
+
+pub(super) enum Input {
+    Append(Incoming),
+    Complete {
+        execution: ExecutionId,
+        attempt: u32,
+        /// What the step returned (turned into events with derived ids under the lock).
+        outcome: Result<Vec<OutEvent>, String>,
+    },
+    Retry(ExecutionId),
+}
+
+/// How [`Shared::apply_with`] binds the executions an input started.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Bind {
+    /// Not now: the engine's local driver binds them when their turn comes.
+    Later,
+    /// Their events, into each invocation's `inputs`.
+    Events,
+    /// The only one started, by extracting its typed inputs into `prepared` (its body
+    /// starts on this thread: [`Engine::run`] on a task that drives all of the run's
+    /// executions); when there are several, as `Events`.
+    Extract,
+}
+
+/// What [`Shared::apply_locked`] did: the journal entry's durability, the append's result,
+/// whether the run ended (and its end waits for the entry to be durable, see
+/// [`Shared::seal`]), and the execution a retry restarted.
+pub(super) struct Entry {
+    pub(super) durable: Pending<()>,
+    pub(super) appended: Option<Appended>,
+    pub(super) ended: bool,
+    pub(super) retried: Option<(ExecutionId, u32)>,
+}
+
+/// What [`Shared::complete_in_place`] did. A few bytes, returned in a register: most
+/// completions are durable at once, and a journal entry's durability goes to
+/// [`Spill::durable`] instead of being moved through every frame.
+#[derive(Clone, Copy)]
+pub(super) struct Completed {
+    /// The entry's durability is in [`Spill::durable`] (else it was durable at once).
+    pub(super) waits: bool,
+    /// This completion ended the run, and its end is durable once the entry is (an entry
+    /// durable at once marked the end durable already: then `false`).
+    pub(super) ended: bool,
+    pub(super) next: Next,
+}
+
+/// What a completion hands its caller beside [`Completed`], in buffers the caller keeps
+/// from one completion to the next.
+#[derive(Default)]
+pub(super) struct Spill {
+    /// Executions a completion started beside the first (see [`Next::Also`]).
+    pub(super) others: Vec<ExecutionId>,
+    /// The durability of a completion's entry, when not durable at once (see
+    /// [`Completed::waits`]); taken by the caller.
+    pub(super) durable: Option<Pending<()>>,
+}
+
+impl Spill {
+    /// The durability of the entry of a completion that `waits` (taken).
+    pub(super) fn durable(&mut self) -> Pending<()> {
+        self.durable.take().unwrap_or(Pending::Ready(Ok(())))
+    }
+}
+
+/// The executions a completion started, for the task that ran the completed one.
+#[derive(Clone, Copy)]
+pub(super) enum Next {
+    /// None.
+    None,
+    /// One: the invocation now holds it.
+    Here,
+    /// Several: the invocation holds the first, the others were added to the caller's list.
+    Also,
+    /// None; the invocation now holds the caller's queued execution (bound under the
+    /// completion's lock: a fan-out's executions take the run's lock once each, not twice).
+    Queued,
+}
+
+pub(super) struct Applied {
+    pub(super) durable: Pending<()>,
+    pub(super) started: Started,
+    pub(super) appended: Option<Appended>,
+    /// This input ended the run and its durability makes the end durable (`false` when
+    /// the entry was durable at once: the end is marked durable already).
+    pub(super) ended: bool,
+}
+
+impl Shared {
+    /// The preconditions of a transition of a run whose payloads are `payloads` (in the
+    /// order of its log), with `pending` the payloads of the events the transition adds;
+    /// no results kept, none replayed.
+    #[inline(always)]
+    pub(super) fn pre<'a>(
+        &'a self,
+        payloads: &'a [Payload],
+        pending: &'a [(EventId, Payload)],
+        cache: &'a mut Option<Box<PreCache>>,
+    ) -> Pre<'a> {
+        Pre {
+            steps: &self.workflow.inner.steps,
+            names: &self.type_names,
+            payloads,
+            pending,
+            results: None,
+            replay: None,
+            exhausted: false,
+            cache,
+        }
+    }
+}
+
+impl Shared {
+    /// Applies one input under the run's lock and hands the journal entry to the backend.
+    pub(super) fn apply(&self, slot: &RunSlot, input: Input) -> Result<Applied, EngineError> {
+        self.apply_with(slot, input, Vec::new(), Bind::Events)
+    }
+
+    /// [`Shared::apply`] for an input whose executions [`Shared::launch`] hands out: for the
+    /// engine's local driver they are bound when their turn comes, not now (a run waiting
+    /// in its queue holds no input vectors).
+    pub(super) fn apply_to_launch(
+        &self,
+        slot: &RunSlot,
+        input: Input,
+    ) -> Result<Applied, EngineError> {
+        let bind = if shares_task(self) {
+            Bind::Later
+        } else {
+            Bind::Events
+        };
+        self.apply_with(slot, input, Vec::new(), bind)
+    }
+
+    /// [`Shared::apply`] with the emptied input buffers of the execution that completed
+    /// (kept for the run's next execution).
+    pub(super) fn apply_with(
+        &self,
+        slot: &RunSlot,
+        input: Input,
+        spare: Vec<Vec<BoundEvent>>,
+        bind: Bind,
+    ) -> Result<Applied, EngineError> {
+        let mut guard = slot.lock();
+        let st = &mut *guard;
+        if reusable_inputs(&spare) && spare.capacity() > 0 {
+            let sc = scratch(&mut st.scratch);
+            if sc.spare_inputs.capacity() == 0 {
+                sc.spare_inputs = spare;
+            }
+        }
+        let entry = match input {
+            Input::Append(ev) if !self.journal && ev.by.is_none() && st.failure.is_none() => {
+                self.append_unjournaled(slot, st, ev)?
+            }
+            input => self.apply_locked(slot, st, input)?,
+        };
+        let mut started = match st.run.next_started() {
+            None => Started::None,
+            Some(x) => {
+                if bind != Bind::Later {
+                    // The run is about to execute (perhaps for the first time).
+                    self.adopt_spare(st);
+                }
+                match st.run.next_started() {
+                    // The only execution the input started (most inputs start one): made
+                    // as is, no `Started::push`.
+                    None => Started::One(self.started_invocation(st, x, bind, true)),
+                    Some(y) => {
+                        let mut all = vec![
+                            self.started_invocation(st, x, bind, false),
+                            self.started_invocation(st, y, bind, false),
+                        ];
+                        while let Some(z) = st.run.next_started() {
+                            all.push(self.started_invocation(st, z, bind, false));
+                        }
+                        Started::Many(all)
+                    }
+                }
+            }
+        };
+        if let Some((x, attempt)) = entry.retried {
+            started.push(invocation(st, &self.type_names, x, attempt));
+        }
+        Ok(Applied {
+            durable: entry.durable,
+            started,
+            appended: entry.appended,
+            ended: entry.ended,
+        })
+    }
+
+    /// The invocation of execution `x`, which an input just started, bound as `bind` says;
+    /// `only`: the only execution the input started.
+    #[inline]
+    pub(super) fn started_invocation(
+        &self,
+        st: &mut RunState,
+        x: ExecutionId,
+        bind: Bind,
+        only: bool,
+    ) -> Invocation {
+        match bind {
+            Bind::Later => Invocation {
+                execution: x,
+                ..Invocation::empty()
+            },
+            // The only execution the input started: its body starts on this thread, its
+            // inputs extracted now, under this lock.
+            Bind::Extract if only => {
+                let mut inv = Invocation {
+                    extract: true,
+                    ..Invocation::empty()
+                };
+                invocation_into(st, self, x, 1, &mut inv);
+                inv
+            }
+            Bind::Events | Bind::Extract => invocation(st, &self.type_names, x, 1),
+        }
+    }
+
+    /// [`Shared::apply_locked`] for what most outside events are (a run's start event, an
+    /// event sent to a run) in an engine without a journal: nothing to encode, no display
+    /// event's execution to note, no precondition results to keep. The event's payload is
+    /// offered to the core from the stack (no pending vector taken from the run's scratch
+    /// and put back) and moved to the payload table once logged.
+    pub(super) fn append_unjournaled(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        ev: Incoming,
+    ) -> Result<Entry, EngineError> {
+        let Incoming {
+            id, ty, payload, ..
+        } = ev;
+        let offered = [(id, payload)];
+        let mut pre = self.pre(&st.payloads, &offered, &mut st.pre_cache);
+        let appended = st.run.append(NewEvent { id, ty }, &mut pre);
+        drop(pre);
+        let [(_, payload)] = offered;
+        let appended = match appended {
+            Ok(a) => a,
+            Err(saap_dispatch::run::AppendError::RunNotStarted { name, .. }) => {
+                return Err(EngineError::NotAStartEvent { name });
+            }
+            Err(e) => {
+                return Err(EngineError::Core {
+                    run_id: slot.run_id().to_string(),
+                    detail: e.to_string(),
+                });
+            }
+        };
+        let log_len = st.run.log().len();
+        if log_len == st.payloads.len() + 1
+            && log_len <= st.payloads.capacity()
+            && st.run.log()[log_len - 1].id == id
+        {
+            // Logged, and the table has room (a recycled slot's has): moved over.
+            st.payloads.push(payload);
+        } else if log_len > st.payloads.len() {
+            // Logged, and the table needs room: sized as for any other input.
+            fill_one_payload(st, id, payload);
+        }
+        // Else a duplicate, not logged: its payload is dropped.
+        let (durable, ended) = if st.run.is_terminated() {
+            self.seal(slot, st, None, &[])
+        } else {
+            // Nothing to hand to the store: it only hears of a run's end.
+            st.records_sent = st.run.records().len();
+            (Pending::Ready(Ok(())), false)
+        };
+        Ok(Entry {
+            durable,
+            appended: Some(appended),
+            ended,
+            retried: None,
+        })
+    }
+
+    /// Completes the execution `inv` ran with `outcome` and, when that started executions,
+    /// turns `inv` into the first of them in place (its input and output buffers reused: an
+    /// inline chain moves no invocation and allocates none); the others go to `others`.
+    /// When it started none, `inv` becomes `queued` (an execution of this run that the
+    /// caller runs next), if given.
+    pub(super) fn complete_in_place(
+        &self,
+        slot: &RunSlot,
+        inv: &mut Invocation,
+        outcome: Result<(), String>,
+        spill: &mut Spill,
+        queued: Option<ExecutionId>,
+    ) -> Result<Completed, EngineError> {
+        let mut guard = slot.lock();
+        let st = &mut *guard;
+        let (waits, ended) = match outcome {
+            Ok(()) if !self.journal && st.failure.is_none() => {
+                match self.complete_unjournaled(slot, st, inv, &mut spill.durable)? {
+                    Some(done) => done,
+                    // A chain link: `inv` holds the execution it started, the run goes on.
+                    None => {
+                        return Ok(Completed {
+                            waits: false,
+                            ended: false,
+                            next: Next::Here,
+                        });
+                    }
+                }
+            }
+            outcome => {
+                // The general path takes the outputs (their vector goes to the run's spare
+                // buffers); a failed step's are dropped (it may have made some).
+                let outcome = match outcome {
+                    Ok(()) => Ok(std::mem::take(&mut inv.outs)),
+                    Err(e) => {
+                        inv.outs.clear();
+                        Err(e)
+                    }
+                };
+                let entry = self.apply_locked(
+                    slot,
+                    st,
+                    Input::Complete {
+                        execution: inv.execution,
+                        attempt: inv.attempt,
+                        outcome,
+                    },
+                )?;
+                (
+                    spill_durable(entry.durable, &mut spill.durable),
+                    entry.ended,
+                )
+            }
+        };
+        let next = match st.run.next_started() {
+            None => match queued {
+                Some(x) => {
+                    invocation_into(st, self, x, 1, inv);
+                    Next::Queued
+                }
+                None => Next::None,
+            },
+            Some(first) => {
+                invocation_into(st, self, first, 1, inv);
+                // Bound when their turn comes (bindings never change once made).
+                let others = &mut spill.others;
+                let before = others.len();
+                others.extend(std::iter::from_fn(|| st.run.next_started()));
+                if others.len() == before {
+                    Next::Here
+                } else {
+                    Next::Also
+                }
+            }
+        };
+        Ok(Completed { waits, ended, next })
+    }
+
+    /// [`Shared::apply_locked`] for what most completions are: a step that returned (its
+    /// outputs in `inv.outs`, taken: the vector stays, empty, for the next execution), in an
+    /// engine without a journal (nothing to encode, no precondition results to keep).
+    /// Whether its durability went to `durable` (not durable at once), and whether the run
+    /// ended (see [`Completed`]); `None` when the step returned a chain link and `inv`
+    /// (with `inv.extract`) now holds the one execution the link started (the run goes on:
+    /// nothing to wait for).
+    pub(super) fn complete_unjournaled(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        inv: &mut Invocation,
+        durable: &mut Option<Pending<()>>,
+    ) -> Result<Option<(bool, bool)>, EngineError> {
+        let (execution, attempt, step) = (inv.execution, inv.attempt, inv.step);
+        let outs = &mut inv.outs;
+        if let [o] = &outs[..]
+            && let Some(t) = self.out_type_declared_first(step, &o.name)
+        {
+            // Most steps return one event of the type they declare, which starts the next
+            // step: the core takes it by value and its payload goes straight to the log
+            // position the core gives it (no output vectors, no precondition evaluator).
+            let id = scratch(&mut st.scratch)
+                .output_ids(slot.run_key)
+                .id(execution, 0);
+            match st.run.complete_linked(execution, attempt, id, t) {
+                Ok(Some(seq)) => {
+                    if let Some(o) = outs.pop() {
+                        put_payload(st, seq, id, o.payload);
+                    }
+                    // The execution the link started is bound here, from what the core
+                    // just decided: its step, and its one parameter bound to `seq` (no
+                    // look-up of the execution, its bindings or the started list).
+                    if inv.extract
+                        && !st.run.is_terminated()
+                        && let Some((next, step)) = st.run.take_sole_started()
+                    {
+                        // Nothing to hand to the store: it only hears of a run's end.
+                        st.records_sent = st.run.records().len();
+                        invocation_linked(st, self, next, step, seq, inv);
+                        return Ok(None);
+                    }
+                    return Ok(Some(self.after_completion(slot, st, durable)));
+                }
+                // Not a link the core takes directly: the general path below.
+                Ok(None) => {}
+                Err(e) => {
+                    outs.clear();
+                    return self.completion_refused(slot, e).map(Some);
+                }
+            }
+        }
+        if outs.len() > SPARE_SLOT_MAX_EVENTS {
+            self.adopt_large(st);
+        }
+        // The run's tables, buffers and precondition cache, each borrowed on its own.
+        let RunState {
+            run,
+            payloads,
+            scratch: buffers,
+            pre_cache,
+            ..
+        } = st;
+        let step = Some(step);
+        // The run key's share of each id is made once per run (a fan-out's thousands of
+        // outputs: two `mix64` each instead of three).
+        let ids = scratch(buffers).output_ids(slot.run_key);
+        let Scratch { news, pending, .. } = scratch(buffers);
+        news.clear();
+        pending.clear();
+        news.reserve(outs.len());
+        pending.reserve_exact(outs.len());
+        if outs.len() == 1
+            && let Some(o) = outs.pop()
+        {
+            // Most steps return one event: no drain.
+            let id = ids.id(execution, 0);
+            news.push(NewEvent {
+                id,
+                ty: self.out_type(step, &o.name),
+            });
+            pending.push((id, o.payload));
+        } else {
+            // A fan-out returns many events of one Rust type: its name (a `&'static str`)
+            // is looked up once.
+            let mut last: Option<(&'static str, saap_dispatch::TypeId)> = None;
+            for (i, o) in outs.drain(..).enumerate() {
+                let id = ids.id(execution, i as u32);
+                let ty = match (&o.name, last) {
+                    (std::borrow::Cow::Borrowed(n), Some((prev, t))) if std::ptr::eq(*n, prev) => {
+                        NewEventType::Known(t)
+                    }
+                    (name, _) => {
+                        let ty = self.out_type(step, name);
+                        last = match (name, &ty) {
+                            (std::borrow::Cow::Borrowed(n), NewEventType::Known(t)) => {
+                                Some((*n, *t))
+                            }
+                            _ => None,
+                        };
+                        ty
+                    }
+                };
+                news.push(NewEvent { id, ty });
+                pending.push((id, o.payload));
+            }
+        }
+        if outs.capacity() > SPARE_MAX {
+            // A large fan-out's: not kept for the next execution.
+            *outs = Vec::new();
+        }
+        let mut pre = self.pre(payloads, pending, pre_cache);
+        let completed = run.complete_returned(execution, attempt, news, &mut pre);
+        drop(pre);
+        if news.capacity() > SPARE_MAX {
+            *news = Vec::new();
+        } else {
+            news.clear();
+        }
+        if let Err(e) = completed {
+            pending.clear();
+            return self.completion_refused(slot, e).map(Some);
+        }
+        add_payloads(run, payloads, true, pending);
+        pending.clear();
+        Ok(Some(self.after_completion(slot, st, durable)))
+    }
+
+    /// What [`Shared::complete_unjournaled`] hands back once the core took the completion:
+    /// whether the entry's durability went to `durable`, and whether the run ended (both
+    /// `false` when the run goes on).
+    #[inline]
+    pub(super) fn after_completion(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        durable: &mut Option<Pending<()>>,
+    ) -> (bool, bool) {
+        if !st.run.is_terminated() {
+            // Nothing to hand to the store: it only hears of a run's end.
+            st.records_sent = st.run.records().len();
+            return (false, false);
+        }
+        let (sealed, ended) = self.seal(slot, st, None, &[]);
+        (spill_durable(sealed, durable), ended)
+    }
+
+    /// A completion the core refused: a stale one is dropped (its attempt was retried, or
+    /// the execution finished already), any other is an error.
+    #[cold]
+    pub(super) fn completion_refused(
+        &self,
+        slot: &RunSlot,
+        e: CompleteError,
+    ) -> Result<(bool, bool), EngineError> {
+        match e {
+            CompleteError::StaleAttempt { execution, .. }
+            | CompleteError::AlreadyFinished(execution) => {
+                tracing::warn!(run_id = %slot.run_id(), %execution, "stale completion dropped");
+                Ok((false, false))
+            }
+            e => Err(EngineError::Core {
+                run_id: slot.run_id().to_string(),
+                detail: e.to_string(),
+            }),
+        }
+    }
+
+    /// Applies one input to the core under the run's lock (held by the caller) and hands
+    /// the journal entry to the backend; the executions it started are left in the core.
+    pub(super) fn apply_locked(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        input: Input,
+    ) -> Result<Entry, EngineError> {
+        if let Some(f) = &st.failure {
+            // The store missed an entry of this run: accepting more would leave a gap in
+            // its journal. The run stays stopped until the engine is reopened.
+            return Err(EngineError::Store(StoreError::Io {
+                detail: format!(
+                    "run `{}` was stopped by an earlier storage failure: {f}",
+                    slot.run_id()
+                ),
+            }));
+        }
+        let journal = self.journal;
+        let core_err = |e: &dyn std::fmt::Display| EngineError::Core {
+            run_id: slot.run_id().to_string(),
+            detail: e.to_string(),
+        };
+        let mut pending = take_pending(st);
+        pending.clear();
+        let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
+        let mut retried: Option<(ExecutionId, u32)> = None;
+        let mut appended = None;
+        let mut pre = Pre {
+            results: journal.then(Vec::new),
+            ..self.pre(&st.payloads, &[], &mut st.pre_cache)
+        };
+        let stored_input;
+        match input {
+            Input::Append(ev) => {
+                stored_input = journal.then(|| StoredInput::Append {
+                    event: stored(&ev),
+                    by: ev.by.map(|x| x.0),
+                });
+                // Exact: the scratch lives as long as the run.
+                pending.reserve_exact(1);
+                pending.push((ev.id, ev.payload));
+                pre.pending = &pending;
+                let new = NewEvent {
+                    id: ev.id,
+                    ty: ev.ty,
+                };
+                match st.run.append(new, &mut pre) {
+                    Ok(a) => {
+                        if let (
+                            Some(x),
+                            Appended::DisplayOnly { seq } | Appended::AfterStop { seq },
+                        ) = (ev.by, a)
+                        {
+                            display_by.push((seq, x));
+                        }
+                        appended = Some(a)
+                    }
+                    Err(saap_dispatch::run::AppendError::RunNotStarted { name, .. }) => {
+                        return Err(EngineError::NotAStartEvent { name });
+                    }
+                    Err(e) => return Err(core_err(&e)),
+                }
+            }
+            Input::Complete {
+                execution,
+                attempt,
+                outcome,
+            } => {
+                let mut news = std::mem::take(&mut scratch(&mut st.scratch).news);
+                let failed = match outcome {
+                    Ok(mut outs) => {
+                        let mut stored_outs = Vec::new();
+                        news.clear();
+                        news.reserve(outs.len());
+                        pending.reserve_exact(outs.len());
+                        let step = st.run.execution(execution).map(|e| e.step);
+                        for (i, o) in outs.drain(..).enumerate() {
+                            let ev = self.output(step, slot.run_key, execution, i as u32, o);
+                            if journal {
+                                stored_outs.push(stored(&ev));
+                            }
+                            news.push(NewEvent {
+                                id: ev.id,
+                                ty: ev.ty,
+                            });
+                            pending.push((ev.id, ev.payload));
+                        }
+                        let sc = scratch(&mut st.scratch);
+                        if sc.spare_outs.capacity() == 0 && outs.capacity() <= SPARE_MAX {
+                            sc.spare_outs = outs;
+                        }
+                        stored_input = journal.then(|| StoredInput::Complete {
+                            execution: execution.0,
+                            attempt,
+                            outputs: Some(stored_outs),
+                            error: None,
+                        });
+                        None
+                    }
+                    Err(msg) => {
+                        stored_input = journal.then(|| StoredInput::Complete {
+                            execution: execution.0,
+                            attempt,
+                            outputs: None,
+                            error: Some(msg.clone()),
+                        });
+                        Some(Outcome::Failed(msg))
+                    }
+                };
+                pre.pending = &pending;
+                let completed = match failed {
+                    None => st
+                        .run
+                        .complete_returned(execution, attempt, &mut news, &mut pre),
+                    Some(outcome) => st.run.complete(execution, attempt, outcome, &mut pre),
+                };
+                if news.capacity() <= SPARE_MAX {
+                    news.clear();
+                    scratch(&mut st.scratch).news = news;
+                }
+                match completed {
+                    Ok(()) => {}
+                    // A completion of a stale attempt (the execution was retried) is dropped.
+                    Err(CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_)) => {
+                        tracing::warn!(run_id = %slot.run_id(), %execution, "stale completion dropped");
+                        return Ok(Entry {
+                            durable: Pending::Ready(Ok(())),
+                            appended: None,
+                            ended: false,
+                            retried: None,
+                        });
+                    }
+                    Err(e) => return Err(core_err(&e)),
+                }
+            }
+            Input::Retry(x) => {
+                stored_input = journal.then(|| StoredInput::Retry { execution: x.0 });
+                let attempt = st.run.retry(x).map_err(|e| core_err(&e))?;
+                retried = Some((x, attempt));
+            }
+        }
+        let results = pre.results.take().unwrap_or_default();
+        drop(pre);
+        fill_payloads(st, &mut pending);
+        pending.clear();
+        give_back_pending(st, pending);
+        if !display_by.is_empty() {
+            st.shown_by().extend(display_by);
+        }
+
+        let (durable, ended) = self.seal(slot, st, stored_input, &results);
+        Ok(Entry {
+            durable,
+            appended,
+            ended,
+            retried,
+        })
+    }
+
+    /// After an input was applied: notes whether it ended the run and hands its journal
+    /// entry (or, without a journal, the run's end) to the store while the caller still
+    /// holds the run's lock (journal order). Returns the entry's durability and whether
+    /// this input ended the run with its end not durable yet: an entry durable at once (the
+    /// in-memory store) marks the end durable here, so that the caller need not lock the
+    /// run again for it.
+    pub(super) fn seal(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        stored_input: Option<StoredInput>,
+        results: &[bool],
+    ) -> (Pending<()>, bool) {
+        let journal = self.journal;
+        let mut ended = st.run.is_terminated() && !st.ended_sent;
+        st.ended_sent |= ended;
+        if ended {
+            st.pre_cache = None;
+            if self.opts.keep_ended_runs {
+                // An ended run kept for inspection holds no buffers (an evicted one may be
+                // reused by a new run, buffers included), and its tables only what they hold
+                // (they grew by doubling).
+                st.scratch = None;
+                st.run.shrink_to_fit();
+                st.payloads.shrink_to_fit();
+                if let Some(d) = st.displays.as_mut() {
+                    d.by.shrink_to_fit();
+                }
+            }
+        }
+        let durable = if !journal && ended {
+            // A store without a journal only hears of the run's end.
+            st.records_sent = st.run.records().len();
+            st.created = true;
+            let index = st.journal_len;
+            st.journal_len += 1;
+            self.backend
+                .persist_end(crate::backend::RunIdRef(slot), index)
+        } else if journal {
+            let records = st.run.records().slice(st.records_sent..);
+            let records_json = if journal {
+                serde_json::to_string(&records).unwrap_or_else(|_| "[]".into())
+            } else {
+                String::new()
+            };
+            st.records_sent = st.run.records().len();
+            // Only a journal keeps run metadata (the in-memory store only hears of the end).
+            let new_run = (journal && !st.created).then(|| RunMeta {
+                run_id: slot.run_id().clone(),
+                thread_id: slot.thread_id().clone(),
+                workflow: self.workflow.name().to_string(),
+                fingerprint: self.fingerprint,
+            });
+            st.created = true;
+            let index = st.journal_len;
+            st.journal_len += 1;
+            self.backend.persist(PersistBatch {
+                run_id: slot.run_id().clone(),
+                new_run,
+                index,
+                // Encoded here, on the engine's thread, so the store thread only writes.
+                // An entry that cannot be encoded is left empty: the store refuses it and
+                // the run stops with a storage error.
+                entry_json: match stored_input {
+                    Some(input) => {
+                        let mut out = Vec::with_capacity(256);
+                        match crate::backend::encode_entry(&input, results, &mut out) {
+                            Ok(()) => String::from_utf8(out).unwrap_or_default(),
+                            Err(e) => {
+                                tracing::error!(run_id = %slot.run_id(), error = %e, "journal entry cannot be encoded");
+                                String::new()
+                            }
+                        }
+                    }
+                    None => String::new(),
+                },
+                records_json,
+                ended,
+            })
+        } else {
+            st.records_sent = st.run.records().len();
+            Pending::Ready(Ok(()))
+        };
+        if ended && matches!(durable, Pending::Ready(Ok(()))) {
+            st.end_durable = true;
+            ended = false;
+        }
+        (durable, ended)
+    }
+
+    /// A display event from a running step.
+    pub(crate) async fn display(
+        self: &Arc<Self>,
+        slot: &Arc<RunSlot>,
+        x: ExecutionId,
+        n: u32,
+        name: std::borrow::Cow<'static, str>,
+        payload: Payload,
+    ) -> Result<(), ContextError> {
+        let run_key = slot.run_key;
+        let mut ev = self.output(
+            None,
+            run_key,
+            x,
+            0x4000_0000 | n,
+            OutEvent { name, payload },
+        );
+        if !ev.kind.is_display() || ev.kind.is_control() {
+            return Err(ContextError::NotDisplay {
+                name: ev.name.to_string(),
+            });
+        }
+        if let NewEventType::Foreign { .. } = ev.ty {
+            ev.kind = EventKind::from_bits(EventKind::DISPLAY);
+        }
+        ev.by = Some(x);
+        self.submit(slot, Input::Append(ev))
+            .await
+            .map(|_| ())
+            .map_err(|e| ContextError::Engine(Box::new(e)))
+    }
+
+    /// The store failed for this run: it cannot continue consistently. The failure is kept
+    /// on the run (shown by snapshots and the test runner) and logged.
+    #[cold]
+    pub(super) fn storage_failed(&self, slot: &RunSlot, e: &StoreError) {
+        if matches!(e, StoreError::Halted) {
+            return;
+        }
+        tracing::error!(run_id = %slot.run_id(), error = %e, "storage failed; the run is stopped");
+        let mut st = slot.lock();
+        if st.failure.is_none() {
+            st.failure = Some(e.to_string().into());
+        }
+        let woken = st.waiters.take();
+        drop(st);
+        slot.bump();
+        woken.wake();
+    }
+}
+
+/// Keeps an entry's durability in `spill` unless it was durable at once: whether it did.
+#[inline]
+pub(super) fn spill_durable(durable: Pending<()>, spill: &mut Option<Pending<()>>) -> bool {
+    if matches!(durable, Pending::Ready(Ok(()))) {
+        return false;
+    }
+    *spill = Some(durable);
+    true
+}

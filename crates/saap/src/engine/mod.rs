@@ -1,0 +1,645 @@
+//! The engine: drives one `saap_dispatch::Run` per run over a [`Backend`]. It makes no
+//! dispatch decision itself (DESIGN §2): it feeds inputs to the core in arrival order (one
+//! lock per run), persists what the core decided, and only then runs the step bodies the
+//! core started — on tokio tasks, or inline when exactly one step became ready. Where
+//! tasks add no parallelism (current-thread runtime, in-memory store) a *local driver*
+//! runs them instead: one loop per run for `Engine::run` (on the caller's task) and one per
+//! engine for `start_run`/`send`, which binds each execution when its turn comes and polls
+//! its body in place, parking only the bodies that wait.
+//!
+//! Flow of one input (an outside event, a completion, a retry after a crash):
+//! 1. lock the run; apply the input to the core; collect the new records and started
+//!    executions; hand the journal entry to the backend (in journal order); unlock;
+//! 2. wait until the entry is durable;
+//! 3. run the started executions; their completions come back as step 1.
+//!
+//! Where each part lives (bottom to top; a file uses only the ones above it, plus `shared`
+//! for the `Shared` it extends):
+//! - `options`: settings, errors, what recovery found;
+//! - `ids`, `names`, `waiters`: run ids and hashers, type names, waiting tasks;
+//! - `precondition`: the core's precondition calls answered;
+//! - `slot`: one run's slot and the state behind its lock;
+//! - `invocation`, `payloads`, `local_queue`: a started execution's inputs, payloads by
+//!   sequence, the local drivers' queue;
+//! - `bind`: a started execution bound under its run's lock (events or typed inputs);
+//! - `run_table`, `shared`: the runs held, the engine's shared state;
+//! - `incoming`: events entering a run; `lifecycle`: slots held, evicted, recycled;
+//! - `apply`: one input applied to the core under the run's lock;
+//! - `body`: a step body started, polled and completed;
+//! - `tasks`, `local_driver`: where started executions run;
+//! - `recovery`: stored runs rebuilt; `distributed`: entry points for the NATS engine;
+//! - this file: [`Engine`], the public API.
+
+mod apply;
+mod bind;
+mod body;
+mod executor;
+mod ids;
+mod incoming;
+mod invocation;
+mod lifecycle;
+mod local_driver;
+mod local_queue;
+mod names;
+mod options;
+mod payloads;
+mod precondition;
+mod recovery;
+mod run_table;
+mod shared;
+mod slot;
+mod tasks;
+mod waiters;
+// Entry points for engines that share runs between processes (the `nats` engine): start a run
+// under a given id, adopt a run from its journal, hand a run over.
+mod distributed;
+#[cfg(test)]
+mod tests;
+
+pub use executor::{LocalSlot, StepExecutor, Work};
+pub(crate) use ids::{RunIdText, hex_id};
+pub use options::{EngineError, EngineOptions, Recovery};
+pub(crate) use shared::Shared;
+pub(crate) use slot::RunSlot;
+
+use crate::backend::{Backend, Pending};
+use crate::event::{Event, Payload, PayloadError};
+use crate::params::EventName;
+use crate::snapshot::RunSnapshot;
+use crate::workflow::Workflow;
+
+use apply::{Applied, Bind, Input};
+use ids::{HexId, IdGen, RunIds, run_id_text};
+use incoming::Incoming;
+use invocation::Started;
+use local_driver::{Own, drive_local};
+use local_queue::LocalQueue;
+use run_table::{Held, Runs};
+use saap_dispatch::run::ExecState;
+use saap_dispatch::{EventId, EventKind, ExecutionId, NewEventType, Run};
+use saap_protocol::{DecodeLimits, EventEnvelope};
+use shared::shares_task;
+use slot::Thread;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use tasks::{Launch, drive_started, spawn_drive};
+use tokio::sync::watch;
+
+/// The runtime: runs one workflow's runs. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Engine {
+    /// An engine over the in-memory backend (nothing survives the process).
+    pub fn in_memory(workflow: Workflow) -> Engine {
+        Engine::new(
+            workflow,
+            Arc::new(crate::backend::memory::MemoryBackend::new()),
+            EngineOptions::default(),
+        )
+    }
+
+    /// An engine over a backend, without looking for runs to resume (use [`Engine::open`]
+    /// for a store that may hold runs).
+    pub fn new(workflow: Workflow, backend: Arc<dyn Backend>, opts: EngineOptions) -> Engine {
+        let fingerprint = workflow.compiled().fingerprint();
+        let type_names: Arc<[EventName]> = workflow
+            .compiled()
+            .types
+            .iter()
+            .map(
+                |t| match workflow.inner.rust_names.iter().find(|n| **n == t.name) {
+                    Some(n) => EventName::Static(n),
+                    None => EventName::Shared(t.name.as_str().into()),
+                },
+            )
+            .collect();
+        let type_ids = workflow
+            .compiled()
+            .types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str().into(), i as saap_dispatch::TypeId))
+            .collect();
+        let out_types = workflow
+            .spec()
+            .steps
+            .iter()
+            .map(|s| {
+                s.outputs
+                    .iter()
+                    .filter_map(|n| {
+                        let name = match workflow.inner.rust_names.iter().find(|r| **r == n) {
+                            Some(r) => EventName::Static(r),
+                            None => EventName::from(n.as_str()),
+                        };
+                        Some((name, workflow.compiled().type_id(n)?))
+                    })
+                    .collect()
+            })
+            .collect();
+        let start_types = type_names
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| match n {
+                EventName::Static(n) => {
+                    let t = i as saap_dispatch::TypeId;
+                    let kind = workflow.compiled().type_info(t).kind;
+                    (kind.is_start() && kind.is_control()).then_some((*n, t))
+                }
+                EventName::Shared(_) => None,
+            })
+            .collect();
+        Engine {
+            shared: Arc::new_cyclic(|this| Shared {
+                ctx_ref: crate::context::EngineRef::register(this.clone()),
+                journal: backend.wants_journal(),
+                fingerprint,
+                type_names,
+                workflow,
+                backend,
+                runs: RwLock::new(Runs::default()),
+                type_ids,
+                out_types,
+                start_types,
+                opts,
+                ids: IdGen::new(),
+                executor: std::sync::OnceLock::new(),
+                spare_slot_count: AtomicUsize::new(0),
+                spare_tables: Mutex::new(Vec::new()),
+                large_spare: Mutex::new(None),
+                local: Mutex::new(LocalQueue::default()),
+                local_wake: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+
+    /// Opens an engine over a store: every live run of this workflow is rebuilt from its
+    /// journal by the dispatch core (recorded precondition results are reused, and the
+    /// rebuilt records must equal the stored ones), then re-runs the executions that had
+    /// started but not completed. Ended runs stay in the store, so opening costs what the
+    /// live runs cost: [`Engine::stored_snapshot`] reads one, and an event sent to one is
+    /// kept as after-stop evidence as before. Must be called inside a tokio runtime.
+    pub async fn open(
+        workflow: Workflow,
+        backend: Arc<dyn Backend>,
+        opts: EngineOptions,
+    ) -> Result<(Engine, Recovery), EngineError> {
+        let engine = Engine::new(workflow, backend, opts);
+        let shared = &engine.shared;
+        let stored = shared
+            .backend
+            .load_runs(shared.workflow.name(), true)
+            .wait()
+            .await?;
+        let mut recovery = Recovery::default();
+        let mut to_retry = Vec::new();
+        for s in stored {
+            let run_id = s.meta.run_id.to_string();
+            match shared.rebuild(s) {
+                Ok((slot, ended)) => {
+                    if !ended {
+                        recovery.resumed_runs += 1;
+                        let running: Vec<ExecutionId> = slot.lock().run.running().collect();
+                        for x in running {
+                            to_retry.push((slot.clone(), x));
+                        }
+                    }
+                    shared.insert(slot);
+                }
+                Err(detail) => {
+                    tracing::error!(run_id, %detail, "run cannot be resumed");
+                    recovery.failed.push(EngineError::Replay { run_id, detail });
+                }
+            }
+        }
+        // Journal every retry first (one group commit for all of them), then run them.
+        let mut applied = Vec::with_capacity(to_retry.len());
+        for (slot, x) in to_retry {
+            match shared.apply(&slot, Input::Retry(x)) {
+                Ok(a) => applied.push((slot, a)),
+                Err(e) => {
+                    tracing::error!(run_id = %slot.run_id(), error = %e, "cannot retry an execution")
+                }
+            }
+        }
+        for (slot, a) in applied {
+            if let Err(e) = a.durable.wait().await {
+                shared.storage_failed(&slot, &e);
+                recovery.failed.push(e.into());
+                continue;
+            }
+            recovery.retried_executions += a.started.len();
+            slot.bump();
+            for inv in a.started {
+                spawn_drive(shared.clone(), slot.clone(), inv);
+            }
+        }
+        Ok((engine, recovery))
+    }
+
+    pub fn workflow(&self) -> &Workflow {
+        &self.shared.workflow
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.shared.backend
+    }
+
+    /// Starts a run in a new thread with a start event; returns the run id once the start
+    /// event is durable. (The future of [`Engine::start_run_in`] itself, not one wrapping
+    /// it: one per run in flight, kept small.)
+    pub fn start_run<T: Event>(
+        &self,
+        start: T,
+    ) -> impl Future<Output = Result<String, EngineError>> + Send + '_ {
+        self.start_run_in(None, start)
+    }
+
+    /// Starts a run in an existing thread (ThreadContext is shared by the thread's runs).
+    pub async fn start_run_in<T: Event>(
+        &self,
+        thread_id: Option<&str>,
+        start: T,
+    ) -> Result<String, EngineError> {
+        // In a block: the ids are not kept in the future (one per run in flight).
+        let (slot, applied) = {
+            let ids = self.shared.ids.next_run();
+            let ev = json_size(&start)
+                .map_err(EngineError::from)
+                .and_then(|size| {
+                    self.shared.incoming_named(
+                        T::NAME.into(),
+                        Payload::typed(start),
+                        size,
+                        Some(ids.start),
+                    )
+                });
+            self.begin_run(thread_id, ev, ids)?
+        };
+        // Launched before the first await on the in-memory path (see `Shared::launch_now`);
+        // the match ends before the await, so the future holds no `Launch`.
+        let waiting = match self.shared.launch_now(&slot, applied) {
+            Launch::Done(launched) => {
+                let run_id = slot.run_id_string();
+                self.shared.release(slot);
+                launched?;
+                return Ok(run_id);
+            }
+            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
+        };
+        let launched = waiting.await;
+        let run_id = slot.run_id_string();
+        self.shared.release(slot);
+        launched?;
+        Ok(run_id)
+    }
+
+    /// Starts a run with a start event given by type name and fields (JSON), e.g. from a
+    /// command line. The type must be a start event declared by the workflow.
+    pub async fn start_run_named(
+        &self,
+        thread_id: Option<&str>,
+        name: &str,
+        payload: Payload,
+    ) -> Result<String, EngineError> {
+        let (slot, applied) = {
+            let ids = self.shared.ids.next_run();
+            let ev = payload
+                .check_json()
+                .map_err(EngineError::from)
+                .and_then(|size| self.shared.incoming(name, payload, size, Some(ids.start)));
+            self.begin_run(thread_id, ev, ids)?
+        };
+        // Launched before the first await on the in-memory path (see `Shared::launch_now`);
+        // the match ends before the await, so the future holds no `Launch`.
+        let waiting = match self.shared.launch_now(&slot, applied) {
+            Launch::Done(launched) => {
+                let run_id = slot.run_id_string();
+                self.shared.release(slot);
+                launched?;
+                return Ok(run_id);
+            }
+            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
+        };
+        let launched = waiting.await;
+        let run_id = slot.run_id_string();
+        self.shared.release(slot);
+        launched?;
+        Ok(run_id)
+    }
+
+    /// Runs a workflow to its end with one awaited call: starts a run in a new thread with
+    /// `start` and drives its executions on the caller's task (inline when one is ready,
+    /// polled together when several are), returning once the run has ended as
+    /// [`Engine::wait_for_end`] sees it. No task is spawned for the run and nothing is
+    /// watched, so a short run costs less than `start_run` + `wait_for_end`.
+    ///
+    /// Same semantics as [`Engine::start_run`]: the start event and every completion are
+    /// durable before the executions they start run. Events sent to the run from other tasks
+    /// meanwhile ([`Engine::send`], by the id from [`Engine::run_ids`] or a store listing) are
+    /// accepted as for any run: the executions they start run elsewhere (on their own tasks,
+    /// or the engine's driver), and this call returns only when those have finished too. A
+    /// run that waits for an outside event keeps this call waiting (no timeout). Dropping
+    /// the call's future (e.g. a `tokio::time::timeout`) drops the executions it was
+    /// driving: the run stays live with them marked running, resumed only by an engine
+    /// opened on a durable store — for runs that wait for outside input, use `start_run` +
+    /// `send`. Returns the run id.
+    pub async fn run<T: Event>(&self, start: T) -> Result<String, EngineError> {
+        let size = json_size(&start)?;
+        let ids = self.shared.ids.next_run();
+        let ev = self.shared.incoming_named(
+            T::NAME.into(),
+            Payload::typed(start),
+            size,
+            Some(ids.start),
+        )?;
+        let slot = self.new_run(None, &ev, ids)?;
+        // Where this task drives all of the run's executions, the first one's inputs are
+        // extracted in the start event's locked section (its body starts on this task).
+        let shares = shares_task(&self.shared);
+        let bind = if shares { Bind::Extract } else { Bind::Events };
+        let applied = self
+            .shared
+            .apply_with(&slot, Input::Append(ev), Vec::new(), bind)?;
+        let stored = match applied.durable {
+            Pending::Ready(r) => r,
+            waiting => waiting.wait().await,
+        };
+        if let Err(e) = stored {
+            self.shared.storage_failed(&slot, &e);
+            return Err(e.into());
+        }
+        if applied.ended {
+            slot.lock().end_durable = true;
+        }
+        slot.bump();
+        // Executions started by events sent from other tasks run elsewhere (their own tasks
+        // or the engine's driver): when the driving stops before the run is quiet, wait.
+        let (quiet, slot, evict) = match applied.started {
+            // Most start events start one execution, which this task drives: straight to
+            // the local driver (as `drive_started` would), the invocation moved once, with
+            // this call's reference to the slot (it gets one back). Where the driver stops
+            // with the run quiet, it may leave the run's eviction to the release below.
+            Started::One(first) if shares => {
+                let run = Arc::as_ptr(&slot) as usize;
+                let mut back = None;
+                let quiet = drive_local(
+                    &self.shared,
+                    Some((slot, first)),
+                    None,
+                    None,
+                    Own::Handed {
+                        run,
+                        back: &mut back,
+                    },
+                )
+                .await;
+                match back {
+                    Some((slot, evict)) => (quiet, slot, evict),
+                    // The driver lets go of the run's last reference only through `back`.
+                    None => {
+                        return Err(EngineError::Core {
+                            run_id: String::new(),
+                            detail: "the run's driver kept no reference to its slot".into(),
+                        });
+                    }
+                }
+            }
+            started => (
+                drive_started(&self.shared, &slot, started, shares).await,
+                slot,
+                false,
+            ),
+        };
+        if !quiet {
+            slot.until_quiet().await;
+        }
+        let run_id = slot.run_id_string();
+        if evict {
+            self.shared.evict_and_release(slot);
+        } else {
+            self.shared.release(slot);
+        }
+        Ok(run_id)
+    }
+
+    /// Checks a start event and makes (or reuses) the slot of a new run, registered with the
+    /// engine; the start event is not applied yet. The run's id is the slot's.
+    fn new_run(
+        &self,
+        thread_id: Option<&str>,
+        ev: &Incoming,
+        ids: RunIds,
+    ) -> Result<Arc<RunSlot>, EngineError> {
+        if !(ev.kind.is_start() && ev.kind.is_control()) {
+            return Err(EngineError::NotAStartEvent {
+                name: ev.name.to_string(),
+            });
+        }
+        self.shared.workflow.validate_start(&ev.payload)?;
+        let (run_id, key) = run_id_text(&ids.run);
+        let thread = match thread_id {
+            Some(t) => Thread::Given(t.into()),
+            None => Thread::New(ids.thread),
+        };
+        let shared = &*self.shared;
+        if !shared.opts.keep_ended_runs && shared.spare_slot_count.load(Ordering::Relaxed) > 0 {
+            // A kept slot (reset when it was let go) is renamed and held in one locked
+            // section.
+            let mut runs = shared.runs.write().unwrap_or_else(|p| p.into_inner());
+            if let Some(mut slot) = runs.spare.pop() {
+                shared
+                    .spare_slot_count
+                    .store(runs.spare.len(), Ordering::Relaxed);
+                // The list held the only reference.
+                if let Some(spare) = Arc::get_mut(&mut slot) {
+                    let ended_id = spare.rename(run_id, thread, key);
+                    // A slot whose tables went to the stash when its run was evicted takes
+                    // kept ones now: its first dispatch grows none. (The stash's lock
+                    // is never held while the run table's is taken.)
+                    shared.adopt_spare(spare.state.get_mut());
+                    runs.held.replace(Held(slot.clone()));
+                    drop(runs);
+                    drop(ended_id);
+                    return Ok(slot);
+                }
+            }
+        }
+        let run = Run::new(shared.workflow.compiled().clone(), key);
+        let slot = Arc::new(RunSlot::new(
+            RunIdText::Hex(HexId::new(run_id)),
+            thread,
+            run,
+        ));
+        shared.insert(slot.clone());
+        Ok(slot)
+    }
+
+    /// The synchronous part of starting a run: makes its slot and applies its start event
+    /// (not yet durable). Kept out of the `start_run*` futures, which stay small.
+    fn begin_run(
+        &self,
+        thread_id: Option<&str>,
+        ev: Result<Incoming, EngineError>,
+        ids: RunIds,
+    ) -> Result<(Arc<RunSlot>, Applied), EngineError> {
+        let ev = ev?;
+        let slot = self.new_run(thread_id, &ev, ids)?;
+        let applied = self.shared.apply_to_launch(&slot, Input::Append(ev))?;
+        Ok((slot, applied))
+    }
+
+    /// Sends an event to a live run; returns its id once it is durable. An event for a run
+    /// that has ended is kept as after-stop evidence and never dispatched.
+    pub async fn send<T: Event>(&self, run_id: &str, event: T) -> Result<EventId, EngineError> {
+        let slot = self.shared.slot_or_ended(run_id).await?;
+        let size = json_size(&event)?;
+        let ev = self
+            .shared
+            .incoming_named(T::NAME.into(), Payload::typed(event), size, None)?;
+        let id = ev.id;
+        self.shared.submit(&slot, Input::Append(ev)).await?;
+        Ok(id)
+    }
+
+    /// Sends an event given by type name and fields (JSON), e.g. from a command line.
+    pub async fn send_named(
+        &self,
+        run_id: &str,
+        name: &str,
+        payload: Payload,
+    ) -> Result<EventId, EngineError> {
+        let slot = self.shared.slot_or_ended(run_id).await?;
+        let size = payload.check_json()?;
+        let ev = self.shared.incoming(name, payload, size, None)?;
+        let id = ev.id;
+        self.shared.submit(&slot, Input::Append(ev)).await?;
+        Ok(id)
+    }
+
+    /// Sends an event in its wire JSON form (DESIGN §6). Decoding is bounded (size, depth)
+    /// and every failure is a typed error.
+    pub async fn send_json(&self, run_id: &str, bytes: &[u8]) -> Result<EventId, EngineError> {
+        let slot = self.shared.slot(run_id)?;
+        let limits = DecodeLimits {
+            max_bytes: self.shared.opts.max_event_bytes,
+            ..DecodeLimits::default()
+        };
+        let env =
+            EventEnvelope::decode(bytes, &self.shared.workflow.compiled().hierarchy, &limits)?;
+        let id = env.event_id;
+        let payload = Payload::from_json(serde_json::Value::Object(env.fields.clone()));
+        let ev = match self
+            .shared
+            .incoming(&env.event_name, payload.clone(), bytes.len(), Some(id))
+        {
+            Ok(ev) => ev,
+            Err(EngineError::UnknownEventType { .. }) => {
+                // A foreign event: kept and classified by the sender's parent list.
+                let c = env.classification();
+                Incoming {
+                    id,
+                    ty: NewEventType::Foreign {
+                        name: env.event_name.clone(),
+                        kind: EventKind::from_classification(c),
+                    },
+                    kind: EventKind::from_classification(c),
+                    name: env.event_name.clone().into(),
+                    payload,
+                    by: None,
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        self.shared.submit(&slot, Input::Append(ev)).await?;
+        Ok(id)
+    }
+
+    /// A consistent copy of a run's state, for inspection.
+    pub fn snapshot(&self, run_id: &str) -> Option<RunSnapshot> {
+        let slot = self.shared.slot(run_id).ok()?;
+        Some(slot_snapshot(&slot))
+    }
+
+    /// Ids of every run this engine knows (live and ended).
+    /// The run as [`Engine::snapshot`] sees it, or, when this engine does not hold it (an
+    /// ended run after [`Engine::open`], or one dropped with `keep_ended_runs: false`), the
+    /// store's copy rebuilt by the core without resuming it. `Ok(None)`: the store has no
+    /// such run of this workflow.
+    pub async fn stored_snapshot(&self, run_id: &str) -> Result<Option<RunSnapshot>, EngineError> {
+        if let Some(s) = self.snapshot(run_id) {
+            return Ok(Some(s));
+        }
+        let Some(slot) = self.shared.read_stored(run_id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(slot_snapshot(&slot)))
+    }
+
+    /// The ids of the runs this engine holds in memory (live runs, and ended ones it ran
+    /// while `keep_ended_runs` is on); [`Backend::list_runs`] lists what the store holds.
+    pub fn run_ids(&self) -> Vec<String> {
+        let runs = self.shared.runs.read().unwrap_or_else(|p| p.into_inner());
+        let mut ids: Vec<String> = runs.held.iter().map(|h| h.0.run_id().to_string()).collect();
+        ids.sort();
+        ids
+    }
+
+    /// A receiver that changes whenever the run changes (for waiting without polling).
+    pub fn watch(&self, run_id: &str) -> Result<watch::Receiver<u64>, EngineError> {
+        Ok(self
+            .shared
+            .slot(run_id)?
+            .version
+            .get_or_init(|| watch::channel(0).0)
+            .subscribe())
+    }
+
+    /// Waits until the run has ended, the event that ended it is durable, and none of its
+    /// executions is still running (or the engine stopped the run after a storage failure).
+    /// No timeout: wrap it in `tokio::time::timeout` when needed.
+    pub async fn wait_for_end(&self, run_id: &str) -> Result<(), EngineError> {
+        let slot = self.shared.slot(run_id)?;
+        slot.until_quiet().await;
+        self.shared.release(slot);
+        Ok(())
+    }
+
+    /// Simulates a crash: the store stops accepting writes at once (what is not yet durable
+    /// is lost) and is released, so another engine can open it. For tests and the chaos demo.
+    pub fn halt(&self) {
+        self.shared.backend.halt();
+    }
+}
+
+/// The size of an event's JSON form, in bytes (an unserializable event is an error here,
+/// before it enters a run).
+fn slot_snapshot(slot: &RunSlot) -> RunSnapshot {
+    let st = slot.lock();
+    RunSnapshot {
+        run_id: slot.run_id().to_string(),
+        thread_id: slot.thread_id().to_string(),
+        run: st.run.clone(),
+        payloads: st.payloads.clone(),
+        failure: st.failure.as_deref().map(String::from),
+        display_by: st.displays.as_ref().map_or_else(Vec::new, |d| d.by.clone()),
+    }
+}
+
+fn json_size<T: Event>(event: &T) -> Result<usize, PayloadError> {
+    let mut n = crate::event::ByteCount(0);
+    serde_json::to_writer(&mut n, event).map_err(|e| PayloadError::Serialize {
+        name: T::NAME.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(n.0)
+}
+
+/// Whether an execution is still running (re-exported for reports).
+pub fn is_running(state: ExecState) -> bool {
+    state == ExecState::Running
+}

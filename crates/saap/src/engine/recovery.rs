@@ -1,0 +1,138 @@
+//! Rebuilding a stored run: its journal replayed through the core (recorded precondition
+//! results reused), the rebuilt records checked against the stored ones, and the run put
+//! back in the table. Used by `Engine::open` and by reads of ended runs.
+
+use super::ids::RunIdText;
+use super::payloads::fill_payloads;
+use super::precondition::Pre;
+use super::shared::Shared;
+use super::slot::{RunSlot, Thread};
+use crate::backend::{StoredEvent, StoredInput, StoredRun};
+use saap_dispatch::ids::run_key;
+use saap_dispatch::{EventKind, ExecutionId, NewEvent, NewEventType, Outcome, Run};
+use std::sync::Arc;
+
+impl Shared {
+    /// Rebuilds a stored run through the core. Returns the slot and whether the run ended.
+    pub(super) fn rebuild(&self, s: StoredRun) -> Result<(Arc<RunSlot>, bool), String> {
+        if let Some(damage) = s.damage() {
+            return Err(damage.to_string());
+        }
+        let spec = self.workflow.compiled();
+        let current = self.fingerprint;
+        if s.meta.fingerprint != current {
+            return Err(format!(
+                "SAAP-R001: the workflow changed since this run was recorded (fingerprint {:016x}, now {current:016x}); resume it with the workflow version that produced it",
+                s.meta.fingerprint
+            ));
+        }
+        let key = run_key(&s.meta.run_id);
+        let slot = Arc::new(RunSlot::new(
+            RunIdText::from(&*s.meta.run_id),
+            Thread::Given(s.meta.thread_id.clone()),
+            Run::new(spec.clone(), key),
+        ));
+        {
+            let mut guard = slot.lock();
+            let st = &mut *guard;
+            let to_incoming = |e: &StoredEvent| {
+                let ty = match spec.type_id(&e.name) {
+                    Some(t) => NewEventType::Known(t),
+                    None => NewEventType::Foreign {
+                        name: e.name.clone(),
+                        kind: EventKind::from_bits(e.kind),
+                    },
+                };
+                (NewEvent { id: e.id, ty }, (e.id, e.payload.clone()))
+            };
+            for (i, entry) in s.journal.iter().enumerate() {
+                let mut pending = Vec::new();
+                let mut shown_by = None;
+                let input = match &entry.input {
+                    StoredInput::Append { event, by } => {
+                        shown_by = by.map(|x| (event.id, ExecutionId(x)));
+                        let (ne, p) = to_incoming(event);
+                        pending.push(p);
+                        saap_dispatch::replay::RunInput::Append(ne)
+                    }
+                    StoredInput::Complete {
+                        execution,
+                        attempt,
+                        outputs,
+                        error,
+                    } => {
+                        let outcome = match (outputs, error) {
+                            (_, Some(msg)) => Outcome::Failed(msg.clone()),
+                            (Some(outs), None) => Outcome::Returned(
+                                outs.iter()
+                                    .map(|e| {
+                                        let (ne, p) = to_incoming(e);
+                                        pending.push(p);
+                                        ne
+                                    })
+                                    .collect(),
+                            ),
+                            (None, None) => Outcome::Returned(Vec::new()),
+                        };
+                        saap_dispatch::replay::RunInput::Complete {
+                            execution: ExecutionId(*execution),
+                            attempt: *attempt,
+                            outcome,
+                        }
+                    }
+                    StoredInput::Retry { execution } => saap_dispatch::replay::RunInput::Retry {
+                        execution: ExecutionId(*execution),
+                    },
+                };
+                let mut pre = Pre {
+                    replay: Some(entry.preconditions.clone().into_iter()),
+                    ..self.pre(&st.payloads, &pending, &mut st.pre_cache)
+                };
+                st.run
+                    .apply(input, &mut pre)
+                    .map_err(|e| format!("SAAP-R003: journal entry {i} cannot be applied: {e}"))?;
+                if pre.exhausted {
+                    return Err(format!(
+                        "SAAP-R002: replay diverged at journal entry {i}: the workflow now evaluates more preconditions than were recorded"
+                    ));
+                }
+                fill_payloads(st, &mut pending);
+                if let Some((id, x)) = shown_by
+                    && let Some(seq) = st.run.seq_of(&id)
+                {
+                    st.shown_by().push((seq, x));
+                }
+            }
+            let now = serde_json::to_value(st.run.records())
+                .map_err(|e| format!("cannot encode records: {e}"))?;
+            let recorded = serde_json::Value::Array(s.records.clone());
+            if now != recorded {
+                let (a, b) = (now.as_array(), recorded.as_array());
+                let index = match (a, b) {
+                    (Some(a), Some(b)) => a
+                        .iter()
+                        .zip(b)
+                        .position(|(x, y)| x != y)
+                        .unwrap_or(a.len().min(b.len())),
+                    _ => 0,
+                };
+                return Err(format!(
+                    "SAAP-R002: replay diverged at record {index}: the log says {}, the workflow now decides {}",
+                    b.and_then(|b| b.get(index))
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "nothing more".into()),
+                    a.and_then(|a| a.get(index))
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "nothing more".into()),
+                ));
+            }
+            st.run.take_started();
+            st.journal_len = s.journal.len() as u64;
+            st.records_sent = st.run.records().len();
+            st.ended_sent = s.ended;
+            st.end_durable = s.ended;
+            st.created = true;
+        }
+        Ok((slot, s.ended))
+    }
+}
