@@ -1,0 +1,132 @@
+//! Options shared by several commands: where runs are kept (`--db`, `--engine`), NATS
+//! connection and worker settings, and how a stored run is looked up.
+
+use super::{Fail, invalid};
+use std::path::PathBuf;
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum EngineKind {
+    /// Embedded and durable: the run is kept in the SQLite database (--db).
+    Sqlite,
+    /// In memory: nothing is kept (`runs`/`show` will not see the run).
+    Memory,
+}
+/// The value of `run --engine`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum EngineArg {
+    Local(EngineKind),
+    /// A NATS server URL (list), for the distributed engine.
+    Nats(String),
+}
+pub(super) fn parse_engine_arg(value: &str) -> Result<EngineArg, String> {
+    match value {
+        "sqlite" | "embedded" => Ok(EngineArg::Local(EngineKind::Sqlite)),
+        "memory" => Ok(EngineArg::Local(EngineKind::Memory)),
+        v if v.starts_with("nats://") || v.starts_with("tls://") => {
+            if cfg!(feature = "nats") {
+                Ok(EngineArg::Nats(v.to_string()))
+            } else {
+                Err("this agent was built without the `nats` feature of saap".into())
+            }
+        }
+        v => Err(format!(
+            "`{}` is not an engine: use sqlite, memory or nats://HOST:PORT",
+            v.chars().take(64).collect::<String>()
+        )),
+    }
+}
+/// Credentials and TLS of `run --engine nats://…`. Secrets are read from environment
+/// variables or files named here, never given on the command line, never printed.
+#[cfg(feature = "nats")]
+#[derive(clap::Args)]
+pub(super) struct NatsArgs {
+    /// Environment variable holding the NATS token.
+    #[arg(long, value_name = "VAR")]
+    pub(super) nats_token_env: Option<String>,
+    /// NATS user name (the password comes from --nats-password-env).
+    #[arg(long, value_name = "USER")]
+    pub(super) nats_user: Option<String>,
+    /// Environment variable holding the NATS password.
+    #[arg(long, value_name = "VAR")]
+    pub(super) nats_password_env: Option<String>,
+    /// File holding an nkey seed.
+    #[arg(long, value_name = "FILE")]
+    pub(super) nats_nkey_seed_file: Option<PathBuf>,
+    /// A NATS .creds file.
+    #[arg(long, value_name = "FILE")]
+    pub(super) nats_creds: Option<PathBuf>,
+    /// Extra CA certificate (PEM) to trust; repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub(super) nats_tls_ca: Vec<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS.
+    #[arg(long, value_name = "FILE")]
+    pub(super) nats_tls_cert: Option<PathBuf>,
+    /// Client key (PEM) for mutual TLS.
+    #[arg(long, value_name = "FILE")]
+    pub(super) nats_tls_key: Option<PathBuf>,
+    /// Require TLS.
+    #[arg(long)]
+    pub(super) nats_tls_required: bool,
+}
+/// Where the step bodies of `run --engine nats://…` run (run only).
+#[cfg(feature = "nats")]
+#[derive(clap::Args)]
+pub(super) struct StepsArgs {
+    /// With --engine nats://…: where step bodies run: local (on the run's owner, default) or shared (on any worker
+    /// of the class through its work queue; every worker of a class must use the same).
+    #[arg(long, value_name = "MODE", default_value = "local", value_parser = parse_steps)]
+    pub(super) steps: crate::nats::Steps,
+    /// With --steps shared: bodies this worker runs at once before it hands started ones to
+    /// the work queue (default: 64, a bound on bodies waiting on I/O, not on CPUs; 0: every body through the queue).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=4096))]
+    pub(super) local_slots: Option<u32>,
+}
+#[cfg(feature = "nats")]
+pub(super) fn parse_steps(value: &str) -> Result<crate::nats::Steps, String> {
+    match value {
+        "local" => Ok(crate::nats::Steps::Local),
+        "shared" => Ok(crate::nats::Steps::Shared),
+        v => Err(format!(
+            "`{}` is not a step mode: use local or shared",
+            v.chars().take(64).collect::<String>()
+        )),
+    }
+}
+/// The worker options of `run --engine nats://…` from its arguments.
+#[cfg(feature = "nats")]
+pub(super) fn worker_options(n: &StepsArgs) -> Result<crate::nats::WorkerOptions, Fail> {
+    let mut opts = crate::nats::WorkerOptions {
+        steps: n.steps,
+        ..Default::default()
+    };
+    if let Some(slots) = n.local_slots {
+        if n.steps != crate::nats::Steps::Shared {
+            return Err(invalid(
+                "--local-slots applies to shared step bodies: add --steps shared or drop it",
+            ));
+        }
+        opts.local_slots = slots as usize;
+    }
+    Ok(opts)
+}
+
+#[derive(clap::Args)]
+pub(super) struct StoreArgs {
+    /// The database of runs (default: <state dir>/<agent>.db, see --help of the agent).
+    #[arg(long, value_name = "PATH")]
+    pub(super) db: Option<PathBuf>,
+}
+
+/// Where `send`, `runs` and `show` find the runs.
+#[derive(clap::Args)]
+pub(super) struct ReadArgs {
+    /// Where the runs are: sqlite (default: the database --db) or nats://HOST:PORT (tls://…):
+    /// the agent class's journal on NATS JetStream (the same credential and TLS flags as
+    /// `run --engine nats://…`).
+    #[arg(long, default_value = "sqlite", value_name = "ENGINE", value_parser = parse_engine_arg)]
+    pub(super) engine: EngineArg,
+    #[command(flatten)]
+    pub(super) store: StoreArgs,
+    #[cfg(feature = "nats")]
+    #[command(flatten)]
+    pub(super) nats: NatsArgs,
+}

@@ -1,0 +1,202 @@
+//! The per-agent command line: one call gives every agent binary `spec`, `check`, `run`,
+//! `runs` and `show`.
+//!
+//! ```no_run
+//! # fn workflow() -> saap::Workflow { unimplemented!() }
+//! fn main() -> std::process::ExitCode {
+//!     saap::main(workflow())
+//! }
+//! ```
+//!
+//! Conventions (DESIGN §8, `docs/cli.md`): data on stdout, diagnostics on stderr, `--json`
+//! on every command, and exit codes 0 success, 1 the command found problems (check errors,
+//! a run that ended with an exception or is still waiting), 2 invalid input or usage,
+//! 3 internal or I/O failure.
+//!
+//! Runs are kept in an embedded SQLite database: `--db PATH`, or by default
+//! `<state dir>/<agent>.db` where the state dir is `$SAAP_STATE_DIR`, else
+//! `$XDG_STATE_HOME/saap`, else `$HOME/.local/state/saap`, else `./.saap`.
+
+mod args;
+mod check;
+mod follow;
+mod input;
+mod reader;
+mod run;
+mod runs;
+mod send;
+mod show;
+mod spec;
+mod store;
+
+use crate::engine::EngineError;
+use crate::workflow::Workflow;
+pub use check::render_check;
+use check::{CheckArgs, check_cmd};
+use clap::{Parser, Subcommand};
+use run::{RunArgs, run_cmd};
+use runs::{RunsArgs, runs_cmd};
+use send::{SendArgs, send_cmd};
+use show::{ShowArgs, show_cmd};
+use spec::{SpecArgs, spec};
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::ExitCode;
+pub use store::default_db;
+
+/// Largest start event accepted on the command line or from a file, in bytes.
+pub const MAX_START_EVENT_BYTES: u64 = 1024 * 1024;
+/// Runs the agent's command line with the process arguments; returns the exit code.
+pub fn main(workflow: Workflow) -> ExitCode {
+    main_with(workflow, std::env::args_os())
+}
+/// [`main`] with explicit arguments (the first is the program name).
+pub fn main_with<I, T>(workflow: Workflow, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let name = program_name(&workflow);
+
+    let cmd = <Cli as clap::CommandFactory>::command()
+        .name(name.clone())
+        .bin_name(name.clone())
+        .about(format!(
+            "{name}: the `{}` agent (saap). Inspect its spec, check it, run it, read its stored runs.",
+            workflow.name()
+        ))
+        .after_help(after_help(&name));
+    let matches = match cmd.try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+    };
+    match dispatch(&workflow, cli.command) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn program_name(workflow: &Workflow) -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| workflow.name().to_string())
+}
+
+fn after_help(bin: &str) -> String {
+    format!(
+        "Examples:
+  {bin} spec > agent.json                   the WorkflowSpec (what `saap check`/`explore` read)
+  {bin} check                               the static checks of `saap check`
+  {bin} run --message \"reset my password\"   start a run, stream its display events, print the result
+  {bin} run --event '{{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}}'
+  {bin} send RUN --event JSON               continue a waiting run (e.g. a human's answer)
+  {bin} runs                                the newest stored runs, 20 a page (--offset N)
+  {bin} runs --status live                  the runs that wait for an event
+  {bin} show RUN                            the run's timeline: events and decisions
+  {bin} show RUN --history-out run.json     then: saap explain agent.json --history run.json
+  {bin} run --engine nats://HOST:PORT       serve the agent class as a NATS worker
+  {bin} runs --engine nats://HOST:PORT      the class's runs on NATS (send, show too)
+
+Runs are stored in --db PATH (default: $SAAP_STATE_DIR, $XDG_STATE_HOME/saap or
+~/.local/state/saap, file <agent>.db), or on NATS JetStream with --engine nats://HOST:PORT.
+
+Exit codes: 0 ok, 1 problems found (check errors; a run that failed or still waits),
+2 invalid input or usage, 3 internal or I/O failure."
+    )
+}
+
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// Parsed once per process: the size of `run`'s flags does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Command {
+    /// Print the agent's WorkflowSpec as JSON (the input of `saap check`, `simulate`, `explore`).
+    Spec(SpecArgs),
+    /// Run the static checks of `saap check` on this agent's spec.
+    Check(CheckArgs),
+    /// Start a run, stream its display events, and print how it ended.
+    Run(RunArgs),
+    /// Send an event to a stored live run (e.g. a human's answer) and follow it.
+    Send(SendArgs),
+    /// List stored runs, newest first, a page at a time, with their status.
+    Runs(RunsArgs),
+    /// Show one stored run: its events and the dispatcher's decisions.
+    Show(ShowArgs),
+}
+
+/// A failure with its exit code.
+struct Fail {
+    code: u8,
+    message: String,
+}
+
+fn invalid(message: impl Into<String>) -> Fail {
+    Fail {
+        code: 2,
+        message: message.into(),
+    }
+}
+
+fn internal(message: impl Into<String>) -> Fail {
+    Fail {
+        code: 3,
+        message: message.into(),
+    }
+}
+
+fn io(e: std::io::Error) -> Fail {
+    internal(format!("cannot write the output: {e}"))
+}
+
+fn engine_fail(e: EngineError) -> Fail {
+    match e {
+        EngineError::Store(_) | EngineError::Core { .. } | EngineError::Replay { .. } => {
+            internal(e.to_string())
+        }
+        _ => invalid(e.to_string()),
+    }
+}
+
+fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
+    match command {
+        Command::Spec(a) => spec(workflow, &a),
+        Command::Check(a) => check_cmd(workflow, &a),
+        Command::Run(a) => block_on(run_cmd(workflow, a)),
+        Command::Send(a) => block_on(send_cmd(workflow, a)),
+        Command::Runs(a) => block_on(runs_cmd(workflow, a)),
+        Command::Show(a) => block_on(show_cmd(workflow, a)),
+    }
+}
+
+fn block_on<F: std::future::Future<Output = Result<u8, Fail>>>(f: F) -> Result<u8, Fail> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| internal(format!("cannot start the async runtime: {e}")))?
+        .block_on(f)
+}

@@ -1,0 +1,152 @@
+//! Reading stored runs without resuming them: from the SQLite store or a NATS class's
+//! journal, with run ids resolved from a prefix.
+
+use super::args::{EngineArg, EngineKind, ReadArgs};
+use super::store::{db_path, memory_keeps_nothing, nats_options, open_store};
+use super::{Fail, internal, invalid};
+use crate::backend::Backend;
+use crate::history::StoredRunView;
+use crate::workflow::Workflow;
+use std::sync::Arc;
+/// An open store to read runs from, and where it is (for messages).
+pub(super) struct Reader {
+    pub(super) backend: Arc<dyn Backend>,
+    pub(super) place: String,
+    /// The connection, on NATS (to read a live run's owner record).
+    #[cfg(feature = "nats")]
+    pub(super) nats: Option<saap_nats::SaapNats>,
+}
+#[cfg(feature = "nats")]
+pub(super) struct NatsReader {
+    pub(super) backend: Arc<dyn Backend>,
+    pub(super) place: String,
+    pub(super) nats: crate::nats::NatsBackend,
+}
+/// Opens the agent class's journal on NATS for reading.
+#[cfg(feature = "nats")]
+pub(super) async fn open_nats_reader(
+    workflow: &Workflow,
+    url: &str,
+    from: &ReadArgs,
+) -> Result<(NatsReader, crate::nats::NatsOptions), Fail> {
+    let opts = nats_options(url, &from.nats)?;
+    let nats = saap_nats::SaapNats::connect(&opts)
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+
+    let backend = crate::nats::NatsBackend::open(
+        nats,
+        workflow.name(),
+        workflow.compiled().hierarchy.clone(),
+        crate::nats::NatsBackendOptions {
+            publish_outputs: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    let reader = NatsReader {
+        backend: Arc::new(backend.clone()),
+        place: format!(
+            "the journal of class `{}` on {}",
+            workflow.name(),
+            opts.redacted_servers()
+        ),
+        nats: backend,
+    };
+    Ok((reader, opts))
+}
+
+#[cfg(feature = "nats")]
+pub(super) async fn read_view(
+    workflow: &Workflow,
+    reader: &NatsReader,
+    run_id: &str,
+) -> Result<StoredRunView, Fail> {
+    let stored = reader
+        .backend
+        .read_run(workflow.name(), run_id)
+        .wait()
+        .await
+        .map_err(|e| internal(e.to_string()))?
+        .ok_or_else(|| internal(format!("run `{run_id}` vanished from {}", reader.place)))?;
+    StoredRunView::rebuild(workflow, &stored).map_err(|e| internal(e.to_string()))
+}
+
+/// The store `runs`/`show` read; `None`: the database does not exist (no runs yet).
+pub(super) async fn open_reader(
+    workflow: &Workflow,
+    from: &ReadArgs,
+) -> Result<Option<Reader>, Fail> {
+    match &from.engine {
+        EngineArg::Local(EngineKind::Memory) => Err(memory_keeps_nothing("runs/show")),
+        EngineArg::Local(EngineKind::Sqlite) => {
+            let path = db_path(workflow, &from.store);
+            if !path.exists() {
+                return Ok(None);
+            }
+            Ok(Some(Reader {
+                backend: open_store(&path)?,
+                place: path.display().to_string(),
+                #[cfg(feature = "nats")]
+                nats: None,
+            }))
+        }
+        #[cfg(feature = "nats")]
+        EngineArg::Nats(url) => {
+            let (r, _) = open_nats_reader(workflow, url, from).await?;
+            Ok(Some(Reader {
+                backend: r.backend,
+                place: r.place,
+                nats: Some(r.nats.nats().clone()),
+            }))
+        }
+        #[cfg(not(feature = "nats"))]
+        EngineArg::Nats(_) => Err(invalid(
+            "this agent was built without the `nats` feature of saap",
+        )),
+    }
+}
+
+pub(super) fn where_runs(from: &ReadArgs, workflow: &Workflow) -> String {
+    match &from.engine {
+        EngineArg::Nats(url) => format!("the class `{}` on {url}", workflow.name()),
+        EngineArg::Local(_) => db_path(workflow, &from.store).display().to_string(),
+    }
+}
+
+/// The run id a user typed (the id or a unique prefix), looked up in the store.
+pub(super) async fn resolve_run(
+    workflow: &Workflow,
+    backend: &Arc<dyn Backend>,
+    place: &str,
+    given: &str,
+) -> Result<String, Fail> {
+    let shown: String = given.chars().take(64).collect();
+    if given.is_empty() {
+        return Err(invalid(
+            "the run id is empty; list the runs with `runs` (`runs --status live` for waiting ones)",
+        ));
+    }
+    let query = crate::backend::RunQuery {
+        id_prefix: Some(given.to_string()),
+        limit: 2,
+        ..Default::default()
+    };
+    let page = backend
+        .list_runs(workflow.name(), &query)
+        .wait()
+        .await
+        .map_err(|e| internal(e.to_string()))?;
+    match page.runs.as_slice() {
+        [one] if !page.more => Ok(one.run_id.clone()),
+        [] => Err(invalid(format!(
+            "no stored run `{shown}` of `{}` in {place}; list the runs with `runs` (`runs --status live` for waiting ones)",
+            workflow.name()
+        ))),
+        _ => Err(invalid(format!(
+            "`{shown}` matches several runs of `{}` in {place}; give more of the run id (see `runs`)",
+            workflow.name()
+        ))),
+    }
+}

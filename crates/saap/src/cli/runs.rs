@@ -1,0 +1,196 @@
+//! `<agent> runs`: the stored runs, newest first, paged by cursor or offset, filtered by
+//! status.
+
+use super::args::ReadArgs;
+use super::reader::{open_reader, where_runs};
+use super::{Fail, internal, io};
+use crate::history::utc_time;
+use crate::workflow::Workflow;
+use serde_json::{Value, json};
+use std::io::Write;
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum StatusArg {
+    /// Not ended: waiting for events or running steps.
+    Live,
+    /// Ended (stopped or failed).
+    Ended,
+    /// Ended by a stop event.
+    Stopped,
+    /// Ended by an exception event.
+    Failed,
+}
+impl StatusArg {
+    pub(super) fn filter(self) -> crate::backend::StatusFilter {
+        use crate::backend::StatusFilter as F;
+        match self {
+            StatusArg::Live => F::Live,
+            StatusArg::Ended => F::Ended,
+            StatusArg::Stopped => F::Stopped,
+            StatusArg::Failed => F::Failed,
+        }
+    }
+}
+#[derive(clap::Args)]
+#[command(
+    after_help = "Runs are listed newest first, one page at a time: each line comes from the store's run
+record and the end of its journal, so a page costs the same however many runs are stored.
+Examples:
+  runs                                  the 20 newest runs
+  runs --status live                    runs still waiting (continue one with `send RUN`)
+  runs --status failed --limit 5        the 5 newest runs that ended with an exception
+  runs --after RUN                      the next page: the runs older than RUN (the last listed)
+  runs --offset 20                      the same by position
+  runs --json | jq -r '.runs[].run_id'  ids for scripts (the shape: see --json above)
+  runs --engine nats://127.0.0.1:4222   the runs of the agent class on NATS JetStream
+Exit codes: 0 listed (an empty list too), 2 invalid flags, 3 database or server failure."
+)]
+pub(super) struct RunsArgs {
+    #[command(flatten)]
+    pub(super) from: ReadArgs,
+    /// Only runs with this status.
+    #[arg(long, value_enum)]
+    pub(super) status: Option<StatusArg>,
+    /// How many runs to list (at most 10000).
+    #[arg(long, default_value_t = 20, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub(super) limit: u32,
+    /// Skip this many (newest) matching runs: the next page starts at the previous offset
+    /// plus the limit.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(super) offset: u64,
+    /// List the runs after this one (older): the last run of the previous page. Costs the
+    /// same on every page, where --offset grows with the runs skipped.
+    #[arg(long, value_name = "RUN")]
+    pub(super) after: Option<String>,
+    /// Print JSON: {runs: [{run_id, thread_id, status, started, events, journal_entries}],
+    /// offset, more, next_offset, next_after}.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+pub(super) fn status_of(s: &crate::backend::RunSummary) -> &'static str {
+    use crate::backend::Termination;
+
+    match (s.ended, s.termination) {
+        (false, _) => "live",
+        (true, Some(Termination::Stop)) => "stopped",
+        (true, Some(Termination::Exception)) => "failed",
+        (true, None) => "ended",
+    }
+}
+
+pub(super) fn started_of(s: &crate::backend::RunSummary) -> Option<String> {
+    let secs = s.started_ns.map(|ns| ns.div_euclid(1_000_000_000))?;
+    u32::try_from(secs).ok().map(utc_time)
+}
+
+pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fail> {
+    let offset = usize::try_from(a.offset).unwrap_or(usize::MAX);
+    let query = crate::backend::RunQuery {
+        status: a.status.map(StatusArg::filter),
+        id_prefix: None,
+        after: a.after.clone(),
+        offset,
+        limit: a.limit as usize,
+    };
+    let (page, place) = match open_reader(workflow, &a.from).await? {
+        None => (
+            crate::backend::RunPage::default(),
+            where_runs(&a.from, workflow),
+        ),
+        Some(r) => {
+            let page = r
+                .backend
+                .list_runs(workflow.name(), &query)
+                .wait()
+                .await
+                .map_err(|e| internal(e.to_string()))?;
+            r.backend.halt();
+            (page, r.place)
+        }
+    };
+    let next = offset.saturating_add(page.runs.len());
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let runs: Vec<Value> = page
+            .runs
+            .iter()
+            .map(|r| {
+                json!({
+                    "run_id": r.run_id,
+                    "thread_id": r.thread_id,
+                    "status": status_of(r),
+                    "started": started_of(r),
+                    "events": r.events,
+                    "journal_entries": r.journal_entries,
+                })
+            })
+            .collect();
+        let doc = json!({
+            "runs": runs,
+            "offset": offset,
+            "more": page.more,
+            "next_offset": page.more.then_some(next),
+            "next_after": page.runs.last().filter(|_| page.more).map(|r| r.run_id.clone()),
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)
+            .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
+        writeln!(out).map_err(io)?;
+        return Ok(0);
+    }
+    if page.runs.is_empty() {
+        if offset > 0 || a.status.is_some() {
+            eprintln!(
+                "no stored runs of `{}` in {place} match (offset {offset}{}); `runs` lists the newest",
+                workflow.name(),
+                a.status
+                    .map(|s| format!(", status {}", status_of_arg(s)))
+                    .unwrap_or_default()
+            );
+        } else {
+            eprintln!(
+                "no stored runs of `{}` in {place}; start one with `run --message TEXT`",
+                workflow.name()
+            );
+        }
+        return Ok(0);
+    }
+    writeln!(
+        out,
+        "{:<24}  {:<8}  {:<19}  {:>6}",
+        "run", "status", "started (UTC)", "events"
+    )
+    .map_err(io)?;
+    for r in &page.runs {
+        writeln!(
+            out,
+            "{:<24}  {:<8}  {:<19}  {:>6}",
+            r.run_id,
+            status_of(r),
+            started_of(r).unwrap_or_default(),
+            r.events
+        )
+        .map_err(io)?;
+    }
+    if page.more
+        && let Some(last) = page.runs.last()
+    {
+        let mut hint = format!("runs --after {}", last.run_id);
+        if let Some(s) = a.status {
+            hint.push_str(&format!(" --status {}", status_of_arg(s)));
+        }
+        if a.limit != 20 {
+            hint.push_str(&format!(" --limit {}", a.limit));
+        }
+        eprintln!("more runs: `{hint}` (or --offset {next})");
+    }
+    Ok(0)
+}
+
+pub(super) fn status_of_arg(s: StatusArg) -> &'static str {
+    match s {
+        StatusArg::Live => "live",
+        StatusArg::Ended => "ended",
+        StatusArg::Stopped => "stopped",
+        StatusArg::Failed => "failed",
+    }
+}

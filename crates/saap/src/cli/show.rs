@@ -1,0 +1,170 @@
+//! `<agent> show`: one stored run — its timeline, decision records and counts, or its
+//! history file (`--history-out`) for `saap explain`.
+
+use super::args::ReadArgs;
+use super::follow::{counts_json, counts_text};
+use super::reader::{open_reader, resolve_run, where_runs};
+use super::{Fail, internal, invalid, io};
+use crate::history::{StoredRunView, utc_time};
+use crate::snapshot::timeline_with;
+use crate::workflow::Workflow;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::PathBuf;
+#[derive(clap::Args)]
+#[command(
+    after_help = "RUN is a run id as printed by `run` and `runs` (a unique prefix is enough). Only that run is
+read: its journal is replayed through the dispatch core (no step runs) and checked against its
+stored decision records.
+Examples:
+  show RUN                              the timeline of events and decisions
+  show RUN --json                       events with fields, records, executions
+  show RUN --history-out run.json       a History file for `saap explain SPEC --history run.json`
+  show RUN --engine nats://127.0.0.1:4222   a run of the agent class on NATS JetStream
+Exit codes: 0 shown, 2 unknown or ambiguous run id, 3 database or server failure, or a
+journal that does not replay."
+)]
+pub(super) struct ShowArgs {
+    /// The run id (or a unique prefix of it).
+    pub(super) run: String,
+    #[command(flatten)]
+    pub(super) from: ReadArgs,
+    /// Print JSON: {run_id, thread_id, workflow, status, events, records, executions, result,
+    /// execution_counts, owner (on NATS, the worker that owns a live run)}.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// Also write the run as a History file (the input of `saap explain --history`).
+    #[arg(long, value_name = "FILE")]
+    pub(super) history_out: Option<PathBuf>,
+}
+pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
+    let Some(reader) = open_reader(workflow, &a.from).await? else {
+        return Err(invalid(format!(
+            "no stored run `{}` of `{}`: there is no database {}; start a run with `run`, or pass --db PATH",
+            a.run.chars().take(64).collect::<String>(),
+            workflow.name(),
+            where_runs(&a.from, workflow)
+        )));
+    };
+    let run_id = resolve_run(workflow, &reader.backend, &reader.place, &a.run).await?;
+    let stored = reader
+        .backend
+        .read_run(workflow.name(), &run_id)
+        .wait()
+        .await
+        .map_err(|e| internal(e.to_string()))?
+        .ok_or_else(|| internal(format!("run `{run_id}` vanished from {}", reader.place)))?;
+    reader.backend.halt();
+    let view = &StoredRunView::rebuild(workflow, &stored).map_err(|e| internal(e.to_string()))?;
+    // On NATS, the worker that owns a live run (its owner record).
+    #[allow(unused_mut)]
+    let mut owner: Option<String> = None;
+    #[cfg(feature = "nats")]
+    if let Some(nats) = &reader.nats
+        && !view.run.is_terminated()
+    {
+        owner = crate::nats::run_owner(nats, workflow.name(), &run_id)
+            .await
+            .map_err(|e| internal(e.to_string()))?
+            .map(|o| o.worker);
+    }
+    if let Some(file) = &a.history_out {
+        let text = serde_json::to_string_pretty(&view.history())
+            .map_err(|e| internal(format!("cannot encode the history: {e}")))?;
+        std::fs::write(file, text + "\n").map_err(|e| {
+            internal(format!(
+                "cannot write the history to `{}`: {e}",
+                file.display()
+            ))
+        })?;
+        eprintln!(
+            "history of run {} written to {}; explain it with `saap explain SPEC --history {}` (SPEC from `spec`)",
+            view.run_id,
+            file.display(),
+            file.display()
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    let run = &view.run;
+    if a.json {
+        let events: Vec<Value> = run
+            .log()
+            .iter()
+            .enumerate()
+            .map(|(seq, e)| {
+                json!({
+                    "seq": seq,
+                    "event_id": e.id.to_string(),
+                    "event": run.type_name(e.ty),
+                    "kind": e.kind.label(),
+                    "origin": match e.origin {
+                        saap_dispatch::Origin::Outside => Value::Null,
+                        saap_dispatch::Origin::Execution(x) => Value::from(x.to_string()),
+                    },
+                    "fields": view.fields(seq as u32),
+                })
+            })
+            .collect();
+        let executions: Vec<Value> = run
+            .executions()
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                json!({
+                    "execution": saap_dispatch::ExecutionId(i as u32).to_string(),
+                    "step": run.spec().steps[x.step as usize].name,
+                    "trigger": x.trigger,
+                    "state": format!("{:?}", x.state),
+                    "attempt": x.attempt,
+                    "error": run.execution_error(saap_dispatch::ExecutionId(i as u32)),
+                })
+            })
+            .collect();
+        let doc = json!({
+            "run_id": view.run_id,
+            "thread_id": view.thread_id,
+            "workflow": view.workflow,
+            "status": view.outcome().as_str(),
+            "result": view.result().map(|(n, f)| json!({"event": n, "fields": f})),
+            "events": events,
+            "records": run.records(),
+            "executions": executions,
+            "execution_counts": counts_json(run),
+            "owner": owner,
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)
+            .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
+        writeln!(out).map_err(io)?;
+        return Ok(0);
+    }
+    writeln!(
+        out,
+        "run {} of {} ({}), thread {}{}",
+        view.run_id,
+        view.workflow,
+        view.outcome().as_str(),
+        view.thread_id,
+        view.started_unix()
+            .map(|s| format!(", started {} UTC", utc_time(s)))
+            .unwrap_or_default()
+    )
+    .map_err(io)?;
+    writeln!(out).map_err(io)?;
+    out.write_all(timeline_with(run, &view.display_by).as_bytes())
+        .map_err(io)?;
+    writeln!(out).map_err(io)?;
+    writeln!(out, "executions: {}", counts_text(run)).map_err(io)?;
+    if let Some(w) = &owner {
+        writeln!(out, "owned by worker {w}").map_err(io)?;
+    }
+    match view.result() {
+        Some((n, f)) => writeln!(out, "result: {n} {f}").map_err(io)?,
+        None => writeln!(
+            out,
+            "still live:\n{}",
+            crate::snapshot::waiting_for(run, None)
+        )
+        .map_err(io)?,
+    }
+    Ok(0)
+}
