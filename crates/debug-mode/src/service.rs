@@ -541,18 +541,6 @@ async fn list_sessions(State(app): State<Arc<App>>, headers: HeaderMap, body: By
     .await
 }
 
-/// Body of session operations.
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OpRequest {
-    #[serde(default)]
-    pub offset: usize,
-    #[serde(default)]
-    pub limit: usize,
-    #[serde(default)]
-    pub hypotheses: Vec<String>,
-}
-
 async fn session_op(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -563,8 +551,8 @@ async fn session_op(
         return unauthorized();
     }
     app.touch();
-    let req: OpRequest = if body.is_empty() {
-        OpRequest::default()
+    let req: store::LogsQuery = if body.is_empty() {
+        store::LogsQuery::default()
     } else {
         match serde_json::from_slice(&body) {
             Ok(r) => r,
@@ -606,11 +594,11 @@ async fn session_op(
             }
             "logs" => {
                 ingest(&mut s)?;
-                to_value(serde_json::to_value(s.logs(
-                    req.offset,
-                    req.limit,
-                    &req.hypotheses,
-                )?))
+                let mut page = s.logs(&req)?;
+                let info = s.info();
+                page.ingest_url = Some(ingest_url(&a, &info.session_id));
+                page.append_path = Some(info.append_path);
+                to_value(serde_json::to_value(page))
             }
             "status" => {
                 ingest(&mut s)?;
