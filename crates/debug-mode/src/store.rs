@@ -2,9 +2,10 @@
 //!
 //! The canonical record of a session is `events.ndjson`: one validated, redacted stored event
 //! per line, appended in accepted order. The service keeps a small in-memory index per loaded
-//! session (byte offset, hypothesis and timestamp of each event: 20 bytes per event, plus a
-//! 4-byte permutation once timestamps arrive out of accepted order), so a page of `logs` in
-//! timestamp order is a few positioned reads whatever the session size. Nothing is fsynced per event; a
+//! session (byte offset + hypothesis of each event: 12 bytes per event; once timestamps
+//! arrive out of accepted order and `logs` needs time order, also each event's timestamp and
+//! a permutation: 12 bytes more), so a page of `logs` in timestamp order is a few positioned
+//! reads whatever the session size. Nothing is fsynced per event; a
 //! batch is one `write` call. State survives a service restart: the index is rebuilt from the
 //! file on first use, and `state.json` remembers the reset epoch and the file-ingest offset.
 
@@ -225,8 +226,12 @@ pub struct Session {
     next_seq: u64,
     offsets: Vec<u64>,
     hyp_of: Vec<u32>,
-    /// Probe timestamp of each event.
+    /// Probe timestamp of each event, once loaded (`timestamps_loaded`): only needed when
+    /// events arrived out of time order.
     timestamps: Vec<u64>,
+    timestamps_loaded: bool,
+    /// Largest timestamp so far.
+    max_timestamp: u64,
     /// True while every event's timestamp is >= the previous ones (timestamp order is
     /// accepted order, so no permutation is needed).
     in_time_order: bool,
@@ -281,6 +286,8 @@ impl Session {
             offsets: Vec::new(),
             hyp_of: Vec::new(),
             timestamps: Vec::new(),
+            timestamps_loaded: false,
+            max_timestamp: 0,
             in_time_order: true,
             time_order: None,
             hyp_names: Vec::new(),
@@ -365,10 +372,13 @@ impl Session {
         }
         self.offsets.push(offset);
         self.hyp_of.push(h);
-        if self.timestamps.last().is_some_and(|&t| t > timestamp) {
+        if timestamp < self.max_timestamp {
             self.in_time_order = false;
         }
-        self.timestamps.push(timestamp);
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+        if self.timestamps_loaded {
+            self.timestamps.push(timestamp);
+        }
         self.first_received_at.get_or_insert(received_at);
         self.last_received_at = Some(received_at);
     }
@@ -698,6 +708,8 @@ impl Session {
         self.offsets = Vec::new();
         self.hyp_of = Vec::new();
         self.timestamps = Vec::new();
+        self.timestamps_loaded = false;
+        self.max_timestamp = 0;
         self.in_time_order = true;
         self.time_order = None;
         self.hyp_names.clear();
@@ -735,8 +747,36 @@ impl Session {
         serde_json::from_slice(&buf).map_err(|_| corrupt("evidence record"))
     }
 
+    /// Reads every event's timestamp once (one sequential scan); later events add theirs.
+    fn load_timestamps(&mut self) -> Result<()> {
+        #[derive(Deserialize)]
+        struct Ts {
+            timestamp: u64,
+        }
+        let f = paths::open_read(&self.paths.events()).map_err(io_err("read evidence"))?;
+        let mut r = io::BufReader::with_capacity(1 << 20, f.take(self.events_len));
+        let mut timestamps = Vec::with_capacity(self.offsets.len());
+        let mut line = Vec::new();
+        while timestamps.len() < self.offsets.len() {
+            line.clear();
+            if io::BufRead::read_until(&mut r, b'\n', &mut line).map_err(io_err("read evidence"))?
+                == 0
+            {
+                return Err(corrupt("evidence record"));
+            }
+            let t: Ts = serde_json::from_slice(&line).map_err(|_| corrupt("evidence record"))?;
+            timestamps.push(t.timestamp);
+        }
+        self.timestamps = timestamps;
+        self.timestamps_loaded = true;
+        Ok(())
+    }
+
     /// Builds (or keeps) the permutation of all events in (timestamp, sequence) order.
-    fn ensure_time_order(&mut self) {
+    fn ensure_time_order(&mut self) -> Result<()> {
+        if !self.timestamps_loaded {
+            self.load_timestamps()?;
+        }
         let len = self.offsets.len();
         if self.time_order.as_ref().is_none_or(|o| o.len() != len) {
             let mut order: Vec<u32> = (0..u32::try_from(len).unwrap_or(u32::MAX)).collect();
@@ -744,6 +784,7 @@ impl Session {
             order.sort_by_key(|&i| self.timestamps[i as usize]);
             self.time_order = Some(order);
         }
+        Ok(())
     }
 
     /// Event indices of the first `n` events in (timestamp, sequence) order (after
@@ -794,7 +835,7 @@ impl Session {
         });
         let by_time = q.order == LogsOrder::Timestamp && !self.in_time_order;
         if by_time {
-            self.ensure_time_order();
+            self.ensure_time_order()?;
         }
         let order: Cow<'_, [u32]> = if by_time {
             self.time_ordered(n)
@@ -1803,6 +1844,54 @@ mod tests {
             page.events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
+    }
+
+    #[test]
+    fn logs_are_in_time_order_also_after_a_reload_and_further_ingest() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        let body = format!(
+            "{}\n{}\n{}\n",
+            line("H1", 30),
+            line("H1", 10),
+            line("H1", 20)
+        );
+        lock(&s)
+            .ingest_body(body.as_bytes(), Source::Http, 5)
+            .unwrap();
+        let order = |s: &Arc<Mutex<Session>>| -> Vec<u64> {
+            lock(s)
+                .logs(&logs_query(0, 10, &[]))
+                .unwrap()
+                .events
+                .iter()
+                .map(|e| e.timestamp)
+                .collect()
+        };
+        assert_eq!(order(&s), [10, 20, 30]);
+        // A fresh service loads the session from disk; later events join the order.
+        drop(s);
+        let reopened =
+            Store::open(store.root().to_path_buf(), Arc::new(ManualClock::default())).unwrap();
+        let s2 = reopened.get(&info.session_id).unwrap();
+        assert_eq!(order(&s2), [10, 20, 30]);
+        lock(&s2)
+            .ingest_body(format!("{}\n", line("H1", 15)).as_bytes(), Source::Http, 6)
+            .unwrap();
+        assert_eq!(order(&s2), [10, 15, 20, 30]);
+        let q = LogsQuery {
+            order: LogsOrder::Sequence,
+            ..logs_query(0, 10, &[])
+        };
+        let seq: Vec<u64> = lock(&s2)
+            .logs(&q)
+            .unwrap()
+            .events
+            .iter()
+            .map(|e| e.timestamp)
+            .collect();
+        assert_eq!(seq, [30, 10, 20, 15]);
     }
 
     #[test]
