@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 pub enum ErrorCode {
     InvalidArguments,
     UnsupportedLanguage,
-    InvalidSessionId,
     InvalidCursor,
+    InvalidSnapshot,
     QueryInvalid,
     QueryFailed,
     QueryLimitExceeded,
@@ -26,8 +26,8 @@ impl ErrorCode {
     pub const ALL: [Self; 12] = [
         Self::InvalidArguments,
         Self::UnsupportedLanguage,
-        Self::InvalidSessionId,
         Self::InvalidCursor,
+        Self::InvalidSnapshot,
         Self::QueryInvalid,
         Self::QueryFailed,
         Self::QueryLimitExceeded,
@@ -38,13 +38,13 @@ impl ErrorCode {
         Self::StateUnsafe,
     ];
 
-    /// Process exit code for this error (seed §2.3 "Exit codes").
+    /// Process exit code for this error (seed §2.3 "Exit codes", plus exit 1 for a stale or
+    /// invalid continuation token, as the original implementation does).
     pub fn exit_code(self) -> i32 {
         match self {
+            Self::InvalidCursor | Self::InvalidSnapshot => 1,
             Self::InvalidArguments
             | Self::UnsupportedLanguage
-            | Self::InvalidSessionId
-            | Self::InvalidCursor
             | Self::QueryInvalid
             | Self::QueryFailed
             | Self::QueryLimitExceeded => 2,
@@ -60,8 +60,8 @@ impl ErrorCode {
         match self {
             Self::InvalidArguments => "INVALID_ARGUMENTS",
             Self::UnsupportedLanguage => "UNSUPPORTED_LANGUAGE",
-            Self::InvalidSessionId => "INVALID_SESSION_ID",
             Self::InvalidCursor => "INVALID_CURSOR",
+            Self::InvalidSnapshot => "INVALID_SNAPSHOT",
             Self::QueryInvalid => "QUERY_INVALID",
             Self::QueryFailed => "QUERY_FAILED",
             Self::QueryLimitExceeded => "QUERY_LIMIT_EXCEEDED",
@@ -74,13 +74,39 @@ impl ErrorCode {
     }
 }
 
-/// A user-facing error: code + what went wrong + what to do.
+/// Finer reasons carried in `error.reason` (the code is what a consumer switches on).
+pub mod reason {
+    /// A session id that is not a canonical lowercase UUID (`INVALID_ARGUMENTS`).
+    pub const INVALID_SESSION_ID: &str = "INVALID_SESSION_ID";
+    /// A cursor or snapshot issued before the session was reset.
+    pub const STALE_CURSOR: &str = "STALE_CURSOR";
+    pub const STALE_SNAPSHOT: &str = "STALE_SNAPSHOT";
+    /// A cursor or snapshot that does not decode (not copied exactly as printed).
+    pub const MALFORMED_TOKEN: &str = "MALFORMED_TOKEN";
+    /// A cursor or snapshot printed for another session.
+    pub const OTHER_SESSION: &str = "OTHER_SESSION";
+    /// A cursor used with a different program, `--slurp` or `--hypothesis` selection.
+    pub const QUERY_MISMATCH: &str = "QUERY_MISMATCH";
+    /// Every reason, for the reference documentation.
+    pub const ALL: [&str; 6] = [
+        INVALID_SESSION_ID,
+        STALE_CURSOR,
+        STALE_SNAPSHOT,
+        MALFORMED_TOKEN,
+        OTHER_SESSION,
+        QUERY_MISMATCH,
+    ];
+}
+
+/// A user-facing error: code + what went wrong + what to do, and optionally a finer reason.
 #[derive(Debug, Clone, thiserror::Error, Serialize, Deserialize, PartialEq, Eq)]
 #[error("{message}")]
 pub struct DmError {
     pub code: ErrorCode,
     pub message: String,
     pub hint: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl DmError {
@@ -89,7 +115,15 @@ impl DmError {
             code,
             message: message.into(),
             hint: hint.into(),
+            reason: None,
         }
+    }
+
+    /// The same error with a finer reason (`error.reason` in the JSON envelope).
+    #[must_use]
+    pub fn with_reason(mut self, reason: &str) -> Self {
+        self.reason = Some(reason.to_owned());
+        self
     }
 
     pub fn session_not_found(id: &str) -> Self {

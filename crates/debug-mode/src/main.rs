@@ -1,5 +1,6 @@
-//! `debug-mode` command-line entry point. Data goes to stdout, diagnostics to stderr; the
-//! exit code comes from the error code (see `error.rs`).
+//! `debug-mode` command-line entry point. Data goes to stdout, diagnostics to stderr (with
+//! `--json`, the error envelope too); the exit code comes from the error code (see
+//! `error.rs`).
 
 use std::io::Write;
 use std::time::Duration;
@@ -9,11 +10,13 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 
 use debug_mode::client::{self, Conn};
+use debug_mode::error::reason;
 use debug_mode::error::{DmError, ErrorCode};
-use debug_mode::output::{self, Report};
-use debug_mode::query::{self, Cursor, Job, Position};
-use debug_mode::service::OpRequest;
-use debug_mode::store::{LogsPage, SessionSummary, StatusReport};
+use debug_mode::output::{self, Hint, Report};
+use debug_mode::query::{self, Cursor, Job, LogsSnapshot, Position};
+use debug_mode::store::{
+    LogsOrder, LogsPage, LogsQuery, SessionSummary, SnapshotRef, StatusReport,
+};
 use debug_mode::{paths, service, templates, timefmt};
 
 const AFTER_HELP: &str = "\
@@ -26,8 +29,9 @@ Workflow (one investigation = one session):
   debug-mode query --session <id> 'select(.hypothesisId == \"H2\") | .data'
   debug-mode status --session <id>                    # malformed records and evidence health
 
-Exit codes: 0 ok, 2 invalid arguments or unsupported language, 3 version incompatibility,
-4 background service unavailable, 5 session not found, 6 evidence malformed or unreadable.";
+Exit codes: 0 ok, 1 stale or invalid cursor/snapshot (restart paging), 2 invalid arguments
+or unsupported language, 3 version incompatibility, 4 background service unavailable,
+5 session not found, 6 evidence malformed or unreadable.";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -35,10 +39,11 @@ Exit codes: 0 ok, 2 invalid arguments or unsupported language, 3 version incompa
     version,
     about = "Evidence-first debugging: isolated sessions, language probes, and filtered runtime evidence.",
     after_help = AFTER_HELP,
-    propagate_version = true
+    propagate_version = true,
+    disable_help_subcommand = true
 )]
 struct Cli {
-    /// Print the result as one JSON envelope on stdout instead of pretty text.
+    /// Print the result as one JSON envelope on stdout (errors: on stderr) instead of pretty text.
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -48,7 +53,7 @@ struct Cli {
 #[derive(Args, Debug)]
 struct SessionArg {
     /// Session ID printed by `debug-mode create`.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "id")]
     session: String,
 }
 
@@ -63,7 +68,7 @@ enum Command {
     )]
     Template {
         /// Language of the file to instrument (e.g. javascript, typescript, python, go, rust).
-        #[arg(long, value_name = "LANGUAGE")]
+        #[arg(long, value_name = "language")]
         language: String,
         /// How events reach the session: `http` (Ingest URL) or `file` (Append Path).
         #[arg(long, value_name = "http|file")]
@@ -74,49 +79,57 @@ enum Command {
         after_help = "Example:\n  debug-mode reset --session 0b6f1f3e-8d7a-4c56-9a51-2f0e8a1c9d42"
     )]
     Reset(SessionArg),
-    /// Show validated events in accepted order, with pagination and hypothesis filters.
+    /// Show validated events by time, with pagination and hypothesis filters.
     #[command(
-        after_help = "Examples:\n  debug-mode logs --session <id>\n  debug-mode logs --session <id> --hypothesis H1 --hypothesis H3\n  debug-mode logs --session <id> --offset 50 --limit 50"
+        after_help = "Examples:\n  debug-mode logs --session <id>\n  debug-mode logs --session <id> --hypothesis H1 --hypothesis H3\n  debug-mode logs --session <id> --offset 50 --limit 50\n  debug-mode logs --session <id> --order sequence"
     )]
     Logs {
         #[command(flatten)]
         session: SessionArg,
         /// Maximum number of events to show (1-1000).
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        #[arg(long, value_name = "n", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1000))]
         limit: u64,
         /// Number of matching events to skip.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, value_name = "n", default_value_t = 0)]
         offset: u64,
         /// Only events with this hypothesis label (repeatable).
-        #[arg(long = "hypothesis", value_name = "LABEL")]
+        #[arg(long = "hypothesis", value_name = "label")]
         hypotheses: Vec<String>,
+        /// Order: `timestamp` (probe time, then sequence) or `sequence` (accepted order).
+        #[arg(long, value_name = "order", default_value = "timestamp", value_parser = ["timestamp", "sequence"])]
+        order: String,
+        /// Continue the view of an earlier page (printed in its next-page command); a reset
+        /// makes it stale.
+        #[arg(long, value_name = "snapshot")]
+        snapshot: Option<String>,
     },
     /// Run a jaq (jq) program over the session's events.
     #[command(
-        after_help = "The program runs once per event (streaming). Use --slurp to receive all events as one array.\n\nExamples:\n  debug-mode query --session <id> 'select(.hypothesisId == \"H1\") | .data'\n  debug-mode query --session <id> '{h: .hypothesisId, hit: .data.hit}'\n  debug-mode query --session <id> --slurp 'group_by(.hypothesisId) | map({h: .[0].hypothesisId, n: length})'\n  debug-mode query --session <id> '.data' --cursor <cursor printed by the previous page>"
+        after_help = "The program runs once per event (streaming). Use --slurp to receive all events as one array.\nWith --cursor the program may be left out: the cursor carries it.\n\nExamples:\n  debug-mode query --session <id> 'select(.hypothesisId == \"H1\") | .data'\n  debug-mode query --session <id> '{h: .hypothesisId, hit: .data.hit}'\n  debug-mode query --session <id> --slurp 'group_by(.hypothesisId) | map({h: .[0].hypothesisId, n: length})'\n  debug-mode query --session <id> --cursor <cursor printed by the previous page>"
     )]
     Query {
         #[command(flatten)]
         session: SessionArg,
-        /// The jaq program (quote it in single quotes).
-        program: String,
+        /// The jaq program (quote it in single quotes); optional with --cursor.
+        #[arg(value_name = "program", required_unless_present = "cursor")]
+        program: Option<String>,
         /// Run the program once over an array of all events (capped) instead of per event.
         #[arg(long)]
         slurp: bool,
         /// Maximum results per page (1-1000).
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        #[arg(long, value_name = "n", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1000))]
         limit: u64,
-        /// Continue from a previous page.
-        #[arg(long)]
+        /// Continue from a previous page (the cursor carries the program and its options).
+        #[arg(long, value_name = "cursor")]
         cursor: Option<String>,
         /// Only events with this hypothesis label (repeatable).
-        #[arg(long = "hypothesis", value_name = "LABEL")]
+        #[arg(long = "hypothesis", value_name = "label")]
         hypotheses: Vec<String>,
         /// Stop the query after this many milliseconds.
-        #[arg(long, default_value_t = query::DEFAULT_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+        #[arg(long, value_name = "ms", default_value_t = query::DEFAULT_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(100..=600_000))]
         timeout_ms: u64,
         /// Memory limit of the query in MiB.
-        #[arg(long, default_value_t = query::DEFAULT_MEMORY_MB, value_parser = clap::value_parser!(u64).range(64..=16_384))]
+        #[arg(long, value_name = "mb", default_value_t = query::DEFAULT_MEMORY_MB, value_parser = clap::value_parser!(u64).range(64..=16_384))]
         max_memory_mb: u64,
     },
     /// Evidence health and every malformed-record diagnostic.
@@ -147,21 +160,18 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(
-                e.kind(),
-                ErrorKind::DisplayHelp
-                    | ErrorKind::DisplayVersion
-                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-            ) && !wants_json
-            {
-                let _ = e.print();
-                std::process::exit(
-                    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                        2
-                    } else {
-                        0
-                    },
-                );
+            match e.kind() {
+                // `--version` prints the bare version, `--help` the help; both succeed, with
+                // or without `--json`.
+                ErrorKind::DisplayVersion => {
+                    println!("{}", debug_mode::VERSION);
+                    std::process::exit(0);
+                }
+                ErrorKind::DisplayHelp => {
+                    let _ = e.print();
+                    std::process::exit(0);
+                }
+                _ => {}
             }
             if wants_json {
                 let rendered = e.render().to_string();
@@ -178,7 +188,7 @@ fn main() {
                     message,
                     "run `debug-mode --help` or `debug-mode <command> --help` for usage and examples",
                 );
-                println!("{}", output::error_json(&err));
+                eprintln!("{}", output::error_json(&err));
                 std::process::exit(2);
             }
             let _ = e.print();
@@ -205,7 +215,7 @@ fn main() {
         }
         Err(e) => {
             if json {
-                println!("{}", output::error_json(&e));
+                eprintln!("{}", output::error_json(&e));
             } else {
                 eprint!("{}", output::error_pretty(&e));
             }
@@ -270,7 +280,20 @@ fn run(cmd: Command) -> Result<Report, DmError> {
             limit,
             offset,
             hypotheses,
-        } => logs(&session.session, limit, offset, hypotheses),
+            order,
+            snapshot,
+        } => logs(LogsArgs {
+            session: session.session,
+            limit,
+            offset,
+            hypotheses,
+            order: if order == "sequence" {
+                LogsOrder::Sequence
+            } else {
+                LogsOrder::Timestamp
+            },
+            snapshot,
+        }),
         Command::Query {
             session,
             program,
@@ -322,9 +345,21 @@ fn create() -> Result<Report, DmError> {
         "createdAt": v["createdAt"],
     });
     r.hints = vec![
-        "debug-mode template --language <language> --ingest <http|file>".into(),
-        format!("debug-mode reset --session {id}"),
-        format!("debug-mode logs --session {id}"),
+        Hint::run(
+            "template",
+            "debug-mode template --language <language> --ingest <http|file>",
+            "print the helper and call template for the language of the code to instrument",
+        ),
+        Hint::run(
+            "reset",
+            format!("debug-mode reset --session {id}"),
+            "clear the session before each reproduction",
+        ),
+        Hint::run(
+            "read-logs",
+            format!("debug-mode logs --session {id}"),
+            "read the evidence after reproducing",
+        ),
     ];
     Ok(r)
 }
@@ -350,8 +385,9 @@ fn template(language: &str, ingest: &str) -> Result<Report, DmError> {
         "dataEncoding": t.data_encoding,
         "placement": { "helper": t.helper_placement, "call": "statement" },
         "regionMarkers": { "open": t.region_open, "close": t.region_close },
-        "helper": t.helper,
-        "call": t.call,
+        "languageStandard": t.standard,
+        "helperTemplate": t.helper,
+        "callTemplate": t.call,
         "placeholders": placeholders,
         "eventSchema": schema,
     });
@@ -383,9 +419,15 @@ fn template(language: &str, ingest: &str) -> Result<Report, DmError> {
         sc
     );
     r.hints = vec![
-        "replace every placeholder; keep the region markers so probes can be found and removed"
-            .into(),
-        "debug-mode reset --session <id>   (before each reproduction)".into(),
+        Hint::note(
+            "insert-probes",
+            "replace every placeholder; keep the region markers so probes can be found and removed",
+        ),
+        Hint::run(
+            "reset",
+            "debug-mode reset --session <id>",
+            "clear the session before each reproduction",
+        ),
     ];
     Ok(r)
 }
@@ -404,18 +446,41 @@ fn reset(id: &str) -> Result<Report, DmError> {
         "appendPath": v["appendPath"],
     });
     r.hints = vec![
-        "reproduce the problem now; events restart at sequence 1".into(),
-        format!("debug-mode logs --session {id}"),
+        Hint::note(
+            "reproduce",
+            "reproduce the problem now; events restart at sequence 1",
+        ),
+        Hint::run(
+            "read-logs",
+            format!("debug-mode logs --session {id}"),
+            "read the evidence after reproducing",
+        ),
     ];
     Ok(r)
 }
 
-fn logs_cmd(id: &str, offset: u64, limit: u64, hyps: &[String]) -> String {
-    let mut s = format!("debug-mode logs --session {id}");
-    for h in hyps {
+struct LogsArgs {
+    session: String,
+    limit: u64,
+    offset: u64,
+    hypotheses: Vec<String>,
+    order: LogsOrder,
+    snapshot: Option<String>,
+}
+
+/// The `logs` command for one page of a view (filters, order, and the snapshot, if any).
+fn logs_cmd(a: &LogsArgs, offset: u64, snapshot: Option<&str>) -> String {
+    let mut s = format!("debug-mode logs --session {}", a.session);
+    for h in &a.hypotheses {
         s.push_str(&format!(" --hypothesis {}", shell_quote(h)));
     }
-    s.push_str(&format!(" --offset {offset} --limit {limit}"));
+    if a.order == LogsOrder::Sequence {
+        s.push_str(" --order sequence");
+    }
+    if let Some(snap) = snapshot {
+        s.push_str(&format!(" --snapshot {snap}"));
+    }
+    s.push_str(&format!(" --offset {offset} --limit {}", a.limit));
     s
 }
 
@@ -441,18 +506,53 @@ fn hypotheses_text(page_h: &[debug_mode::store::HypothesisCount]) -> String {
         .join(", ")
 }
 
-fn logs(id: &str, limit: u64, offset: u64, hypotheses: Vec<String>) -> Result<Report, DmError> {
+/// Warns when the redactor replaced values before storage (the data shown is not what the
+/// probe sent).
+fn warn_redacted(r: &mut Report, redacted: u64) {
+    if redacted > 0 {
+        r.warn(
+            "SECRET_REDACTED",
+            format!(
+                "{redacted} event(s) of this session had secret-looking values replaced by [REDACTED] before storage; record the smallest non-secret value instead"
+            ),
+        );
+    }
+}
+
+fn logs(a: LogsArgs) -> Result<Report, DmError> {
+    let id = a.session.as_str();
     let path = session_path(id, "logs")?;
+    let snapshot = a
+        .snapshot
+        .as_deref()
+        .map(|s| LogsSnapshot::decode(s, id))
+        .transpose()?;
     let (_, conn) = connect()?;
-    let req = OpRequest {
-        offset: usize::try_from(offset).unwrap_or(usize::MAX),
-        limit: usize::try_from(limit).unwrap_or(50),
-        hypotheses: hypotheses.clone(),
+    let req = LogsQuery {
+        offset: usize::try_from(a.offset).unwrap_or(usize::MAX),
+        limit: usize::try_from(a.limit).unwrap_or(50),
+        hypotheses: a.hypotheses.clone(),
+        order: a.order,
+        snapshot: snapshot.map(|s| SnapshotRef {
+            epoch: s.epoch,
+            last_sequence: s.last_sequence,
+        }),
     };
-    let page: LogsPage = conn.call("POST", &path, &req)?;
+    let page: LogsPage = conn.call("POST", &path, &req).map_err(|mut e| {
+        if e.code == ErrorCode::InvalidSnapshot {
+            e.hint = format!("start again from the first page: {}", logs_cmd(&a, 0, None));
+        }
+        e
+    })?;
+    let snap = LogsSnapshot {
+        epoch: page.epoch,
+        last_sequence: page.last_sequence,
+    }
+    .encode(id);
+    let offset = a.offset;
     let mut r = Report::new("logs", "LOGS");
     r.session_id = Some(id.to_owned());
-    r.hypothesis_filter = (!hypotheses.is_empty()).then(|| hypotheses.clone());
+    r.hypothesis_filter = (!a.hypotheses.is_empty()).then(|| a.hypotheses.clone());
     if page.malformed_count > 0 {
         r.warn(
             "MALFORMED_RECORDS",
@@ -462,7 +562,8 @@ fn logs(id: &str, limit: u64, offset: u64, hypotheses: Vec<String>) -> Result<Re
             ),
         );
     }
-    for h in &hypotheses {
+    warn_redacted(&mut r, page.redacted_count);
+    for h in &a.hypotheses {
         if !page.hypotheses.iter().any(|x| &x.hypothesis_id == h) {
             r.warn(
                 "UNKNOWN_HYPOTHESIS",
@@ -483,17 +584,17 @@ fn logs(id: &str, limit: u64, offset: u64, hypotheses: Vec<String>) -> Result<Re
     );
     r.stat("returned", "Showing", range);
     r.stat("offset", "", offset);
-    r.stat("limit", "", limit);
+    r.stat("limit", "", a.limit);
     r.stat("eventCount", "", page.event_count);
     r.stat("matchedCount", "", page.matched);
     r.stat("returnedCount", "", shown);
     r.stat("malformedCount", "Malformed", page.malformed_count);
+    r.stat("redactedCount", "", page.redacted_count);
     r.stat(
         "hypotheses",
         "Hypotheses",
         hypotheses_text(&page.hypotheses),
     );
-    // JSON statistics keep numbers; pretty labels show text. Replace the two text stats.
     let mut text = String::new();
     for e in &page.events {
         text.push_str(&format!(
@@ -506,30 +607,66 @@ fn logs(id: &str, limit: u64, offset: u64, hypotheses: Vec<String>) -> Result<Re
             serde_json::to_string(&e.data).unwrap_or_default()
         ));
     }
+    let ingest_url = page.ingest_url.clone().unwrap_or_default();
+    let append_path = page
+        .append_path
+        .as_deref()
+        .map(paths::display_path)
+        .unwrap_or_default();
     if page.events.is_empty() {
-        text.push_str(if page.event_count == 0 {
-            "(no events yet)\n"
+        if page.event_count == 0 {
+            text.push_str(&format!(
+                "(no events yet)\nProbes must post to Ingest URL {ingest_url}\nor append to Append Path {append_path}\n"
+            ));
         } else {
-            "(no events in this page)\n"
-        });
+            text.push_str("(no events in this page)\n");
+        }
     }
     r.records = text;
-    r.data = json!({ "events": page.events, "hypotheses": page.hypotheses });
     let next = offset + shown;
-    if next < page.matched {
-        r.hints.push(logs_cmd(id, next, limit, &hypotheses));
+    let has_more = next < page.matched;
+    r.data = json!({
+        "records": page.events,
+        "pagination": {
+            "offset": offset,
+            "limit": a.limit,
+            "returned": shown,
+            "matched": page.matched,
+            "total": page.event_count,
+            "hasMore": has_more,
+            "nextOffset": if has_more { Value::from(next) } else { Value::Null },
+            "order": a.order,
+            "snapshot": snap,
+        },
+        "hypotheses": page.hypotheses,
+    });
+    if has_more {
+        r.hints.push(Hint::run(
+            "next-page",
+            logs_cmd(&a, next, Some(&snap)),
+            "show the next page of the same view (a reset makes it stale)",
+        ));
     }
     if page.event_count == 0 {
-        r.hints
-            .push("reproduce the problem, then run this command again".into());
+        r.hints.push(Hint::run(
+            "verify-ingest",
+            format!("debug-mode reset --session {id}"),
+            format!(
+                "no events yet: reproduce the problem; probes must post to the Ingest URL {ingest_url} or append to the Append Path {append_path}. If they use another address (the service moved to a new port, or the probe was filled in for another session), run this command: it prints the current Ingest URL and Append Path"
+            ),
+        ));
     } else {
         let label = page
             .hypotheses
             .first()
             .map_or("H1", |h| h.hypothesis_id.as_str())
             .replace(['\'', '"'], "");
-        r.hints.push(format!(
-            "debug-mode query --session {id} 'select(.hypothesisId == \"{label}\") | .data'"
+        r.hints.push(Hint::run(
+            "query",
+            format!(
+                "debug-mode query --session {id} 'select(.hypothesisId == \"{label}\") | .data'"
+            ),
+            "filter or aggregate the evidence with a jq program",
         ));
     }
     Ok(r)
@@ -537,7 +674,7 @@ fn logs(id: &str, limit: u64, offset: u64, hypotheses: Vec<String>) -> Result<Re
 
 struct QueryArgs {
     session: String,
-    program: String,
+    program: Option<String>,
     slurp: bool,
     limit: u64,
     cursor: Option<String>,
@@ -546,36 +683,85 @@ struct QueryArgs {
     max_memory_mb: u64,
 }
 
-fn run_query(a: QueryArgs) -> Result<Report, DmError> {
+/// The flags of a query that are not part of its cursor (limits), as given.
+fn query_limit_flags(a: &QueryArgs) -> String {
+    let mut s = format!(" --limit {}", a.limit);
+    if a.timeout_ms != query::DEFAULT_TIMEOUT_MS {
+        s.push_str(&format!(" --timeout-ms {}", a.timeout_ms));
+    }
+    if a.max_memory_mb != query::DEFAULT_MEMORY_MB {
+        s.push_str(&format!(" --max-memory-mb {}", a.max_memory_mb));
+    }
+    s
+}
+
+/// The command that runs a query from its first page.
+fn query_restart_cmd(a: &QueryArgs, program: &str, slurp: bool, hypotheses: &[String]) -> String {
+    let mut cmd = format!("debug-mode query --session {}", a.session);
+    if slurp {
+        cmd.push_str(" --slurp");
+    }
+    for h in hypotheses {
+        cmd.push_str(&format!(" --hypothesis {}", shell_quote(h)));
+    }
+    cmd.push_str(&query_limit_flags(a));
+    cmd.push(' ');
+    cmd.push_str(&shell_quote(program));
+    cmd
+}
+
+fn run_query(mut a: QueryArgs) -> Result<Report, DmError> {
     let path = session_path(&a.session, "snapshot")?;
-    // Compile first: a bad program is an argument error, no service needed.
-    query::compile(&a.program)?;
-    let fp = query::fingerprint(&a.program, a.slurp, &a.hypotheses);
     let cursor = a.cursor.as_deref().map(Cursor::decode).transpose()?;
+    // A continuation may leave the program out: the cursor carries it and its options.
+    if let Some(c) = &cursor
+        && a.program.is_none()
+    {
+        a.slurp = c.l;
+        a.hypotheses.clone_from(&c.h);
+    }
+    let Some(program) = a
+        .program
+        .clone()
+        .or_else(|| cursor.as_ref().and_then(|c| c.g.clone()))
+    else {
+        return Err(DmError::new(
+            ErrorCode::InvalidArguments,
+            "the jaq program is missing (this cursor does not carry it)",
+            "repeat the program of the page that printed the cursor",
+        ));
+    };
+    // Compile first: a bad program is an argument error, no service needed.
+    query::compile(&program)?;
+    let fp = query::fingerprint(&program, a.slurp, &a.hypotheses);
     let (root, conn) = connect()?;
     let snap: debug_mode::store::Snapshot = conn.call("POST", &path, &json!({}))?;
+    let restart = query_restart_cmd(&a, &program, a.slurp, &a.hypotheses);
     let (watermark, position) = match &cursor {
         Some(c) => {
             if c.s != a.session {
                 return Err(DmError::new(
                     ErrorCode::InvalidCursor,
                     "the cursor belongs to a different session",
-                    "use the cursor with the session it was printed for, or re-run the query without --cursor",
-                ));
+                    format!("use the cursor with the session it was printed for, or start from the first page: {restart}"),
+                )
+                .with_reason(reason::OTHER_SESSION));
             }
             if c.e != snap.epoch {
                 return Err(DmError::new(
                     ErrorCode::InvalidCursor,
                     "the cursor is stale: the session was reset after it was issued",
-                    "re-run the query without --cursor to read the current evidence",
-                ));
+                    format!("start from the first page to read the current evidence: {restart}"),
+                )
+                .with_reason(reason::STALE_CURSOR));
             }
             if c.q != fp {
                 return Err(DmError::new(
                     ErrorCode::InvalidCursor,
                     "the cursor belongs to a different program, --slurp or --hypothesis selection",
-                    "repeat the exact program and options of the page that printed the cursor, or drop --cursor",
-                ));
+                    "leave the program and its options out (the cursor carries them), or start from the first page without --cursor",
+                )
+                .with_reason(reason::QUERY_MISMATCH));
             }
             (c.w, c.p)
         }
@@ -585,7 +771,7 @@ fn run_query(a: QueryArgs) -> Result<Report, DmError> {
         events_path: paths::SessionPaths::new(&root, &a.session).events(),
         events_bytes: snap.events_bytes,
         watermark,
-        program: a.program.clone(),
+        program: program.clone(),
         slurp: a.slurp,
         limit: usize::try_from(a.limit).unwrap_or(query::DEFAULT_LIMIT),
         hypotheses: a.hypotheses.clone(),
@@ -614,6 +800,7 @@ fn run_query(a: QueryArgs) -> Result<Report, DmError> {
             ),
         );
     }
+    warn_redacted(&mut r, snap.redacted_count);
     if outcome.halted {
         r.warn("HALTED", "the program called `halt`; results stop there");
     }
@@ -631,6 +818,9 @@ fn run_query(a: QueryArgs) -> Result<Report, DmError> {
             w: watermark,
             q: fp.clone(),
             p,
+            g: Some(program.clone()),
+            l: a.slurp,
+            h: a.hypotheses.clone(),
         }
         .encode()
     });
@@ -641,21 +831,18 @@ fn run_query(a: QueryArgs) -> Result<Report, DmError> {
     r.stat("watermark", "Up to sequence", watermark);
     r.stat("hasMore", "More results", next_cursor.is_some());
     r.records = output::render_values(&outcome.results, 1);
-    r.data = json!({ "results": outcome.results, "nextCursor": next_cursor });
+    r.data = json!({ "rows": outcome.results, "nextCursor": next_cursor });
     if let Some(c) = &next_cursor {
-        let mut cmd = format!("debug-mode query --session {}", a.session);
-        if a.slurp {
-            cmd.push_str(" --slurp");
-        }
-        for h in &a.hypotheses {
-            cmd.push_str(&format!(" --hypothesis {}", shell_quote(h)));
-        }
-        cmd.push_str(&format!(
-            " --limit {} --cursor {c} {}",
-            a.limit,
-            shell_quote(&a.program)
+        // The cursor carries the program, --slurp and --hypothesis; the limits are repeated.
+        r.hints.push(Hint::run(
+            "next-page",
+            format!(
+                "debug-mode query --session {} --cursor {c}{}",
+                a.session,
+                query_limit_flags(&a)
+            ),
+            "show the next page of results (a reset makes the cursor stale)",
         ));
-        r.hints.push(cmd);
     }
     Ok(r)
 }
@@ -690,9 +877,11 @@ fn status(id: &str) -> Result<Report, DmError> {
             ),
         );
     }
+    warn_redacted(&mut r, s.redacted_count);
     r.stat("health", "Health", health);
     r.stat("eventCount", "Events", s.event_count);
     r.stat("malformedCount", "Malformed", s.malformed_count);
+    r.stat("redactedCount", "", s.redacted_count);
     r.stat("hypotheses", "Hypotheses", hypotheses_text(&s.hypotheses));
     r.stat(
         "lastEventAt",
@@ -732,6 +921,7 @@ fn status(id: &str) -> Result<Report, DmError> {
         "health": health,
         "eventCount": s.event_count,
         "malformedCount": s.malformed_count,
+        "redactedCount": s.redacted_count,
         "hypotheses": s.hypotheses,
         "firstEventAt": s.first_received_at,
         "lastEventAt": s.last_received_at,
@@ -739,11 +929,19 @@ fn status(id: &str) -> Result<Report, DmError> {
     });
     if s.malformed_count > 0 {
         r.hints.push(
-            "fix the probe using each record's `fix`, then `debug-mode reset --session <id>` and reproduce"
-                .replace("<id>", id),
+            Hint::run(
+                "fix-probes",
+                format!("debug-mode reset --session {id}"),
+                "fix the probes using each record's `fix`, then reset and reproduce",
+            )
+            .explained(),
         );
     }
-    r.hints.push(format!("debug-mode logs --session {id}"));
+    r.hints.push(Hint::run(
+        "read-logs",
+        format!("debug-mode logs --session {id}"),
+        "read the valid events",
+    ));
     Ok(r)
 }
 
@@ -795,10 +993,18 @@ fn sessions(all: bool) -> Result<Report, DmError> {
     }
     r.data = json!({ "sessions": list });
     if !all {
-        r.hints.push("debug-mode sessions --all".into());
+        r.hints.push(Hint::run(
+            "list-all",
+            "debug-mode sessions --all",
+            "include sessions created before today",
+        ));
     }
     if list.is_empty() {
-        r.hints.push("debug-mode create".into());
+        r.hints.push(Hint::run(
+            "create",
+            "debug-mode create",
+            "start a new session",
+        ));
     }
     Ok(r)
 }
@@ -811,7 +1017,11 @@ fn clean(id: &str) -> Result<Report, DmError> {
     r.session_id = Some(id.to_owned());
     r.records = "Evidence, diagnostics and metadata were permanently removed.\n".into();
     r.data = json!({ "sessionId": id, "removed": true });
-    r.hints.push("debug-mode create".into());
+    r.hints.push(Hint::run(
+        "create",
+        "debug-mode create",
+        "start a new session",
+    ));
     Ok(r)
 }
 

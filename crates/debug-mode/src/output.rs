@@ -13,6 +13,51 @@ pub struct Warning {
     pub message: String,
 }
 
+/// An actionable follow-up: what to do (`action`, a stable word), the command that does it
+/// (when there is one; runnable as printed) and why.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Hint {
+    pub action: &'static str,
+    pub command: Option<String>,
+    pub message: String,
+    /// Pretty output shows the message (as a `#` comment line) above the command.
+    #[serde(skip)]
+    pub explain: bool,
+}
+
+impl Hint {
+    /// A hint with a command to run.
+    pub fn run(
+        action: &'static str,
+        command: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            action,
+            command: Some(command.into()),
+            message: message.into(),
+            explain: false,
+        }
+    }
+
+    /// The same hint, with its message shown in pretty output too.
+    #[must_use]
+    pub fn explained(mut self) -> Self {
+        self.explain = true;
+        self
+    }
+
+    /// A hint without a command (something to do in the program or the environment).
+    pub fn note(action: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            action,
+            command: None,
+            message: message.into(),
+            explain: false,
+        }
+    }
+}
+
 /// One semantic result.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -27,7 +72,7 @@ pub struct Report {
     pub data: Value,
     /// Pretty rendering of the command-specific records.
     pub records: String,
-    pub hints: Vec<String>,
+    pub hints: Vec<Hint>,
 }
 
 impl Report {
@@ -116,30 +161,38 @@ impl Report {
         if !self.hints.is_empty() {
             out.push_str("\nNext\n");
             for h in &self.hints {
-                out.push_str(&format!("  {h}\n"));
+                match &h.command {
+                    Some(c) if h.explain => out.push_str(&format!("  # {}\n  {c}\n", h.message)),
+                    Some(c) => out.push_str(&format!("  {c}\n")),
+                    None => out.push_str(&format!("  {}\n", h.message)),
+                }
             }
         }
         out
     }
 }
 
-/// The JSON error envelope.
+/// The JSON error envelope (printed on stderr). `error.reason` is present only when the
+/// error has a finer reason than its code.
 pub fn error_json(e: &DmError) -> Value {
+    let mut error = json!({ "code": e.code.as_str(), "message": e.message, "hint": e.hint });
+    if let (Some(r), Some(obj)) = (&e.reason, error.as_object_mut()) {
+        obj.insert("reason".into(), Value::from(r.as_str()));
+    }
     json!({
         "schemaVersion": crate::SCHEMA_VERSION,
         "ok": false,
-        "error": { "code": e.code.as_str(), "message": e.message, "hint": e.hint },
+        "error": error,
     })
 }
 
 /// The pretty error (for stderr).
 pub fn error_pretty(e: &DmError) -> String {
-    format!(
-        "error[{}]: {}\nhint: {}\n",
-        e.code.as_str(),
-        e.message,
-        e.hint
-    )
+    let code = match &e.reason {
+        Some(r) => format!("{}/{r}", e.code.as_str()),
+        None => e.code.as_str().to_owned(),
+    };
+    format!("error[{code}]: {}\nhint: {}\n", e.message, e.hint)
 }
 
 fn cell(v: &Value) -> String {

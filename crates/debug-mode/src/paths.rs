@@ -66,12 +66,13 @@ pub fn validate_session_id(id: &str) -> Result<()> {
     } else {
         let shown: String = id.chars().take(64).collect();
         Err(DmError::new(
-            ErrorCode::InvalidSessionId,
+            ErrorCode::InvalidArguments,
             format!(
                 "`{shown}` is not a valid session id (expected a lowercase UUID such as 0b6f1f3e-8d7a-4c56-9a51-2f0e8a1c9d42)"
             ),
             "copy the Session ID printed by `debug-mode create`, or list sessions with `debug-mode sessions --all`",
-        ))
+        )
+        .with_reason(crate::error::reason::INVALID_SESSION_ID))
     }
 }
 

@@ -491,7 +491,9 @@ pub fn run_in_worker(job: &Job, timeout: Duration) -> Result<Outcome> {
     }
 }
 
-/// Opaque cursor: session, reset epoch, sequence watermark, query fingerprint and position.
+/// Opaque cursor: session, reset epoch, sequence watermark, query fingerprint and position,
+/// and the query itself (program, `--slurp`, `--hypothesis`), so a continuation command
+/// does not need to repeat the program.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Cursor {
     pub v: u32,
@@ -500,6 +502,13 @@ pub struct Cursor {
     pub w: u64,
     pub q: String,
     pub p: Position,
+    /// The program (absent in cursors of older versions: then it must be repeated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub g: Option<String>,
+    #[serde(default)]
+    pub l: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub h: Vec<String>,
 }
 
 const CURSOR_PREFIX: &str = "dmq1.";
@@ -536,9 +545,10 @@ impl Cursor {
                 "the cursor is not valid (copy it exactly as printed)",
                 "re-run the query without --cursor to start from the beginning",
             )
+            .with_reason(crate::error::reason::MALFORMED_TOKEN)
         };
         let body = s.strip_prefix(CURSOR_PREFIX).ok_or_else(bad)?;
-        if body.len() > 4096 {
+        if body.len() > MAX_TOKEN_CHARS {
             return Err(bad());
         }
         let bytes = b64::decode(body).ok_or_else(bad)?;
@@ -547,6 +557,74 @@ impl Cursor {
             return Err(bad());
         }
         Ok(c)
+    }
+}
+
+/// Longest encoded cursor or snapshot body (a cursor carries a program of up to
+/// [`MAX_PROGRAM_BYTES`]).
+const MAX_TOKEN_CHARS: usize = 4 * MAX_PROGRAM_BYTES;
+
+/// Opaque `logs` snapshot: the session, its reset epoch and the last sequence present when
+/// the first page was printed. Later pages of the same view show the same events, in the
+/// same order, whatever arrives meanwhile; a reset makes the snapshot stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogsSnapshot {
+    pub epoch: u64,
+    pub last_sequence: u64,
+}
+
+const SNAPSHOT_PREFIX: &str = "dms1.";
+
+impl LogsSnapshot {
+    pub fn encode(self, session: &str) -> String {
+        let json =
+            serde_json::json!({ "v": 1, "s": session, "e": self.epoch, "w": self.last_sequence });
+        format!(
+            "{SNAPSHOT_PREFIX}{}",
+            b64::encode(json.to_string().as_bytes())
+        )
+    }
+
+    /// Decodes a snapshot printed for `session`.
+    pub fn decode(s: &str, session: &str) -> Result<Self> {
+        #[derive(Deserialize)]
+        struct Raw {
+            v: u32,
+            s: String,
+            e: u64,
+            w: u64,
+        }
+        let restart =
+            format!("start again from the first page: debug-mode logs --session {session}");
+        let bad = || {
+            DmError::new(
+                ErrorCode::InvalidSnapshot,
+                "the snapshot is not valid (copy it exactly as printed)",
+                restart.clone(),
+            )
+            .with_reason(crate::error::reason::MALFORMED_TOKEN)
+        };
+        let body = s.strip_prefix(SNAPSHOT_PREFIX).ok_or_else(bad)?;
+        if body.len() > 1024 {
+            return Err(bad());
+        }
+        let bytes = b64::decode(body).ok_or_else(bad)?;
+        let raw: Raw = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+        if raw.v != 1 {
+            return Err(bad());
+        }
+        if raw.s != session {
+            return Err(DmError::new(
+                ErrorCode::InvalidSnapshot,
+                "the snapshot belongs to a different session",
+                restart,
+            )
+            .with_reason(crate::error::reason::OTHER_SESSION));
+        }
+        Ok(Self {
+            epoch: raw.e,
+            last_sequence: raw.w,
+        })
     }
 }
 
@@ -684,8 +762,24 @@ mod tests {
             w: 9,
             q: fingerprint(".", false, &[]),
             p: Position { event: 3, skip: 1 },
+            g: Some(".".repeat(MAX_PROGRAM_BYTES)),
+            l: true,
+            h: vec!["H1".into()],
         };
         assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
+        let snap = LogsSnapshot {
+            epoch: 3,
+            last_sequence: 42,
+        };
+        assert_eq!(LogsSnapshot::decode(&snap.encode("a"), "a").unwrap(), snap);
+        assert_eq!(
+            LogsSnapshot::decode(&snap.encode("a"), "b")
+                .unwrap_err()
+                .reason
+                .as_deref(),
+            Some(crate::error::reason::OTHER_SESSION)
+        );
+        assert!(LogsSnapshot::decode("dms1.!!", "a").is_err());
         assert!(Cursor::decode("dmq1.!!").is_err());
         assert!(Cursor::decode("garbage").is_err());
         for n in 0..10 {

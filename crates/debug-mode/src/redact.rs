@@ -2,8 +2,12 @@
 //! persisted, and on every malformed-record preview.
 //!
 //! Two independent rules:
-//! - **by key name**: values under keys such as `password`, `token`, `authorization`,
-//!   `cookie`, `apiKey`, `privateKey` are replaced wholesale;
+//! - **by key name**: values under secret key names are replaced wholesale. A name is
+//!   compared without case and separators (`api_key`, `X-Api-Key`, `accessToken`): it is
+//!   secret when it *is* a short secret word (`pwd`, `auth`, `jwt`, ...) or *ends with* a
+//!   secret word (`password`, `token`, `secret`, `apikey`, `authorization`, ...). A key that
+//!   merely starts with or contains such a word describes something else and is kept
+//!   (`passwordPolicy`, `secretSauceName`, `tokenCount`);
 //! - **by value pattern**: inside every string (including `message` and `location`), bearer
 //!   and basic credentials, private-key blocks, `key=value` secrets, URL credentials, JWTs and
 //!   common API key formats (AWS, GitHub, Slack, OpenAI-style `sk-`, Stripe, Google) are
@@ -18,7 +22,8 @@ use serde_json::Value;
 /// What replaces a secret.
 pub const REDACTED: &str = "[REDACTED]";
 
-const SECRET_KEY_PARTS: &[&str] = &[
+/// Secret words a key name may end with (after normalization).
+const SECRET_KEY_SUFFIXES: &[&str] = &[
     "password",
     "passwd",
     "passphrase",
@@ -27,103 +32,55 @@ const SECRET_KEY_PARTS: &[&str] = &[
     "apikey",
     "authorization",
     "cookie",
+    "cookies",
     "privatekey",
     "accesskey",
     "credential",
+    "credentials",
     "signature",
     "sessionid",
 ];
+/// Short secret names, only as the whole (normalized) key.
 const SECRET_KEYS_EXACT: &[&str] = &["pwd", "auth", "sid", "jwt", "otp", "pin"];
+
+/// True when a normalized key (lowercase ASCII alphanumerics) names a secret.
+fn is_secret_norm(norm: &[u8]) -> bool {
+    SECRET_KEYS_EXACT.iter().any(|k| k.as_bytes() == norm)
+        || SECRET_KEY_SUFFIXES
+            .iter()
+            .any(|k| norm.ends_with(k.as_bytes()))
+}
 
 /// True when a value stored under `key` must be redacted whatever it looks like.
 pub fn is_secret_key(key: &str) -> bool {
-    let norm: String = key
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
+    let norm: Vec<u8> = key
+        .bytes()
+        .filter(u8::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())
         .collect();
-    SECRET_KEYS_EXACT.contains(&norm.as_str()) || SECRET_KEY_PARTS.iter().any(|p| norm.contains(p))
+    is_secret_norm(&norm)
 }
 
 /// [`is_secret_key`] on raw key bytes without allocating (same normalization: ASCII
 /// alphanumerics only, lowercased; non-ASCII bytes are never alphanumeric).
 pub fn is_secret_key_bytes(key: &[u8]) -> bool {
-    // 8 bytes of zero padding, so every position can be read as a little-endian u64.
-    let mut norm = [0u8; 64 + 8];
+    // Only the last 64 normalized bytes can matter: the longest secret word is shorter.
+    let mut norm = [0u8; 64];
     let mut n = 0;
     for &c in key {
         if c.is_ascii_alphanumeric() {
-            if n == 64 {
-                // Rare: a long key. Fall back to the allocating version.
-                return std::str::from_utf8(key).map_or(true, is_secret_key);
+            if n == norm.len() {
+                norm.copy_within(1.., 0);
+                n -= 1;
             }
             norm[n] = c.to_ascii_lowercase();
             n += 1;
         }
     }
-    // Exact names have 3 or 4 characters, parts at least 5.
-    if n < 3 {
-        return false;
-    }
-    if n < 5 {
-        return SECRET_KEYS_EXACT.iter().any(|k| k.as_bytes() == &norm[..n]);
-    }
-    (0..=n - 5).any(|i| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&norm[i..i + 8]);
-        let w = u64::from_le_bytes(w);
-        // SECRET_KEY_PARTS grouped by first letter (the tests check that both agree). The
-        // padding is zero and no part contains a zero byte, so nothing matches past the end.
-        let parts: &[Part] = match norm[i] {
-            b'a' => &PARTS_A,
-            b'c' => &PARTS_C,
-            b'p' => &PARTS_P,
-            b's' => &PARTS_S,
-            b't' => &PARTS_T,
-            _ => &[],
-        };
-        parts
-            .iter()
-            .any(|p| w & p.mask == p.head && norm[i + 8..].starts_with(p.tail))
-    })
+    // A shifted window only drops leading bytes; exact names are short, so a long key is
+    // never one of them.
+    is_secret_norm(&norm[..n])
 }
-
-/// A secret key part as its first 8 bytes (packed little-endian, with a mask for shorter
-/// parts) and the bytes after them.
-struct Part {
-    head: u64,
-    mask: u64,
-    tail: &'static [u8],
-}
-
-const fn part(p: &'static str) -> Part {
-    let b = p.as_bytes();
-    let l = if b.len() < 8 { b.len() } else { 8 };
-    let mut head = 0u64;
-    let mut i = 0;
-    while i < l {
-        head |= (b[i] as u64) << (8 * i);
-        i += 1;
-    }
-    let mask = if l == 8 {
-        u64::MAX
-    } else {
-        (1u64 << (8 * l)) - 1
-    };
-    let (_, tail) = b.split_at(l);
-    Part { head, mask, tail }
-}
-
-const PARTS_A: [Part; 3] = [part("apikey"), part("accesskey"), part("authorization")];
-const PARTS_C: [Part; 2] = [part("cookie"), part("credential")];
-const PARTS_P: [Part; 4] = [
-    part("password"),
-    part("passwd"),
-    part("passphrase"),
-    part("privatekey"),
-];
-const PARTS_S: [Part; 3] = [part("secret"), part("sessionid"), part("signature")];
-const PARTS_T: [Part; 1] = [part("token")];
 
 struct Rule {
     re: Regex,
@@ -147,6 +104,12 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         ),
         rule(
             r"(?i)(?-u:\b)(bearer|basic|token)\s+[A-Za-z0-9\-._~+/]{8,}=*",
+            "$1 [REDACTED]",
+        ),
+        // Short bearer tokens (`Bearer abc.def`): a token character other than a letter
+        // tells them from prose ("bearer of").
+        rule(
+            r"(?i)(?-u:\b)(bearer)\s+[A-Za-z]*[0-9\-._~+/][A-Za-z0-9\-._~+/]*=*",
             "$1 [REDACTED]",
         ),
         rule(
@@ -327,8 +290,79 @@ mod tests {
         assert_eq!(
             v,
             json!({"user": "ann", "Password": REDACTED, "headers": {"Authorization": REDACTED, "X-Api-Key": REDACTED},
-                "cookies": REDACTED, "tokenCount": REDACTED, "ok": true, "auth": null})
+                "cookies": REDACTED, "tokenCount": 3, "ok": true, "auth": null})
         );
+    }
+
+    #[test]
+    fn exact_secret_key_names_are_redacted_and_descriptive_keys_kept() {
+        for secret in [
+            "password",
+            "PASSWORD",
+            "pass_word",
+            "api_key",
+            "apiKey",
+            "x-api-key",
+            "X-API-KEY",
+            "accessToken",
+            "access_token",
+            "refresh-token",
+            "secret",
+            "client_secret",
+            "token",
+            "authorization",
+            "Proxy-Authorization",
+            "cookie",
+            "Set-Cookie",
+            "privateKey",
+            "aws_secret_access_key",
+            "dbPassword",
+            "pwd",
+            "jwt",
+            "credentials",
+            "sessionId",
+        ] {
+            assert!(is_secret_key(secret), "{secret}");
+            assert!(is_secret_key_bytes(secret.as_bytes()), "{secret}");
+        }
+        for kept in [
+            "passwordPolicy",
+            "secretSauceName",
+            "tokenCount",
+            "maxTokens",
+            "tokenizer",
+            "authorName",
+            "cookieConsentShown",
+            "pinned",
+            "sidebar",
+            "apiKeyId",
+            "userId",
+        ] {
+            assert!(!is_secret_key(kept), "{kept}");
+            assert!(!is_secret_key_bytes(kept.as_bytes()), "{kept}");
+        }
+        let mut v = json!({"passwordPolicy": "visible-password-policy", "secretSauceName": "ketchup",
+            "tokenCount": 7, "password": "hunter2", "api_key": "k", "x-api-key": "k", "accessToken": "t"});
+        assert!(redact_value(&mut v));
+        assert_eq!(
+            v,
+            json!({"passwordPolicy": "visible-password-policy", "secretSauceName": "ketchup",
+                "tokenCount": 7, "password": REDACTED, "api_key": REDACTED, "x-api-key": REDACTED,
+                "accessToken": REDACTED})
+        );
+    }
+
+    #[test]
+    fn short_bearer_tokens_are_redacted_prose_is_not() {
+        assert_eq!(
+            redact_str("Authorization: Bearer abc.def"),
+            "Authorization: [REDACTED] [REDACTED]"
+        );
+        assert_eq!(redact_str("bearer x-1"), "bearer [REDACTED]");
+        assert!(matches!(
+            redact_str("the bearer of bad news"),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
@@ -377,7 +411,7 @@ mod tests {
 
     #[test]
     fn key_name_check_without_allocation_agrees() {
-        let mut keys: Vec<String> = SECRET_KEY_PARTS
+        let mut keys: Vec<String> = SECRET_KEY_SUFFIXES
             .iter()
             .chain(SECRET_KEYS_EXACT)
             .flat_map(|k| {

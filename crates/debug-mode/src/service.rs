@@ -1,7 +1,10 @@
 //! The background service: one per state root, loopback only.
 //!
-//! - `POST /ingest/<session>`: probe ingest (NDJSON or `application/json`), CORS-enabled so
-//!   browser probes work. The session in the path is an address, not a credential.
+//! - `POST /ingest/<session>`: probe ingest (NDJSON or `application/json`), CORS-enabled for
+//!   pages served from loopback so browser probes work. A request whose `Origin` is not a
+//!   loopback origin gets 403: a web page on another site, running in the user's browser,
+//!   must not be able to post evidence. Requests without `Origin` (Node, curl) are
+//!   accepted. The session in the path is an address, not a credential.
 //! - `/v1/...`: the private control API used by the CLI. It requires the random token from
 //!   `service.json` (mode 0600) in a custom header, which also makes browsers preflight, and
 //!   preflights of `/v1` are not answered: web pages cannot drive it.
@@ -250,12 +253,77 @@ fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-fn cors(mut r: Response) -> Response {
+/// Whether an `Origin` header names a page served from this machine's loopback interface
+/// (`http(s)://localhost`, `127.0.0.0/8`, `[::1]`, any port). `null` (sandboxed frames,
+/// `file:` pages) is not: any site can produce it.
+pub fn is_loopback_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    if rest.contains(['/', '@', '?', '#']) {
+        return false;
+    }
+    let host = if let Some(v6) = rest.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((h, port)) if port.is_empty() || port.strip_prefix(':').is_some_and(is_port) => {
+                return h == "::1";
+            }
+            _ => return false,
+        }
+    } else {
+        match rest.split_once(':') {
+            Some((h, port)) if is_port(port) => h,
+            Some(_) => return false,
+            None => rest,
+        }
+    };
+    let host = host.to_ascii_lowercase();
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn is_port(p: &str) -> bool {
+    !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A request from a foreign origin (answered 403).
+struct ForeignOrigin;
+
+impl ForeignOrigin {
+    fn response(self) -> Response {
+        let e = DmError::new(
+            ErrorCode::InvalidArguments,
+            "ingest from a web page that is not served from this machine (loopback) is refused",
+            "serve the page under investigation from localhost or 127.0.0.1, or post from a non-browser process",
+        );
+        let mut r = err_response(&e);
+        *r.status_mut() = StatusCode::FORBIDDEN;
+        r
+    }
+}
+
+/// The request's `Origin`, if any: `Ok(None)` without one, `Err` for a foreign one.
+fn check_origin(headers: &HeaderMap) -> Result<Option<HeaderValue>, ForeignOrigin> {
+    let Some(v) = headers.get(header::ORIGIN) else {
+        return Ok(None);
+    };
+    if v.to_str().is_ok_and(is_loopback_origin) {
+        return Ok(Some(v.clone()));
+    }
+    Err(ForeignOrigin)
+}
+
+fn cors(mut r: Response, origin: Option<HeaderValue>) -> Response {
+    let Some(origin) = origin else {
+        return r;
+    };
     let h = r.headers_mut();
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    h.insert(header::VARY, HeaderValue::from_static("Origin"));
     h.insert(
         header::ACCESS_CONTROL_ALLOW_METHODS,
         HeaderValue::from_static("POST, OPTIONS"),
@@ -289,17 +357,25 @@ fn err_response(e: &DmError) -> Response {
     (status_of(e.code), axum::Json(json!({ "error": e }))).into_response()
 }
 
-async fn preflight() -> Response {
-    cors(StatusCode::NO_CONTENT.into_response())
+async fn preflight(headers: HeaderMap) -> Response {
+    match check_origin(&headers) {
+        Ok(origin) => cors(StatusCode::NO_CONTENT.into_response(), origin),
+        Err(f) => f.response(),
+    }
 }
 
-async fn ingest_get() -> Response {
+async fn ingest_get(headers: HeaderMap) -> Response {
+    let origin = match check_origin(&headers) {
+        Ok(o) => o,
+        Err(f) => return f.response(),
+    };
     cors(
         (
             StatusCode::METHOD_NOT_ALLOWED,
             axum::Json(json!({"error": {"code": "INVALID_ARGUMENTS", "message": "ingest accepts POST only", "hint": "POST newline-delimited JSON events to this URL"}})),
         )
             .into_response(),
+        origin,
     )
 }
 
@@ -309,6 +385,10 @@ async fn ingest(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let origin = match check_origin(&headers) {
+        Ok(o) => o,
+        Err(f) => return f.response(),
+    };
     app.touch();
     let ctype = headers
         .get(header::CONTENT_TYPE)
@@ -338,7 +418,7 @@ async fn ingest(
             );
             let mut r = err_response(&e);
             *r.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
-            return cors(r);
+            return cors(r, origin);
         }
     };
     let a = Arc::clone(&app);
@@ -363,7 +443,7 @@ async fn ingest(
         Ok(Err(e)) => err_response(&e),
         Err(_) => err_response(&DmError::unavailable("ingest worker failed")),
     };
-    cors(r)
+    cors(r, origin)
 }
 
 fn authorized(app: &App, headers: &HeaderMap) -> bool {
@@ -461,18 +541,6 @@ async fn list_sessions(State(app): State<Arc<App>>, headers: HeaderMap, body: By
     .await
 }
 
-/// Body of session operations.
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OpRequest {
-    #[serde(default)]
-    pub offset: usize,
-    #[serde(default)]
-    pub limit: usize,
-    #[serde(default)]
-    pub hypotheses: Vec<String>,
-}
-
 async fn session_op(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -483,8 +551,8 @@ async fn session_op(
         return unauthorized();
     }
     app.touch();
-    let req: OpRequest = if body.is_empty() {
-        OpRequest::default()
+    let req: store::LogsQuery = if body.is_empty() {
+        store::LogsQuery::default()
     } else {
         match serde_json::from_slice(&body) {
             Ok(r) => r,
@@ -526,11 +594,11 @@ async fn session_op(
             }
             "logs" => {
                 ingest(&mut s)?;
-                to_value(serde_json::to_value(s.logs(
-                    req.offset,
-                    req.limit,
-                    &req.hypotheses,
-                )?))
+                let mut page = s.logs(&req)?;
+                let info = s.info();
+                page.ingest_url = Some(ingest_url(&a, &info.session_id));
+                page.append_path = Some(info.append_path);
+                to_value(serde_json::to_value(page))
             }
             "status" => {
                 ingest(&mut s)?;
@@ -569,6 +637,39 @@ pub const INGEST_METHODS: [Method; 2] = [Method::POST, Method::OPTIONS];
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+
+    #[test]
+    fn only_loopback_origins_may_post_evidence() {
+        for ok in [
+            "http://localhost",
+            "http://localhost:3000",
+            "https://LOCALHOST:8443",
+            "http://app.localhost:5173",
+            "http://127.0.0.1:8080",
+            "http://127.1.2.3",
+            "http://[::1]:3000",
+            "http://[::1]",
+        ] {
+            assert!(is_loopback_origin(ok), "{ok}");
+        }
+        for bad in [
+            "http://evil.example",
+            "https://evil.example:443",
+            "null",
+            "",
+            "file://",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.evil.example",
+            "http://localhost@evil.example",
+            "http://evil.example/http://localhost",
+            "http://[::2]:80",
+            "http://10.0.0.1",
+            "http://localhost:99999999",
+            "ws://localhost",
+        ] {
+            assert!(!is_loopback_origin(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn idle_tracker_uses_the_injected_clock() {

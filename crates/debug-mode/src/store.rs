@@ -2,8 +2,10 @@
 //!
 //! The canonical record of a session is `events.ndjson`: one validated, redacted stored event
 //! per line, appended in accepted order. The service keeps a small in-memory index per loaded
-//! session (byte offset + hypothesis of each event: 12 bytes per event), so a page of `logs`
-//! is a few positioned reads whatever the session size. Nothing is fsynced per event; a
+//! session (byte offset + hypothesis of each event: 12 bytes per event; once timestamps
+//! arrive out of accepted order and `logs` needs time order, also each event's timestamp and
+//! a permutation: 12 bytes more), so a page of `logs` in timestamp order is a few positioned
+//! reads whatever the session size. Nothing is fsynced per event; a
 //! batch is one `write` call. State survives a service restart: the index is rebuilt from the
 //! file on first use, and `state.json` remembers the reset epoch and the file-ingest offset.
 
@@ -56,6 +58,13 @@ struct State {
     skipping_long_line: bool,
     #[serde(default)]
     malformed_total: u64,
+    /// Events stored with at least one value replaced by the redactor (this reset cycle).
+    #[serde(default)]
+    redacted_total: u64,
+    /// File ingest is inside a record that a raw newline split: the JSON nesting still open
+    /// at the end of the last line read (see [`SplitTracker`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    split: Option<SplitTracker>,
 }
 
 /// A stored event as written to `events.ndjson` (field order is the storage order).
@@ -123,12 +132,59 @@ pub struct HypothesisCount {
 #[serde(rename_all = "camelCase")]
 pub struct LogsPage {
     pub events: Vec<StoredEvent>,
-    /// Events matching the hypothesis filter.
+    /// Events matching the hypothesis filter (within the snapshot).
     pub matched: u64,
+    /// Events of the session (within the snapshot).
     pub event_count: u64,
     pub malformed_count: u64,
+    #[serde(default)]
+    pub redacted_count: u64,
     pub hypotheses: Vec<HypothesisCount>,
     pub epoch: u64,
+    /// The snapshot watermark: events up to this sequence are part of the page's view.
+    #[serde(default)]
+    pub last_sequence: u64,
+    /// Set by the service: where probes must send (for the empty-session hint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append_path: Option<PathBuf>,
+}
+
+/// Order of a `logs` page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogsOrder {
+    /// By `timestamp`, then `sequence` (the default, as the original implementation).
+    #[default]
+    Timestamp,
+    /// By `sequence` (accepted order).
+    Sequence,
+}
+
+/// What a `logs` page covers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsQuery {
+    #[serde(default)]
+    pub offset: usize,
+    #[serde(default)]
+    pub limit: usize,
+    #[serde(default)]
+    pub hypotheses: Vec<String>,
+    #[serde(default)]
+    pub order: LogsOrder,
+    /// Continue a paginated view: only events up to this sequence, and only if the session
+    /// was not reset since (`epoch`).
+    #[serde(default)]
+    pub snapshot: Option<SnapshotRef>,
+}
+
+/// The part of a `logs` snapshot the service checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRef {
+    pub epoch: u64,
+    pub last_sequence: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -136,6 +192,8 @@ pub struct LogsPage {
 pub struct StatusReport {
     pub event_count: u64,
     pub malformed_count: u64,
+    #[serde(default)]
+    pub redacted_count: u64,
     pub stored_diagnostics: u64,
     pub hypotheses: Vec<HypothesisCount>,
     pub first_received_at: Option<u64>,
@@ -150,6 +208,8 @@ pub struct Snapshot {
     pub epoch: u64,
     #[serde(default)]
     pub malformed_count: u64,
+    #[serde(default)]
+    pub redacted_count: u64,
     pub last_sequence: u64,
     pub events_bytes: u64,
     pub event_count: u64,
@@ -166,6 +226,18 @@ pub struct Session {
     next_seq: u64,
     offsets: Vec<u64>,
     hyp_of: Vec<u32>,
+    /// Probe timestamp of each event, once loaded (`timestamps_loaded`): only needed when
+    /// events arrived out of time order.
+    timestamps: Vec<u64>,
+    timestamps_loaded: bool,
+    /// Largest timestamp so far.
+    max_timestamp: u64,
+    /// True while every event's timestamp is >= the previous ones (timestamp order is
+    /// accepted order, so no permutation is needed).
+    in_time_order: bool,
+    /// Event indices sorted by (timestamp, sequence), for the first `len` events; rebuilt
+    /// lazily when events arrive out of time order.
+    time_order: Option<Vec<u32>>,
     hyp_names: Vec<String>,
     hyp_lookup: HashMap<String, u32>,
     hyp_counts: Vec<u64>,
@@ -213,6 +285,11 @@ impl Session {
             next_seq: 1,
             offsets: Vec::new(),
             hyp_of: Vec::new(),
+            timestamps: Vec::new(),
+            timestamps_loaded: false,
+            max_timestamp: 0,
+            in_time_order: true,
+            time_order: None,
             hyp_names: Vec::new(),
             hyp_lookup: HashMap::new(),
             hyp_counts: Vec::new(),
@@ -236,6 +313,7 @@ impl Session {
             sequence: u64,
             received_at: u64,
             hypothesis_id: String,
+            timestamp: u64,
         }
         let mut f = paths::open_read(&self.paths.events()).map_err(io_err("read evidence"))?;
         let mut buf = Vec::new();
@@ -252,7 +330,7 @@ impl Session {
                 let line = &buf[start..start + nl];
                 let k: Key =
                     serde_json::from_slice(line).map_err(|_| corrupt("evidence record"))?;
-                self.index_event(pos, &k.hypothesis_id, k.received_at);
+                self.index_event(pos, &k.hypothesis_id, k.received_at, k.timestamp);
                 self.next_seq = k.sequence + 1;
                 pos += (nl + 1) as u64;
                 start += nl + 1;
@@ -269,7 +347,7 @@ impl Session {
         Ok(())
     }
 
-    fn index_event(&mut self, offset: u64, hypothesis: &str, received_at: u64) {
+    fn index_event(&mut self, offset: u64, hypothesis: &str, received_at: u64, timestamp: u64) {
         // Sessions usually test a handful of hypotheses: a short scan beats hashing.
         let known = if self.hyp_names.len() <= 8 {
             self.hyp_names
@@ -294,6 +372,13 @@ impl Session {
         }
         self.offsets.push(offset);
         self.hyp_of.push(h);
+        if timestamp < self.max_timestamp {
+            self.in_time_order = false;
+        }
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+        if self.timestamps_loaded {
+            self.timestamps.push(timestamp);
+        }
         self.first_received_at.get_or_insert(received_at);
         self.last_received_at = Some(received_at);
     }
@@ -342,36 +427,62 @@ impl Session {
             .iter()
             .flat_map(PreparedChunk::records)
             .zip(lines)
-            .map(|(p, l)| p.unwrap_or(Record::Raw(l)));
+            .map(|(p, l)| (p.unwrap_or(Record::Raw), l));
         self.ingest_records(records, source, now)
     }
 
     /// Ingests already parsed JSON records (an `application/json` body).
     pub fn ingest_values(&mut self, values: Vec<Value>, now: u64) -> Result<IngestOutcome> {
         self.ensure_live()?;
-        self.ingest_records(values.into_iter().map(Record::Parsed), Source::Http, now)
+        self.ingest_records(
+            values.into_iter().map(|v| (Record::Parsed(v), &b""[..])),
+            Source::Http,
+            now,
+        )
     }
 
+    /// Ingests records with their raw lines (empty for already parsed records). File
+    /// ingest carries the split-record state across calls; an HTTP body starts fresh.
     fn ingest_records<'a>(
         &mut self,
-        records: impl Iterator<Item = Record<'a>>,
+        records: impl Iterator<Item = (Record<'a>, &'a [u8])>,
         source: Source,
         now: u64,
     ) -> Result<IngestOutcome> {
         let mut out = IngestOutcome::default();
         let mut buf: Vec<u8> = Vec::new();
         let mut diags: Vec<u8> = Vec::new();
-        let mut new_index: Vec<(u64, Cow<'a, str>)> = Vec::new();
+        let mut new_index: Vec<(u64, Cow<'a, str>, u64)> = Vec::new();
         // `,"receivedAt":N,` is the same for the whole batch.
         let received = format!(",\"receivedAt\":{now},");
         let mut seq = self.next_seq;
         let mut stored = self.stored_diagnostics;
         let mut malformed_total = self.state.malformed_total;
-        for rec in records {
+        let mut split = match source {
+            Source::File => self.state.split,
+            Source::Http => None,
+        };
+        let mut reject = |m: Malformed, out: &mut IngestOutcome| -> Result<()> {
+            out.rejected += 1;
+            malformed_total += 1;
+            if stored < MAX_STORED_DIAGNOSTICS {
+                stored += 1;
+                write_diagnostic(&mut diags, stored, source, now, m)?;
+            }
+            Ok(())
+        };
+        for (rec, raw) in records {
+            // The rest of a record that a raw newline split is never a record of its own.
+            if let Some(t) = split {
+                split = t.feed(raw);
+                reject(split_tail(raw), &mut out)?;
+                continue;
+            }
             if let Record::Fast {
                 head,
                 hypothesis_id,
                 tail,
+                timestamp,
             } = rec
             {
                 // Same bytes as the full path below would write (see event::fast_scan).
@@ -380,14 +491,14 @@ impl Session {
                 push_u64(&mut buf, seq);
                 buf.extend_from_slice(received.as_bytes());
                 buf.extend_from_slice(tail);
-                new_index.push((offset, Cow::Borrowed(hypothesis_id)));
+                new_index.push((offset, Cow::Borrowed(hypothesis_id), timestamp));
                 seq += 1;
                 out.accepted += 1;
                 continue;
             }
             let result = match rec {
                 Record::Fast { .. } => continue,
-                Record::Raw(line) => event::validate_line(line),
+                Record::Raw => event::validate_line(raw),
                 Record::Parsed(v) => {
                     let raw = serde_json::to_vec(&v).unwrap_or_default();
                     event::validate_value(v, &raw)
@@ -398,6 +509,7 @@ impl Session {
                     if ev.redact() {
                         out.redacted += 1;
                     }
+                    let timestamp = ev.timestamp;
                     let stored_ev = StoredEvent {
                         id: uuid::Uuid::new_v4().to_string(),
                         sequence: seq,
@@ -412,17 +524,15 @@ impl Session {
                     serde_json::to_writer(&mut buf, &stored_ev)
                         .map_err(|e| DmError::evidence_io("serialize an event", &e.into()))?;
                     buf.push(b'\n');
-                    new_index.push((offset, Cow::Owned(stored_ev.hypothesis_id)));
+                    new_index.push((offset, Cow::Owned(stored_ev.hypothesis_id), timestamp));
                     seq += 1;
                     out.accepted += 1;
                 }
                 Err(m) => {
-                    out.rejected += 1;
-                    malformed_total += 1;
-                    if stored < MAX_STORED_DIAGNOSTICS {
-                        stored += 1;
-                        write_diagnostic(&mut diags, stored, source, now, m)?;
+                    if m.reason == event::Reason::InvalidJson {
+                        split = SplitTracker::start(raw);
                     }
+                    reject(m, &mut out)?;
                 }
             }
         }
@@ -432,8 +542,8 @@ impl Session {
                 let _ = self.events.set_len(self.events_len);
                 return Err(DmError::evidence_io("append events", &e));
             }
-            for (offset, h) in new_index {
-                self.index_event(offset, &h, now);
+            for (offset, h, ts) in new_index {
+                self.index_event(offset, &h, now, ts);
             }
             self.events_len += buf.len() as u64;
             self.next_seq = seq;
@@ -444,8 +554,13 @@ impl Session {
             f.write_all(&diags).map_err(io_err("append diagnostics"))?;
             self.stored_diagnostics = stored;
         }
-        if malformed_total != self.state.malformed_total {
+        let split_changed = source == Source::File && split != self.state.split;
+        if source == Source::File {
+            self.state.split = split;
+        }
+        if malformed_total != self.state.malformed_total || out.redacted > 0 || split_changed {
             self.state.malformed_total = malformed_total;
+            self.state.redacted_total += out.redacted;
             self.save_state()?;
         }
         Ok(out)
@@ -592,6 +707,11 @@ impl Session {
         self.next_seq = 1;
         self.offsets = Vec::new();
         self.hyp_of = Vec::new();
+        self.timestamps = Vec::new();
+        self.timestamps_loaded = false;
+        self.max_timestamp = 0;
+        self.in_time_order = true;
+        self.time_order = None;
         self.hyp_names.clear();
         self.hyp_lookup.clear();
         self.hyp_counts.clear();
@@ -627,43 +747,162 @@ impl Session {
         serde_json::from_slice(&buf).map_err(|_| corrupt("evidence record"))
     }
 
-    /// One page of events in accepted order, optionally filtered by hypothesis labels.
-    pub fn logs(&self, offset: usize, limit: usize, hypotheses: &[String]) -> Result<LogsPage> {
-        self.ensure_live()?;
-        let limit = limit.min(MAX_LOGS_LIMIT);
-        let mut events = Vec::new();
-        let matched;
-        if hypotheses.is_empty() {
-            matched = self.offsets.len() as u64;
-            for i in offset.min(self.offsets.len())
-                ..(offset.saturating_add(limit)).min(self.offsets.len())
+    /// Reads every event's timestamp once (one sequential scan); later events add theirs.
+    fn load_timestamps(&mut self) -> Result<()> {
+        #[derive(Deserialize)]
+        struct Ts {
+            timestamp: u64,
+        }
+        let f = paths::open_read(&self.paths.events()).map_err(io_err("read evidence"))?;
+        let mut r = io::BufReader::with_capacity(1 << 20, f.take(self.events_len));
+        let mut timestamps = Vec::with_capacity(self.offsets.len());
+        let mut line = Vec::new();
+        while timestamps.len() < self.offsets.len() {
+            line.clear();
+            if io::BufRead::read_until(&mut r, b'\n', &mut line).map_err(io_err("read evidence"))?
+                == 0
             {
-                events.push(self.read_event(i)?);
+                return Err(corrupt("evidence record"));
             }
+            let t: Ts = serde_json::from_slice(&line).map_err(|_| corrupt("evidence record"))?;
+            timestamps.push(t.timestamp);
+        }
+        self.timestamps = timestamps;
+        self.timestamps_loaded = true;
+        Ok(())
+    }
+
+    /// Builds (or keeps) the permutation of all events in (timestamp, sequence) order.
+    fn ensure_time_order(&mut self) -> Result<()> {
+        if !self.timestamps_loaded {
+            self.load_timestamps()?;
+        }
+        let len = self.offsets.len();
+        if self.time_order.as_ref().is_none_or(|o| o.len() != len) {
+            let mut order: Vec<u32> = (0..u32::try_from(len).unwrap_or(u32::MAX)).collect();
+            // Stable: equal timestamps keep accepted (sequence) order.
+            order.sort_by_key(|&i| self.timestamps[i as usize]);
+            self.time_order = Some(order);
+        }
+        Ok(())
+    }
+
+    /// Event indices of the first `n` events in (timestamp, sequence) order (after
+    /// [`Self::ensure_time_order`]).
+    fn time_ordered(&self, n: usize) -> Cow<'_, [u32]> {
+        let order = self.time_order.as_deref().unwrap_or_default();
+        if n >= order.len() {
+            Cow::Borrowed(order)
         } else {
-            let wanted: Vec<u32> = hypotheses
+            Cow::Owned(
+                order
+                    .iter()
+                    .copied()
+                    .filter(|&i| (i as usize) < n)
+                    .collect(),
+            )
+        }
+    }
+
+    /// One page of events, in timestamp order (then sequence) or accepted order, optionally
+    /// filtered by hypothesis labels and limited to a snapshot taken by an earlier page.
+    pub fn logs(&mut self, q: &LogsQuery) -> Result<LogsPage> {
+        self.ensure_live()?;
+        let (offset, limit) = (q.offset, q.limit.min(MAX_LOGS_LIMIT));
+        let last_sequence = match q.snapshot {
+            Some(snap) if snap.epoch != self.state.epoch => {
+                return Err(DmError::new(
+                    ErrorCode::InvalidSnapshot,
+                    "the snapshot is stale: the session was reset after this page was printed",
+                    format!(
+                        "start again from the first page: debug-mode logs --session {}",
+                        self.id
+                    ),
+                )
+                .with_reason(crate::error::reason::STALE_SNAPSHOT));
+            }
+            Some(snap) => snap.last_sequence.min(self.next_seq - 1),
+            None => self.next_seq - 1,
+        };
+        let n = usize::try_from(last_sequence)
+            .unwrap_or(usize::MAX)
+            .min(self.offsets.len());
+        let wanted: Option<Vec<u32>> = (!q.hypotheses.is_empty()).then(|| {
+            q.hypotheses
                 .iter()
                 .filter_map(|h| self.hyp_lookup.get(h).copied())
-                .collect();
-            let mut m = 0u64;
-            for (i, h) in self.hyp_of.iter().enumerate() {
-                if wanted.contains(h) {
-                    if m >= offset as u64 && events.len() < limit {
-                        events.push(self.read_event(i)?);
+                .collect()
+        });
+        let by_time = q.order == LogsOrder::Timestamp && !self.in_time_order;
+        if by_time {
+            self.ensure_time_order()?;
+        }
+        let order: Cow<'_, [u32]> = if by_time {
+            self.time_ordered(n)
+        } else {
+            Cow::Borrowed(&[])
+        };
+        let index_at = |k: usize| if by_time { order[k] as usize } else { k };
+        let mut picked = Vec::new();
+        let mut matched = 0u64;
+        match &wanted {
+            None => {
+                matched = n as u64;
+                picked.extend((offset.min(n)..offset.saturating_add(limit).min(n)).map(index_at));
+            }
+            Some(w) => {
+                for k in 0..n {
+                    let i = index_at(k);
+                    if w.contains(&self.hyp_of[i]) {
+                        if matched >= offset as u64 && picked.len() < limit {
+                            picked.push(i);
+                        }
+                        matched += 1;
                     }
-                    m += 1;
                 }
             }
-            matched = m;
         }
+        drop(order);
+        let events = picked
+            .into_iter()
+            .map(|i| self.read_event(i))
+            .collect::<Result<Vec<_>>>()?;
+        let hypotheses = if n == self.offsets.len() {
+            self.hypotheses()
+        } else {
+            self.hypotheses_within(n)
+        };
         Ok(LogsPage {
             events,
             matched,
-            event_count: self.event_count(),
+            event_count: n as u64,
             malformed_count: self.state.malformed_total,
-            hypotheses: self.hypotheses(),
+            redacted_count: self.state.redacted_total,
+            hypotheses,
             epoch: self.state.epoch,
+            last_sequence,
+            ingest_url: None,
+            append_path: None,
         })
+    }
+
+    /// Hypothesis counts over the first `n` events (a snapshot of an earlier page).
+    fn hypotheses_within(&self, n: usize) -> Vec<HypothesisCount> {
+        let mut counts = vec![0u64; self.hyp_names.len()];
+        for &h in &self.hyp_of[..n] {
+            if let Some(c) = counts.get_mut(h as usize) {
+                *c += 1;
+            }
+        }
+        self.hyp_names
+            .iter()
+            .zip(counts)
+            .filter(|(_, c)| *c > 0)
+            .map(|(h, count)| HypothesisCount {
+                hypothesis_id: h.clone(),
+                count,
+            })
+            .collect()
     }
 
     pub fn status(&self) -> Result<StatusReport> {
@@ -693,6 +932,7 @@ impl Session {
         Ok(StatusReport {
             event_count: self.event_count(),
             malformed_count: self.state.malformed_total,
+            redacted_count: self.state.redacted_total,
             stored_diagnostics: self.stored_diagnostics,
             hypotheses: self.hypotheses(),
             first_received_at: self.first_received_at,
@@ -706,6 +946,7 @@ impl Session {
         Ok(Snapshot {
             epoch: self.state.epoch,
             malformed_count: self.state.malformed_total,
+            redacted_count: self.state.redacted_total,
             last_sequence: self.next_seq - 1,
             events_bytes: self.events_len,
             event_count: self.event_count(),
@@ -726,9 +967,84 @@ enum Record<'a> {
         hypothesis_id: &'a str,
         /// Everything after `"receivedAt":N,` up to and including the newline.
         tail: &'a [u8],
+        timestamp: u64,
     },
-    Raw(&'a [u8]),
+    /// Takes the full validator (the raw line travels alongside).
+    Raw,
     Parsed(Value),
+}
+
+/// Tracks the JSON nesting of a record that a raw newline split, across the lines that
+/// follow it, so the rest of that record is never accepted as a record of its own (a raw
+/// newline inside serialized `data` must not forge an event). Only started by a line that
+/// is a valid JSON prefix (it failed to parse because it ended early), and given up after
+/// [`event::MAX_LINE_BYTES`]: a longer record could not have been valid anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SplitTracker {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+    bytes: u64,
+}
+
+impl SplitTracker {
+    /// The state after `line` if it is an object cut short by the end of the line.
+    fn start(line: &[u8]) -> Option<Self> {
+        let trimmed = line.trim_ascii_start();
+        if !trimmed.starts_with(b"{") {
+            return None;
+        }
+        match serde_json::from_slice::<serde::de::IgnoredAny>(trimmed) {
+            Err(e) if e.classify() == serde_json::error::Category::Eof => Self {
+                depth: 0,
+                in_string: false,
+                escaped: false,
+                bytes: 0,
+            }
+            .feed(trimmed),
+            _ => None,
+        }
+    }
+
+    /// Feeds the next line (the newline that ended the previous one sits inside the split
+    /// record); `None` once the split record is closed or too long to be a record.
+    fn feed(mut self, line: &[u8]) -> Option<Self> {
+        // The newline between the lines: inside a string it was a raw control character.
+        self.escaped = false;
+        for &b in line {
+            if self.in_string {
+                match b {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => self.depth += 1,
+                b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        self.bytes += line.len() as u64 + 1;
+        let open = self.depth > 0 || self.in_string;
+        (open && self.bytes <= event::MAX_LINE_BYTES as u64).then_some(self)
+    }
+}
+
+/// The diagnostic of a line that continues a record split by a raw newline.
+fn split_tail(raw: &[u8]) -> Malformed {
+    let reason = event::Reason::SplitRecord;
+    Malformed {
+        reason,
+        message: "this line continues the previous record, which a raw newline cut in two; it is not accepted as a record of its own".into(),
+        recoverable_fields: Map::new(),
+        preview: event::preview(raw),
+        suggested_fix: reason.suggested_fix().to_owned(),
+    }
 }
 
 /// Splits a body into lines, dropping blank ones.
@@ -767,10 +1083,10 @@ const HEAD_LEN: usize = "{\"id\":\"".len() + 36 + "\",\"sequence\":".len();
 /// (with a fresh random id) and its tail, concatenated.
 struct PreparedChunk {
     tails: Vec<u8>,
-    /// Per line: `None` (take the full path) or the byte length of its hypothesis id and
-    /// the end of its tail. The id is read back from the tail, so a chunk owns its data and
-    /// can be handed from the reader thread to the appending one.
-    items: Vec<Option<(usize, usize)>>,
+    /// Per line: `None` (take the full path) or the byte length of its hypothesis id, the
+    /// end of its tail and its timestamp. The id is read back from the tail, so a chunk owns
+    /// its data and can be handed from the reader thread to the appending one.
+    items: Vec<Option<(usize, usize, u64)>>,
 }
 
 /// Offset of the hypothesis id within one rendered fast-path record.
@@ -803,7 +1119,7 @@ impl PreparedChunk {
                 tails.extend_from_slice(b",\"timestamp\":");
                 tails.extend_from_slice(e.timestamp_text);
                 tails.extend_from_slice(b"}\n");
-                (e.hypothesis_id.len(), tails.len())
+                (e.hypothesis_id.len(), tails.len(), e.timestamp)
             }));
         }
         Self { tails, items }
@@ -813,7 +1129,7 @@ impl PreparedChunk {
     fn records(&self) -> impl Iterator<Item = Option<Record<'_>>> + '_ {
         let mut start = 0;
         self.items.iter().map(move |it| {
-            it.map(|(hyp_len, end)| {
+            it.map(|(hyp_len, end, timestamp)| {
                 let head = &self.tails[start..start + HEAD_LEN];
                 // Copied from a `&str` in `new`, so always valid UTF-8.
                 let hypothesis_id =
@@ -825,6 +1141,7 @@ impl PreparedChunk {
                     head,
                     hypothesis_id,
                     tail,
+                    timestamp,
                 }
             })
         })
@@ -1283,6 +1600,15 @@ mod tests {
         (t, s, clock)
     }
 
+    fn logs_query(offset: usize, limit: usize, hypotheses: &[&str]) -> LogsQuery {
+        LogsQuery {
+            offset,
+            limit,
+            hypotheses: hypotheses.iter().map(|h| (*h).to_owned()).collect(),
+            ..LogsQuery::default()
+        }
+    }
+
     fn line(h: &str, n: u64) -> String {
         format!(
             r#"{{"hypothesisId":"{h}","location":"a.rs:{n}","message":"m","data":{{"n":{n}}},"timestamp":{n}}}"#
@@ -1305,14 +1631,14 @@ mod tests {
         assert_eq!(lock(&s).drain_incoming(6).unwrap().accepted, 1);
         writeln!(f, "{}", &line("H1", 4)[10..]).unwrap();
         assert_eq!(lock(&s).drain_incoming(7).unwrap().accepted, 1);
-        let page = lock(&s).logs(0, 10, &[]).unwrap();
+        let page = lock(&s).logs(&logs_query(0, 10, &[])).unwrap();
         let seqs: Vec<u64> = page.events.iter().map(|e| e.sequence).collect();
         assert_eq!(seqs, vec![1, 2, 3, 4]);
         // A fresh store (service restart) rebuilds the same view.
         let store2 =
             Store::open(store.root().to_owned(), Arc::new(ManualClock::default())).unwrap();
         let s2 = store2.get(&info.session_id).unwrap();
-        let page2 = lock(&s2).logs(0, 10, &["H1".into()]).unwrap();
+        let page2 = lock(&s2).logs(&logs_query(0, 10, &["H1"])).unwrap();
         assert_eq!(page2.matched, 3);
         assert_eq!(
             page2.events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
@@ -1354,7 +1680,7 @@ mod tests {
         let store2 =
             Store::open(store.root().to_owned(), Arc::new(ManualClock::default())).unwrap();
         let page = lock(&store2.get(&info.session_id).unwrap())
-            .logs(0, 10, &[])
+            .logs(&logs_query(0, 10, &[]))
             .unwrap();
         let got: Vec<(u64, String)> = page
             .events
@@ -1513,11 +1839,59 @@ mod tests {
         lock(&s2)
             .ingest_body(line("H1", 3).as_bytes(), Source::Http, 4)
             .unwrap();
-        let page = lock(&s2).logs(0, 10, &[]).unwrap();
+        let page = lock(&s2).logs(&logs_query(0, 10, &[])).unwrap();
         assert_eq!(
             page.events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
+    }
+
+    #[test]
+    fn logs_are_in_time_order_also_after_a_reload_and_further_ingest() {
+        let (_t, store, _c) = store();
+        let info = store.create().unwrap();
+        let s = store.get(&info.session_id).unwrap();
+        let body = format!(
+            "{}\n{}\n{}\n",
+            line("H1", 30),
+            line("H1", 10),
+            line("H1", 20)
+        );
+        lock(&s)
+            .ingest_body(body.as_bytes(), Source::Http, 5)
+            .unwrap();
+        let order = |s: &Arc<Mutex<Session>>| -> Vec<u64> {
+            lock(s)
+                .logs(&logs_query(0, 10, &[]))
+                .unwrap()
+                .events
+                .iter()
+                .map(|e| e.timestamp)
+                .collect()
+        };
+        assert_eq!(order(&s), [10, 20, 30]);
+        // A fresh service loads the session from disk; later events join the order.
+        drop(s);
+        let reopened =
+            Store::open(store.root().to_path_buf(), Arc::new(ManualClock::default())).unwrap();
+        let s2 = reopened.get(&info.session_id).unwrap();
+        assert_eq!(order(&s2), [10, 20, 30]);
+        lock(&s2)
+            .ingest_body(format!("{}\n", line("H1", 15)).as_bytes(), Source::Http, 6)
+            .unwrap();
+        assert_eq!(order(&s2), [10, 15, 20, 30]);
+        let q = LogsQuery {
+            order: LogsOrder::Sequence,
+            ..logs_query(0, 10, &[])
+        };
+        let seq: Vec<u64> = lock(&s2)
+            .logs(&q)
+            .unwrap()
+            .events
+            .iter()
+            .map(|e| e.timestamp)
+            .collect();
+        assert_eq!(seq, [30, 10, 20, 15]);
     }
 
     #[test]
@@ -1540,7 +1914,10 @@ mod tests {
         lock(&s)
             .ingest_body(line("H1", 1).as_bytes(), Source::Http, 1)
             .unwrap();
-        assert_eq!(lock(&s).logs(0, 10, &[]).unwrap().events[0].sequence, 1);
+        assert_eq!(
+            lock(&s).logs(&logs_query(0, 10, &[])).unwrap().events[0].sequence,
+            1
+        );
     }
 
     #[test]
@@ -1590,9 +1967,11 @@ mod tests {
             store.get(&info.session_id).err().unwrap().code,
             ErrorCode::SessionNotFound
         );
+        let e = store.get("../../etc").err().unwrap();
+        assert_eq!(e.code, ErrorCode::InvalidArguments);
         assert_eq!(
-            store.get("../../etc").err().unwrap().code,
-            ErrorCode::InvalidSessionId
+            e.reason.as_deref(),
+            Some(crate::error::reason::INVALID_SESSION_ID)
         );
     }
 

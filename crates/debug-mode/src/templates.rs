@@ -29,6 +29,8 @@ pub struct Template {
     pub helper: &'static str,
     pub call: &'static str,
     pub placeholders: &'static [(&'static str, &'static str)],
+    /// Oldest language standard the helper compiles with, where the language has several.
+    pub standard: Option<&'static str>,
 }
 
 const HYP: (&str, &str) = (
@@ -49,7 +51,7 @@ const DATA: (&str, &str) = (
 );
 const DATA_JSON: (&str, &str) = (
     "__DATA_JSON_EXPRESSION__",
-    "expression evaluating to ONE complete serialized JSON value, inserted verbatim after \"data\": (use your serializer, or json_string(text) for plain text; never concatenate raw JSON)",
+    "expression evaluating to ONE complete serialized JSON value on one line, at most 32 KiB, inserted after \"data\": (use your serializer, or json_string(text) for plain text; never concatenate raw JSON). The helper drops an event whose data is not well-formed, spans lines or is larger, and writes nothing",
 );
 const URL: (&str, &str) = (
     "__INGEST_URL__",
@@ -97,6 +99,15 @@ const fn t(
         helper,
         call,
         placeholders,
+        standard: None,
+    }
+}
+
+/// The same template with its minimum language standard.
+const fn std(t: Template, standard: &'static str) -> Template {
+    Template {
+        standard: Some(standard),
+        ..t
     }
 }
 
@@ -199,28 +210,34 @@ pub const ALL: [Template; 14] = [
         false,
         SLASH,
         include_str!("templates/rust_file.rs"),
-        "// #region agent log\nagent_debug_mode::log(\"__HYPOTHESIS_ID__\", \"__LOCATION__\", \"__MESSAGE__\", __DATA_JSON_EXPRESSION__);\n// #endregion\n",
+        "// #region agent log\nagent_debug_mode::emit(\"__HYPOTHESIS_ID__\", \"__LOCATION__\", \"__MESSAGE__\", __DATA_JSON_EXPRESSION__);\n// #endregion\n",
         FILE_SERIALIZED,
     ),
-    t(
-        "cpp",
-        "file",
-        true,
-        true,
-        SLASH,
-        include_str!("templates/cpp_file.cpp"),
-        "// #region agent log\nagent_debug_mode::log(\"__HYPOTHESIS_ID__\", \"__LOCATION__\", \"__MESSAGE__\", __DATA_JSON_EXPRESSION__);\n// #endregion\n",
-        FILE_SERIALIZED,
+    std(
+        t(
+            "cpp",
+            "file",
+            true,
+            true,
+            SLASH,
+            include_str!("templates/cpp_file.cpp"),
+            "// #region agent log\nagent_debug_mode::emit(\"__HYPOTHESIS_ID__\", \"__LOCATION__\", \"__MESSAGE__\", __DATA_JSON_EXPRESSION__);\n// #endregion\n",
+            FILE_SERIALIZED,
+        ),
+        "c++11",
     ),
-    t(
-        "c",
-        "file",
-        true,
-        true,
-        SLASH,
-        include_str!("templates/c_file.c"),
-        "// #region agent log\nagent_debug_log(\"__HYPOTHESIS_ID__\", \"__LOCATION__\", \"__MESSAGE__\", __DATA_JSON_EXPRESSION__);\n// #endregion\n",
-        FILE_SERIALIZED,
+    std(
+        t(
+            "c",
+            "file",
+            true,
+            true,
+            SLASH,
+            include_str!("templates/c_file.c"),
+            "// #region agent log\nagent_debug_emit(\"__HYPOTHESIS_ID__\", \"__LOCATION__\", \"__MESSAGE__\", __DATA_JSON_EXPRESSION__);\n// #endregion\n",
+            FILE_SERIALIZED,
+        ),
+        "c99",
     ),
     t(
         "java",
@@ -377,11 +394,17 @@ mod tests {
                 .find(|t| t.language == "rust")
                 .is_some_and(|t| t.helper.contains("pub fn json_string"))
         );
-        assert!(
-            ALL.iter()
-                .find(|t| t.language == "c")
-                .is_some_and(|t| t.helper.contains("agent_debug_json_string"))
-        );
+        assert!(ALL.iter().find(|t| t.language == "c").is_some_and(|t| {
+            t.helper.contains("agent_debug_json_string") && t.standard == Some("c99")
+        }));
+        // The serialized-JSON helpers' function is `..._emit`, as in the original.
+        for t in ALL.iter().filter(|t| t.data_encoding == "serialized-json") {
+            assert!(
+                t.call.contains("agent_debug_mode::emit(") || t.call.contains("agent_debug_emit("),
+                "{}",
+                t.language
+            );
+        }
     }
 
     #[test]

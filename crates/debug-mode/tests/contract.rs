@@ -18,6 +18,31 @@ fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The `--json` error envelope of a failed command: on stderr, nothing on stdout.
+fn err_json(o: &std::process::Output) -> Value {
+    assert!(
+        o.stdout.is_empty(),
+        "a failing --json command printed on stdout: {}",
+        stdout(o)
+    );
+    assert_ne!(o.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&o.stderr)
+        .unwrap_or_else(|e| panic!("stderr is not one JSON envelope ({e}): {}", stderr(o)));
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["schemaVersion"], 1);
+    v
+}
+
+/// The commands a hint list offers, in order.
+fn hint_commands(v: &Value) -> Vec<String> {
+    v["hints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["command"].as_str().map(str::to_owned))
+        .collect()
+}
+
 // ---------------------------------------------------------------- help and parse errors
 
 #[test]
@@ -33,12 +58,62 @@ fn help_teaches_with_examples() {
 }
 
 #[test]
-fn version_prints_the_package_version() {
+fn version_prints_the_bare_package_version() {
     let env = Env::new();
+    for args in [
+        &["--version"][..],
+        &["--json", "--version"],
+        &["logs", "--version"],
+    ] {
+        assert_eq!(
+            env.ok(args),
+            format!("{}\n", env!("CARGO_PKG_VERSION")),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn help_lists_exactly_the_public_commands_and_exits_0() {
+    let env = Env::new();
+    let help = env.ok(&["--help"]);
     assert_eq!(
-        env.ok(&["--version"]).trim(),
-        format!("debug-mode {}", env!("CARGO_PKG_VERSION"))
+        env.ok(&["--json", "--help"]),
+        help,
+        "--help succeeds with --json too"
     );
+    let block: Vec<&str> = help
+        .split("Commands:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        block,
+        [
+            "create", "template", "reset", "logs", "query", "status", "sessions", "clean", "stop"
+        ]
+    );
+    let template = env.ok(&["template", "--help"]);
+    assert!(template.contains("--language <language>"), "{template}");
+    assert!(template.contains("--ingest <http|file>"), "{template}");
+    // `help` is not a command: an unknown command, exit 2, in both renderers.
+    let o = env.run(&["help"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).is_empty());
+    let v = err_json(&env.run(&["--json", "help"]));
+    assert_eq!(v["error"]["code"], "INVALID_ARGUMENTS");
+    // Missing required options exit 2.
+    for args in [
+        &["reset"][..],
+        &["template", "--language", "c"],
+        &["query", "--session", "x"],
+    ] {
+        assert_eq!(env.run(args).status.code(), Some(2), "{args:?}");
+    }
 }
 
 #[test]
@@ -51,8 +126,16 @@ fn parse_errors_exit_2_in_both_renderers() {
 
     let o = env.run(&["--json", "logs"]);
     assert_eq!(o.status.code(), Some(2));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: Value = err_json(&o);
     insta::assert_json_snapshot!("parse_error_json", v);
+    for args in [
+        &["--json", "frobnicate"][..],
+        &["--json", "logs", "--session", "x", "--limit", "0"],
+    ] {
+        let o = env.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(err_json(&o)["error"]["code"], "INVALID_ARGUMENTS");
+    }
 
     for args in [
         &["frobnicate"][..],
@@ -72,12 +155,18 @@ fn malformed_session_ids_are_rejected_before_touching_files() {
         "../../etc",
         "not-a-uuid",
         "0B6F1F3E-8D7A-4C56-9A51-2F0E8A1C9D42",
+        "0b6f1f3e-8d7a-4c56-9a51-2f0e8a1c9d42/x",
     ] {
         let o = env.run(&["--json", "logs", "--session", id]);
         assert_eq!(o.status.code(), Some(2), "{id}");
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(v["error"]["code"], "INVALID_SESSION_ID");
+        let v: Value = err_json(&o);
+        assert_eq!(v["error"]["code"], "INVALID_ARGUMENTS", "{id}");
+        assert_eq!(v["error"]["reason"], "INVALID_SESSION_ID", "{id}");
     }
+    insta::assert_json_snapshot!(
+        "invalid_session_json",
+        err_json(&env.run(&["--json", "status", "--session", "../x"]))
+    );
     let o = env.run(&["status", "--session", "../x"]);
     insta::assert_snapshot!("invalid_session_pretty", stderr(&o));
 }
@@ -112,8 +201,23 @@ fn template_pretty_json_and_unsupported() {
     assert!(v["data"]["placeholders"]["__DATA_JSON_EXPRESSION__"].is_string());
     let v = env.json(&["template", "--language", "c", "--ingest", "file"]);
     assert_eq!(v["data"]["placement"]["helper"], "file-start");
+    let v = env.json(&["template", "--language", "c", "--ingest", "file"]);
+    assert_eq!(v["data"]["languageStandard"], "c99");
+    assert!(
+        v["data"]["callTemplate"]
+            .as_str()
+            .unwrap()
+            .contains("agent_debug_emit(")
+    );
     let mut v = env.json(&["template", "--language", "typescript", "--ingest", "http"]);
-    v["data"]["helper"] = Value::from("[HELPER]");
+    assert!(
+        v["data"]["helperTemplate"]
+            .as_str()
+            .unwrap()
+            .contains("agentDebugLog")
+    );
+    assert!(v["data"].get("helper").is_none() && v["data"].get("call").is_none());
+    v["data"]["helperTemplate"] = Value::from("[HELPER]");
     insta::assert_json_snapshot!("template_ts_json", v);
     let o = env.run(&["template", "--language", "cobol", "--ingest", "file"]);
     assert_eq!(o.status.code(), Some(2));
@@ -127,7 +231,7 @@ fn template_pretty_json_and_unsupported() {
         "http",
     ]);
     assert_eq!(o.status.code(), Some(2));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: Value = err_json(&o);
     assert_eq!(v["error"]["code"], "UNSUPPORTED_LANGUAGE");
     assert!(!env.service_running(), "template is session-independent");
 }
@@ -175,12 +279,16 @@ fn logs_status_query_sessions_pretty_and_json() {
     );
     assert_eq!(v["scope"]["hypothesisFilter"], serde_json::json!(["H1"]));
     assert_eq!(v["statistics"]["matchedCount"], 2);
+    assert_eq!(v["hints"][0]["action"], "next-page");
     assert!(
-        v["hints"][0]
+        v["hints"][0]["command"]
             .as_str()
             .unwrap()
             .contains("--offset 1 --limit 1")
     );
+    assert_eq!(v["data"]["pagination"]["hasMore"], true);
+    assert_eq!(v["data"]["pagination"]["nextOffset"], 1);
+    assert!(v["data"].get("events").is_none());
 
     insta::assert_snapshot!(
         "status_pretty",
@@ -249,13 +357,11 @@ fn logs_pagination_hints_are_complete_commands() {
             .chain(args.iter().map(String::as_str))
             .collect();
         let v: Value = serde_json::from_str(&env.ok(&a)).unwrap();
-        for e in v["data"]["events"].as_array().unwrap() {
+        for e in v["data"]["records"].as_array().unwrap() {
             seen.push(e["sequence"].as_u64().unwrap());
         }
         let next = v["hints"].as_array().unwrap().iter().find_map(|h| {
-            h.as_str()
-                .filter(|h| h.starts_with("debug-mode logs"))
-                .map(str::to_owned)
+            (h["action"] == "next-page").then(|| h["command"].as_str().unwrap().to_owned())
         });
         let Some(next) = next else { break };
         args = next.split_whitespace().skip(1).map(str::to_owned).collect();
@@ -309,7 +415,7 @@ fn reset_clean_and_isolation() {
     post(port, &a, "application/x-ndjson", event("H1", 5).as_bytes());
     let v = env.json(&["logs", "--session", &a]);
     assert_eq!(
-        v["data"]["events"][0]["sequence"], 1,
+        v["data"]["records"][0]["sequence"], 1,
         "sequence restarts at 1"
     );
 
@@ -355,7 +461,7 @@ fn symlinked_session_directory_is_rejected() {
     std::os::unix::fs::symlink(&moved, &dir).unwrap();
     let o = env.run(&["--json", "logs", "--session", &id]);
     assert_eq!(o.status.code(), Some(6));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: Value = err_json(&o);
     assert_eq!(v["error"]["code"], "STATE_UNSAFE");
     assert_eq!(env.run(&["clean", "--session", &id]).status.code(), Some(6));
     assert!(
@@ -370,24 +476,40 @@ fn reset_invalidates_cursors_and_cursors_page_with_a_watermark() {
     let (id, port, _) = env.create();
     let body: String = (1..=5).map(|n| event("H1", n) + "\n").collect();
     post(port, &id, "application/x-ndjson", body.as_bytes());
-    let v = env.json(&["query", "--session", &id, "--limit", "2", ".sequence"]);
-    assert_eq!(v["data"]["results"], serde_json::json!([1, 2]));
-    let cursor = v["data"]["nextCursor"].as_str().unwrap().to_owned();
-    // Events after the first page are outside the cursor's watermark.
-    post(port, &id, "application/x-ndjson", event("H1", 6).as_bytes());
     let v = env.json(&[
         "query",
         "--session",
         &id,
         "--limit",
-        "10",
-        "--cursor",
-        &cursor,
+        "2",
+        "--timeout-ms",
+        "5000",
         ".sequence",
     ]);
-    assert_eq!(v["data"]["results"], serde_json::json!([3, 4, 5]));
+    assert_eq!(v["data"]["rows"], serde_json::json!([1, 2]));
+    assert!(v["data"].get("results").is_none());
+    let cursor = v["data"]["nextCursor"].as_str().unwrap().to_owned();
+    // The continuation does not repeat the program and keeps the limits.
+    assert_eq!(v["hints"][0]["action"], "next-page");
+    let next = v["hints"][0]["command"].as_str().unwrap();
+    assert_eq!(
+        next,
+        format!("debug-mode query --session {id} --cursor {cursor} --limit 2 --timeout-ms 5000")
+    );
+    // Events after the first page are outside the cursor's watermark.
+    post(port, &id, "application/x-ndjson", event("H1", 6).as_bytes());
+    let mut args: Vec<&str> = vec!["--json"];
+    args.extend(next.split(' ').skip(1));
+    let args: Vec<&str> = args
+        .into_iter()
+        .map(|a| if a == "2" { "10" } else { a })
+        .collect();
+    let v: Value = serde_json::from_str(&env.ok(&args)).unwrap();
+    assert_eq!(v["data"]["rows"], serde_json::json!([3, 4, 5]));
     assert!(v["data"]["nextCursor"].is_null());
-    // A cursor for another program is refused.
+    // Repeating the same program is fine; a cursor for another program is refused.
+    let v = env.json(&["query", "--session", &id, "--cursor", &cursor, ".sequence"]);
+    assert_eq!(v["data"]["rows"], serde_json::json!([3, 4, 5]));
     let o = env.run(&[
         "--json",
         "query",
@@ -397,7 +519,8 @@ fn reset_invalidates_cursors_and_cursors_page_with_a_watermark() {
         &cursor,
         ".data",
     ]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(err_json(&o)["error"]["reason"], "QUERY_MISMATCH");
     env.ok(&["reset", "--session", &id]);
     let o = env.run(&[
         "--json",
@@ -406,14 +529,146 @@ fn reset_invalidates_cursors_and_cursors_page_with_a_watermark() {
         &id,
         "--cursor",
         &cursor,
-        ".sequence",
+        "--timeout-ms",
+        "5000",
     ]);
-    assert_eq!(o.status.code(), Some(2));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(1), "a stale cursor is exit 1");
+    let v = err_json(&o);
     assert_eq!(v["error"]["code"], "INVALID_CURSOR");
+    assert_eq!(v["error"]["reason"], "STALE_CURSOR");
     assert!(v["error"]["message"].as_str().unwrap().contains("reset"));
+    let hint = v["error"]["hint"].as_str().unwrap();
+    assert!(
+        hint.ends_with(&format!(
+            "debug-mode query --session {id} --limit 50 --timeout-ms 5000 .sequence"
+        )),
+        "{hint}"
+    );
     let o = env.run(&["query", "--session", &id, "--cursor", "dmq1.garbage!", "."]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn logs_sort_by_timestamp_then_sequence_within_a_snapshot_that_reset_makes_stale() {
+    let env = Env::new();
+    let (id, port, _) = env.create();
+    // Accepted order 1..5; timestamps out of order, with a tie (sequences 2 and 4).
+    let body: String = [(1, 50), (2, 20), (3, 40), (4, 20), (5, 10)]
+        .iter()
+        .map(|(n, ts)| {
+            format!(
+                "{{\"hypothesisId\":\"H{}\",\"location\":\"a.ts:{n}\",\"message\":\"m\",\"data\":{n},\"timestamp\":{}}}\n",
+                n % 2,
+                1_784_313_728_000u64 + ts
+            )
+        })
+        .collect();
+    post(port, &id, "application/x-ndjson", body.as_bytes());
+    let seqs = |v: &Value| -> Vec<u64> {
+        v["data"]["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["sequence"].as_u64().unwrap())
+            .collect()
+    };
+    let v = env.json(&["logs", "--session", &id]);
+    assert_eq!(seqs(&v), [5, 2, 4, 3, 1]);
+    assert_eq!(v["data"]["pagination"]["order"], "timestamp");
+    let v = env.json(&["logs", "--session", &id, "--order", "sequence"]);
+    assert_eq!(seqs(&v), [1, 2, 3, 4, 5]);
+    let v = env.json(&["logs", "--session", &id, "--hypothesis", "H0"]);
+    assert_eq!(seqs(&v), [2, 4]);
+    // Paging through a snapshot: later events (even earlier in time) stay out of the view.
+    let v = env.json(&["logs", "--session", &id, "--limit", "2"]);
+    assert_eq!(seqs(&v), [5, 2]);
+    let snapshot = v["data"]["pagination"]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let next = hint_commands(&v)[0].clone();
+    assert!(
+        next.contains(&format!("--snapshot {snapshot} --offset 2 --limit 2")),
+        "{next}"
+    );
+    post(
+        port,
+        &id,
+        "application/x-ndjson",
+        format!(
+            "{{\"hypothesisId\":\"H1\",\"location\":\"a.ts:6\",\"message\":\"m\",\"data\":6,\"timestamp\":{}}}\n",
+            1_784_313_728_000u64
+        )
+        .as_bytes(),
+    );
+    let mut args: Vec<&str> = vec!["--json"];
+    args.extend(next.split(' ').skip(1));
+    let v: Value = serde_json::from_str(&env.ok(&args)).unwrap();
+    assert_eq!(seqs(&v), [4, 3]);
+    assert_eq!(v["data"]["pagination"]["total"], 5);
+    assert_eq!(v["data"]["pagination"]["snapshot"], snapshot.as_str());
+    // A fresh view sees the new event first.
+    assert_eq!(
+        seqs(&env.json(&["logs", "--session", &id, "--limit", "1"])),
+        [6]
+    );
+    // After a reset the snapshot is stale: exit 1 with a restart command.
+    env.ok(&["reset", "--session", &id]);
+    let o = env.run(&args);
+    assert_eq!(o.status.code(), Some(1));
+    let v = err_json(&o);
+    assert_eq!(v["error"]["code"], "INVALID_SNAPSHOT");
+    assert_eq!(v["error"]["reason"], "STALE_SNAPSHOT");
+    assert!(
+        v["error"]["hint"].as_str().unwrap().ends_with(&format!(
+            "debug-mode logs --session {id} --offset 0 --limit 2"
+        )),
+        "{v}"
+    );
+    let o = env.run(&["logs", "--session", &id, "--snapshot", "dms1.x!"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("INVALID_SNAPSHOT"));
+}
+
+#[test]
+fn hints_are_objects_and_an_empty_session_points_at_its_current_ingest_url() {
+    let env = Env::new();
+    let (id, port, append) = env.create();
+    let v = env.json(&["logs", "--session", &id]);
+    let hint = &v["hints"][0];
+    assert_eq!(
+        hint.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["action", "command", "message"]
+    );
+    assert_eq!(hint["action"], "verify-ingest");
+    assert_eq!(
+        hint["command"],
+        format!("debug-mode reset --session {id}").as_str()
+    );
+    let message = hint["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("http://127.0.0.1:{port}/ingest/{id}")),
+        "{message}"
+    );
+    assert!(message.contains(append.to_str().unwrap()), "{message}");
+    let pretty = env.ok(&["logs", "--session", &id]);
+    assert!(
+        pretty.contains(&format!("Ingest URL http://127.0.0.1:{port}/ingest/{id}")),
+        "{pretty}"
+    );
+    for v in [
+        env.json(&["create"]),
+        env.json(&["template", "--language", "python", "--ingest", "file"]),
+        env.json(&["reset", "--session", &id]),
+        env.json(&["status", "--session", &id]),
+        env.json(&["sessions"]),
+    ] {
+        for h in v["hints"].as_array().unwrap() {
+            assert!(h["action"].is_string(), "{v}");
+            assert!(h["message"].is_string(), "{v}");
+            assert!(h["command"].is_string() || h["command"].is_null(), "{v}");
+        }
+    }
 }
 
 #[test]
@@ -437,7 +692,7 @@ fn query_safety_env_halt_and_limits() {
         Some(2),
         "halt_error must not leak as exit 5"
     );
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: Value = err_json(&o);
     assert_eq!(v["error"]["code"], "QUERY_FAILED");
     assert!(
         v["error"]["message"]
@@ -446,7 +701,7 @@ fn query_safety_env_halt_and_limits() {
             .contains("stop here")
     );
     let v = env.json(&["query", "--session", &id, ".sequence, halt"]);
-    assert_eq!(v["data"]["results"], serde_json::json!([1]));
+    assert_eq!(v["data"]["rows"], serde_json::json!([1]));
     assert_eq!(v["warnings"][0]["code"], "HALTED");
     let o = env.run(&[
         "--json",
@@ -458,7 +713,7 @@ fn query_safety_env_halt_and_limits() {
         "last(range(1e12))",
     ]);
     assert_eq!(o.status.code(), Some(2));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: Value = err_json(&o);
     assert_eq!(v["error"]["code"], "QUERY_LIMIT_EXCEEDED");
     let o = env.run(&[
         "--json",
@@ -470,7 +725,7 @@ fn query_safety_env_halt_and_limits() {
         "[range(1e9)] | length",
     ]);
     assert_eq!(o.status.code(), Some(2));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: Value = err_json(&o);
     assert_eq!(v["error"]["code"], "QUERY_LIMIT_EXCEEDED");
     let o = env.run(&["query", "--session", &id, ".["]);
     assert_eq!(o.status.code(), Some(2));
@@ -554,7 +809,7 @@ fn http_and_file_ingest_share_validation_and_redaction() {
     assert_redacted(&env, &file_id);
     // The same records produce the same stored events on both paths (ids/times aside).
     let strip = |id: &str| -> Vec<Value> {
-        env.json(&["logs", "--session", id])["data"]["events"]
+        env.json(&["logs", "--session", id])["data"]["records"]
             .as_array()
             .unwrap()
             .iter()
@@ -604,6 +859,32 @@ fn http_ingest_content_types_cors_and_bad_input() {
     )
     .unwrap();
     assert_eq!(status, 204, "{}", String::from_utf8_lossy(&body));
+    // A page from another site must not post evidence: its preflight and its POST get 403;
+    // loopback pages and clients without an Origin (Node, curl) are accepted.
+    for (origin, method, want) in [
+        ("http://evil.example", "OPTIONS", 403),
+        ("http://evil.example", "POST", 403),
+        ("null", "POST", 403),
+        ("http://localhost.evil.example", "POST", 403),
+        ("http://localhost:5173", "POST", 200),
+        ("http://127.0.0.1:8080", "POST", 200),
+    ] {
+        let (status, body) = debug_mode::client::http(
+            port,
+            method,
+            &format!("/ingest/{id}"),
+            &[("Origin", origin), ("Content-Type", "application/x-ndjson")],
+            event("H9", 9).as_bytes(),
+            std::time::Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!(
+            status,
+            want,
+            "{origin} {method}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
     // Unknown and malformed sessions.
     assert_eq!(
         post(
@@ -649,8 +930,94 @@ fn http_ingest_content_types_cors_and_bad_input() {
     .unwrap();
     assert_eq!(status, 401);
     let v = env.json(&["status", "--session", &id]);
-    assert_eq!(v["data"]["eventCount"], 4);
+    assert_eq!(
+        v["data"]["eventCount"], 6,
+        "two loopback-origin posts accepted"
+    );
     assert_eq!(v["data"]["malformedCount"], 2);
+}
+
+#[test]
+fn redaction_keeps_descriptive_keys_and_warns_when_it_redacts() {
+    let env = Env::new();
+    let (id, port, _) = env.create();
+    let line = r#"{"hypothesisId":"H1","location":"a.ts:1","message":"Authorization: Bearer abc.def","data":{"passwordPolicy":"visible-password-policy","secretSauceName":"ketchup","tokenCount":7,"password":"hunter2","api_key":"k1","x-api-key":"k2","accessToken":"t"},"timestamp":1}"#;
+    post(
+        port,
+        &id,
+        "application/x-ndjson",
+        format!("{line}\n").as_bytes(),
+    );
+    let v = env.json(&["logs", "--session", &id]);
+    let e = &v["data"]["records"][0];
+    assert_eq!(
+        e["data"],
+        serde_json::json!({"passwordPolicy": "visible-password-policy", "secretSauceName": "ketchup",
+            "tokenCount": 7, "password": "[REDACTED]", "api_key": "[REDACTED]",
+            "x-api-key": "[REDACTED]", "accessToken": "[REDACTED]"})
+    );
+    assert!(!e["message"].as_str().unwrap().contains("abc.def"), "{e}");
+    assert_eq!(v["warnings"][0]["code"], "SECRET_REDACTED");
+    assert_eq!(v["statistics"]["redactedCount"], 1);
+    assert_eq!(
+        env.json(&["status", "--session", &id])["warnings"][0]["code"],
+        "SECRET_REDACTED"
+    );
+    assert_eq!(
+        env.json(&["query", "--session", &id, "."])["warnings"][0]["code"],
+        "SECRET_REDACTED"
+    );
+    assert!(
+        env.ok(&["logs", "--session", &id])
+            .starts_with("WARNING  1 event(s)")
+    );
+    env.ok(&["reset", "--session", &id]);
+    let v = env.json(&["logs", "--session", &id]);
+    assert_eq!(v["warnings"], serde_json::json!([]));
+}
+
+#[test]
+fn file_ingest_never_accepts_the_tail_of_a_record_split_by_a_raw_newline() {
+    let env = Env::new();
+    let (id, _, append) = env.create();
+    let forged =
+        r#"{"hypothesisId":"FORGED","location":"x:1","message":"m","data":1,"timestamp":1}"#;
+    // What a helper without validation writes for data `1\n<forged>\n"x"`, and for a raw
+    // newline inside a string; then an intact record.
+    let text = format!(
+        "{{\"hypothesisId\":\"H1\",\"location\":\"a.rs:1\",\"message\":\"m\",\"data\":1\n{forged}\n\"x\",\"timestamp\":2}}\n\
+         {{\"hypothesisId\":\"H1\",\"location\":\"a.rs:2\",\"message\":\"m\",\"data\":\"a\n{forged}\n\",\"timestamp\":3}}\n\
+         {}\n",
+        event("H2", 4)
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&append)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let v = env.json(&["logs", "--session", &id]);
+    let records = v["data"]["records"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{v:#}");
+    assert_eq!(records[0]["hypothesisId"], "H2");
+    let v = env.json(&["status", "--session", &id]);
+    let reasons: Vec<&str> = v["data"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "invalid_json",
+            "split_record",
+            "split_record",
+            "invalid_json",
+            "split_record",
+            "split_record"
+        ]
+    );
 }
 
 #[test]
@@ -811,7 +1178,7 @@ fn version_mismatch_is_exit_3_for_newer_and_replaced_for_older() {
     let mut newer = start_service_reporting(&env, "99.0.0");
     let o = env.run(&["--json", "sessions"]);
     assert_eq!(o.status.code(), Some(3));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: Value = err_json(&o);
     insta::assert_json_snapshot!("version_incompatible_json", v);
     env.ok(&["stop"]);
     newer.wait().unwrap();
@@ -842,17 +1209,20 @@ fn large_sessions_stay_memory_bounded() {
     }
     let v = env.json(&["logs", "--session", &id, "--offset", "199990"]);
     assert_eq!(v["statistics"]["eventCount"], 200_000);
-    assert_eq!(v["data"]["events"].as_array().unwrap().len(), 10);
+    assert_eq!(v["data"]["records"].as_array().unwrap().len(), 10);
     let v = env.json(&[
         "query",
         "--session",
         &id,
         "--max-memory-mb",
         "256",
+        // Generous: a debug build on a loaded machine; this test is about memory, not time.
+        "--timeout-ms",
+        "300000",
         "select(.sequence % 50000 == 0) | .sequence",
     ]);
     assert_eq!(
-        v["data"]["results"],
+        v["data"]["rows"],
         serde_json::json!([50000, 100000, 150000, 200000])
     );
     // --slurp is capped: one more batch puts the session over 200,000 events.
@@ -862,7 +1232,7 @@ fn large_sessions_stay_memory_bounded() {
     );
     let o = env.run(&["--json", "query", "--session", &id, "--slurp", "length"]);
     assert_eq!(o.status.code(), Some(2));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: Value = err_json(&o);
     assert_eq!(v["error"]["code"], "QUERY_LIMIT_EXCEEDED");
     let pid = env.service_pid().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -883,7 +1253,7 @@ fn service_that_cannot_start_is_exit_4() {
     std::fs::create_dir_all(env.root().join("service.lock")).unwrap();
     let o = env.run(&["--json", "create"]);
     assert_eq!(o.status.code(), Some(4));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: Value = err_json(&o);
     assert_eq!(v["error"]["code"], "SERVICE_UNAVAILABLE");
 }
 

@@ -2,9 +2,11 @@
 static class AgentDebugLog
 {
     private const string AppendPath = "__APPEND_PATH__";
+    // Secret key names, compared without case and separators: a short secret word as the
+    // whole name, or a name ending with a secret word (api_key, accessToken; not tokenCount).
     private static readonly System.Text.RegularExpressions.Regex Secret = new System.Text.RegularExpressions.Regex(
-        "pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential",
-        System.Text.RegularExpressions.RegexOptions.IgnoreCase);
+        "^(?:pwd|auth|sid|jwt|otp|pin)$|(?:password|passwd|passphrase|secret|token|apikey|authorization|cookies?|privatekey|accesskey|credentials?|signature|sessionid)$");
+    private static readonly System.Text.RegularExpressions.Regex NotAlnum = new System.Text.RegularExpressions.Regex("[^a-z0-9]");
 
     public static void Log(string hypothesisId, string location, string message, object? data)
     {
@@ -37,7 +39,7 @@ static class AgentDebugLog
             foreach (var pair in obj)
             {
                 if (count++ >= 100) break;
-                result[pair.Key] = Secret.IsMatch(pair.Key)
+                result[pair.Key] = Secret.IsMatch(NotAlnum.Replace(pair.Key.ToLowerInvariant(), ""))
                     ? System.Text.Json.Nodes.JsonValue.Create("[REDACTED]")
                     : Sanitize(pair.Value, depth + 1);
             }

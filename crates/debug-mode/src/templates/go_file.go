@@ -9,7 +9,22 @@ import (
 
 const agentDebugAppendPath = "__APPEND_PATH__"
 
-var agentDebugSecret = agentregexp.MustCompile(`(?i)pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential`)
+// Secret key names, compared without case and separators: a short secret word as the whole
+// name, or a name ending with a secret word (api_key, accessToken; not tokenCount).
+var agentDebugSecret = agentregexp.MustCompile(`^(?:pwd|auth|sid|jwt|otp|pin)$|(?:password|passwd|passphrase|secret|token|apikey|authorization|cookies?|privatekey|accesskey|credentials?|signature|sessionid)$`)
+
+func agentDebugSecretKey(key string) bool {
+	norm := agentstrings.Map(func(r rune) rune {
+		if r >= 'A' && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return -1
+	}, key)
+	return agentDebugSecret.MatchString(norm)
+}
 
 func agentDebugSanitize(value any, depth int) any {
 	if depth > 8 {
@@ -38,7 +53,7 @@ func agentDebugSanitize(value any, depth int) any {
 				break
 			}
 			count++
-			if agentDebugSecret.MatchString(key) {
+			if agentDebugSecretKey(key) {
 				out[key] = "[REDACTED]"
 			} else {
 				out[key] = agentDebugSanitize(item, depth+1)
@@ -53,12 +68,14 @@ func agentDebugSanitize(value any, depth int) any {
 func agentDebugLog(hypothesisID, location, message string, data any) {
 	defer func() { _ = recover() }() // A failed observation must never change control flow.
 	var generic any
-	if raw, err := agentjson.Marshal(data); err == nil {
-		decoder := agentjson.NewDecoder(agentstrings.NewReader(string(raw)))
-		decoder.UseNumber()
-		_ = decoder.Decode(&generic)
-	} else {
-		generic = "unserializable: " + err.Error()
+	raw, err := agentjson.Marshal(data)
+	if err != nil {
+		return // unserializable (e.g. a cyclic value): a failed observation writes nothing
+	}
+	decoder := agentjson.NewDecoder(agentstrings.NewReader(string(raw)))
+	decoder.UseNumber()
+	if decoder.Decode(&generic) != nil {
+		return
 	}
 	line, err := agentjson.Marshal(map[string]any{
 		"hypothesisId": hypothesisID,

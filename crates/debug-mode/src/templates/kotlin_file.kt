@@ -1,9 +1,13 @@
 // #region agent log
 private const val AGENT_DEBUG_APPEND_PATH = "__APPEND_PATH__"
+// Secret key names, compared without case and separators: a short secret word as the whole
+// name, or a name ending with a secret word (api_key, accessToken; not tokenCount).
 private val agentDebugSecret = Regex(
-    "pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential",
-    RegexOption.IGNORE_CASE
+    "^(?:pwd|auth|sid|jwt|otp|pin)$|(?:password|passwd|passphrase|secret|token|apikey|authorization|cookies?|privatekey|accesskey|credentials?|signature|sessionid)$"
 )
+
+private fun agentDebugSecretKey(key: String): Boolean =
+    agentDebugSecret.containsMatchIn(key.toLowerCase().replace(Regex("[^a-z0-9]"), ""))
 
 fun agentDebugLog(hypothesisId: String, location: String, message: String, data: Any?) {
     try {
@@ -43,7 +47,7 @@ private fun agentDebugValue(sb: StringBuilder, v: Any?, depth: Int) {
                 val name = key.toString()
                 agentDebugString(sb, name)
                 sb.append(':')
-                if (agentDebugSecret.containsMatchIn(name)) agentDebugString(sb, "[REDACTED]") else agentDebugValue(sb, item, depth + 1)
+                if (agentDebugSecretKey(name)) agentDebugString(sb, "[REDACTED]") else agentDebugValue(sb, item, depth + 1)
             }
             sb.append('}')
         }

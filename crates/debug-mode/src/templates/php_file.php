@@ -28,7 +28,7 @@ if (!function_exists('agent_debug_log')) {
                 if ($count++ >= 100) {
                     break;
                 }
-                if (!$isList && preg_match('/pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential/i', (string) $key)) {
+                if (!$isList && preg_match('/^(?:pwd|auth|sid|jwt|otp|pin)$|(?:password|passwd|passphrase|secret|token|apikey|authorization|cookies?|privatekey|accesskey|credentials?|signature|sessionid)$/', preg_replace('/[^a-z0-9]/', '', strtolower((string) $key)))) {
                     $out[(string) $key] = '[REDACTED]';
                 } else {
                     $out[$isList ? $key : (string) $key] = agent_debug_sanitize($item, $depth + 1);

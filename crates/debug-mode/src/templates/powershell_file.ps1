@@ -24,7 +24,7 @@ function ConvertTo-AgentDebugSafe {
         foreach ($key in $Value.Keys) {
             if ($count++ -ge 100) { break }
             $name = [string]$key
-            if ($name -match 'pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential') {
+            if (($name.ToLowerInvariant() -replace '[^a-z0-9]', '') -cmatch '^(?:pwd|auth|sid|jwt|otp|pin)$|(?:password|passwd|passphrase|secret|token|apikey|authorization|cookies?|privatekey|accesskey|credentials?|signature|sessionid)$') {
                 $out[$name] = '[REDACTED]'
             } else {
                 $out[$name] = ConvertTo-AgentDebugSafe -Value $Value[$key] -Depth ($Depth + 1)

@@ -4,12 +4,19 @@ import re as _agent_debug_re
 import time as _agent_debug_time
 
 _AGENT_DEBUG_APPEND_PATH = "__APPEND_PATH__"
+# Secret key names, compared without case and separators: a short secret word as the whole
+# name, or a name ending with a secret word (api_key, accessToken; not tokenCount).
 _AGENT_DEBUG_SECRET = _agent_debug_re.compile(
-    r"pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential", _agent_debug_re.I
+    r"^(?:pwd|auth|sid|jwt|otp|pin)$|(?:password|passwd|passphrase|secret|token|apikey|authorization"
+    r"|cookies?|privatekey|accesskey|credentials?|signature|sessionid)$"
 )
 
 
-def _agent_debug_sanitize(value, depth=0):
+def _agent_debug_secret_key(key):
+    return _AGENT_DEBUG_SECRET.search(_agent_debug_re.sub(r"[^a-z0-9]", "", str(key).lower())) is not None
+
+
+def _agent_debug_sanitize(value, depth=0, active=None):
     if depth > 8:
         return "[depth limit]"
     if value is None or isinstance(value, (bool, int)):
@@ -18,14 +25,22 @@ def _agent_debug_sanitize(value, depth=0):
         return value if value == value and abs(value) != float("inf") else str(value)
     if isinstance(value, str):
         return value if len(value) <= 2000 else value[:2000] + "…"
-    if isinstance(value, dict):
-        return {
-            str(k): "[REDACTED]" if _AGENT_DEBUG_SECRET.search(str(k)) else _agent_debug_sanitize(v, depth + 1)
-            for k, v in list(value.items())[:100]
-        }
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_agent_debug_sanitize(v, depth + 1) for v in list(value)[:100]]
-    return _agent_debug_sanitize(repr(value), depth + 1)
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
+        active = set() if active is None else active
+        if id(value) in active:
+            # A value that contains itself cannot be recorded: nothing is written.
+            raise ValueError("cyclic value")
+        active.add(id(value))
+        try:
+            if isinstance(value, dict):
+                return {
+                    str(k): "[REDACTED]" if _agent_debug_secret_key(k) else _agent_debug_sanitize(v, depth + 1, active)
+                    for k, v in list(value.items())[:100]
+                }
+            return [_agent_debug_sanitize(v, depth + 1, active) for v in list(value)[:100]]
+        finally:
+            active.discard(id(value))
+    return _agent_debug_sanitize(repr(value), depth + 1, active)
 
 
 def agent_debug_log(hypothesis_id, location, message, data=None):

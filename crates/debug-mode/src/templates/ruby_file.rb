@@ -2,9 +2,11 @@
 require "json"
 
 AGENT_DEBUG_APPEND_PATH = "__APPEND_PATH__" unless defined?(AGENT_DEBUG_APPEND_PATH)
-AGENT_DEBUG_SECRET = /pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential/i unless defined?(AGENT_DEBUG_SECRET)
+# Secret key names, compared without case and separators: a short secret word as the whole
+# name, or a name ending with a secret word (api_key, accessToken; not tokenCount).
+AGENT_DEBUG_SECRET = /\A(?:pwd|auth|sid|jwt|otp|pin)\z|(?:password|passwd|passphrase|secret|token|apikey|authorization|cookies?|privatekey|accesskey|credentials?|signature|sessionid)\z/ unless defined?(AGENT_DEBUG_SECRET)
 
-def agent_debug_sanitize(value, depth = 0)
+def agent_debug_sanitize(value, depth = 0, active = {}.compare_by_identity)
   return "[depth limit]" if depth > 8
 
   case value
@@ -12,12 +14,24 @@ def agent_debug_sanitize(value, depth = 0)
   when Float then value.finite? ? value : value.to_s
   when String then value.length > 2000 ? "#{value[0, 2000]}…" : value
   when Symbol then value.to_s
-  when Hash
-    value.first(100).to_h do |k, v|
-      [k.to_s, AGENT_DEBUG_SECRET.match?(k.to_s) ? "[REDACTED]" : agent_debug_sanitize(v, depth + 1)]
+  when Hash, Array, Set
+    # A value that contains itself cannot be recorded: nothing is written.
+    raise ArgumentError, "cyclic value" if active.key?(value)
+
+    active[value] = true
+    begin
+      if value.is_a?(Hash)
+        value.first(100).to_h do |k, v|
+          secret = AGENT_DEBUG_SECRET.match?(k.to_s.downcase.gsub(/[^a-z0-9]/, ""))
+          [k.to_s, secret ? "[REDACTED]" : agent_debug_sanitize(v, depth + 1, active)]
+        end
+      else
+        value.first(100).map { |v| agent_debug_sanitize(v, depth + 1, active) }
+      end
+    ensure
+      active.delete(value)
     end
-  when Array, Set then value.first(100).map { |v| agent_debug_sanitize(v, depth + 1) }
-  else agent_debug_sanitize(value.inspect, depth + 1)
+  else agent_debug_sanitize(value.inspect, depth + 1, active)
   end
 end
 

@@ -20,9 +20,12 @@ func agentDebugSanitize(_ value: Any?, _ depth: Int = 0) -> Any {
     case let map as [String: Any]:
         var out: [String: Any] = [:]
         for (key, item) in map.prefix(100) {
-            let secret = key.range(
-                of: "pass(word|wd|phrase)|secret|token|api.?key|authorization|cookie|private.?key|credential",
-                options: [.regularExpression, .caseInsensitive]) != nil
+            // Compared without case and separators: a short secret word as the whole name, or
+            // a name ending with a secret word (api_key, accessToken; not tokenCount).
+            let norm = String(key.lowercased().unicodeScalars.filter { ("a"..."z").contains($0) || ("0"..."9").contains($0) })
+            let secret = norm.range(
+                of: "^(?:pwd|auth|sid|jwt|otp|pin)$|(?:password|passwd|passphrase|secret|token|apikey|authorization|cookies?|privatekey|accesskey|credentials?|signature|sessionid)$",
+                options: .regularExpression) != nil
             out[key] = secret ? "[REDACTED]" : agentDebugSanitize(item, depth + 1)
         }
         return out

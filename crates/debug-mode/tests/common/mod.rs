@@ -105,6 +105,7 @@ impl Env {
             (r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]"),
             (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", "[TIME]"),
             (r"dmq1\.[A-Za-z0-9_-]+", "[CURSOR]"),
+            (r"dms1\.[A-Za-z0-9_-]+", "[SNAPSHOT]"),
             (
                 r#""(createdAt|receivedAt|lastEventAt|firstEventAt|startedAt)":\s*\d+"#,
                 "\"$1\": [MS]",
