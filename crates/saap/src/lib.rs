@@ -10,14 +10,17 @@
 //! - [`params`]: parameter kinds ([`Required`], `Option`, `Vec`, [`FixedList`]) and results;
 //! - [`workflow`]: [`Workflow`] and [`Step`] — the authoring API, which also emits the spec;
 //! - [`context`]: [`StepCtx`] with RunContext, ThreadContext and the event displayer;
-//! - [`engine`]: [`Engine`] — one core `Run` per run, durable before dispatch, recovery;
+//! - [`engine`]: [`Engine`] — one core `Run` per run, durable before dispatch, recovery; a
+//!   module tree with one concept per file (its doc lists them, `docs/architecture.md` draws
+//!   the path of one event through them);
 //! - [`backend`]: the [`Backend`](backend::Backend) trait, in-memory and SQLite stores;
 //! - `nats` (feature `nats`, default): the distributed engine on NATS JetStream — the
 //!   JetStream store and the worker process with per-run ownership;
 //! - [`snapshot`]: run snapshots, timelines, "waiting for" explanations, Mermaid graphs;
 //! - [`testing`]: the test runner;
 //! - [`history`]: stored runs read back (no resume) and exported as History files;
-//! - [`cli`]: the per-agent command line ([`main`]): `spec`, `check`, `run`, `runs`, `show`.
+//! - [`cli`]: the per-agent command line ([`main`]), one file per command: `spec`, `check`,
+//!   `run`, `send`, `runs`, `show`.
 
 /// Lets the derive macros name `::saap` inside this crate too.
 extern crate self as saap;
