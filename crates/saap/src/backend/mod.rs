@@ -430,12 +430,23 @@ pub fn summarize(run: &StoredRun, started_ns: Option<i64>) -> RunSummary {
     }
 }
 
+/// A run's id whose text is made when first asked for (an engine keeps its own ids inline
+/// and makes the shared text only when something needs it).
+pub trait LazyRunId: Sync {
+    /// The run's id.
+    fn run_id(&self) -> &Arc<str>;
+}
+
 /// A run's id as [`Backend::persist_end`] gets it: its text is made by the first
 /// [`RunIdRef::get`] (a store that does not need it makes none).
 #[derive(Clone, Copy)]
-pub struct RunIdRef<'a>(pub(crate) &'a crate::engine::RunSlot);
+pub struct RunIdRef<'a>(&'a dyn LazyRunId);
 
-impl RunIdRef<'_> {
+impl<'a> RunIdRef<'a> {
+    /// The id of `run`, made when first asked for.
+    pub fn new(run: &'a dyn LazyRunId) -> Self {
+        RunIdRef(run)
+    }
     /// The run's id.
     pub fn get(&self) -> &Arc<str> {
         self.0.run_id()

@@ -745,7 +745,7 @@ impl Shared {
             let index = st.journal_len;
             st.journal_len += 1;
             self.backend
-                .persist_end(crate::backend::RunIdRef(slot), index)
+                .persist_end(crate::backend::RunIdRef::new(slot), index)
         } else if journal {
             let records = st.run.records().slice(st.records_sent..);
             let records_json = if journal {

@@ -441,3 +441,9 @@ pub(super) fn bump_watched(tx: &watch::Sender<u64>) {
         tx.send_modify(|v| *v += 1);
     }
 }
+
+impl crate::backend::LazyRunId for RunSlot {
+    fn run_id(&self) -> &Arc<str> {
+        RunSlot::run_id(self)
+    }
+}
