@@ -43,7 +43,7 @@ pub mod workflow;
 pub use backend::memory::MemoryBackend;
 pub use backend::sqlite::{SqliteBackend, SqliteOptions};
 /// The per-agent command line: `fn main() -> ExitCode { saap::main(workflow()) }`.
-pub use cli::main;
+pub use cli::{agent_main, main};
 pub use config::{AgentConfig, Config, StepConfig};
 pub use context::{ContextError, RunContext, StepCtx, ThreadContext};
 pub use engine::{Engine, EngineError, EngineOptions, Recovery};
@@ -61,4 +61,4 @@ pub use saap_macros::agent;
 /// `#[step(...)]` on an `async fn`: generates `fn <name>_step() -> Step<..>`.
 pub use saap_macros::step;
 pub use snapshot::{RunSnapshot, mermaid};
-pub use workflow::{Agent, BuildError, Step, StepError, Workflow, WorkflowBuilder, agent_main};
+pub use workflow::{Agent, BuildError, Step, StepError, Workflow, WorkflowBuilder};

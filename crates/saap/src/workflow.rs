@@ -864,19 +864,6 @@ pub trait Agent {
     fn workflow() -> Result<Workflow, BuildError>;
 }
 
-/// The per-agent command line for an `#[agent]` type: `fn main() -> ExitCode {
-/// saap::agent_main::<MyAgent>() }`. An agent whose workflow cannot be built exits 3 with
-/// the build error.
-pub fn agent_main<A: Agent>() -> std::process::ExitCode {
-    match A::workflow() {
-        Ok(w) => crate::cli::main(w),
-        Err(e) => {
-            eprintln!("error: agent `{}` cannot be built: {e}", A::NAME);
-            std::process::ExitCode::from(3)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

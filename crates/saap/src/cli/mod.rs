@@ -50,6 +50,19 @@ pub const MAX_START_EVENT_BYTES: u64 = 1024 * 1024;
 pub fn main(workflow: Workflow) -> ExitCode {
     main_with(workflow, std::env::args_os())
 }
+/// The per-agent command line for an `#[agent]` type: `fn main() -> ExitCode {
+/// saap::agent_main::<MyAgent>() }`. An agent whose workflow cannot be built exits 3 with
+/// the build error.
+pub fn agent_main<A: crate::workflow::Agent>() -> std::process::ExitCode {
+    match A::workflow() {
+        Ok(w) => main(w),
+        Err(e) => {
+            eprintln!("error: agent `{}` cannot be built: {e}", A::NAME);
+            std::process::ExitCode::from(3)
+        }
+    }
+}
+
 /// [`main`] with explicit arguments (the first is the program name).
 pub fn main_with<I, T>(workflow: Workflow, args: I) -> ExitCode
 where
