@@ -59,29 +59,29 @@ pub(super) struct Entry {
 
 /// What [`Shared::complete_in_place`] did. A few bytes, returned in a register: most
 /// completions are durable at once, and a journal entry's durability goes to
-/// [`Spill::durable`] instead of being moved through every frame.
+/// [`CompletionBuffers::durable`] instead of being moved through every frame.
 #[derive(Clone, Copy)]
 pub(super) struct Completed {
-    /// The entry's durability is in [`Spill::durable`] (else it was durable at once).
+    /// The entry's durability is in [`CompletionBuffers::durable`] (else it was durable at once).
     pub(super) waits: bool,
     /// This completion ended the run, and its end is durable once the entry is (an entry
     /// durable at once marked the end durable already: then `false`).
     pub(super) ended: bool,
-    pub(super) next: Next,
+    pub(super) next: StartedNext,
 }
 
 /// What a completion hands its caller beside [`Completed`], in buffers the caller keeps
 /// from one completion to the next.
 #[derive(Default)]
-pub(super) struct Spill {
-    /// Executions a completion started beside the first (see [`Next::Also`]).
+pub(super) struct CompletionBuffers {
+    /// Executions a completion started beside the first (see [`StartedNext::Several`]).
     pub(super) others: Vec<ExecutionId>,
     /// The durability of a completion's entry, when not durable at once (see
     /// [`Completed::waits`]); taken by the caller.
     pub(super) durable: Option<Pending<()>>,
 }
 
-impl Spill {
+impl CompletionBuffers {
     /// The durability of the entry of a completion that `waits` (taken).
     pub(super) fn durable(&mut self) -> Pending<()> {
         self.durable.take().unwrap_or(Pending::Ready(Ok(())))
@@ -90,16 +90,16 @@ impl Spill {
 
 /// The executions a completion started, for the task that ran the completed one.
 #[derive(Clone, Copy)]
-pub(super) enum Next {
+pub(super) enum StartedNext {
     /// None.
     None,
     /// One: the invocation now holds it.
-    Here,
+    One,
     /// Several: the invocation holds the first, the others were added to the caller's list.
-    Also,
+    Several,
     /// None; the invocation now holds the caller's queued execution (bound under the
     /// completion's lock: a fan-out's executions take the run's lock once each, not twice).
-    Queued,
+    TookQueued,
 }
 
 pub(super) struct Applied {
@@ -312,21 +312,21 @@ impl Shared {
         slot: &RunSlot,
         inv: &mut Invocation,
         outcome: Result<(), String>,
-        spill: &mut Spill,
+        buffers: &mut CompletionBuffers,
         queued: Option<ExecutionId>,
     ) -> Result<Completed, EngineError> {
         let mut guard = slot.lock();
         let st = &mut *guard;
         let (waits, ended) = match outcome {
             Ok(()) if !self.journal && st.failure.is_none() => {
-                match self.complete_unjournaled(slot, st, inv, &mut spill.durable)? {
+                match self.complete_unjournaled(slot, st, inv, &mut buffers.durable)? {
                     Some(done) => done,
                     // A chain link: `inv` holds the execution it started, the run goes on.
                     None => {
                         return Ok(Completed {
                             waits: false,
                             ended: false,
-                            next: Next::Here,
+                            next: StartedNext::One,
                         });
                     }
                 }
@@ -351,7 +351,7 @@ impl Shared {
                     },
                 )?;
                 (
-                    spill_durable(entry.durable, &mut spill.durable),
+                    keep_unless_durable(entry.durable, &mut buffers.durable),
                     entry.ended,
                 )
             }
@@ -360,20 +360,20 @@ impl Shared {
             None => match queued {
                 Some(x) => {
                     invocation_into(st, self, x, 1, inv);
-                    Next::Queued
+                    StartedNext::TookQueued
                 }
-                None => Next::None,
+                None => StartedNext::None,
             },
             Some(first) => {
                 invocation_into(st, self, first, 1, inv);
                 // Bound when their turn comes (bindings never change once made).
-                let others = &mut spill.others;
+                let others = &mut buffers.others;
                 let before = others.len();
                 others.extend(std::iter::from_fn(|| st.run.next_started()));
                 if others.len() == before {
-                    Next::Here
+                    StartedNext::One
                 } else {
-                    Next::Also
+                    StartedNext::Several
                 }
             }
         };
@@ -524,7 +524,7 @@ impl Shared {
             return (false, false);
         }
         let (sealed, ended) = self.seal(slot, st, None, &[]);
-        (spill_durable(sealed, durable), ended)
+        (keep_unless_durable(sealed, durable), ended)
     }
 
     /// A completion the core refused: a stale one is dropped (its attempt was retried, or
@@ -849,12 +849,12 @@ impl Shared {
     }
 }
 
-/// Keeps an entry's durability in `spill` unless it was durable at once: whether it did.
+/// Keeps an entry's durability in `kept` unless it was durable at once: whether it kept it.
 #[inline]
-pub(super) fn spill_durable(durable: Pending<()>, spill: &mut Option<Pending<()>>) -> bool {
+pub(super) fn keep_unless_durable(durable: Pending<()>, kept: &mut Option<Pending<()>>) -> bool {
     if matches!(durable, Pending::Ready(Ok(()))) {
         return false;
     }
-    *spill = Some(durable);
+    *kept = Some(durable);
     true
 }

@@ -4,7 +4,7 @@
 //! queue) goes through these functions. Must not decide what runs next: the completion's
 //! result says.
 
-use super::apply::{Completed, Spill};
+use super::apply::{Completed, CompletionBuffers};
 use super::bind::invocation_into;
 use super::invocation::Invocation;
 use super::payloads::keep_buffers_locked;
@@ -365,7 +365,7 @@ pub(super) fn complete(
     slot: &RunSlot,
     inv: &mut Invocation,
     mut result: Result<(), String>,
-    spill: &mut Spill,
+    buffers: &mut CompletionBuffers,
     queued: Option<ExecutionId>,
 ) -> Option<Completed> {
     if shared.journal
@@ -380,7 +380,7 @@ pub(super) fn complete(
         // serializes, see `Payload`).
         result = Err(e);
     }
-    match shared.complete_in_place(slot, inv, result, spill, queued) {
+    match shared.complete_in_place(slot, inv, result, buffers, queued) {
         Ok(done) => Some(done),
         Err(e) => {
             tracing::error!(run_id = %slot.run_id(), error = %e, "completion refused");

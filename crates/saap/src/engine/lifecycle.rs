@@ -3,7 +3,7 @@
 //! its tables kept for the next run. Must not apply inputs: it moves slots, not events.
 
 use super::options::EngineError;
-use super::run_table::{Held, SPARE_SLOTS, SPARE_TABLES};
+use super::run_table::{HeldRun, SPARE_SLOTS, SPARE_TABLES};
 use super::shared::Shared;
 use super::slot::{RunSlot, RunState, SPARE_SLOT_MAX_EVENTS, SpareTables};
 use crate::event::Payload;
@@ -18,7 +18,7 @@ impl Shared {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .held
-            .replace(Held(slot));
+            .replace(HeldRun(slot));
     }
 
     /// The slot held under `slot`'s run id, else `slot`, then held.
@@ -27,7 +27,7 @@ impl Shared {
         if let Some(held) = runs.held.get(slot.id.as_bytes()) {
             return held.0.clone();
         }
-        runs.held.insert(Held(slot.clone()));
+        runs.held.insert(HeldRun(slot.clone()));
         slot
     }
 

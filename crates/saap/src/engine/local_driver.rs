@@ -3,10 +3,10 @@
 //! comes and polls its body in place, parking only the bodies that wait. Same decisions and
 //! records as tasks (`tasks`); fewer allocations and wake-ups.
 
-use super::apply::{Next, Spill};
+use super::apply::{CompletionBuffers, StartedNext};
 use super::body::{complete, durable, end_body};
 use super::invocation::Invocation;
-use super::local_queue::{Queued, Turn, front_of, pop_queued, queue_started, skip_queued};
+use super::local_queue::{Dequeued, Queued, front_of, pop_queued, queue_started, skip_queued};
 use super::shared::Shared;
 use super::slot::RunSlot;
 use crate::workflow::StepFuture;
@@ -92,7 +92,7 @@ pub(super) fn spawn_own_driver(shared: &Arc<Shared>, item: Queued) {
                     queue: VecDeque::from([Queued::Span(s)]),
                     ..Fanout::default()
                 });
-                drive_local(&shared, None, Some(fan), None, Own::Held(&slot)).await;
+                drive_local(&shared, None, Some(fan), None, DrivenRun::Borrowed(&slot)).await;
                 shared.release(slot);
                 return;
             }
@@ -102,7 +102,7 @@ pub(super) fn spawn_own_driver(shared: &Arc<Shared>, item: Queued) {
             Some((slot.clone(), inv)),
             None,
             None,
-            Own::Held(&slot),
+            DrivenRun::Borrowed(&slot),
         )
         .await;
         shared.release(slot);
@@ -126,7 +126,7 @@ pub(super) async fn engine_driver(shared: Arc<Shared>) {
         }
     }
     let mut guard = Dropped(&shared, true);
-    drive_local(&shared, None, None, Some(&mut guard.1), Own::None).await;
+    drive_local(&shared, None, None, Some(&mut guard.1), DrivenRun::None).await;
 }
 
 /// Drives executions on this task, in the order they started: `next`, then the queue —
@@ -143,9 +143,9 @@ pub(super) async fn drive_local(
     mut next: Option<(Arc<RunSlot>, Invocation)>,
     mut fan: Option<Box<Fanout>>,
     mut engine: Option<&mut bool>,
-    mut own: Own<'_>,
+    mut own: DrivenRun<'_>,
 ) -> bool {
-    let mut spill = Spill::default();
+    let mut buffers = CompletionBuffers::default();
     'drive: loop {
         // An execution to complete: one whose body ended at its first poll, or a waiting
         // one that ended.
@@ -172,8 +172,8 @@ pub(super) async fn drive_local(
                         None => fan.as_mut().and_then(|f| pop_queued(&mut f.queue)),
                     };
                     match queued {
-                        Some(Turn::Bound(bound)) => *bound,
-                        Some(Turn::Started(slot, x)) => {
+                        Some(Dequeued::Bound(bound)) => *bound,
+                        Some(Dequeued::Started(slot, x)) => {
                             let mut inv = fan
                                 .as_mut()
                                 .and_then(|f| f.spare.take())
@@ -226,13 +226,13 @@ pub(super) async fn drive_local(
             // The next execution's body starts here: its inputs are extracted under the lock.
             inv.extract = true;
             // A refused completion (the run stopped): the others still complete, refused alike.
-            let Some(done) = complete(shared, &slot, &mut inv, result, &mut spill, queued) else {
+            let Some(done) = complete(shared, &slot, &mut inv, result, &mut buffers, queued) else {
                 let _quiet = shared.maybe_evict(&slot);
                 own.let_go(shared, slot);
                 continue 'drive;
             };
             let stored = if done.waits {
-                Box::pin(spill.durable().wait()).await
+                Box::pin(buffers.durable().wait()).await
             } else {
                 Ok(())
             };
@@ -241,7 +241,7 @@ pub(super) async fn drive_local(
                 continue 'drive;
             }
             match done.next {
-                Next::None => {
+                StartedNext::None => {
                     // The engine's driver lives on: it keeps the buffers for the next
                     // execution it binds (a run's own driver only when it has a fan-out).
                     match fan.as_mut() {
@@ -253,7 +253,7 @@ pub(super) async fn drive_local(
                         // here, and looks whether the run is quiet in the same locked section.
                         None if own.is(&slot) => {
                             return match own {
-                                Own::Handed { back, .. } => {
+                                DrivenRun::Handed { back, .. } => {
                                     let (quiet, evict) =
                                         shared.keep_buffers_and_see_end(&slot, inv);
                                     // (Any reference kept before is let go: this one is
@@ -280,21 +280,21 @@ pub(super) async fn drive_local(
                     own.let_go(shared, slot);
                     continue 'drive;
                 }
-                Next::Here => {}
-                Next::Queued => {
+                StartedNext::One => {}
+                StartedNext::TookQueued => {
                     // `inv` holds the queue's front now.
                     if let Some(f) = fan.as_mut() {
                         skip_queued(&mut f.queue);
                     }
                 }
-                Next::Also => match engine {
+                StartedNext::Several => match engine {
                     Some(_) => {
                         let mut q = shared.local.lock().unwrap_or_else(|p| p.into_inner());
-                        queue_started(&mut q.items, &slot, &mut spill.others);
+                        queue_started(&mut q.items, &slot, &mut buffers.others);
                     }
                     None => {
                         let f = fan.get_or_insert_with(Box::default);
-                        queue_started(&mut f.queue, &slot, &mut spill.others);
+                        queue_started(&mut f.queue, &slot, &mut buffers.others);
                     }
                 },
             }
@@ -311,20 +311,20 @@ pub(super) async fn drive_local(
     }
     // Whether the run of `own` is quiet (`false` without one).
     match own {
-        Own::None => false,
-        Own::Held(slot) => shared.maybe_evict(slot),
-        Own::Handed { back, .. } => back
+        DrivenRun::None => false,
+        DrivenRun::Borrowed(slot) => shared.maybe_evict(slot),
+        DrivenRun::Handed { back, .. } => back
             .as_ref()
             .is_some_and(|(slot, _)| shared.maybe_evict(slot)),
     }
 }
 
 /// The run a per-run [`drive_local`] drives for its caller (none for the engine's driver).
-pub(super) enum Own<'a> {
+pub(super) enum DrivenRun<'a> {
     None,
     /// The caller holds a reference to the run's slot: the driver sees whether the run is
     /// quiet, and evicts it, when it stops.
-    Held(&'a Arc<RunSlot>),
+    Borrowed(&'a Arc<RunSlot>),
     /// The caller ([`Engine::run`]) handed its reference to the run's slot over with the
     /// run's first execution (no reference added and dropped for the driver) and gets one
     /// back in `back`, with whether the driver stopped with the run quiet and left its
@@ -335,20 +335,20 @@ pub(super) enum Own<'a> {
     },
 }
 
-impl Own<'_> {
+impl DrivenRun<'_> {
     /// Whether `slot` is the run's.
     pub(super) fn is(&self, slot: &Arc<RunSlot>) -> bool {
         match self {
-            Own::None => false,
-            Own::Held(r) => Arc::ptr_eq(r, slot),
-            Own::Handed { run, .. } => Arc::as_ptr(slot) as usize == *run,
+            DrivenRun::None => false,
+            DrivenRun::Borrowed(r) => Arc::ptr_eq(r, slot),
+            DrivenRun::Handed { run, .. } => Arc::as_ptr(slot) as usize == *run,
         }
     }
 
     /// Lets go of a reference to a slot: kept for the caller when it is the first of a
     /// handed run's that the driver lets go of, else [`Shared::release`]d.
     pub(super) fn let_go(&mut self, shared: &Shared, slot: Arc<RunSlot>) {
-        if let Own::Handed { run, back } = self
+        if let DrivenRun::Handed { run, back } = self
             && back.is_none()
             && Arc::as_ptr(&slot) as usize == *run
         {

@@ -29,25 +29,25 @@ pub(super) struct Span {
 }
 
 /// One execution taken from a queue.
-pub(super) enum Turn {
+pub(super) enum Dequeued {
     Bound(Box<(Arc<RunSlot>, Invocation)>),
     Started(Arc<RunSlot>, ExecutionId),
 }
 
 /// Takes a queue's first execution: its front, or a span's first (the rest stay in front).
-pub(super) fn pop_queued(q: &mut VecDeque<Queued>) -> Option<Turn> {
+pub(super) fn pop_queued(q: &mut VecDeque<Queued>) -> Option<Dequeued> {
     if let Some(Queued::Span(s)) = q.front_mut()
         && s.end - s.next > 1
     {
         s.next += 1;
-        return Some(Turn::Started(s.slot.clone(), ExecutionId(s.next - 1)));
+        return Some(Dequeued::Started(s.slot.clone(), ExecutionId(s.next - 1)));
     }
     Some(match q.pop_front()? {
-        Queued::Bound(b) => Turn::Bound(b),
-        Queued::Started(slot, x) => Turn::Started(slot, x),
+        Queued::Bound(b) => Dequeued::Bound(b),
+        Queued::Started(slot, x) => Dequeued::Started(slot, x),
         Queued::Span(s) => {
             let Span { slot, next, .. } = *s;
-            Turn::Started(slot, ExecutionId(next))
+            Dequeued::Started(slot, ExecutionId(next))
         }
     })
 }

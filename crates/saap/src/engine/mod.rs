@@ -72,9 +72,9 @@ use apply::{Applied, Bind, Input};
 use ids::{HexId, IdGen, RunIds, run_id_text};
 use incoming::Incoming;
 use invocation::Started;
-use local_driver::{Own, drive_local};
+use local_driver::{DrivenRun, drive_local};
 use local_queue::LocalQueue;
-use run_table::{Held, Runs};
+use run_table::{HeldRun, Runs};
 use saap_dispatch::run::ExecState;
 use saap_dispatch::{EventId, EventKind, ExecutionId, NewEventType, Run};
 use saap_protocol::{DecodeLimits, EventEnvelope};
@@ -83,7 +83,7 @@ use slot::Thread;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use tasks::{Launch, drive_started, spawn_drive};
+use tasks::{LaunchOutcome, drive_started, spawn_drive};
 use tokio::sync::watch;
 
 /// The runtime: runs one workflow's runs. Cheap to clone.
@@ -281,15 +281,15 @@ impl Engine {
             self.begin_run(thread_id, ev, ids)?
         };
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
-        // the match ends before the await, so the future holds no `Launch`.
+        // the match ends before the await, so the future holds no `LaunchOutcome`.
         let waiting = match self.shared.launch_now(&slot, applied) {
-            Launch::Done(launched) => {
+            LaunchOutcome::Done(launched) => {
                 let run_id = slot.run_id_string();
                 self.shared.release(slot);
                 launched?;
                 return Ok(run_id);
             }
-            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
+            LaunchOutcome::WaitsForStore(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
         };
         let launched = waiting.await;
         let run_id = slot.run_id_string();
@@ -315,15 +315,15 @@ impl Engine {
             self.begin_run(thread_id, ev, ids)?
         };
         // Launched before the first await on the in-memory path (see `Shared::launch_now`);
-        // the match ends before the await, so the future holds no `Launch`.
+        // the match ends before the await, so the future holds no `LaunchOutcome`.
         let waiting = match self.shared.launch_now(&slot, applied) {
-            Launch::Done(launched) => {
+            LaunchOutcome::Done(launched) => {
                 let run_id = slot.run_id_string();
                 self.shared.release(slot);
                 launched?;
                 return Ok(run_id);
             }
-            Launch::Wait(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
+            LaunchOutcome::WaitsForStore(waiting) => Box::pin(self.shared.launch(&slot, waiting)),
         };
         let launched = waiting.await;
         let run_id = slot.run_id_string();
@@ -392,7 +392,7 @@ impl Engine {
                     Some((slot, first)),
                     None,
                     None,
-                    Own::Handed {
+                    DrivenRun::Handed {
                         run,
                         back: &mut back,
                     },
@@ -462,7 +462,7 @@ impl Engine {
                     // kept ones now: its first dispatch grows none. (The stash's lock
                     // is never held while the run table's is taken.)
                     shared.adopt_spare(spare.state.get_mut());
-                    runs.held.replace(Held(slot.clone()));
+                    runs.held.replace(HeldRun(slot.clone()));
                     drop(runs);
                     drop(ended_id);
                     return Ok(slot);

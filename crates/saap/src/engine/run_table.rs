@@ -1,4 +1,4 @@
-//! The runs an engine holds, by id ([`Runs`], [`Held`]), with the slots kept for new runs
+//! The runs an engine holds, by id ([`Runs`], [`HeldRun`]), with the slots kept for new runs
 //! and the limits of what is kept. Data only: how a slot enters, leaves and is reused is in
 //! `lifecycle`.
 
@@ -7,7 +7,7 @@ use super::slot::RunSlot;
 use std::sync::Arc;
 
 /// The runs an engine holds, by id.
-pub(super) type RunTable = std::collections::HashSet<Held, RunIdBuild>;
+pub(super) type RunTable = std::collections::HashSet<HeldRun, RunIdBuild>;
 
 /// The runs an engine holds and the slots it keeps for new runs, under one lock: a new run
 /// takes a kept slot and is held in one locked section.
@@ -22,23 +22,23 @@ pub(super) struct Runs {
 /// A run table entry: a slot, looked up by its run id (the table holds no second reference
 /// to the id: one atomic increment at insertion and one decrement at removal fewer per run).
 #[derive(Clone)]
-pub(super) struct Held(pub(super) Arc<RunSlot>);
+pub(super) struct HeldRun(pub(super) Arc<RunSlot>);
 
-impl std::borrow::Borrow<[u8]> for Held {
+impl std::borrow::Borrow<[u8]> for HeldRun {
     fn borrow(&self) -> &[u8] {
         self.0.id.as_bytes()
     }
 }
 
-impl PartialEq for Held {
-    fn eq(&self, other: &Held) -> bool {
+impl PartialEq for HeldRun {
+    fn eq(&self, other: &HeldRun) -> bool {
         self.0.id.as_bytes() == other.0.id.as_bytes()
     }
 }
 
-impl Eq for Held {}
+impl Eq for HeldRun {}
 
-impl std::hash::Hash for Held {
+impl std::hash::Hash for HeldRun {
     // As the id's bytes hash (`Borrow<[u8]>` lookups find it).
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         <[u8]>::hash(self.0.id.as_bytes(), state);

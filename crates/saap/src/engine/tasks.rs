@@ -2,10 +2,10 @@
 //! task of its own, or — where tasks add no parallelism — handed to a local driver
 //! (`local_driver`). Also `submit`, the path of `send`: apply, wait until durable, launch.
 
-use super::apply::{Applied, Input, Next, Spill};
+use super::apply::{Applied, CompletionBuffers, Input, StartedNext};
 use super::body::{complete, durable};
 use super::invocation::{Invocation, Started};
-use super::local_driver::{Own, drive_local, enqueue_local, queued};
+use super::local_driver::{DrivenRun, drive_local, enqueue_local, queued};
 use super::options::EngineError;
 use super::shared::{Shared, shares_task};
 use super::slot::RunSlot;
@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 /// What [`Shared::launch_now`] did: launched an input that was durable already, or not
 /// (it waits for the store).
-pub(super) enum Launch {
+pub(super) enum LaunchOutcome {
     Done(Result<Option<Appended>, EngineError>),
-    Wait(Applied),
+    WaitsForStore(Applied),
 }
 
 impl Shared {
@@ -56,15 +56,19 @@ impl Shared {
     /// a future; else the input back, for `launch`. `start_run` launches this way before
     /// its first await: its future (one per run in flight) holds neither the applied input
     /// nor `launch`'s state, only a boxed `launch` when a store makes it wait.
-    pub(super) fn launch_now(self: &Arc<Self>, slot: &Arc<RunSlot>, applied: Applied) -> Launch {
+    pub(super) fn launch_now(
+        self: &Arc<Self>,
+        slot: &Arc<RunSlot>,
+        applied: Applied,
+    ) -> LaunchOutcome {
         match applied {
             Applied {
                 durable: Pending::Ready(stored),
                 started,
                 appended,
                 ended,
-            } => Launch::Done(self.launched(slot, stored, started, appended, ended)),
-            waiting => Launch::Wait(waiting),
+            } => LaunchOutcome::Done(self.launched(slot, stored, started, appended, ended)),
+            waiting => LaunchOutcome::WaitsForStore(waiting),
         }
     }
 
@@ -152,7 +156,14 @@ pub(super) async fn drive_started(
         Started::None => shared.maybe_evict(slot),
         Started::One(first) => drive_steps(shared, slot, first, shares).await,
         Started::Many(all) if shares => {
-            drive_local(shared, None, Some(queued(slot, all)), None, Own::Held(slot)).await
+            drive_local(
+                shared,
+                None,
+                Some(queued(slot, all)),
+                None,
+                DrivenRun::Borrowed(slot),
+            )
+            .await
         }
         Started::Many(all) => {
             let mut all = all.into_iter();
@@ -184,7 +195,7 @@ pub(super) async fn drive_steps(
             Some((slot.clone(), inv)),
             None,
             None,
-            Own::Held(slot),
+            DrivenRun::Borrowed(slot),
         )
         .await
     } else {
@@ -197,7 +208,7 @@ pub(super) async fn drive_steps(
 /// [`drive_steps`] where tasks add parallelism: runs `inv`, then inline the one execution
 /// its completion started, if only one; the others on their own tasks.
 pub(super) async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocation) {
-    let mut spill = Spill::default();
+    let mut buffers = CompletionBuffers::default();
     loop {
         let mut here = None;
         if let Some(executor) = shared.executor.get() {
@@ -214,11 +225,11 @@ pub(super) async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mu
         }
         let result = shared.execute(slot, &mut inv).await;
         drop(here);
-        let Some(done) = complete(shared, slot, &mut inv, result, &mut spill, None) else {
+        let Some(done) = complete(shared, slot, &mut inv, result, &mut buffers, None) else {
             return;
         };
         let stored = if done.waits {
-            spill.durable().wait().await
+            buffers.durable().wait().await
         } else {
             Ok(())
         };
@@ -226,14 +237,14 @@ pub(super) async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mu
             return;
         }
         match done.next {
-            Next::None => {
+            StartedNext::None => {
                 shared.keep_buffers(slot, inv);
                 let _quiet = shared.maybe_evict(slot);
                 return;
             }
-            Next::Here | Next::Queued => {}
-            Next::Also => {
-                for x in spill.others.drain(..) {
+            StartedNext::One | StartedNext::TookQueued => {}
+            StartedNext::Several => {
+                for x in buffers.others.drain(..) {
                     spawn_started(shared.clone(), slot.clone(), x);
                 }
             }
