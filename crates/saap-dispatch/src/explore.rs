@@ -2114,6 +2114,7 @@ simulation:
                             name: format!("s{i}"),
                             params,
                             outputs: outputs.into_iter().map(String::from).collect(),
+                            output_max: Default::default(),
                             returns_together: Vec::new(),
                             max_executions_per_run: max,
                             stop_on_error,
