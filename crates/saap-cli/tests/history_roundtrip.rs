@@ -102,7 +102,7 @@ fn a_stored_run_exported_by_the_agent_cli_is_explained_by_saap_explain() {
     ]));
     assert_eq!(json.code, 0, "{}", json.stderr);
     let steps: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
-    let publish = steps
+    let publish = steps["steps"]
         .as_array()
         .unwrap()
         .iter()

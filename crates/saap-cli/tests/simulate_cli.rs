@@ -106,3 +106,47 @@ fn a_spec_without_arrivals_says_so_on_stderr() {
     assert!(err.contains("no `simulation.arrivals`"), "{err}");
     assert!(out.contains("run: never started"), "{out}");
 }
+
+/// Issue 19's papercuts end to end: the short arrival form, what a step returns said once
+/// (`returns_together` without a behaviour), and errors in plain words.
+#[test]
+fn papercuts_short_arrivals_declared_results_and_plain_errors() {
+    let spec = "name: Parts
+events: [{name: Go, kind: start}, {name: W}]
+steps:
+  - {name: split, params: [{name: g, kind: required, types: [Go]}], returns_together: [[W, W, W]]}
+  - {name: join, params: [{name: w, kind: fixed_list, size: 3, types: [W]}], outputs: [StopEvent]}
+simulation:
+  arrivals: [Go]
+";
+    let out = common::run(common::saap().args(["simulate", "-"]).write_stdin(spec));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("split  1"), "{}", out.stdout);
+    assert!(out.stdout.contains("join   1"), "{}", out.stdout);
+    assert!(out.stdout.contains("run: terminated by"), "{}", out.stdout);
+    let check = common::run(common::saap().args(["check", "-"]).write_stdin(spec));
+    assert_eq!(check.code, 0, "{}", check.stdout);
+
+    let bad = spec.replace("arrivals: [Go]", "arrivals: [7]");
+    let out = common::run(common::saap().args(["simulate", "-"]).write_stdin(bad));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains(
+            "expected an arrival: an event type name, or a map `{event: Name, label: name}`"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("ArrivalSpec"), "{}", out.stderr);
+
+    let by_type = "name: W
+events: [{name: B}]
+steps:
+  - name: s
+    params: [{name: q, kind: required, types: [UserMessageEvent]}, {name: b, kind: optional, types: [B]}]
+    precondition: {name: p, when: {present: B}}
+";
+    let out = common::run(common::saap().args(["check", "-"]).write_stdin(by_type));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("write `b` (takes B)"), "{}", out.stderr);
+}

@@ -340,11 +340,11 @@ fn main() {
             (total - alone) / 1000.0,
             (reused - alone) / 1000.0
         );
+        out!(
+            "S1 chain-10: {:.3} µs per step (median of {reps}, {runs} runs each, run creation included)",
+            median(samples) / 1000.0
+        );
     }
-    out!(
-        "S1 chain-10: {:.3} µs per step (median of {reps}, {runs} runs each, run creation included)",
-        median(samples) / 1000.0
-    );
 
     // S2: fan-out N, fan-in by list+precondition and by fixed list.
     for fixed in [false, true].into_iter().filter(|_| want("s2")) {
@@ -369,6 +369,51 @@ fn main() {
                 total / n as f64 / 1000.0
             );
         }
+    }
+
+    // L: `saap explain` on an unbounded Ping/Pong loop (issue 19): simulate to the
+    // completion bound, then explain every step. The cost per completion should not grow
+    // with the bound (it was quadratic: a scan of earlier executions and records per
+    // execution); the ratio of the two per-completion figures says so.
+    if want("l") {
+        let spec = Arc::new(
+            compile_spec_text(
+                "name: Loop
+events: [{name: Ping}, {name: Pong}]
+steps:
+  - {name: start, params: [{name: m, kind: required, types: [UserMessageEvent]}], outputs: [Ping]}
+  - {name: ping, params: [{name: p, kind: required, types: [Ping]}], outputs: [Pong]}
+  - {name: pong, params: [{name: p, kind: required, types: [Pong]}], outputs: [Ping]}
+simulation: {arrivals: [UserMessageEvent]}
+",
+                SpecSyntax::Yaml,
+            )
+            .expect("loop spec"),
+        );
+        let small = if quick { 5_000 } else { 20_000 };
+        let mut per = Vec::new();
+        for n in [small, small * 4] {
+            let mut samples = Vec::new();
+            for _ in 0..reps.min(5) {
+                let t = Instant::now();
+                let sim =
+                    saap_dispatch::sim::simulate(spec.clone(), saap_dispatch::sim::Policy::Fifo, n)
+                        .expect("simulate");
+                let labels = saap_dispatch::render::EventLabels::for_run(&sim.run, &sim.arrivals);
+                let cut = saap_dispatch::explain::CutOff::of(sim.completions, sim.unfinished.len());
+                let e = saap_dispatch::explain::explain_run(&sim.run, &labels, &[0, 1, 2], cut);
+                std::hint::black_box(e);
+                samples.push(t.elapsed().as_nanos() as f64 / n as f64);
+            }
+            per.push(median(samples));
+        }
+        out!(
+            "L explain on an unbounded loop: {:.2} µs per completion at {small}, {:.2} µs at {} (ratio {:.2}; linear ≈ 1)",
+            per[0] / 1000.0,
+            per[1] / 1000.0,
+            small * 4,
+            per[1] / per[0]
+        );
     }
 
     // S3: 1,000 concurrent 10-step runs, advanced round-robin one completion at a time.

@@ -16,9 +16,11 @@
 //!
 //! "Statically known" event counts (SAAP009, fixed-list count mismatch): the number of
 //! events of a type a run can ever hold is known only when the type does not arrive from
-//! outside and every step that may return it has `max_executions_per_run`; one execution then
-//! returns at most one event of each type in `outputs`, or the largest number of times a
-//! `returns_together` group (or `outputs`) lists it. Otherwise the check says nothing.
+//! outside and every step that may return it has `max_executions_per_run` and a bounded
+//! count per execution: at most one event of each type in `outputs`, or its `max`, or the
+//! largest number of times a `returns_together` group (or `outputs`) lists it. A step that
+//! returns any number of it (`max: unbounded`, a `Vec` result) can fill any list. Otherwise
+//! the check says nothing: a count it cannot prove is never an error.
 //!
 //! The codes, their meaning and a minimal example of each are in `docs/checks.md`; the table
 //! [`RULES`] is the machine-readable list.
@@ -1058,11 +1060,17 @@ impl<'a> Analysis<'a> {
                     }
                     for &prod in &self.producers[t as usize] {
                         let ps = &self.spec.steps[prod];
+                        // A step that returns a list of the type (`max: unbounded`, a `Vec`
+                        // result) can fill any fixed list: no count to prove.
+                        let Some(mult) = ps.max_per_execution(t) else {
+                            known = false;
+                            break;
+                        };
                         let Some(max) = ps.max_executions_per_run else {
                             known = false;
                             break;
                         };
-                        let mult = self.multiplicity(prod, t);
+                        let mult = mult.max(1);
                         capacity += u64::from(max) * mult;
                         parts.push(format!(
                             "`{}` ({max} execution{} × {mult} `{}`)",
@@ -1090,25 +1098,12 @@ impl<'a> Analysis<'a> {
                     ),
                     "R1 / DESIGN §4.3: a fixed list is ready only with N matching events; the producers' max_executions_per_run caps how many can ever exist, so the step never runs",
                     format!(
-                        "set `size: {capacity}` to match the producers, or add the missing producers"
+                        "set `size: {capacity}` to match the producers, add the missing producers, or, if a producer returns several per execution, say so in its `outputs` (`{{event: {}, max: N}}`, or `max: unbounded` for a list)",
+                        p.types.first().map_or("", |t| self.name(*t))
                     ),
                 );
             }
         }
-    }
-
-    /// The most events of type `t` one execution of `step` returns: 1 for a listed output,
-    /// or the number of times a `returns_together` group (or `outputs`) lists it.
-    fn multiplicity(&self, step: usize, t: TypeId) -> u64 {
-        let s = &self.spec.steps[step];
-        let in_outputs = s.outputs.iter().filter(|o| **o == t).count();
-        let in_groups = s
-            .returns_together
-            .iter()
-            .map(|g| g.iter().filter(|o| **o == t).count())
-            .max()
-            .unwrap_or(0);
-        in_outputs.max(in_groups).max(1) as u64
     }
 
     // ---- warnings --------------------------------------------------------------------
@@ -1943,6 +1938,126 @@ steps:
         );
     }
 
+    /// Issue 19's triage agent as its macros write it: `intake` returns a `Vec` of a union
+    /// (a Ticket and three Opinions), `decide` joins three Opinions with an optional
+    /// Priority behind a precondition.
+    const TRIAGE: &str = "
+name: Triage
+events: [{name: Ticket}, {name: Opinion}, {name: Priority}, {name: Triaged, kind: stop}]
+steps:
+  - name: intake
+    params: [{name: q, kind: required, types: [UserMessageEvent]}]
+    outputs: [{event: Ticket, max: unbounded}, {event: Opinion, max: unbounded}]
+    max_executions_per_run: 1
+  - name: prioritize
+    params: [{name: ticket, kind: required, types: [Ticket]}]
+    outputs: [Priority]
+    max_executions_per_run: 1
+  - name: decide
+    params:
+      - {name: ops, kind: fixed_list, size: 3, types: [Opinion]}
+      - {name: prio, kind: optional, types: [Priority]}
+    outputs: [Triaged]
+    max_executions_per_run: 1
+    precondition: {name: has_priority, reads: [Opinion, Priority]}
+";
+
+    #[test]
+    fn an_unbounded_producer_can_fill_a_fixed_list() {
+        let f = check(&spec(TRIAGE));
+        assert_eq!(summarize(&f).errors, 0, "{f:#?}");
+        assert!(f.iter().all(|f| f.code != "SAAP009"), "{f:#?}");
+        // The same agent described as if `intake` returned one event of each type is what
+        // the issue saw: an error.
+        let one_each = TRIAGE.replace(
+            "[{event: Ticket, max: unbounded}, {event: Opinion, max: unbounded}]",
+            "[Ticket, Opinion]",
+        );
+        assert!(has(&one_each, &FIXED_LIST_OVERCOUNT, "decide", Some("ops")));
+    }
+
+    #[test]
+    fn an_output_max_counts_per_execution() {
+        let at_most = |n: u32| {
+            TRIAGE.replace(
+                "{event: Opinion, max: unbounded}",
+                &format!("{{event: Opinion, max: {n}}}"),
+            )
+        };
+        assert_eq!(count(&at_most(3), &FIXED_LIST_OVERCOUNT), 0);
+        let short = check(&spec(&at_most(2)));
+        let f = short
+            .iter()
+            .find(|f| f.code == "SAAP009")
+            .expect("2 per execution, 1 execution, 3 needed");
+        assert!(
+            f.message
+                .contains("at most 2 in a run: `intake` (1 execution × 2 `Opinion`)"),
+            "{}",
+            f.message
+        );
+        assert!(f.fix.contains("max: unbounded"), "{}", f.fix);
+    }
+
+    #[test]
+    fn output_entries_read_and_write_in_both_forms() {
+        let s = spec(TRIAGE);
+        let intake = &s.source.steps[0];
+        assert_eq!(intake.outputs, ["Ticket", "Opinion"]);
+        assert_eq!(
+            intake.output_max.get("Opinion"),
+            Some(&crate::spec::OutputMax::Unbounded)
+        );
+        assert_eq!(
+            s.steps[0].max_per_execution(s.type_id("Opinion").unwrap()),
+            None
+        );
+        assert_eq!(
+            s.steps[1].max_per_execution(s.type_id("Priority").unwrap()),
+            Some(1)
+        );
+        let json = serde_json::to_value(&s.source.steps[0]).unwrap();
+        assert_eq!(
+            json["outputs"],
+            serde_json::json!([
+                {"event": "Ticket", "max": "unbounded"},
+                {"event": "Opinion", "max": "unbounded"}
+            ])
+        );
+        // A plain name is written plain; `{event: X}` without `max` is a plain name.
+        let plain = crate::parse_spec(
+            "name: a\nsteps: [{name: s, outputs: [A, {event: B}, {event: C, max: 2}]}]\n",
+            SpecSyntax::Yaml,
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::to_value(&plain.steps[0].outputs).unwrap(),
+            serde_json::json!(["A", "B", "C"])
+        );
+        assert_eq!(
+            serde_json::to_value(&plain.steps[0]).unwrap()["outputs"],
+            serde_json::json!(["A", "B", {"event": "C", "max": 2}])
+        );
+        for bad in ["max: 0", "max: many", "max: -1", "max: 1000001"] {
+            let err = crate::parse_spec(
+                &format!("name: a\nsteps: [{{name: s, outputs: [{{event: C, {bad}}}]}}]\n"),
+                SpecSyntax::Yaml,
+            )
+            .expect_err(bad);
+            assert!(
+                err.to_string()
+                    .contains("expected a number of events from 1 to 1000000, or `unbounded`"),
+                "{bad}: {err}"
+            );
+        }
+        let twice = crate::parse_spec(
+            "name: a\nsteps: [{name: s, outputs: [C, {event: C, max: 2}]}]\n",
+            SpecSyntax::Yaml,
+        )
+        .expect_err("listed twice with a max");
+        assert!(twice.to_string().contains("list it once"), "{twice}");
+    }
+
     // SAAP010
     #[test]
     fn optional_trap_is_a_warning() {
@@ -2307,6 +2422,7 @@ steps:
                 size: None,
             }],
             outputs: vec![output],
+            output_max: Default::default(),
             returns_together: vec![],
             max_executions_per_run: None,
             stop_on_error: true,
@@ -2478,16 +2594,29 @@ steps:
             return schema_drift(root, target, value, path, out);
         }
         if let Some(alts) = node.get("oneOf").and_then(Value::as_array) {
-            let chosen = alts.iter().find(|a| {
-                a.get("required")
-                    .and_then(Value::as_array)
-                    .is_some_and(|req| {
-                        req.iter()
-                            .all(|k| k.as_str().is_some_and(|k| value.get(k).is_some()))
-                    })
+            // An object takes the alternative whose required keys it has; anything else the
+            // first alternative without required keys (e.g. a type name).
+            let resolve = |a: &'_ Value| -> Value {
+                match a.get("$ref").and_then(Value::as_str) {
+                    Some(r) => root
+                        .pointer(r.trim_start_matches('#'))
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                    None => a.clone(),
+                }
+            };
+            let chosen = alts.iter().map(resolve).find(|a| match a.get("required") {
+                Some(req) => {
+                    value.is_object()
+                        && req.as_array().is_some_and(|req| {
+                            req.iter()
+                                .all(|k| k.as_str().is_some_and(|k| value.get(k).is_some()))
+                        })
+                }
+                None => !value.is_object(),
             });
             match chosen {
-                Some(a) => return schema_drift(root, a, value, path, out),
+                Some(a) => return schema_drift(root, &a, value, path, out),
                 None => {
                     out.push(format!("{path}: matches no alternative"));
                     return;
@@ -2651,6 +2780,7 @@ mod soundness {
                 name: format!("s{si}"),
                 params,
                 outputs: outs,
+                output_max: Default::default(),
                 returns_together: vec![],
                 max_executions_per_run: max,
                 stop_on_error: true,

@@ -8,7 +8,7 @@
 
 use crate::ids::{ParamIdx, StepIdx};
 use crate::load::SpecError;
-use crate::spec::{Condition, ParamKind, WorkflowSpec};
+use crate::spec::{Condition, MAX_OUTPUT_COUNT, OutputMax, ParamKind, ParamSpec, WorkflowSpec};
 use saap_protocol::hierarchy::{Classification, Hierarchy};
 use std::collections::HashMap;
 
@@ -139,6 +139,9 @@ pub struct CompiledStep {
     pub name: String,
     pub params: Vec<CompiledParam>,
     pub outputs: Vec<TypeId>,
+    /// Output types one execution may return more than once (`outputs` entries with a
+    /// `max`), with their bound.
+    pub output_max: Vec<(TypeId, OutputMax)>,
     pub returns_together: Vec<Vec<TypeId>>,
     pub max_executions_per_run: Option<u32>,
     pub stop_on_error: bool,
@@ -146,6 +149,38 @@ pub struct CompiledStep {
     /// Two parameters share an event type: input sets must then be compared as multisets of
     /// event ids rather than per parameter.
     pub overlapping_params: bool,
+}
+
+impl CompiledStep {
+    /// The most events of type `t` one execution declares it may return: `None` when
+    /// unbounded, else the largest of its `max`, the number of times `outputs` lists it and
+    /// the number of times a `returns_together` group lists it (0 when it is not returned).
+    pub fn max_per_execution(&self, t: TypeId) -> Option<u64> {
+        let listed = self.outputs.iter().filter(|o| **o == t).count() as u64;
+        let grouped = self
+            .returns_together
+            .iter()
+            .map(|g| g.iter().filter(|o| **o == t).count() as u64)
+            .max()
+            .unwrap_or(0);
+        match self
+            .output_max
+            .iter()
+            .find(|(o, _)| *o == t)
+            .map(|(_, m)| *m)
+        {
+            Some(OutputMax::Unbounded) => None,
+            Some(OutputMax::AtMost(n)) => Some(u64::from(n).max(listed).max(grouped)),
+            None => Some(listed.max(grouped)),
+        }
+    }
+
+    /// Whether some output type has no bound per execution (a `Vec` result).
+    pub fn has_unbounded_output(&self) -> bool {
+        self.output_max
+            .iter()
+            .any(|(_, m)| *m == OutputMax::Unbounded)
+    }
 }
 
 /// A parameter that an event type binds, as the dispatcher reads it.
@@ -343,6 +378,26 @@ impl CompiledSpec {
                 .enumerate()
                 .map(|(i, o)| lookup(&|| format!("{sp}.outputs[{i}]"), o))
                 .collect::<Result<Vec<_>, _>>()?;
+            let mut output_max = Vec::with_capacity(s.output_max.len());
+            for (name, max) in &s.output_max {
+                let Some(i) = s.outputs.iter().position(|o| o == name) else {
+                    return Err(SpecError::invalid(
+                        format!("{sp}.outputs"),
+                        format!("`{name}` has a `max` but is not one of the step's outputs"),
+                    ));
+                };
+                if let OutputMax::AtMost(n) = max
+                    && !(1..=MAX_OUTPUT_COUNT).contains(n)
+                {
+                    return Err(SpecError::invalid(
+                        format!("{sp}.outputs[{i}].max"),
+                        format!(
+                            "max {n} is out of range 1..={MAX_OUTPUT_COUNT}; write `max: unbounded` for any number"
+                        ),
+                    ));
+                }
+                output_max.push((outputs[i], *max));
+            }
             let returns_together = s
                 .returns_together
                 .iter()
@@ -373,7 +428,9 @@ impl CompiledSpec {
                         .collect::<Result<Vec<_>, _>>()?;
                     let when = match &pc.when {
                         None => None,
-                        Some(c) => Some(compile_condition(c, &params, &format!("{pcp}.when"), 0)?),
+                        Some(c) => {
+                            Some(compile_condition(c, &s.params, &format!("{pcp}.when"), 0)?)
+                        }
                     };
                     Some(CompiledPrecondition {
                         name: pc.name.clone(),
@@ -391,6 +448,7 @@ impl CompiledSpec {
                 name: s.name.clone(),
                 params,
                 outputs,
+                output_max,
                 returns_together,
                 max_executions_per_run: s.max_executions_per_run,
                 stop_on_error: s.stop_on_error,
@@ -702,7 +760,7 @@ fn build_hierarchy(spec: &WorkflowSpec) -> Result<Hierarchy, SpecError> {
 
 fn compile_condition(
     c: &Condition,
-    params: &[CompiledParam],
+    params: &[ParamSpec],
     path: &str,
     depth: usize,
 ) -> Result<CompiledCondition, SpecError> {
@@ -717,16 +775,7 @@ fn compile_condition(
             .iter()
             .position(|p| p.name == name)
             .map(|i| i as ParamIdx)
-            .ok_or_else(|| {
-                let known: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
-                SpecError::invalid(
-                    path,
-                    format!(
-                        "the condition reads parameter `{name}`, which the step does not have (it has: {})",
-                        if known.is_empty() { "none".to_string() } else { known.join(", ") }
-                    ),
-                )
-            })
+            .ok_or_else(|| SpecError::invalid(path, unknown_param_message(name, params)))
     };
     Ok(match c {
         Condition::Always(b) => CompiledCondition::Always(*b),
@@ -752,6 +801,35 @@ fn compile_condition(
             depth + 1,
         )?)),
     })
+}
+
+/// Why a condition's parameter name is refused: the step's parameters with the types each
+/// takes, and, when the name is one of those types, which parameter to write instead.
+fn unknown_param_message(name: &str, params: &[ParamSpec]) -> String {
+    let takes = |p: &ParamSpec| format!("`{}` (takes {})", p.name, p.types.join(", "));
+    let by_type: Vec<String> = params
+        .iter()
+        .filter(|p| p.types.iter().any(|t| t == name))
+        .map(takes)
+        .collect();
+    if !by_type.is_empty() {
+        return format!(
+            "the condition names `{name}`, which is an event type, not a parameter; conditions name the step's parameters: write {}",
+            match by_type.as_slice() {
+                [one] => one.clone(),
+                many => format!("one of {}", many.join(", ")),
+            }
+        );
+    }
+    let known: Vec<String> = params.iter().map(takes).collect();
+    format!(
+        "the condition reads parameter `{name}`, which the step does not have (it has: {})",
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        }
+    )
 }
 
 fn check_name(path: &str, name: &str) -> Result<(), SpecError> {
@@ -808,4 +886,84 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::{SpecSyntax, compile_spec_text};
+
+    fn error(yaml: &str) -> String {
+        compile_spec_text(yaml, SpecSyntax::Yaml)
+            .expect_err("refused")
+            .to_string()
+    }
+
+    #[test]
+    fn a_condition_naming_a_type_says_which_parameter_takes_it() {
+        let msg = error(
+            "name: a
+events: [{name: B}]
+steps:
+  - name: s
+    params: [{name: q, kind: required, types: [UserMessageEvent]}, {name: b, kind: optional, types: [B]}]
+    precondition: {name: p, when: {present: B}}
+",
+        );
+        assert!(
+            msg.contains("`B`, which is an event type, not a parameter")
+                && msg.contains("write `b` (takes B)"),
+            "{msg}"
+        );
+        assert!(msg.starts_with("steps[0].precondition.when: "), "{msg}");
+    }
+
+    #[test]
+    fn an_unknown_condition_parameter_lists_the_parameters_with_their_types() {
+        let msg = error(
+            "name: a
+steps:
+  - name: s
+    params: [{name: q, kind: required, types: [UserMessageEvent]}]
+    precondition: {name: p, when: {any: [{absent: nope}]}}
+",
+        );
+        assert!(
+            msg.contains(
+                "the condition reads parameter `nope`, which the step does not have (it has: `q` (takes UserMessageEvent))"
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.starts_with("steps[0].precondition.when.any[0]: "),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn an_output_bound_out_of_range_or_of_no_output_is_refused() {
+        let mut spec = crate::parse_spec(
+            "name: a\nsteps: [{name: s, outputs: [A]}]\nevents: [{name: A}]\n",
+            SpecSyntax::Yaml,
+        )
+        .unwrap();
+        spec.steps[0]
+            .output_max
+            .insert("B".into(), crate::spec::OutputMax::Unbounded);
+        let err = crate::CompiledSpec::compile(&spec)
+            .expect_err("not an output")
+            .to_string();
+        assert!(
+            err.contains("`B` has a `max` but is not one of the step's outputs"),
+            "{err}"
+        );
+        spec.steps[0].output_max.clear();
+        spec.steps[0]
+            .output_max
+            .insert("A".into(), crate::spec::OutputMax::AtMost(0));
+        let err = crate::CompiledSpec::compile(&spec)
+            .expect_err("0")
+            .to_string();
+        assert!(err.contains("steps[0].outputs[0].max"), "{err}");
+    }
 }

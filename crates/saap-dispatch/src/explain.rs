@@ -5,7 +5,7 @@
 //! Reads records only; decides nothing.
 
 use crate::compiled::CompiledSpec;
-use crate::ids::{ExecutionId, StepIdx};
+use crate::ids::{ExecutionId, FastMap, Seq, StepIdx};
 use crate::record::{Origin, Record};
 use crate::render::{EventLabels, skip_text};
 use crate::run::{Bound, Run, RunStatus};
@@ -82,8 +82,18 @@ pub fn explain_step(run: &Run, labels: &EventLabels, step: StepIdx) -> StepExpla
     let mut skipped = Vec::new();
     let mut previous: Option<ExecutionId> = None;
     let mut advice = Vec::new();
-    for (i, r) in run.records().iter().enumerate() {
+    // The latest precondition result of this step per trigger, kept as the records go by
+    // (one pass over the records: the cost is linear in the run's length).
+    let mut evaluated: FastMap<Seq, bool> = FastMap::default();
+    for r in run.records().iter() {
         match &r {
+            Record::PreconditionEvaluated {
+                trigger,
+                step: st,
+                result,
+            } if *st == step => {
+                evaluated.insert(*trigger, *result);
+            }
             Record::ExecutionStarted {
                 execution,
                 step: st,
@@ -91,14 +101,7 @@ pub fn explain_step(run: &Run, labels: &EventLabels, step: StepIdx) -> StepExpla
             } if *st == step => {
                 let x = *execution;
                 let bindings = run.bindings(x);
-                let precondition = run.records().slice(..i).iter().rev().find_map(|r| match r {
-                    Record::PreconditionEvaluated {
-                        trigger: t,
-                        step: st2,
-                        result,
-                    } if t == *trigger && st2 == step => Some(result),
-                    _ => None,
-                });
+                let precondition = evaluated.get(trigger).copied();
                 let mut new_because = Vec::new();
                 if let Some(prev) = previous {
                     let before = run.bindings(prev);
@@ -206,6 +209,167 @@ pub fn explain_step(run: &Run, labels: &EventLabels, step: StepIdx) -> StepExpla
         summary,
         advice,
     }
+}
+
+/// A simulation cut short by its completion bound.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CutOff {
+    /// Completions made (the bound).
+    pub completions: usize,
+    /// Executions still running when it stopped.
+    pub running: usize,
+    /// What it means, in a sentence.
+    pub message: String,
+}
+
+impl CutOff {
+    /// The cut-off of a simulation that made `completions` completions and stopped with
+    /// `running` executions still running, if it was cut off.
+    pub fn of(completions: usize, running: usize) -> Option<CutOff> {
+        (running > 0).then(|| CutOff {
+            completions,
+            running,
+            message: format!(
+                "the simulation stopped at its bound of {completions} completions (--max-completions) with {running} execution{} still running: the workflow may loop forever, and the run below is cut off there",
+                if running == 1 { "" } else { "s" }
+            ),
+        })
+    }
+}
+
+/// Steps that kept triggering one another in a run cut off by a bound.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CycleReport {
+    /// The steps on the loop, in declaration order.
+    pub steps: Vec<String>,
+    /// Executions on the chain that ends at the last one started, each started by an event
+    /// the one before it returned.
+    pub chain: usize,
+    /// The static check's code when it reports this cycle (`SAAP004`).
+    pub code: Option<&'static str>,
+    pub message: String,
+    pub fix: String,
+}
+
+/// The explanation of a whole run: each step's, and when the run was cut off by a bound,
+/// the loop that kept it going.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunExplanation {
+    pub cut_off: Option<CutOff>,
+    pub cycle: Option<CycleReport>,
+    pub steps: Vec<StepExplanation>,
+}
+
+/// Explains `steps` of a run. With `cut_off` (the simulation hit its bound), also looks for
+/// the loop that kept it running and names it with its fix (the static check's SAAP004
+/// finding when it has one); the loop's steps then get that fix instead of per-parameter
+/// advice. Linear in the run's records per step explained.
+pub fn explain_run(
+    run: &Run,
+    labels: &EventLabels,
+    steps: &[StepIdx],
+    cut_off: Option<CutOff>,
+) -> RunExplanation {
+    let cycle = cut_off.as_ref().and_then(|_| cycle_report(run));
+    let mut explained: Vec<StepExplanation> = steps
+        .iter()
+        .map(|s| explain_step(run, labels, *s))
+        .collect();
+    if let Some(c) = &cycle {
+        for e in explained.iter_mut().filter(|e| c.steps.contains(&e.step)) {
+            let others: Vec<String> = c
+                .steps
+                .iter()
+                .filter(|s| **s != e.step)
+                .map(|s| format!("`{s}`"))
+                .collect();
+            let with = if others.is_empty() {
+                "it triggers itself".to_string()
+            } else {
+                format!("it is in a loop with {}", others.join(", "))
+            };
+            e.summary = format!(
+                "`{}` ran {} times before the simulation was cut off: {with}",
+                e.step, e.executions
+            );
+            e.advice = vec![c.fix.clone()];
+        }
+    }
+    RunExplanation {
+        cut_off,
+        cycle,
+        steps: explained,
+    }
+}
+
+/// The steps that repeat on the chain of executions ending at the last one started (each
+/// started by an event the previous one returned), if any repeats.
+pub fn observed_cycle(run: &Run) -> Option<(Vec<StepIdx>, usize)> {
+    let spec = run.spec();
+    let mut counts = vec![0usize; spec.steps.len()];
+    let mut chain = 0usize;
+    let mut next = run
+        .executions()
+        .len()
+        .checked_sub(1)
+        .map(|i| ExecutionId(i as u32));
+    while let Some(x) = next {
+        let Some(e) = run.execution(x) else { break };
+        counts[e.step as usize] += 1;
+        chain += 1;
+        next = match run.log().get(e.trigger as usize).map(|ev| ev.origin) {
+            // Executions start after the one whose output triggers them: ids decrease, so
+            // the walk ends.
+            Some(Origin::Execution(p)) if p.0 < x.0 => Some(p),
+            _ => None,
+        };
+    }
+    let steps: Vec<StepIdx> = (0..counts.len())
+        .filter(|&s| counts[s] > 1)
+        .map(|s| s as StepIdx)
+        .collect();
+    (!steps.is_empty()).then_some((steps, chain))
+}
+
+/// [`observed_cycle`] named, with the static check's SAAP004 finding (message and fix) when it
+/// reports that loop.
+pub fn cycle_report(run: &Run) -> Option<CycleReport> {
+    let spec = run.spec();
+    let (steps, chain) = observed_cycle(run)?;
+    let names: Vec<String> = steps
+        .iter()
+        .map(|s| spec.steps[*s as usize].name.clone())
+        .collect();
+    let finding = crate::check::check(spec).into_iter().find(|f| {
+        f.code == crate::check::UNBOUNDED_CYCLE.code
+            && f.step.as_ref().is_some_and(|s| names.contains(s))
+    });
+    let listed = names
+        .iter()
+        .map(|s| format!("`{s}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(match finding {
+        Some(f) => CycleReport {
+            steps: names,
+            chain,
+            code: Some(f.code),
+            message: f.message,
+            fix: f.fix,
+        },
+        None => CycleReport {
+            message: format!(
+                "steps {listed} kept triggering each other: the last execution is at the end of a chain of {chain} executions, each started by an event the one before it returned"
+            ),
+            fix: format!(
+                "bound the loop: set `max_executions_per_run` on `{}` or give it a precondition that ends the loop (e.g. an iteration count)",
+                names[0]
+            ),
+            steps: names,
+            chain,
+            code: None,
+        },
+    })
 }
 
 /// What a step that never ran still lacked when the log ends.
@@ -367,6 +531,88 @@ simulation: {arrivals: [{event: StartEvent}]}
             "{:?}",
             e.still_missing
         );
+    }
+
+    const PING_PONG: &str = "name: Loop
+events: [{name: Ping}, {name: Pong}]
+steps:
+  - {name: start, params: [{name: m, kind: required, types: [UserMessageEvent]}], outputs: [Ping]}
+  - {name: ping, params: [{name: p, kind: required, types: [Ping]}], outputs: [Pong]}
+  - {name: pong, params: [{name: p, kind: required, types: [Pong]}], outputs: [Ping]}
+simulation: {arrivals: [UserMessageEvent]}
+";
+
+    #[test]
+    fn a_loop_cut_by_the_completion_bound_is_named_with_its_fix() {
+        let spec = Arc::new(compile_spec_text(PING_PONG, SpecSyntax::Yaml).unwrap());
+        let sim = simulate(spec.clone(), Policy::Fifo, 50).unwrap();
+        assert_eq!(sim.completions, 50);
+        assert!(sim.cut_off());
+        let labels = EventLabels::for_run(&sim.run, &sim.arrivals);
+        let cut = CutOff::of(sim.completions, sim.unfinished.len());
+        assert!(cut.as_ref().unwrap().message.contains("50 completions"));
+        let steps: Vec<StepIdx> = (0..spec.steps.len() as StepIdx).collect();
+        let e = explain_run(&sim.run, &labels, &steps, cut);
+        let c = e.cycle.as_ref().expect("the loop is named");
+        assert_eq!(c.steps, ["ping", "pong"]);
+        assert_eq!(c.code, Some("SAAP004"));
+        assert!(
+            c.message.contains("`ping`, `pong` trigger each other"),
+            "{}",
+            c.message
+        );
+        // start, then 50 completions' worth of ping/pong: one chain through all of them.
+        assert_eq!(c.chain, 51);
+        let ping = &e.steps[1];
+        assert_eq!(ping.executions, 25);
+        assert_eq!(
+            ping.advice,
+            std::slice::from_ref(&c.fix),
+            "the cycle's fix, not double-dip advice"
+        );
+        assert_eq!(
+            ping.summary,
+            "`ping` ran 25 times before the simulation was cut off: it is in a loop with `pong`"
+        );
+        assert!(!ping.advice[0].contains("double-dip"));
+        let start = &e.steps[0];
+        assert!(start.advice.is_empty());
+        assert_eq!(start.summary, "`start` ran once");
+    }
+
+    #[test]
+    fn a_run_that_was_not_cut_off_names_no_loop() {
+        let bounded = PING_PONG.replace(
+            "outputs: [Pong]}",
+            "outputs: [Pong], max_executions_per_run: 3}",
+        );
+        let spec = Arc::new(compile_spec_text(&bounded, SpecSyntax::Yaml).unwrap());
+        let sim = simulate(spec.clone(), Policy::Fifo, DEFAULT_MAX_COMPLETIONS).unwrap();
+        assert!(!sim.cut_off());
+        let labels = EventLabels::for_run(&sim.run, &sim.arrivals);
+        let e = explain_run(&sim.run, &labels, &[1], CutOff::of(sim.completions, 0));
+        assert!(e.cut_off.is_none() && e.cycle.is_none());
+        // A bounded loop that ran out is still a loop on its chain of executions.
+        assert_eq!(observed_cycle(&sim.run).map(|(s, _)| s), Some(vec![1, 2]));
+    }
+
+    #[test]
+    fn the_precondition_result_is_the_one_for_the_execution_trigger() {
+        let e = explain(
+            "name: T
+events: [{name: A}]
+steps:
+  - {name: a, params: [{name: q, kind: required, types: [StartEvent]}], outputs: [A, A, A]}
+  - name: s
+    params: [{name: x, kind: list, types: [A]}]
+    precondition: {name: three, when: {count_at_least: {param: x, n: 3}}}
+simulation: {arrivals: [StartEvent]}
+",
+            "s",
+        );
+        assert_eq!(e.executions, 1);
+        assert_eq!(e.fired[0].precondition, Some(true));
+        assert_eq!(e.skipped.len(), 2);
     }
 
     #[test]

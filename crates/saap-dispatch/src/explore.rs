@@ -351,6 +351,10 @@ pub struct Exploration {
     pub after_stop: Vec<AfterStop>,
     /// Distinct exceptions (by producing step, message and whether after stop).
     pub exceptions: Vec<ExceptionFinding>,
+    /// When `max_depth` cut a path: the steps that kept triggering one another on the first
+    /// path cut (a loop), with the static check's finding and fix when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle: Option<crate::explain::CycleReport>,
 }
 
 impl Exploration {
@@ -895,11 +899,7 @@ impl Model {
         if e.origin == Origin::Outside
             && let Some(a) = self.arrivals.iter().find(|a| a.event.id == e.id)
         {
-            return if a.labelled {
-                format!("{ty}#{}", a.label)
-            } else {
-                a.label.clone()
-            };
+            return arrival_label(ty, a);
         }
         format!("{ty}#{seq}")
     }
@@ -944,11 +944,7 @@ impl Model {
                     let event = self.type_name(event_type(&a.event)).to_string();
                     TraceAction::Arrive {
                         duplicate: st.run.seq_of(&a.event.id).is_some(),
-                        label: if a.labelled {
-                            format!("{event}#{}", a.label)
-                        } else {
-                            a.label.clone()
-                        },
+                        label: arrival_label(&event, a),
                         event,
                     }
                 }
@@ -1091,6 +1087,21 @@ impl Model {
     }
 }
 
+/// How a trace names an outside arrival: `Type#label` for a labelled one, unless the label
+/// already names the type (an arrival labelled `Go` of type `Go` is `Go`, not `Go#Go`); the
+/// simulator's `Type#n` for one without a label.
+fn arrival_label(ty: &str, a: &Arrival) -> String {
+    let names_type = a.label == ty
+        || a.label
+            .strip_prefix(ty)
+            .is_some_and(|rest| rest.starts_with('#'));
+    if !a.labelled || names_type {
+        a.label.clone()
+    } else {
+        format!("{ty}#{}", a.label)
+    }
+}
+
 fn event_type(e: &crate::run::NewEvent) -> TypeId {
     match e.ty {
         crate::run::NewEventType::Known(t) => t,
@@ -1177,6 +1188,7 @@ pub fn explore(
         });
     }
     let mut states_bound = false;
+    let mut cycle = None;
     while let Some(frame) = stack.last_mut() {
         if frame.next == frame.acts.len() {
             stack.pop();
@@ -1238,6 +1250,9 @@ pub fn explore(
             continue;
         }
         if depth as usize >= opts.max_depth {
+            if stats.cut_at_depth == 0 {
+                cycle = crate::explain::cycle_report(&child.run);
+            }
             stats.cut_at_depth += 1;
             continue;
         }
@@ -1262,11 +1277,22 @@ pub fn explore(
         });
     }
     if stats.cut_at_depth > 0 {
+        let cause = match cycle.as_ref().map(|c| c.steps.as_slice()) {
+            Some([one]) => format!("`{one}` keeps triggering itself"),
+            Some(many @ [_, _, ..]) => format!(
+                "steps {} keep triggering each other",
+                many.iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => "a cycle without a bound".to_string(),
+        };
         bounds_hit.push(BoundHit {
             bound: BoundKind::MaxDepth,
             limit: opts.max_depth,
             message: format!(
-                "bound hit: results are partial — {} at depth {} {} not expanded (max_depth); a cycle without a bound, or raise --max-depth",
+                "bound hit: results are partial — {} at depth {} {} not expanded (max_depth); {cause}, or raise --max-depth",
                 if stats.cut_at_depth == 1 {
                     "1 state".to_string()
                 } else {
@@ -1339,6 +1365,7 @@ pub fn explore(
         stalls_found: found.stall_keys.len(),
         after_stop,
         exceptions,
+        cycle,
     })
 }
 
@@ -1906,6 +1933,75 @@ simulation:
     }
 
     #[test]
+    fn the_depth_bound_names_the_steps_that_loop() {
+        let x = run_with(
+            CYCLE,
+            ExploreOptions {
+                max_depth: 20,
+                ..ExploreOptions::default()
+            },
+        );
+        let c = x.cycle.as_ref().expect("a loop is named");
+        assert_eq!(c.steps, ["again"]);
+        assert_eq!(c.code, Some("SAAP004"));
+        assert!(c.fix.contains("max_executions_per_run"), "{}", c.fix);
+        // One arrival and 19 completions: begin and 19 `again`s, each started by the Tick of
+        // the one before; the chain holds every execution.
+        assert_eq!(c.chain, 20);
+        assert!(
+            x.bounds_hit[0]
+                .message
+                .contains("`again` keeps triggering itself"),
+            "{}",
+            x.bounds_hit[0].message
+        );
+        // A bounded exploration names no loop.
+        let done = run(CYCLE_BOUNDED);
+        assert!(done.is_complete());
+        assert!(done.cycle.is_none());
+    }
+
+    const CYCLE_BOUNDED: &str = r#"
+name: cycle
+events: [{name: Tick}]
+steps:
+  - name: begin
+    params: [{name: q, kind: required, types: [UserMessageEvent]}]
+    outputs: [Tick]
+  - name: again
+    params: [{name: t, kind: required, types: [Tick]}]
+    outputs: [Tick]
+    max_executions_per_run: 3
+simulation:
+  arrivals: [{event: UserMessageEvent}]
+"#;
+
+    #[test]
+    fn an_arrival_labelled_with_its_type_name_is_printed_once() {
+        let x = run(r#"
+name: go
+events: [{name: Go, kind: start}, {name: Done, kind: stop}]
+steps:
+  - {name: s, params: [{name: g, kind: required, types: [Go]}], outputs: [Done]}
+simulation:
+  arrivals: [{event: Go, label: Go}, {event: Go, label: again}, Go]
+"#);
+        let s = step(&x, "s");
+        let texts: Vec<&str> = s.worst_witness.iter().map(|t| t.text.as_str()).collect();
+        assert!(
+            texts[0].starts_with("arrive Go; starts s#x0 (g=Go)"),
+            "{texts:?}"
+        );
+        assert!(!texts.concat().contains("Go#Go"), "{texts:?}");
+        // Other labels keep the type in front; an unlabelled arrival is `Type#n`.
+        assert!(texts[1].starts_with("arrive Go#again"), "{texts:?}");
+        assert!(
+            texts.iter().any(|t| t.starts_with("arrive Go#3")),
+            "{texts:?}"
+        );
+    }
+
+    #[test]
     fn state_bound_is_reported_and_progress_is_called() {
         let mut calls = Vec::new();
         let x = explore(
@@ -2114,6 +2210,7 @@ simulation:
                             name: format!("s{i}"),
                             params,
                             outputs: outputs.into_iter().map(String::from).collect(),
+                            output_max: Default::default(),
                             returns_together: Vec::new(),
                             max_executions_per_run: max,
                             stop_on_error,

@@ -110,10 +110,33 @@ pub fn parse_spec(text: &str, syntax: SpecSyntax) -> Result<WorkflowSpec, SpecEr
     Ok(spec)
 }
 
+/// serde's words for what it expected, in the spec's words (the spec's own types say what
+/// they expect in plain words; these are serde's generic phrases).
+const PLAIN_WORDS: &[(&str, &str)] = &[
+    ("field identifier", "a field name"),
+    ("variant identifier", "a key"),
+    ("unknown variant", "unknown value"),
+    ("unit variant", "a name alone"),
+    ("newtype variant", "a one-key map"),
+    ("struct variant", "a map"),
+    ("tuple variant", "a list"),
+];
+
 /// serde puts " at line L column C" in its messages; we print the location first instead,
 /// so the first such phrase is removed (later ones, e.g. YAML's "while parsing a mapping at
-/// line 3 column 1", say something else and stay).
+/// line 3 column 1", say something else and stay). serde's generic phrases that name Rust
+/// notions ("variant identifier") are said in plain words.
 fn clean_serde_message(msg: &str) -> String {
+    let mut out = strip_location(msg);
+    for (from, to) in PLAIN_WORDS {
+        if out.contains(from) {
+            out = out.replace(from, to);
+        }
+    }
+    out
+}
+
+fn strip_location(msg: &str) -> String {
     let Some(start) = msg.find(" at line ") else {
         return msg.to_string();
     };
@@ -214,6 +237,160 @@ mod format_tests {
         // And it writes back in the same shape.
         let text = serde_json::to_string(&b).expect("serialize");
         assert_eq!(parse_spec(&text, SpecSyntax::Json).expect("round trip"), b);
+    }
+}
+
+#[cfg(test)]
+mod plain_word_tests {
+    use super::*;
+
+    /// Words a user of the spec format never wrote: Rust types and serde's notions.
+    const RUST_WORDS: &[&str] = &[
+        "struct",
+        "enum ",
+        "u32",
+        "u64",
+        "i64",
+        "usize",
+        "f64",
+        "Spec",
+        "Decl",
+        "Vec<",
+        "BTreeMap",
+        "String",
+        "Option",
+        "identifier",
+        "variant",
+        "tuple",
+    ];
+
+    fn rust_words(msg: &str) -> Vec<&'static str> {
+        RUST_WORDS
+            .iter()
+            .copied()
+            .filter(|w| msg.contains(w))
+            .collect()
+    }
+
+    /// Every value of the complete example replaced in turn by values of every other JSON
+    /// shape: whatever is refused is refused in plain words.
+    #[test]
+    fn no_error_names_a_rust_type() {
+        let doc = include_str!("../../../docs/spec-format.md");
+        let at = doc.find("```json").expect("a JSON example") + "```json".len();
+        let end = at + doc[at..].find("```").expect("closed");
+        let full: serde_json::Value = serde_json::from_str(&doc[at..end]).expect("example");
+        let mut paths = Vec::new();
+        collect_paths(&full, String::new(), &mut paths);
+        let replacements = [
+            serde_json::json!("x"),
+            serde_json::json!(7),
+            serde_json::json!(-1),
+            serde_json::json!(1.5),
+            serde_json::json!(true),
+            serde_json::Value::Null,
+            serde_json::json!([]),
+            serde_json::json!([1]),
+            serde_json::json!({}),
+            serde_json::json!({"zz": 1}),
+            serde_json::json!({"7": 1}),
+        ];
+        let mut refused = 0;
+        let mut bad = Vec::new();
+        for path in &paths {
+            for r in &replacements {
+                let mut v = full.clone();
+                *v.pointer_mut(path).expect("path") = r.clone();
+                let text = serde_json::to_string(&v).expect("json");
+                if let Err(e) = parse_spec(&text, SpecSyntax::Json) {
+                    refused += 1;
+                    let msg = e.to_string();
+                    if !rust_words(&msg).is_empty() {
+                        bad.push(format!("{path} = {r}: {msg}"));
+                    }
+                }
+            }
+        }
+        assert!(refused > 100, "only {refused} refusals: the mutations miss");
+        assert_eq!(bad, Vec::<String>::new());
+    }
+
+    fn collect_paths(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    out.push(p.clone());
+                    collect_paths(x, p, out);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    let p = format!("{at}/{i}");
+                    out.push(p.clone());
+                    collect_paths(x, p, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn yaml_errors_are_in_plain_words_too() {
+        for text in [
+            "name: a\nsteps: [{name: s}]\nsimulation: {arrivals: [[Go]]}\n",
+            "name: a\nsteps: [{name: s}]\nsimulation: {arrivals: [{event: Go, lable: x}]}\n",
+            "name: a\nsteps: [{name: s, params: [{name: p, kind: requird, types: [A]}]}]\n",
+            "name: a\nsteps: [{name: s, params: [{name: p, kind: [x], types: [A]}]}]\n",
+            "name: a\nsteps: [{name: s, max_executions_per_run: many}]\n",
+            "name: a\nsteps: [{name: s, precondition: {name: p, when: present}}]\n",
+            "name: a\nsteps: [{name: s, precondition: {name: p, when: {presnt: b}}}]\n",
+            "name: a\nsteps: [{name: s}]\nsimulation: {behaviour: {s: {executions: {x: {emit: []}}}}}\n",
+            "name: a\nsteps: [{name: s}]\nsimulation: {behaviour: {s: {executions: {1: {emt: []}}}}}\n",
+            "name: a\nsteps: [{name: s, outputs: [[A]]}]\n",
+            "name: a\nsteps: [{name: s, outputs: [{event: A, max: lots}]}]\n",
+            "saap_spec: one\nname: a\nsteps: []\n",
+            "name: a\nsteps: 3\n",
+            "- a\n",
+        ] {
+            let err = parse_spec(text, SpecSyntax::Yaml).expect_err(text);
+            let msg = err.to_string();
+            assert_eq!(rust_words(&msg), Vec::<&str>::new(), "{text}: {msg}");
+        }
+    }
+
+    #[test]
+    fn the_message_that_named_a_rust_type_is_in_plain_words() {
+        let err = parse_spec(
+            "name: a\nsteps: []\nsimulation: {arrivals: [7]}\n",
+            SpecSyntax::Yaml,
+        )
+        .expect_err("a number is not an arrival");
+        assert!(
+            err.to_string().contains(
+                "expected an arrival: an event type name, or a map `{event: Name, label: name}`"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_arrival_may_be_written_as_its_type_name() {
+        let short = parse_spec(
+            "name: a\nsteps: []\nsimulation: {arrivals: [Go, {event: Go, label: again}]}\n",
+            SpecSyntax::Yaml,
+        )
+        .expect("the short form");
+        let sim = short.simulation.expect("simulation");
+        assert_eq!(sim.arrivals[0].event, "Go");
+        assert_eq!(sim.arrivals[0].label, None);
+        assert_eq!(sim.arrivals[1].label.as_deref(), Some("again"));
+        let json = parse_spec(
+            r#"{"name":"a","steps":[],"simulation":{"arrivals":["Go"]}}"#,
+            SpecSyntax::Json,
+        )
+        .expect("JSON too");
+        assert_eq!(json.simulation.expect("simulation").arrivals[0].event, "Go");
     }
 }
 

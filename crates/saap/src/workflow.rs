@@ -58,7 +58,9 @@ use crate::event::{Event, is_builtin};
 use crate::params::{
     BoundEvent, BoundInputs, InputError, Inputs, OutEvent, OutputDecl, Outputs, ParamDecl,
 };
-use saap_dispatch::spec::{EventTypeSpec, ParamSpec, PreconditionSpec, StepSpec, WorkflowSpec};
+use saap_dispatch::spec::{
+    EventTypeSpec, OutputMax, ParamSpec, PreconditionSpec, StepSpec, WorkflowSpec,
+};
 use saap_dispatch::{CompiledSpec, SpecError};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -774,6 +776,13 @@ impl WorkflowBuilder {
                 .types
                 .iter()
                 .map(|(n, _)| n.to_string())
+                .collect(),
+            // A `Vec` result returns any number of its types (SAAP009 counts on it).
+            output_max: step
+                .outputs
+                .unbounded
+                .iter()
+                .map(|n| (n.to_string(), OutputMax::Unbounded))
                 .collect(),
             returns_together: step
                 .outputs

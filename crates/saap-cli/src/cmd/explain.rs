@@ -3,7 +3,7 @@
 //! `saap simulate --history-out`).
 
 use crate::input::{InvalidInput, load_spec};
-use saap_dispatch::explain::{StepExplanation, explain_step};
+use saap_dispatch::explain::{CutOff, explain_run};
 use saap_dispatch::render::EventLabels;
 use saap_dispatch::replay::History;
 use saap_dispatch::sim::{DEFAULT_MAX_COMPLETIONS, Policy, simulate};
@@ -33,14 +33,19 @@ pub struct ExplainArgs {
     /// Completion policy of the simulation: fifo, lifo or arrivals-first.
     #[arg(long, default_value = "fifo")]
     pub policy: String,
-    /// Print JSON: a list of step explanations.
+    /// Stop the simulation after this many completions (as `simulate`: guards against
+    /// workflows that loop forever; the report says when it was hit and names the loop).
+    #[arg(long, default_value_t = DEFAULT_MAX_COMPLETIONS)]
+    pub max_completions: usize,
+    /// Print JSON: `{spec, source, cut_off, cycle, steps}`, `steps` a list of step
+    /// explanations.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let spec = Arc::new(load_spec(&args.spec)?);
-    let (run, labels, source) = match &args.history {
+    let (run, labels, source, cut_off) = match &args.history {
         Some(path) => {
             let mut text = String::new();
             std::fs::File::open(path)
@@ -68,7 +73,12 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
                 ))
             })?;
             let labels = EventLabels::for_run(&run, &[]);
-            (run, labels, format!("recorded run {}", path.display()))
+            (
+                run,
+                labels,
+                format!("recorded run {}", path.display()),
+                None,
+            )
         }
         None => {
             let policy = Policy::parse(&args.policy).ok_or_else(|| {
@@ -77,12 +87,14 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
                     args.policy
                 ))
             })?;
-            let sim = simulate(spec.clone(), policy, DEFAULT_MAX_COMPLETIONS)?;
+            let sim = simulate(spec.clone(), policy, args.max_completions)?;
             let labels = EventLabels::for_run(&sim.run, &sim.arrivals);
+            let cut_off = CutOff::of(sim.completions, sim.unfinished.len());
             (
                 sim.run,
                 labels,
                 format!("simulated run, policy {}", policy.as_str()),
+                cut_off,
             )
         }
     };
@@ -102,25 +114,46 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             })
             .collect::<Result<_, _>>()?
     };
-    let explained: Vec<StepExplanation> = steps
-        .iter()
-        .map(|s| explain_step(&run, &labels, *s))
-        .collect();
+    let explained = explain_run(&run, &labels, &steps, cut_off);
+    if let Some(c) = &explained.cut_off {
+        eprintln!("warning: {}", c.message);
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &explained)?;
+        let doc = serde_json::json!({
+            "spec": spec.name,
+            "source": source,
+            "cut_off": explained.cut_off,
+            "cycle": explained.cycle,
+            "steps": explained.steps,
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(out, "explain {} ({source})", spec.name)?;
+    if let Some(c) = &explained.cut_off {
+        writeln!(out, "warning: {}", c.message)?;
+    }
+    if let Some(c) = &explained.cycle {
+        let code = c.code.map_or(String::new(), |code| format!(" [{code}]"));
+        writeln!(out)?;
+        writeln!(out, "loop{code}: {}", c.message)?;
+        writeln!(
+            out,
+            "  the last execution ends a chain of {} executions, each started by what the one before it returned",
+            c.chain
+        )?;
+        writeln!(out, "  fix: {}", c.fix)?;
+    }
     let brief = args.steps.is_empty();
-    for e in &explained {
+    for e in &explained.steps {
         writeln!(out)?;
         writeln!(out, "{}", e.summary)?;
         if brief && e.executions == 1 {
             continue;
         }
-        for f in &e.fired {
+        for f in e.fired.iter().take(MAX_LISTED) {
             let pre = match f.precondition {
                 Some(true) => " (precondition held)",
                 _ => "",
@@ -136,6 +169,13 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             for why in &f.new_because {
                 writeln!(out, "      new input set: {why}")?;
             }
+        }
+        if e.fired.len() > MAX_LISTED {
+            writeln!(
+                out,
+                "  … {} more executions (see --json)",
+                e.fired.len() - MAX_LISTED
+            )?;
         }
         if e.executions == 0 {
             for s in e.skipped.iter().take(10) {
@@ -154,3 +194,6 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// At most this many executions of one step are listed in the text report.
+const MAX_LISTED: usize = 10;

@@ -236,8 +236,10 @@ fn render_text(spec: &str, arrivals: usize, x: &Exploration) -> String {
         }
     }
 
-    if x.stalls.is_empty() {
+    if x.stalls.is_empty() && x.is_complete() {
         s.push_str("\nStalls: none reachable\n");
+    } else if x.stalls.is_empty() {
+        s.push_str("\nStalls: none reached within the bounds\n");
     } else {
         s.push_str(&format!(
             "\nStalls: {} reachable (the run never ends)\n",
@@ -263,6 +265,26 @@ fn render_text(spec: &str, arrivals: usize, x: &Exploration) -> String {
                 x.stalls_found - x.stalls.len()
             ));
         }
+    }
+
+    if let Some(c) = &x.cycle {
+        let code = c.code.map_or(String::new(), |code| format!(" [{code}]"));
+        let who = match c.steps.as_slice() {
+            [one] => format!("`{one}` keeps triggering itself"),
+            many => format!(
+                "steps {} keep triggering each other",
+                many.iter()
+                    .map(|st| format!("`{st}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        s.push_str(&format!(
+            "\nLoop{code}: {who}: a path cut at depth {} ends with a chain of {} executions, each started by what the one before it returned\n",
+            x.options.max_depth, c.chain
+        ));
+        s.push_str(&format!("  {}\n", c.message));
+        s.push_str(&format!("  fix: {}\n", c.fix));
     }
 
     if x.after_stop.is_empty() {
