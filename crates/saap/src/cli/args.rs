@@ -10,6 +10,7 @@ pub(super) enum EngineKind {
     /// In memory: nothing is kept (`runs`/`show` will not see the run).
     Memory,
 }
+
 /// The value of `run --engine`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum EngineArg {
@@ -17,6 +18,7 @@ pub(super) enum EngineArg {
     /// A NATS server URL (list), for the distributed engine.
     Nats(String),
 }
+
 pub(super) fn parse_engine_arg(value: &str) -> Result<EngineArg, String> {
     match value {
         "sqlite" | "embedded" => Ok(EngineArg::Local(EngineKind::Sqlite)),
@@ -34,6 +36,7 @@ pub(super) fn parse_engine_arg(value: &str) -> Result<EngineArg, String> {
         )),
     }
 }
+
 /// Credentials and TLS of `run --engine nats://…`. Secrets are read from environment
 /// variables or files named here, never given on the command line, never printed.
 #[cfg(feature = "nats")]
@@ -67,6 +70,7 @@ pub(super) struct NatsArgs {
     #[arg(long)]
     pub(super) nats_tls_required: bool,
 }
+
 /// Where the step bodies of `run --engine nats://…` run (run only).
 #[cfg(feature = "nats")]
 #[derive(clap::Args)]
@@ -91,6 +95,7 @@ pub(super) fn parse_steps(value: &str) -> Result<crate::nats::Steps, String> {
         )),
     }
 }
+
 /// The worker options of `run --engine nats://…` from its arguments.
 #[cfg(feature = "nats")]
 pub(super) fn worker_options(n: &StepsArgs) -> Result<crate::nats::WorkerOptions, Fail> {

@@ -11,10 +11,12 @@ pub(super) enum Deny {
     /// Warnings count as errors for the exit code.
     Warnings,
 }
+
 #[derive(clap::Args)]
 #[command(
     after_help = "Each finding names a stable code (SAAP001…, see docs/checks.md), the step and parameter, what is
 wrong, why it breaks at runtime and the fix. Same output as `saap check` on the spec.
+
 Exit codes: 0 no errors (warnings allowed unless denied), 1 errors found."
 )]
 pub(super) struct CheckArgs {
@@ -25,6 +27,7 @@ pub(super) struct CheckArgs {
     #[arg(long, value_enum)]
     pub(super) deny: Vec<Deny>,
 }
+
 pub(super) fn check_cmd(workflow: &Workflow, a: &CheckArgs) -> Result<u8, Fail> {
     let spec = workflow.compiled();
     let findings = check(spec);

@@ -46,6 +46,7 @@ pub use store::default_db;
 
 /// Largest start event accepted on the command line or from a file, in bytes.
 pub const MAX_START_EVENT_BYTES: u64 = 1024 * 1024;
+
 /// Runs the agent's command line with the process arguments; returns the exit code.
 pub fn main(workflow: Workflow) -> ExitCode {
     main_with(workflow, std::env::args_os())

@@ -22,6 +22,7 @@ pub(super) struct NatsReader {
     pub(super) place: String,
     pub(super) nats: crate::nats::NatsBackend,
 }
+
 /// Opens the agent class's journal on NATS for reading.
 #[cfg(feature = "nats")]
 pub(super) async fn open_nats_reader(

@@ -15,9 +15,11 @@ with `_event_name` (a start event type of the agent) and the event's fields. --e
 the JSON from a file, --event - from stdin. --config JSON (or @FILE) is the run's config: it
 travels in the start event's `_config`, is merged over the agent's defaults and is checked
 before the run starts (SAAP-C001/C002, exit 2).
+
 Display events (chunks, thoughts, costs, questions) are printed as they arrive; chunks are
 streamed as text. With --json every display event is one JSON line, and the last line is the
 result: {run_id, status, result: {event, fields}, executions}.
+
 Exit codes: 0 the run stopped, 1 it ended with an exception or still waits after --timeout
 (it stays stored: see `show RUN`), 2 invalid start event, 3 database failure."
 )]
@@ -54,6 +56,7 @@ pub(super) struct RunArgs {
     #[arg(long)]
     pub(super) json: bool,
 }
+
 pub(super) async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail> {
     let kind = match &a.engine {
         EngineArg::Local(kind) => *kind,

@@ -19,6 +19,7 @@ pub(super) enum StatusArg {
     /// Ended by an exception event.
     Failed,
 }
+
 impl StatusArg {
     pub(super) fn filter(self) -> crate::backend::StatusFilter {
         use crate::backend::StatusFilter as F;
@@ -30,10 +31,12 @@ impl StatusArg {
         }
     }
 }
+
 #[derive(clap::Args)]
 #[command(
     after_help = "Runs are listed newest first, one page at a time: each line comes from the store's run
 record and the end of its journal, so a page costs the same however many runs are stored.
+
 Examples:
   runs                                  the 20 newest runs
   runs --status live                    runs still waiting (continue one with `send RUN`)
@@ -42,6 +45,7 @@ Examples:
   runs --offset 20                      the same by position
   runs --json | jq -r '.runs[].run_id'  ids for scripts (the shape: see --json above)
   runs --engine nats://127.0.0.1:4222   the runs of the agent class on NATS JetStream
+
 Exit codes: 0 listed (an empty list too), 2 invalid flags, 3 database or server failure."
 )]
 pub(super) struct RunsArgs {
@@ -67,6 +71,7 @@ pub(super) struct RunsArgs {
     #[arg(long)]
     pub(super) json: bool,
 }
+
 pub(super) fn status_of(s: &crate::backend::RunSummary) -> &'static str {
     use crate::backend::Termination;
 

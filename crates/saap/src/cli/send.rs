@@ -17,10 +17,12 @@ process), the event is appended to the run, and its display events are streamed 
 or --timeout passes, as with `run`. With --engine nats://HOST:PORT the event is published on the
 agent class's stream for the run (Nats-Msg-Id = event id): the workers dispatch it, and this
 command follows the run's journal until it ends or --timeout passes.
+
 Examples (the approval agent waits for a human):
   send RUN --event '{\"_event_name\": \"ApprovalGiven\", \"approved\": true, \"by\": \"ann\"}'
   send RUN --event @answer.json --engine nats://127.0.0.1:4222 --timeout 10
   runs --status live                    which runs wait for an event
+
 Exit codes: 0 the run stopped, 1 it failed or still waits, 2 unknown run, ended run or invalid
 event, 3 database or server failure."
 )]
@@ -39,12 +41,14 @@ pub(super) struct SendArgs {
     #[arg(long)]
     pub(super) json: bool,
 }
+
 pub(super) fn ended_run(run_id: &str, run: &saap_dispatch::Run) -> Fail {
     invalid(format!(
         "run {run_id} has ended ({}); an event sent now would only be kept as evidence, never dispatched: start a new run",
         RunOutcome::of(run).as_str()
     ))
 }
+
 pub(super) async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fail> {
     let (name, fields) = send_event(&a)?;
     let kind = match &a.from.engine {

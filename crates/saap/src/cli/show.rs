@@ -16,11 +16,13 @@ use std::path::PathBuf;
     after_help = "RUN is a run id as printed by `run` and `runs` (a unique prefix is enough). Only that run is
 read: its journal is replayed through the dispatch core (no step runs) and checked against its
 stored decision records.
+
 Examples:
   show RUN                              the timeline of events and decisions
   show RUN --json                       events with fields, records, executions
   show RUN --history-out run.json       a History file for `saap explain SPEC --history run.json`
   show RUN --engine nats://127.0.0.1:4222   a run of the agent class on NATS JetStream
+
 Exit codes: 0 shown, 2 unknown or ambiguous run id, 3 database or server failure, or a
 journal that does not replay."
 )]
@@ -37,6 +39,7 @@ pub(super) struct ShowArgs {
     #[arg(long, value_name = "FILE")]
     pub(super) history_out: Option<PathBuf>,
 }
+
 pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
     let Some(reader) = open_reader(workflow, &a.from).await? else {
         return Err(invalid(format!(

@@ -13,6 +13,7 @@ pub(super) struct SpecArgs {
     #[arg(long, conflicts_with = "json")]
     pub(super) mermaid: bool,
 }
+
 pub(super) fn spec(workflow: &Workflow, a: &SpecArgs) -> Result<u8, Fail> {
     let mut out = std::io::stdout().lock();
     if a.mermaid {
