@@ -2,7 +2,7 @@
 //! targets): steps/s with 1 and 2 workers, and the latency of one step hop (p50/p99).
 //!
 //! `cargo bench -p saap --bench nats` (needs nats-server >= 2.10: `scripts/nats-server-install`).
-//! Arguments filter: `hop` / `throughput` / `spill` (scenario), `local` / `shared-adaptive` /
+//! Arguments filter: `hop` / `throughput` / `spill` / `floor` (scenario), `local` / `shared-adaptive` /
 //! `shared-forced` (where NATS step bodies run: `Steps::Local`, `Steps::Shared` with the
 //! default `local_slots`, `Steps::Shared` with `local_slots: 0`, every body through the work
 //! queue; all three by default), `nats-only` (skip memory/SQLite).
@@ -25,7 +25,13 @@
 //!   go through `Engine::start_run`; NATS runs are published on the class stream by a client
 //!   (as any producer would) and served by 1 or 2 workers (in this process, own connections);
 //!   their end is seen on the `Done` events the owners publish. 500 runs; `SAAP_BENCH_TP_RUNS=N`
-//!   for another count.
+//!   for another count. NATS lines also give the journal's messages, entries and mean
+//!   message size, and journal entries/s.
+//! - `floor`: what the server itself persists with the same settings, to compare journal
+//!   entries/s with: a plain async-publish loop (no engine) of as many messages as the
+//!   throughput runs wrote entries, of the journal's mean message size, over one subject per
+//!   run of a stream configured as the journal; with as many acknowledgements outstanding as
+//!   runs, one at a time (each awaited), and spread over two streams. Messages/s.
 #![allow(clippy::unwrap_used)]
 
 use saap::event::to_payload;
@@ -348,7 +354,13 @@ async fn run_all(client: &SaapNats, wf: &Workflow, runs: usize, prefix: &str) ->
     (took, work_items(client, wf.name()).await)
 }
 
-async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool, steps: Mode) -> String {
+/// A NATS throughput line, and the mean size of a journal message (for `floor`).
+async fn throughput_nats(
+    n_workers: usize,
+    runs: usize,
+    default_sync: bool,
+    steps: Mode,
+) -> (String, usize) {
     let server = server(default_sync);
     let stamps: Stamps = Arc::default();
     let wf = chain(&stamps);
@@ -358,7 +370,8 @@ async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool, step
     for w in ws {
         w.shutdown();
     }
-    throughput_line(
+    let (messages, bytes, entries) = journal_stats(&client, wf.name()).await;
+    let line = throughput_line(
         &format!(
             "nats-{n_workers}-worker\",\"sync\":\"{}\",\"steps\":\"{}\",\"queued\":\"{queued}",
             sync_name(default_sync),
@@ -366,8 +379,117 @@ async fn throughput_nats(n_workers: usize, runs: usize, default_sync: bool, step
         ),
         runs,
         took,
+    );
+    let size = (bytes / messages.max(1)) as usize;
+    let line = format!(
+        r#"{},"journal_messages":{messages},"entries":{entries},"message_bytes":{size},"entries_per_s":{:.0}}}"#,
+        line.trim_end_matches('}'),
+        entries as f64 / took.as_secs_f64()
+    );
+    (line, size)
+}
+
+/// What the journal stream of `class` holds after a scenario: messages, bytes, and journal
+/// entries (each run's last message names its last entry's index).
+async fn journal_stats(nats: &SaapNats, class: &str) -> (u64, u64, u64) {
+    use futures_util::StreamExt;
+    let js = nats.jetstream();
+    let mut stream = js
+        .get_stream(saap::nats::journal_stream(class))
+        .await
+        .unwrap();
+    let state = stream.info().await.unwrap().state.clone();
+    let mut subjects = stream
+        .info_with_subjects(format!("saap.journal.{class}.*"))
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    while let Some(s) = subjects.next().await {
+        names.push(s.unwrap().0);
+    }
+    let mut entries = 0;
+    for name in names {
+        let m = stream.get_last_raw_message_by_subject(&name).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+        entries += v["b"]
+            .as_array()
+            .and_then(|b| b.last())
+            .and_then(|e| e["x"].as_u64())
+            .map_or(0, |x| x + 1);
+    }
+    (state.messages, state.bytes, entries)
+}
+
+type AckFuture = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<
+                    async_nats::jetstream::publish::PublishAck,
+                    async_nats::jetstream::context::PublishError,
+                >,
+            > + Send,
+    >,
+>;
+
+/// `floor`: what the server itself persists with the same settings: a plain async-publish
+/// loop of `n` messages of `size` bytes over `subjects` subjects (one per run, as the
+/// journal), with at most `window` acknowledgements outstanding, on `streams` streams
+/// configured as the journal (subjects spread over them). Messages/s from the first
+/// publication to the last acknowledgement.
+async fn floor(
+    default_sync: bool,
+    n: usize,
+    size: usize,
+    subjects: usize,
+    window: usize,
+    streams: usize,
+) -> String {
+    use futures_util::StreamExt;
+    let server = server(default_sync);
+    let nats = connect(&server).await;
+    let js = nats.jetstream();
+    for k in 0..streams {
+        js.create_stream(async_nats::jetstream::stream::Config {
+            name: format!("floor{k}"),
+            subjects: vec![format!("floor{k}.*")],
+            storage: async_nats::jetstream::stream::StorageType::File,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let names: Vec<String> = (0..subjects)
+        .map(|i| format!("floor{}.r{i}", i % streams))
+        .collect();
+    let payload = bytes::Bytes::from(vec![b'x'; size]);
+    let mut acks: futures_util::stream::FuturesUnordered<AckFuture> = Default::default();
+    let t = Instant::now();
+    for i in 0..n {
+        if acks.len() >= window {
+            acks.next().await.unwrap().unwrap();
+        }
+        let ack = js
+            .publish(names[i % subjects].clone(), payload.clone())
+            .await
+            .unwrap();
+        acks.push(Box::pin(ack.into_future()));
+    }
+    while let Some(a) = acks.next().await {
+        a.unwrap();
+    }
+    let took = t.elapsed();
+    format!(
+        r#"{{"scenario":"floor","sync":"{}","messages":{n},"bytes":{size},"subjects":{subjects},"streams":{streams},"window":{window},"total_ms":{:.0},"messages_per_s":{:.0}}}"#,
+        sync_name(default_sync),
+        took.as_secs_f64() * 1e3,
+        n as f64 / took.as_secs_f64()
     )
 }
+
+/// The mean size of an S1 journal message (one entry with its records), for `floor` run
+/// without `throughput`.
+const JOURNAL_MESSAGE_BYTES: usize = 538;
 
 /// Bodies of the `spill` scenario: one run's fan-out width and each body's wait.
 const SPILL_FAN: usize = 8;
@@ -437,7 +559,7 @@ fn main() {
     let scenario = |s: &str| {
         !filters
             .iter()
-            .any(|f| f == "hop" || f == "throughput" || f == "spill")
+            .any(|f| f == "hop" || f == "throughput" || f == "spill" || f == "floor")
             || filters.iter().any(|f| f == s)
     };
     let want = |s: &str| scenario(s);
@@ -466,6 +588,9 @@ fn main() {
         .unwrap_or(500);
     let (hop_runs, tp_runs) = if smoke { (2, 10) } else { (200, tp_default) };
     rt.block_on(async {
+        // The mean journal message size of the throughput runs (`floor` publishes messages of
+        // that size; about this size when it runs alone).
+        let mut msg_size = 0;
         if want("hop") {
             for kind in ["memory", "sqlite"].into_iter().filter(|_| embedded_too) {
                 println!("{}", hop_embedded(kind, hop_runs).await);
@@ -491,8 +616,29 @@ fn main() {
             for &steps in &modes {
                 for default_sync in [false, true] {
                     for n in [1, 2] {
-                        println!("{}", throughput_nats(n, tp_runs, default_sync, steps).await);
+                        let (line, size) = throughput_nats(n, tp_runs, default_sync, steps).await;
+                        println!("{line}");
+                        msg_size = msg_size.max(size);
                     }
+                }
+            }
+        }
+        if want("floor") {
+            // As many journal-sized messages as S1 runs write entries (11 per run), over one
+            // subject per run: with as many acknowledgements outstanding as runs (as the
+            // journal's writer), one at a time, and spread over two streams.
+            let size = if msg_size > 0 {
+                msg_size
+            } else {
+                JOURNAL_MESSAGE_BYTES
+            };
+            for default_sync in [false, true] {
+                for (window, streams) in [(tp_runs, 1), (1, 1), (tp_runs, 2)] {
+                    let n = tp_runs * 11;
+                    println!(
+                        "{}",
+                        floor(default_sync, n, size, tp_runs, window, streams).await
+                    );
                 }
             }
         }

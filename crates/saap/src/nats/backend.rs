@@ -25,10 +25,13 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::{self, consumer::pull};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use saap_nats::{BucketKind, BucketSpec, NatsError, SaapNats, TypedKv};
 use saap_protocol::{EventEnvelope, EventKind as WireKind, Hierarchy, RunAddress};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,8 +41,13 @@ use tokio::sync::{mpsc, oneshot};
 /// acknowledges them without dispatching them again.
 pub use saap_nats::consumer::JOURNALED_HEADER;
 
-/// Largest number of batches written in one round.
+/// Most batches the writer takes from its queue at once.
 const MAX_ROUND: usize = 4096;
+/// Most journal messages awaiting their acknowledgement at once (each holds one of the
+/// JetStream context's 5,000 publish permits; step outputs take others). Deep enough that the
+/// server always has journal writes queued; bounded so that the last of them is acknowledged
+/// well within the request timeout even when every write waits for its own fsync.
+const MAX_IN_FLIGHT: usize = 1024;
 /// Retries of a journal write that failed transiently (about 25 s with back-off).
 const WRITE_ATTEMPTS: u32 = 30;
 /// Run summaries a listing reads at once from the journal stream.
@@ -587,7 +595,7 @@ impl Inner {
                 },
                 Err(e) => last = e.to_string(),
             }
-            if last.contains("wrong last sequence") {
+            if fenced(&last) {
                 // Ours (stored by an earlier attempt), or another worker's: look.
                 return self.stored_as(subject, &msg_id).await.ok_or(last);
             }
@@ -911,65 +919,137 @@ fn encode(batches: &[PersistBatch]) -> String {
     s
 }
 
-/// The store's writer: takes every batch queued since the last round, writes one message per
-/// run (all runs pipelined), waits for the acknowledgements, then resolves the batches.
+/// One journal message on its way: the run's batches it carries, whom to tell, and what the
+/// server answered (the stored sequence, or why not).
+struct Flight {
+    run_id: Arc<str>,
+    batches: Vec<PersistBatch>,
+    senders: Vec<oneshot::Sender<Result<(), StoreError>>>,
+    result: Result<u64, String>,
+}
+
+type FlightFuture = Pin<Box<dyn Future<Output = Flight> + Send>>;
+
+/// Whether a journal write was refused by its fencing (another process wrote to the run).
+fn fenced(error: &str) -> bool {
+    error.contains("wrong last sequence")
+}
+
+/// The store's writer, a pipeline. Each run has at most one journal message awaiting its
+/// acknowledgement, since the next one is fenced on the sequence that acknowledgement returns:
+/// batches of the run queued meanwhile wait and go together in its next message (group
+/// commit). Messages of different runs are all in flight at once (up to [`MAX_IN_FLIGHT`]), so
+/// the server always has journal writes queued, and no run waits for another's: a batch
+/// resolves as soon as its own message is acknowledged (durable before its executions start,
+/// DESIGN §4.9).
 async fn writer(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Job>) {
-    let mut jobs = Vec::new();
-    while let Some(first) = rx.recv().await {
-        jobs.push(first);
-        while jobs.len() < MAX_ROUND {
-            match rx.try_recv() {
-                Ok(j) => jobs.push(j),
-                Err(_) => break,
+    // Runs with a message in flight, and the jobs queued behind it.
+    let mut busy: HashMap<Arc<str>, Vec<Job>> = HashMap::new();
+    let mut flights: FuturesUnordered<FlightFuture> = FuturesUnordered::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    let mut open = true;
+    while open || !flights.is_empty() {
+        tokio::select! {
+            biased;
+            Some(flight) = flights.next(), if !flights.is_empty() => {
+                let run_id = flight.run_id.clone();
+                let failed = inner.land(flight);
+                let Some(waiting) = busy.remove(&run_id) else { continue };
+                if waiting.is_empty() {
+                    continue;
+                }
+                let refusal = if inner.halted.load(Ordering::Relaxed) {
+                    Some(StoreError::Halted)
+                } else {
+                    // A batch written after one that failed would leave a gap: fail it too
+                    // (the engine stops the run on the first failure anyway).
+                    failed.map(|detail| {
+                        io(format!("an earlier journal write of run `{run_id}` failed: {detail}"))
+                    })
+                };
+                match refusal {
+                    Some(e) => {
+                        for j in waiting {
+                            let _ = j.done.send(Err(e.clone()));
+                        }
+                    }
+                    None => {
+                        let flight = inner.send(run_id.clone(), waiting).await;
+                        flights.push(flight);
+                        busy.insert(run_id, Vec::new());
+                    }
+                }
+            }
+            job = rx.recv(), if open && flights.len() < MAX_IN_FLIGHT => {
+                let Some(first) = job else {
+                    open = false;
+                    continue;
+                };
+                jobs.push(first);
+                while jobs.len() < MAX_ROUND {
+                    match rx.try_recv() {
+                        Ok(j) => jobs.push(j),
+                        Err(_) => break,
+                    }
+                }
+                if inner.halted.load(Ordering::Relaxed) {
+                    for j in jobs.drain(..) {
+                        let _ = j.done.send(Err(StoreError::Halted));
+                    }
+                    continue;
+                }
+                // Group by run, keeping each run's journal order.
+                let mut groups: Vec<(Arc<str>, Vec<Job>)> = Vec::new();
+                let mut index: HashMap<Arc<str>, usize> = HashMap::new();
+                for j in jobs.drain(..) {
+                    if let Some(waiting) = busy.get_mut(&j.batch.run_id) {
+                        waiting.push(j);
+                        continue;
+                    }
+                    let i = *index.entry(j.batch.run_id.clone()).or_insert_with(|| {
+                        groups.push((j.batch.run_id.clone(), Vec::new()));
+                        groups.len() - 1
+                    });
+                    groups[i].1.push(j);
+                }
+                for (run_id, group) in groups {
+                    let flight = inner.send(run_id.clone(), group).await;
+                    flights.push(flight);
+                    busy.insert(run_id, Vec::new());
+                }
             }
         }
-        if inner.halted.load(Ordering::Relaxed) {
-            for j in jobs.drain(..) {
-                let _ = j.done.send(Err(StoreError::Halted));
-            }
-            continue;
-        }
-        // Group by run, keeping each run's journal order.
-        let mut groups: Vec<(Arc<str>, Vec<Job>)> = Vec::new();
-        let mut index: HashMap<Arc<str>, usize> = HashMap::new();
-        for j in jobs.drain(..) {
-            let i = *index.entry(j.batch.run_id.clone()).or_insert_with(|| {
-                groups.push((j.batch.run_id.clone(), Vec::new()));
-                groups.len() - 1
-            });
-            groups[i].1.push(j);
-        }
-        let mut acks = Vec::with_capacity(groups.len());
-        for (run_id, group) in groups {
-            let batches: Vec<PersistBatch> = Vec::new();
-            let (batches, senders): (Vec<PersistBatch>, Vec<_>) = group
-                .into_iter()
-                .map(|j| (j.batch, j.done))
-                .fold((batches, Vec::new()), |(mut b, mut s), (x, d)| {
-                    b.push(x);
-                    s.push(d);
-                    (b, s)
-                });
-            let expected = lock(&inner.last_seq).get(&run_id).copied().unwrap_or(0);
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                "Nats-Expected-Last-Subject-Sequence",
-                expected.to_string().as_str(),
-            );
-            headers.insert(
-                saap_protocol::subject::NATS_MSG_ID_HEADER,
-                format!("{run_id}.{}", batches[0].index).as_str(),
-            );
-            let payload = Bytes::from(encode(&batches));
-            let subject = journal_subject(&inner.class, &run_id);
-            let sent = inner
-                .nats
-                .jetstream()
-                .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
-                .await;
-            acks.push((run_id, batches, senders, (subject, headers, payload), sent));
-        }
-        for (run_id, batches, senders, (subject, headers, payload), sent) in acks {
+    }
+}
+
+impl Inner {
+    /// Publishes one message with a run's queued batches (fenced on the run's last known
+    /// sequence) and returns the future of its acknowledgement, retried on transient
+    /// failures.
+    async fn send(self: &Arc<Self>, run_id: Arc<str>, group: Vec<Job>) -> FlightFuture {
+        let (batches, senders): (Vec<PersistBatch>, Vec<_>) =
+            group.into_iter().map(|j| (j.batch, j.done)).unzip();
+        let expected = lock(&self.last_seq).get(&run_id).copied().unwrap_or(0);
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            expected.to_string().as_str(),
+        );
+        headers.insert(
+            saap_protocol::subject::NATS_MSG_ID_HEADER,
+            format!("{run_id}.{}", batches.first().map_or(0, |b| b.index)).as_str(),
+        );
+        let payload = Bytes::from(encode(&batches));
+        let subject = journal_subject(&self.class, &run_id);
+        // Waits only for the message to be handed to the connection (and for a free
+        // in-flight permit of the JetStream context), not for its acknowledgement.
+        let sent = self
+            .nats
+            .jetstream()
+            .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+            .await;
+        let inner = self.clone();
+        Box::pin(async move {
             let first = match sent {
                 Ok(ack) => ack.await.map(|a| a.sequence).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
@@ -977,53 +1057,82 @@ async fn writer(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Job>) {
             let result = match first {
                 Ok(seq) => Ok(seq),
                 // Fenced on the first attempt: another worker wrote to the run.
-                Err(e) if e.contains("wrong last sequence") => Err(e),
+                Err(e) if fenced(&e) => Err(e),
                 // Transient (fail-over, timeout, reconnect): retry the same message.
                 Err(e) => inner.retry_write(&subject, headers, payload, e).await,
             };
-            match result {
-                Ok(sequence) => {
-                    lock(&inner.last_seq).insert(run_id.clone(), sequence);
-                    let thread = batches
-                        .iter()
-                        .find_map(|b| b.new_run.as_ref().map(|m| m.thread_id.clone()));
-                    // Read before the batches resolve: once they do, the run may end and be
-                    // released (`forget_run`), which drops its address.
-                    let address = inner.address(&run_id, thread.as_ref());
-                    for s in senders {
-                        let _ = s.send(Ok(()));
-                    }
-                    let ended = batches.iter().any(|b| b.ended);
-                    let inner2 = inner.clone();
-                    let entries: Vec<String> = batches.into_iter().map(|b| b.entry_json).collect();
-                    tokio::spawn(async move {
-                        if let Some(address) = &address {
-                            for e in &entries {
-                                inner2.publish_after(address, e).await;
-                            }
-                        }
-                        if ended {
-                            let (kv, key) = inner2.ctx_bucket(&Scope::Run(run_id.clone()));
-                            if let Err(e) = kv.delete(&key).await {
-                                tracing::warn!(run_id = %run_id, error = %e, "cannot delete the RunContext of an ended run");
-                            }
-                        }
-                    });
-                }
-                Err(e) => {
-                    tracing::error!(run_id = %run_id, error = %e, "journal write refused");
-                    let detail = if e.contains("wrong last sequence") {
-                        format!(
-                            "run `{run_id}` was written by another worker (journal fencing: {e}); this worker no longer owns it"
-                        )
-                    } else {
-                        format!("journal write for run `{run_id}` failed: {e}")
-                    };
-                    for s in senders {
-                        let _ = s.send(Err(io(&detail)));
-                    }
-                }
+            Flight {
+                run_id,
+                batches,
+                senders,
+                result,
             }
+        })
+    }
+
+    /// Resolves the batches of an acknowledged (or failed) journal message; on success,
+    /// publishes what they made visible. Returns why it failed, if it did.
+    fn land(self: &Arc<Self>, flight: Flight) -> Option<String> {
+        let Flight {
+            run_id,
+            batches,
+            senders,
+            result,
+        } = flight;
+        match result {
+            Ok(sequence) => {
+                lock(&self.last_seq).insert(run_id.clone(), sequence);
+                let thread = batches
+                    .iter()
+                    .find_map(|b| b.new_run.as_ref().map(|m| m.thread_id.clone()));
+                // Read before the batches resolve: once they do, the run may end and be
+                // released (`forget_run`), which drops its address.
+                let address = self.address(&run_id, thread.as_ref());
+                for s in senders {
+                    let _ = s.send(Ok(()));
+                }
+                let ended = batches.iter().any(|b| b.ended);
+                let inner = self.clone();
+                let entries: Vec<String> = batches.into_iter().map(|b| b.entry_json).collect();
+                tokio::spawn(async move {
+                    if let Some(address) = &address {
+                        for e in &entries {
+                            inner.publish_after(address, e).await;
+                        }
+                    }
+                    if ended {
+                        inner.drop_run_context(&run_id).await;
+                    }
+                });
+                None
+            }
+            Err(e) => {
+                tracing::error!(run_id = %run_id, error = %e, "journal write refused");
+                let detail = if fenced(&e) {
+                    format!(
+                        "run `{run_id}` was written by another worker (journal fencing: {e}); this worker no longer owns it"
+                    )
+                } else {
+                    format!("journal write for run `{run_id}` failed: {e}")
+                };
+                for s in senders {
+                    let _ = s.send(Err(io(&detail)));
+                }
+                Some(detail)
+            }
+        }
+    }
+
+    /// Deletes an ended run's RunContext, if it has one: a delete of an absent key would
+    /// still store a delete marker, one more fsync per run with `sync_interval: always`, where
+    /// the read costs none.
+    async fn drop_run_context(&self, run_id: &Arc<str>) {
+        let (kv, key) = self.ctx_bucket(&Scope::Run(run_id.clone()));
+        if let Ok(None) = kv.get(&key).await {
+            return;
+        }
+        if let Err(e) = kv.delete(&key).await {
+            tracing::warn!(run_id = %run_id, error = %e, "cannot delete the RunContext of an ended run");
         }
     }
 }
