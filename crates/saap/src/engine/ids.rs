@@ -3,7 +3,8 @@
 //! ([`RunIdText`], [`HexId`], word-aligned so `str::from_utf8` checks it in two steps), made
 //! without `fmt` ([`hex_id`], [`run_id_text`], which reuses the text of the first bytes that
 //! all ids of one second share), and looked up with hashers that skip SipHash (~200
-//! instructions per lookup saved: [`FnvHasher`] for type names, [`RunIdHasher`] for run ids).
+//! instructions per lookup saved: foldhash's fixed-seed hasher for type names ([`TypeNameBuild`]),
+//! [`RunIdHasher`] for run ids).
 //! Must not know runs, slots or the core: ids and hashing only.
 
 use saap_dispatch::EventId;
@@ -64,30 +65,9 @@ impl From<&str> for RunIdText {
     }
 }
 
-/// FNV-1a for the type table (short names): a keyed hash (SipHash) buys nothing there and
-/// costs ~200 instructions per lookup.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FnvHasher(pub(super) u64);
-
-impl std::hash::Hasher for FnvHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-pub(crate) type FnvBuild = std::hash::BuildHasherDefault<FnvHasher>;
+/// The type table's hasher (short names): a keyed hash (SipHash) buys nothing there and
+/// costs ~200 instructions per lookup; foldhash's fixed-seed hasher, not a hand-written one.
+pub(crate) type TypeNameBuild = foldhash::fast::FixedState;
 
 /// The run table's hash: run ids are made by the engine (or the store), so a keyed hash
 /// buys nothing; a run id (24 characters) is taken eight bytes at a time (FNV takes one

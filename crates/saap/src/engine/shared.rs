@@ -3,7 +3,7 @@
 //! Its behaviour lives beside the part it belongs to (`incoming`, `lifecycle`, `apply`,
 //! `body`, `tasks`, `recovery`), each an `impl Shared` of its own.
 
-use super::ids::{FnvBuild, IdGen};
+use super::ids::{IdGen, TypeNameBuild};
 use super::local_queue::LocalQueue;
 use super::options::EngineOptions;
 use super::run_table::Runs;
@@ -28,7 +28,7 @@ pub(crate) struct Shared {
     pub backend: Arc<dyn Backend>,
     pub(super) runs: RwLock<Runs>,
     /// Type ids by name (FNV; the spec's own index uses SipHash).
-    pub(super) type_ids: HashMap<Box<str>, saap_dispatch::TypeId, FnvBuild>,
+    pub(super) type_ids: HashMap<Box<str>, saap_dispatch::TypeId, TypeNameBuild>,
     /// Per step: the types it declares as outputs, looked up before `type_ids` (a step
     /// returns one of a few types: comparing a short name beats hashing it).
     pub(super) out_types: Vec<OutTypes>,
