@@ -29,9 +29,7 @@
 //! }
 //! ```
 
-use crate::context::StepCtx;
-use crate::engine::{Engine, EngineError};
-use crate::event::{Event, Payload, to_payload};
+use crate::event::Payload;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -126,7 +124,7 @@ pub fn merge(base: &mut Value, over: &Value) {
     }
 }
 
-fn short_type<T>() -> String {
+pub(crate) fn short_type<T>() -> String {
     let full = std::any::type_name::<T>();
     full.rsplit("::").next().unwrap_or(full).to_string()
 }
@@ -195,76 +193,6 @@ pub(crate) fn start_payload(
             })
         })
         .unwrap_or_else(|| Payload::from_json(Value::Null))
-}
-
-impl StepCtx {
-    /// The fields of the event that started this run (with its `_config`); null once the
-    /// run has left its engine (`config` and `step_config` fail then).
-    pub fn start_fields(&self) -> Payload {
-        self.held_start_fields()
-            .unwrap_or_else(|_| Payload::from_json(Value::Null))
-    }
-
-    /// The start event's fields, or why the run cannot be read any more.
-    fn held_start_fields(&self) -> Result<Payload, crate::context::ContextError> {
-        Ok(match &*self.run {
-            crate::context::CtxRun::Local(run) => {
-                let st = run.slot()?.lock();
-                let seq = st.run.start_seq();
-                seq.and_then(|s| st.payloads.get(s as usize).cloned())
-                    .unwrap_or_else(|| Payload::from_json(Value::Null))
-            }
-            crate::context::CtxRun::Remote(r) => r.start.clone(),
-        })
-    }
-
-    /// The run's agent config (what `cfg: Config<C>` injects).
-    pub fn config<C: AgentConfig>(&self) -> Result<Config<C>, ConfigError> {
-        let fields = self.held_start_fields().map_err(|e| ConfigError::Agent {
-            config: short_type::<C>(),
-            message: e.to_string(),
-        })?;
-        agent_config(&fields).map(Config::new)
-    }
-
-    /// The run's config of step `step` (what `s: StepConfig<S>` injects).
-    pub fn step_config<S: AgentConfig>(&self, step: &str) -> Result<StepConfig<S>, ConfigError> {
-        let fields = self.held_start_fields().map_err(|e| ConfigError::Step {
-            step: step.to_string(),
-            config: short_type::<S>(),
-            message: e.to_string(),
-        })?;
-        step_config(&fields, step).map(StepConfig::new)
-    }
-}
-
-impl Engine {
-    /// Starts a run whose start event carries `config` (in `_config`); the config is checked
-    /// against every config type the workflow's steps inject before the run exists.
-    pub async fn start_run_with_config<T: Event, C: Serialize>(
-        &self,
-        thread_id: Option<&str>,
-        start: T,
-        config: &C,
-    ) -> Result<String, EngineError> {
-        let mut fields = (*to_payload(&start)?).clone();
-        let config = serde_json::to_value(config).map_err(|e| {
-            EngineError::Config(ConfigError::Agent {
-                config: short_type::<C>(),
-                message: format!("it cannot be encoded: {e}"),
-            })
-        })?;
-        match &mut fields {
-            Value::Object(m) => {
-                m.insert(CONFIG_FIELD.to_string(), config);
-            }
-            other => {
-                *other = serde_json::json!({ CONFIG_FIELD: config });
-            }
-        }
-        self.start_run_named(thread_id, T::NAME, Payload::from_json(fields))
-            .await
-    }
 }
 
 #[cfg(test)]

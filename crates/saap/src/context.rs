@@ -3,8 +3,13 @@
 //! (thread-scoped, expires after its TTL) and the event displayer (display events: chunks,
 //! thoughts, costs).
 
-use crate::backend::{Scope, StoreError};
-use crate::engine::{RunSlot, Shared};
+use crate::backend::{Backend, Scope, StoreError};
+use crate::config::{
+    AgentConfig, Config, ConfigError, StepConfig, agent_config, short_type, step_config,
+};
+use crate::engine::error::EngineError;
+use crate::engine::ids::{RunIdText, hex_id};
+use crate::engine::run_names::RunNames;
 use crate::event::{Event, Payload, to_payload};
 use saap_dispatch::{EventId, ExecutionId};
 use serde::Serialize;
@@ -28,7 +33,7 @@ pub enum ContextError {
     )]
     NotDisplay { name: String },
     #[error(transparent)]
-    Engine(#[from] Box<crate::engine::EngineError>),
+    Engine(#[from] Box<EngineError>),
     #[error(
         "the engine that ran this step is gone (dropped); a step's context is only usable while its engine exists — do not keep it beyond the step"
     )]
@@ -53,6 +58,25 @@ pub trait DisplaySink: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<(), ContextError>> + Send + 'static>>;
 }
 
+/// What a step's context asks of the engine that holds its run. The engine implements it;
+/// this module knows none of the engine's types (the authoring API sits below the engine).
+pub(crate) trait RunHost: Send + Sync {
+    /// The store behind RunContext and ThreadContext.
+    fn backend(&self) -> &Arc<dyn Backend>;
+    /// Shows display event `name` of execution `execution` (attempt `attempt`) of the run
+    /// `run_id` holds: numbered by the run, logged once even when shown again by a re-run.
+    fn show_display(
+        self: Arc<Self>,
+        run_id: &str,
+        execution: ExecutionId,
+        attempt: u32,
+        name: &'static str,
+        payload: Payload,
+    ) -> Pin<Box<dyn Future<Output = Result<(), ContextError>> + Send + 'static>>;
+    /// The fields of the event that started run `run_id`, while the engine holds it.
+    fn start_fields(&self, run_id: &str) -> Result<Payload, ContextError>;
+}
+
 /// The run an execution belongs to, as its body sees it.
 #[derive(Clone)]
 pub(crate) enum CtxRun {
@@ -65,7 +89,7 @@ pub(crate) enum CtxRun {
 /// What a body running away from its run needs: ids, the start event's fields (configs) and
 /// a display sink.
 pub(crate) struct RemoteRun {
-    pub shared: Arc<Shared>,
+    pub host: Arc<dyn RunHost>,
     pub run_id: Arc<str>,
     pub thread_id: Arc<str>,
     pub start: Payload,
@@ -77,7 +101,7 @@ pub(crate) struct RemoteRun {
 /// A run held by this process, as a step's context refers to it: by its id (unique in its
 /// engine), not by a counted reference. Making and dropping one per step costs no atomic
 /// operation (a reference to the run's slot cost two, ~15 ns); a body that uses its
-/// context finds the run in its engine's run table, once ([`LocalRun::slot`]).
+/// context has the engine find the run by its id.
 #[derive(Clone)]
 pub(crate) struct LocalRun {
     engine: EngineRef,
@@ -86,50 +110,32 @@ pub(crate) struct LocalRun {
     /// the run's slot does).
     thread_id: OnceLock<IdText>,
     new_thread: EventId,
-    /// The slot, once a method needed it.
-    slot: OnceLock<Arc<RunSlot>>,
 }
 
 impl LocalRun {
     #[inline(always)]
-    pub(crate) fn new(engine: EngineRef, slot: &RunSlot) -> LocalRun {
-        let new_thread = slot.new_thread();
+    pub(crate) fn new(engine: EngineRef, names: &RunNames) -> LocalRun {
+        let new_thread = names.new_thread();
         LocalRun {
             engine,
-            run_id: IdText::from_run(slot.id_text()),
-            thread_id: match slot.given_thread() {
+            run_id: IdText::from_run(names.id_text()),
+            thread_id: match names.given_thread() {
                 Some(t) => OnceLock::from(IdText::new(t)),
                 None => OnceLock::new(),
             },
             new_thread,
-            slot: OnceLock::new(),
         }
     }
 
     fn thread_id(&self) -> &str {
         self.thread_id
-            .get_or_init(|| IdText::new(&crate::engine::hex_id(&self.new_thread)))
+            .get_or_init(|| IdText::new(&hex_id(&self.new_thread)))
             .as_str()
     }
 
     /// The engine that holds the run, while it exists.
-    fn shared(&self) -> Result<Arc<Shared>, ContextError> {
+    fn host(&self) -> Result<Arc<dyn RunHost>, ContextError> {
         self.engine.get().ok_or(ContextError::EngineGone)
-    }
-
-    /// The run's slot while its engine holds it: found by the run's id in the engine's run
-    /// table on first use, then kept by this context.
-    pub(crate) fn slot(&self) -> Result<&Arc<RunSlot>, ContextError> {
-        if let Some(slot) = self.slot.get() {
-            return Ok(slot);
-        }
-        let found =
-            self.shared()?
-                .slot(self.run_id.as_str())
-                .map_err(|_| ContextError::RunGone {
-                    run_id: self.run_id.as_str().to_string(),
-                })?;
-        Ok(self.slot.get_or_init(|| found))
     }
 }
 
@@ -170,13 +176,13 @@ impl IdText {
     }
     /// A run's id: an engine-made one copied, without making its shared text.
     #[inline(always)]
-    fn from_run(id: &crate::engine::RunIdText) -> IdText {
+    fn from_run(id: &RunIdText) -> IdText {
         match id {
-            crate::engine::RunIdText::Hex(bytes) => IdText::Inline {
+            RunIdText::Hex(bytes) => IdText::Inline {
                 len: INLINE_ID as u8,
                 bytes: *bytes.bytes(),
             },
-            crate::engine::RunIdText::Other(s) => IdText::new(s),
+            RunIdText::Other(s) => IdText::new(s),
         }
     }
     fn as_str(&self) -> &str {
@@ -206,8 +212,9 @@ static ENGINES: Mutex<Engines> = Mutex::new(Engines {
 });
 
 struct Engines {
-    /// Per entry: its generation (bumped when its engine is dropped) and the engine.
-    entries: Vec<(u32, Weak<Shared>)>,
+    /// Per entry: its generation (bumped when its engine is dropped) and the engine (none
+    /// once dropped).
+    entries: Vec<(u32, Option<Weak<dyn RunHost>>)>,
     /// Entries of dropped engines.
     free: Vec<u32>,
 }
@@ -219,12 +226,12 @@ fn engines() -> std::sync::MutexGuard<'static, Engines> {
 
 impl EngineRef {
     /// Adds an engine being made (`Arc::new_cyclic`).
-    pub(crate) fn register(engine: Weak<Shared>) -> EngineRef {
+    pub(crate) fn register(engine: Weak<dyn RunHost>) -> EngineRef {
         let mut e = engines();
         match e.free.pop() {
             Some(index) => {
                 let entry = &mut e.entries[index as usize];
-                entry.1 = engine;
+                entry.1 = Some(engine);
                 EngineRef {
                     index,
                     generation: entry.0,
@@ -232,7 +239,7 @@ impl EngineRef {
             }
             None => {
                 let index = e.entries.len() as u32;
-                e.entries.push((0, engine));
+                e.entries.push((0, Some(engine)));
                 EngineRef {
                     index,
                     generation: 0,
@@ -249,28 +256,28 @@ impl EngineRef {
         {
             // A reference to the dropped engine matches no later one.
             entry.0 = entry.0.wrapping_add(1);
-            entry.1 = Weak::new();
+            entry.1 = None;
             e.free.push(self.index);
         }
     }
 
     /// The engine, while it exists.
-    fn get(self) -> Option<Arc<Shared>> {
+    fn get(self) -> Option<Arc<dyn RunHost>> {
         let e = engines();
         let (generation, engine) = e.entries.get(self.index as usize)?;
         if *generation != self.generation {
             return None;
         }
-        engine.upgrade()
+        engine.as_ref()?.upgrade()
     }
 }
 
 impl CtxRun {
     /// The engine the run belongs to.
-    fn shared(&self) -> Result<Arc<Shared>, ContextError> {
+    fn host(&self) -> Result<Arc<dyn RunHost>, ContextError> {
         match self {
-            CtxRun::Local(run) => run.shared(),
-            CtxRun::Remote(r) => Ok(r.shared.clone()),
+            CtxRun::Local(run) => run.host(),
+            CtxRun::Remote(r) => Ok(r.host.clone()),
         }
     }
 }
@@ -281,7 +288,7 @@ impl CtxRun {
 pub(crate) enum NewCtx<'a> {
     Local {
         engine: EngineRef,
-        slot: &'a RunSlot,
+        names: &'a RunNames,
         execution: ExecutionId,
         attempt: u32,
     },
@@ -294,11 +301,11 @@ impl NewCtx<'_> {
         match self {
             NewCtx::Local {
                 engine,
-                slot,
+                names,
                 execution,
                 attempt,
             } => StepCtx {
-                run: std::mem::ManuallyDrop::new(CtxRun::Local(LocalRun::new(engine, slot))),
+                run: std::mem::ManuallyDrop::new(CtxRun::Local(LocalRun::new(engine, names))),
                 execution,
                 attempt,
             },
@@ -329,12 +336,11 @@ fn no_run() -> CtxRun {
         },
         thread_id: OnceLock::new(),
         new_thread: EventId::from_bytes([0; 12]),
-        slot: OnceLock::new(),
     })
 }
 
-/// A context usually owns nothing (a local run's ids inline, nothing looked up): its drop
-/// is then four checks, inline where it is dropped, and what it owns is dropped out of
+/// A context usually owns nothing (a local run's ids inline): its drop
+/// is then three checks, inline where it is dropped, and what it owns is dropped out of
 /// line. `run` is a `ManuallyDrop`, so no drop glue of its own follows: before, the glue
 /// (`drop_in_place<StepCtx>`) was never inlined, a call on every step for which the context
 /// was first copied whole.
@@ -346,7 +352,6 @@ impl Drop for StepCtx {
             CtxRun::Local(run) => {
                 matches!(run.run_id, IdText::Shared(_))
                     || matches!(run.thread_id.get_mut(), Some(IdText::Shared(_)))
-                    || run.slot.get_mut().is_some()
             }
         };
         // Otherwise it owns no allocation and no reference: left as it is, nothing leaks.
@@ -365,18 +370,18 @@ fn drop_owned(run: CtxRun) {
 }
 
 impl StepCtx {
-    /// The context of execution `execution` (attempt `attempt`) of the run in `slot`,
+    /// The context of execution `execution` (attempt `attempt`) of the run named `names`,
     /// held by the engine `engine`.
     #[cfg(test)]
     pub(crate) fn local(
         engine: EngineRef,
-        slot: &RunSlot,
+        names: &RunNames,
         execution: ExecutionId,
         attempt: u32,
     ) -> StepCtx {
         NewCtx::Local {
             engine,
-            slot,
+            names,
             execution,
             attempt,
         }
@@ -431,11 +436,15 @@ impl StepCtx {
         })?;
         match &*self.run {
             CtxRun::Local(run) => {
-                let slot = run.slot()?;
                 // Numbered by the run, not the context: a step's context costs no counter.
-                let n = slot.lock().next_display(self.execution, self.attempt);
-                run.shared()?
-                    .display(slot, self.execution, n, T::NAME.into(), payload)
+                run.host()?
+                    .show_display(
+                        run.run_id.as_str(),
+                        self.execution,
+                        self.attempt,
+                        T::NAME,
+                        payload,
+                    )
                     .await
             }
             CtxRun::Remote(r) => {
@@ -443,6 +452,42 @@ impl StepCtx {
                 r.display.show(self.execution, n, T::NAME, payload).await
             }
         }
+    }
+}
+
+impl StepCtx {
+    /// The fields of the event that started this run (with its `_config`); null once the
+    /// run has left its engine (`config` and `step_config` fail then).
+    pub fn start_fields(&self) -> Payload {
+        self.held_start_fields()
+            .unwrap_or_else(|_| Payload::from_json(serde_json::Value::Null))
+    }
+
+    /// The start event's fields, or why the run cannot be read any more.
+    fn held_start_fields(&self) -> Result<Payload, ContextError> {
+        match &*self.run {
+            CtxRun::Local(run) => run.host()?.start_fields(run.run_id.as_str()),
+            CtxRun::Remote(r) => Ok(r.start.clone()),
+        }
+    }
+
+    /// The run's agent config (what `cfg: Config<C>` injects).
+    pub fn config<C: AgentConfig>(&self) -> Result<Config<C>, ConfigError> {
+        let fields = self.held_start_fields().map_err(|e| ConfigError::Agent {
+            config: short_type::<C>(),
+            message: e.to_string(),
+        })?;
+        agent_config(&fields).map(Config::new)
+    }
+
+    /// The run's config of step `step` (what `s: StepConfig<S>` injects).
+    pub fn step_config<S: AgentConfig>(&self, step: &str) -> Result<StepConfig<S>, ConfigError> {
+        let fields = self.held_start_fields().map_err(|e| ConfigError::Step {
+            step: step.to_string(),
+            config: short_type::<S>(),
+            message: e.to_string(),
+        })?;
+        step_config(&fields, step).map(StepConfig::new)
     }
 }
 
@@ -458,8 +503,8 @@ impl RunContext {
     pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ContextError> {
         let v = self
             .run
-            .shared()?
-            .backend
+            .host()?
+            .backend()
             .ctx_get(self.scope.clone(), key)
             .wait()
             .await?;
@@ -480,8 +525,8 @@ impl RunContext {
         })?;
         Ok(self
             .run
-            .shared()?
-            .backend
+            .host()?
+            .backend()
             .ctx_set(self.scope.clone(), key, v)
             .wait()
             .await?)
@@ -489,8 +534,8 @@ impl RunContext {
     pub async fn delete(&self, key: &str) -> Result<(), ContextError> {
         Ok(self
             .run
-            .shared()?
-            .backend
+            .host()?
+            .backend()
             .ctx_delete(self.scope.clone(), key)
             .wait()
             .await?)
@@ -655,12 +700,12 @@ mod tests {
 
     #[test]
     fn a_registry_entry_given_to_another_engine_is_not_the_first_ones_any_more() {
-        let a = EngineRef::register(Weak::new());
+        let a = EngineRef::register(Weak::<crate::engine::Shared>::new());
         a.unregister();
         // Unregistering twice (or an old reference) frees nothing else's entry.
         a.unregister();
-        let b = EngineRef::register(Weak::new());
-        let c = EngineRef::register(Weak::new());
+        let b = EngineRef::register(Weak::<crate::engine::Shared>::new());
+        let c = EngineRef::register(Weak::<crate::engine::Shared>::new());
         assert!(a.get().is_none() && b.get().is_none());
         if b.index == a.index {
             assert_ne!(b.generation, a.generation);

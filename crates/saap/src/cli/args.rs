@@ -1,7 +1,7 @@
 //! Options shared by several commands: where runs are kept (`--db`, `--engine`), NATS
 //! connection and worker settings, and how a stored run is looked up.
 
-use super::{Fail, invalid};
+use super::fail::{Fail, invalid};
 use std::path::PathBuf;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(super) enum EngineKind {

@@ -1,7 +1,7 @@
 //! `<agent> check`: every static check of the agent's spec (saap-dispatch's checker), as
 //! text or `--json`, with `--deny warnings`.
 
-use super::{Fail, internal, io};
+use super::fail::{Fail, internal, io};
 use crate::workflow::Workflow;
 use saap_dispatch::check::{Finding, Severity, Summary, check, summarize};
 use serde_json::json;

@@ -1,8 +1,8 @@
 //! Following a run until it ends or waits for outside input, and the report printed then
 //! (text or `--json`): its status, timeline, display events and counts.
 
+use super::fail::{Fail, engine_fail, internal, io};
 use super::reader::{NatsReader, read_view};
-use super::{Fail, engine_fail, internal, io};
 use crate::engine::Engine;
 use crate::history::{RunOutcome, StoredRunView};
 use crate::snapshot::RunSnapshot;

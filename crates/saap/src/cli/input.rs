@@ -1,8 +1,12 @@
 //! A JSON argument of the command line: inline, or `@FILE` / `-` read with a size bound.
 
-use super::{Fail, MAX_START_EVENT_BYTES, invalid};
+use super::fail::{Fail, invalid};
 use serde_json::Value;
 use std::io::Read;
+
+/// Largest start event accepted on the command line or from a file, in bytes.
+pub const MAX_START_EVENT_BYTES: u64 = 1024 * 1024;
+
 /// Reads a JSON argument: literal text, `@FILE` or `-` (stdin), bounded.
 pub(super) fn json_arg(flag: &str, src: &str) -> Result<(String, Value), Fail> {
     let (what, text) = if src == "-" {

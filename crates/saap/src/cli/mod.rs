@@ -19,6 +19,7 @@
 
 mod args;
 mod check;
+mod fail;
 mod follow;
 mod input;
 mod reader;
@@ -29,11 +30,11 @@ mod show;
 mod spec;
 mod store;
 
-use crate::engine::EngineError;
 use crate::workflow::Workflow;
 pub use check::render_check;
 use check::{CheckArgs, check_cmd};
 use clap::{Parser, Subcommand};
+use fail::{Fail, internal};
 use run::{RunArgs, run_cmd};
 use runs::{RunsArgs, runs_cmd};
 use send::{SendArgs, send_cmd};
@@ -44,8 +45,7 @@ use std::path::Path;
 use std::process::ExitCode;
 pub use store::default_db;
 
-/// Largest start event accepted on the command line or from a file, in bytes.
-pub const MAX_START_EVENT_BYTES: u64 = 1024 * 1024;
+pub use input::MAX_START_EVENT_BYTES;
 
 /// Runs the agent's command line with the process arguments; returns the exit code.
 pub fn main(workflow: Workflow) -> ExitCode {
@@ -161,39 +161,6 @@ enum Command {
     Runs(RunsArgs),
     /// Show one stored run: its events and the dispatcher's decisions.
     Show(ShowArgs),
-}
-
-/// A failure with its exit code.
-struct Fail {
-    code: u8,
-    message: String,
-}
-
-fn invalid(message: impl Into<String>) -> Fail {
-    Fail {
-        code: 2,
-        message: message.into(),
-    }
-}
-
-fn internal(message: impl Into<String>) -> Fail {
-    Fail {
-        code: 3,
-        message: message.into(),
-    }
-}
-
-fn io(e: std::io::Error) -> Fail {
-    internal(format!("cannot write the output: {e}"))
-}
-
-fn engine_fail(e: EngineError) -> Fail {
-    match e {
-        EngineError::Store(_) | EngineError::Core { .. } | EngineError::Replay { .. } => {
-            internal(e.to_string())
-        }
-        _ => invalid(e.to_string()),
-    }
 }
 
 fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {

@@ -2,8 +2,8 @@
 //! journal, with run ids resolved from a prefix.
 
 use super::args::{EngineArg, EngineKind, ReadArgs};
+use super::fail::{Fail, internal, invalid};
 use super::store::{db_path, memory_keeps_nothing, nats_options, open_store};
-use super::{Fail, internal, invalid};
 use crate::backend::Backend;
 use crate::history::StoredRunView;
 use crate::workflow::Workflow;

@@ -2,10 +2,10 @@
 //! (`--engine nats://…`).
 
 use super::args::{EngineArg, NatsArgs, StepsArgs, StoreArgs, parse_engine_arg, worker_options};
+use super::fail::{Fail, engine_fail, internal, invalid};
 use super::follow::follow;
 use super::input::json_arg;
 use super::store::{nats_options, open_engine};
-use super::{Fail, engine_fail, internal, invalid};
 use crate::workflow::Workflow;
 use serde_json::Value;
 #[derive(clap::Args)]

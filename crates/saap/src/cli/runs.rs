@@ -2,8 +2,8 @@
 //! status.
 
 use super::args::ReadArgs;
+use super::fail::{Fail, internal, io};
 use super::reader::{open_reader, where_runs};
-use super::{Fail, internal, io};
 use crate::history::utc_time;
 use crate::workflow::Workflow;
 use serde_json::{Value, json};

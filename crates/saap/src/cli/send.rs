@@ -2,11 +2,11 @@
 //! then the run followed as `run` does.
 
 use super::args::{EngineArg, EngineKind, ReadArgs};
+use super::fail::{Fail, engine_fail, internal, invalid};
 use super::follow::{follow, follow_stored};
 use super::input::json_arg;
 use super::reader::{open_nats_reader, read_view, resolve_run};
 use super::store::{db_path, memory_keeps_nothing, open_engine};
-use super::{Fail, engine_fail, internal, invalid};
 use crate::history::RunOutcome;
 use crate::workflow::Workflow;
 use serde_json::Value;

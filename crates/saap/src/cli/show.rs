@@ -2,9 +2,9 @@
 //! history file (`--history-out`) for `saap explain`.
 
 use super::args::ReadArgs;
+use super::fail::{Fail, internal, invalid, io};
 use super::follow::{counts_json, counts_text};
 use super::reader::{open_reader, resolve_run, where_runs};
-use super::{Fail, internal, invalid, io};
 use crate::history::{StoredRunView, utc_time};
 use crate::snapshot::timeline_with;
 use crate::workflow::Workflow;

@@ -1,7 +1,7 @@
 //! `<agent> spec`: the agent's workflow spec as JSON (the input of `saap check`,
 //! `simulate`, `explore`).
 
-use super::{Fail, io};
+use super::fail::{Fail, io};
 use crate::workflow::Workflow;
 use std::io::Write;
 #[derive(clap::Args)]

@@ -2,7 +2,7 @@
 //! an engine over it, and NATS connection options.
 
 use super::args::{EngineKind, NatsArgs, StoreArgs};
-use super::{Fail, internal, invalid};
+use super::fail::{Fail, internal, invalid};
 use crate::backend::Backend;
 use crate::backend::sqlite::SqliteBackend;
 use crate::engine::{Engine, EngineOptions};

@@ -6,9 +6,9 @@
 //! wait for the store: callers do that once the lock is let go.
 
 use super::bind::{invocation_into, invocation_linked};
+use super::error::EngineError;
 use super::incoming::{Incoming, stored};
 use super::invocation::{Invocation, SPARE_MAX, Started, invocation, reusable_inputs};
-use super::options::EngineError;
 use super::payloads::{
     add_payloads, fill_one_payload, fill_payloads, give_back_pending, put_payload, take_pending,
 };

@@ -49,7 +49,7 @@ impl Shared {
     ) -> Result<StepFuture, String> {
         let ctx = NewCtx::Local {
             engine: self.ctx_ref,
-            slot,
+            names: &slot.names,
             execution: inv.execution,
             attempt: inv.attempt,
         };
@@ -153,7 +153,7 @@ impl Shared {
         };
         let ctx = NewCtx::Local {
             engine: self.ctx_ref,
-            slot,
+            names: &slot.names,
             execution: inv.execution,
             attempt: inv.attempt,
         };

@@ -6,7 +6,7 @@
 
 use super::apply::*;
 use super::body::*;
-use super::options::*;
+use super::error::EngineError;
 use super::slot::*;
 use super::tasks::*;
 use super::*;
@@ -170,7 +170,7 @@ impl Engine {
         let ctx = StepCtx {
             run: std::mem::ManuallyDrop::new(crate::context::CtxRun::Remote(Arc::new(
                 crate::context::RemoteRun {
-                    shared: self.shared.clone(),
+                    host: self.shared.clone(),
                     run_id: work.run_id.clone(),
                     thread_id: work.thread_id.clone(),
                     start: work.start.clone(),

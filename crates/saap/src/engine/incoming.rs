@@ -2,7 +2,7 @@
 //! (known type, start or not, size), given its type id and id; a step's outputs turned into
 //! the core's terms. Must not touch a run's state: it prepares inputs for `apply`.
 
-use super::options::EngineError;
+use super::error::EngineError;
 use super::shared::Shared;
 use crate::backend::StoredEvent;
 use crate::event::Payload;

@@ -2,7 +2,7 @@
 //! store when it ended), evicted when it ended and nothing runs, and recycled — its slot and
 //! its tables kept for the next run. Must not apply inputs: it moves slots, not events.
 
-use super::options::EngineError;
+use super::error::EngineError;
 use super::run_table::{HeldRun, SPARE_SLOTS, SPARE_TABLES};
 use super::shared::Shared;
 use super::slot::{RunSlot, RunState, SPARE_SLOT_MAX_EVENTS, SpareTables};
@@ -24,7 +24,7 @@ impl Shared {
     /// The slot held under `slot`'s run id, else `slot`, then held.
     pub(super) fn insert_if_absent(&self, slot: Arc<RunSlot>) -> Arc<RunSlot> {
         let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(held) = runs.held.get(slot.id.as_bytes()) {
+        if let Some(held) = runs.held.get(slot.id_text().as_bytes()) {
             return held.0.clone();
         }
         runs.held.insert(HeldRun(slot.clone()));
@@ -110,7 +110,7 @@ impl Shared {
             // the table's.
             let in_flight = {
                 let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-                runs.held.remove(slot.id.as_bytes());
+                runs.held.remove(slot.id_text().as_bytes());
                 runs.held.len()
             };
             // Other runs in flight: whoever waits for this one's end may hold it for a while
@@ -244,7 +244,7 @@ impl Shared {
     /// ([`Shared::release`]).
     pub(super) fn evict_and_release(&self, mut slot: Arc<RunSlot>) {
         let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
-        runs.held.remove(slot.id.as_bytes());
+        runs.held.remove(slot.id_text().as_bytes());
         let in_flight = runs.held.len();
         // Nothing else refers to the run (so nothing waits for it: a waiter holds a
         // reference), no other run is held, the slot is small: reset under the table's

@@ -33,8 +33,10 @@
 mod apply;
 mod bind;
 mod body;
+mod ctx_host;
+pub(crate) mod error;
 mod executor;
-mod ids;
+pub(crate) mod ids;
 mod incoming;
 mod invocation;
 mod lifecycle;
@@ -45,6 +47,7 @@ mod options;
 mod payloads;
 mod precondition;
 mod recovery;
+pub(crate) mod run_names;
 mod run_table;
 mod shared;
 mod slot;
@@ -56,9 +59,10 @@ mod distributed;
 #[cfg(test)]
 mod tests;
 
+pub use error::EngineError;
 pub use executor::{LocalSlot, StepExecutor, Work};
-pub(crate) use ids::{RunIdText, hex_id};
-pub use options::{EngineError, EngineOptions, Recovery};
+pub(crate) use ids::RunIdText;
+pub use options::{EngineOptions, Recovery};
 pub(crate) use shared::Shared;
 pub(crate) use slot::RunSlot;
 
@@ -74,12 +78,12 @@ use incoming::Incoming;
 use invocation::Started;
 use local_driver::{DrivenRun, drive_local};
 use local_queue::LocalQueue;
+use run_names::Thread;
 use run_table::{HeldRun, Runs};
 use saap_dispatch::run::ExecState;
 use saap_dispatch::{EventId, EventKind, ExecutionId, NewEventType, Run};
 use saap_protocol::{DecodeLimits, EventEnvelope};
 use shared::shares_task;
-use slot::Thread;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -155,7 +159,7 @@ impl Engine {
             .collect();
         Engine {
             shared: Arc::new_cyclic(|this| Shared {
-                ctx_ref: crate::context::EngineRef::register(this.clone()),
+                ctx_ref: crate::context::EngineRef::register(this.clone() as _),
                 journal: backend.wants_journal(),
                 fingerprint,
                 type_names,
@@ -296,6 +300,33 @@ impl Engine {
         self.shared.release(slot);
         launched?;
         Ok(run_id)
+    }
+
+    /// Starts a run whose start event carries `config` (in `_config`); the config is checked
+    /// against every config type the workflow's steps inject before the run exists.
+    pub async fn start_run_with_config<T: Event, C: serde::Serialize>(
+        &self,
+        thread_id: Option<&str>,
+        start: T,
+        config: &C,
+    ) -> Result<String, EngineError> {
+        let mut fields = (*crate::event::to_payload(&start)?).clone();
+        let config = serde_json::to_value(config).map_err(|e| {
+            EngineError::Config(crate::config::ConfigError::Agent {
+                config: crate::config::short_type::<C>(),
+                message: format!("it cannot be encoded: {e}"),
+            })
+        })?;
+        match &mut fields {
+            serde_json::Value::Object(m) => {
+                m.insert(crate::config::CONFIG_FIELD.to_string(), config);
+            }
+            other => {
+                *other = serde_json::json!({ crate::config::CONFIG_FIELD: config });
+            }
+        }
+        self.start_run_named(thread_id, T::NAME, Payload::from_json(fields))
+            .await
     }
 
     /// Starts a run with a start event given by type name and fields (JSON), e.g. from a

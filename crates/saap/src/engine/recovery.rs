@@ -5,8 +5,9 @@
 use super::ids::RunIdText;
 use super::payloads::fill_payloads;
 use super::precondition::Pre;
+use super::run_names::Thread;
 use super::shared::Shared;
-use super::slot::{RunSlot, Thread};
+use super::slot::RunSlot;
 use crate::backend::{StoredEvent, StoredInput, StoredRun};
 use saap_dispatch::ids::run_key;
 use saap_dispatch::{EventKind, ExecutionId, NewEvent, NewEventType, Outcome, Run};

@@ -26,13 +26,13 @@ pub(super) struct HeldRun(pub(super) Arc<RunSlot>);
 
 impl std::borrow::Borrow<[u8]> for HeldRun {
     fn borrow(&self) -> &[u8] {
-        self.0.id.as_bytes()
+        self.0.id_text().as_bytes()
     }
 }
 
 impl PartialEq for HeldRun {
     fn eq(&self, other: &HeldRun) -> bool {
-        self.0.id.as_bytes() == other.0.id.as_bytes()
+        self.0.id_text().as_bytes() == other.0.id_text().as_bytes()
     }
 }
 
@@ -41,7 +41,7 @@ impl Eq for HeldRun {}
 impl std::hash::Hash for HeldRun {
     // As the id's bytes hash (`Borrow<[u8]>` lookups find it).
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        <[u8]>::hash(self.0.id.as_bytes(), state);
+        <[u8]>::hash(self.0.id_text().as_bytes(), state);
     }
 }
 

@@ -1,11 +1,12 @@
-//! One run as the engine holds it: a [`RunSlot`] (its id, thread, run key and a lock) and
+//! One run as the engine holds it: a [`RunSlot`] (its names, run key and a lock) and
 //! the [`RunState`] behind the lock — the core's `Run`, payloads by sequence, what has been
 //! handed to the store, display counts, reusable buffers ([`Scratch`]) and waiters. Also
 //! the future that waits until a run is quiet ([`UntilQuiet`]). Must not apply inputs or run
 //! bodies: it is the state those work on.
 
-use super::ids::{HexId, RunIdText, hex_id};
+use super::ids::RunIdText;
 use super::precondition::PreCache;
+use super::run_names::{RunNames, Thread};
 use super::waiters::Waiters;
 use crate::event::Payload;
 use crate::params::{BoundEvent, OutEvent};
@@ -32,16 +33,8 @@ pub(super) struct SpareTables {
 
 /// One run: the core state behind its lock, and a version counter bumped on each change.
 pub(crate) struct RunSlot {
-    /// The run's id: an engine-made one as its hex text, inline.
-    pub(super) id: RunIdText,
-    /// The run's id as shared text, made on first use ([`RunSlot::run_id`]): a run of the
-    /// in-memory store that nothing inspects never needs it.
-    pub(super) run_id: std::sync::OnceLock<Arc<str>>,
-    /// The thread's id as text: given, or made from `new_thread` on first use (most runs
-    /// of the in-memory store never show it).
-    pub(super) thread_id: std::sync::OnceLock<Arc<str>>,
-    /// The id of the thread made for this run (when none was given).
-    pub(super) new_thread: EventId,
+    /// The run's id and its thread's.
+    pub(super) names: RunNames,
     /// Seeds the derived ids of this run's outputs.
     pub run_key: u64,
     pub(super) state: RunMutex<RunState>,
@@ -294,12 +287,8 @@ impl RunState {
 
 impl RunSlot {
     pub(super) fn new(id: RunIdText, thread: Thread, run: Run) -> RunSlot {
-        let (thread_id, new_thread) = thread.parts();
         RunSlot {
-            id,
-            run_id: std::sync::OnceLock::new(),
-            thread_id,
-            new_thread,
+            names: RunNames::new(id, thread),
             run_key: run.run_key(),
             state: RunMutex::new(RunState {
                 run,
@@ -336,48 +325,28 @@ impl RunSlot {
         thread: Thread,
         run_key: u64,
     ) -> (RunIdText, std::sync::OnceLock<Arc<str>>) {
-        (self.thread_id, self.new_thread) = thread.parts();
         self.run_key = run_key;
         self.state.get_mut().run.rekey(run_key);
-        (
-            std::mem::replace(&mut self.id, RunIdText::Hex(HexId::new(id))),
-            std::mem::take(&mut self.run_id),
-        )
+        self.names.rename(id, thread)
     }
     /// The run's id.
+    #[inline]
     pub(crate) fn run_id(&self) -> &Arc<str> {
-        match &self.id {
-            RunIdText::Other(s) => s,
-            RunIdText::Hex(b) => self.run_id.get_or_init(|| Arc::from(b.text())),
-        }
+        self.names.run_id()
     }
     /// The run's id, as the text of the run's id (its bytes; ASCII for engine-made ids).
+    #[inline]
     pub(crate) fn id_text(&self) -> &RunIdText {
-        &self.id
+        self.names.id_text()
     }
     /// The run's id as a new `String`.
     pub(crate) fn run_id_string(&self) -> String {
-        match &self.id {
-            RunIdText::Other(s) => String::from(&**s),
-            RunIdText::Hex(b) => String::from(b.text()),
-        }
+        self.names.run_id_string()
     }
-    /// The id of the run's thread when it was given (not made from `new_thread`).
-    pub(crate) fn given_thread(&self) -> Option<&Arc<str>> {
-        if self.new_thread == GIVEN_THREAD {
-            self.thread_id.get()
-        } else {
-            None
-        }
-    }
-    /// The id the run's thread text is made from when none was given.
-    pub(crate) fn new_thread(&self) -> EventId {
-        self.new_thread
-    }
-
     /// The id of the run's thread.
+    #[inline]
     pub(crate) fn thread_id(&self) -> &Arc<str> {
-        self.thread_id.get_or_init(|| hex_id(&self.new_thread))
+        self.names.thread_id()
     }
     pub(crate) fn lock(&self) -> MutexGuard<'_, RunState> {
         // The state is only mutated by the core's transition functions, which do not panic
@@ -408,25 +377,6 @@ impl RunSlot {
             let woken = st.waiters.take();
             drop(st);
             woken.wake();
-        }
-    }
-}
-
-/// The thread of a new run: given by its id, or a new one (its id made when first shown).
-pub(crate) enum Thread {
-    Given(Arc<str>),
-    New(EventId),
-}
-
-/// The `new_thread` of a run whose thread was given: it has no id to make its text from.
-pub(super) const GIVEN_THREAD: EventId = EventId::from_bytes([0; 12]);
-
-impl Thread {
-    #[inline]
-    pub(super) fn parts(self) -> (std::sync::OnceLock<Arc<str>>, EventId) {
-        match self {
-            Thread::Given(id) => (std::sync::OnceLock::from(id), GIVEN_THREAD),
-            Thread::New(id) => (std::sync::OnceLock::new(), id),
         }
     }
 }

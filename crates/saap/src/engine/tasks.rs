@@ -4,9 +4,9 @@
 
 use super::apply::{Applied, CompletionBuffers, Input, StartedNext};
 use super::body::{complete, durable};
+use super::error::EngineError;
 use super::invocation::{Invocation, Started};
 use super::local_driver::{DrivenRun, drive_local, enqueue_local, queued};
-use super::options::EngineError;
 use super::shared::{Shared, shares_task};
 use super::slot::RunSlot;
 use crate::backend::{Pending, StoreError};

@@ -3,7 +3,7 @@
 //! environment or from files, never from the command line (where `ps` shows them), and are
 //! never logged: [`NatsOptions`]'s `Debug` redacts them and the URL's userinfo.
 
-use super::worker::WorkerError;
+use super::options::WorkerError;
 use saap_nats::{Auth, ClientCertificate, NatsError, NatsOptions, Secret};
 use std::path::PathBuf;
 

@@ -29,12 +29,16 @@
 
 pub mod backend;
 pub mod connect;
+mod inner;
+mod options;
+mod slots;
 pub mod steps;
 mod sweep;
 pub mod worker;
 
 pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subject};
 pub use connect::{EngineChoice, EngineConnect, parse_engine};
+pub use options::{DEFAULT_LOCAL_SLOTS, Steps, WorkerError, WorkerOptions};
 pub use saap_nats::{Auth, NatsOptions, Secret, TlsOptions};
-pub use steps::{Steps, work_consumer, work_stream};
-pub use worker::{DEFAULT_LOCAL_SLOTS, RunOwner, Worker, WorkerError, WorkerOptions, run_owner};
+pub use steps::{work_consumer, work_stream};
+pub use worker::{RunOwner, Worker, run_owner};

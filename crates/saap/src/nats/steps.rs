@@ -23,7 +23,9 @@
 //!    execution as a new attempt (a new work item), and the old attempt's completion is
 //!    refused as stale.
 
-use super::worker::{Inner, Route};
+use super::inner::{Inner, Route};
+use super::options::WorkerError;
+use super::slots::Slots;
 use crate::context::{ContextError, DisplaySink};
 use crate::engine::EngineError;
 use crate::engine::{LocalSlot, StepExecutor, Work};
@@ -35,21 +37,8 @@ use futures_util::StreamExt;
 use saap_dispatch::{EventId, ExecutionId};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::Notify;
-
-/// Where a run's step bodies execute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Steps {
-    /// On the run's owner (no extra hop per step; runs are spread over workers, one run's
-    /// executions are not). The default: see the crate README for the figures.
-    #[default]
-    Local,
-    /// On any worker of the class, through the work queue `saap_work_{Class}` (module docs).
-    Shared,
-}
 
 /// The work-queue stream of an agent class.
 pub fn work_stream(class: &str) -> String {
@@ -173,71 +162,6 @@ fn from_wire(bytes: &[u8]) -> Result<Work, String> {
     })
 }
 
-/// A worker's slots for step bodies (adaptive placement, `WorkerOptions::local_slots`):
-/// bodies its engine runs itself and work items it took from the queue each hold one while
-/// they run. The owner runs a body itself only when a slot is free; the work-queue puller
-/// asks for as many items as slots are free. A pull that was asked while slots were free
-/// may deliver after local bodies took them: those items run anyway (the bound is soft, at
-/// most `local_slots` over).
-pub(super) struct Slots {
-    limit: usize,
-    busy: AtomicUsize,
-    freed: Notify,
-}
-
-/// One held slot; dropping it frees the slot.
-pub(super) struct Busy(Arc<Slots>);
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Ordering::AcqRel);
-        self.0.freed.notify_one();
-    }
-}
-
-impl Slots {
-    pub(super) fn new(limit: usize) -> Arc<Slots> {
-        Arc::new(Slots {
-            limit,
-            busy: AtomicUsize::new(0),
-            freed: Notify::new(),
-        })
-    }
-
-    /// A free slot, or `None` when all are held.
-    fn try_take(self: &Arc<Self>) -> Option<Busy> {
-        self.busy
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-                (b < self.limit).then_some(b + 1)
-            })
-            .ok()
-            .map(|_| Busy(self.clone()))
-    }
-
-    /// A slot even when all are held (a work item already delivered).
-    fn take(self: &Arc<Self>) -> Busy {
-        self.busy.fetch_add(1, Ordering::AcqRel);
-        Busy(self.clone())
-    }
-
-    /// How many slots are free now.
-    fn free(&self) -> usize {
-        self.limit.saturating_sub(self.busy.load(Ordering::Acquire))
-    }
-
-    /// Waits until at least one slot is free; returns how many are.
-    async fn wait_free(&self) -> usize {
-        loop {
-            let freed = self.freed.notified();
-            let n = self.free();
-            if n > 0 {
-                return n;
-            }
-            freed.await;
-        }
-    }
-}
-
 /// The owner's side: runs a started execution itself when one of its local slots is free,
 /// else publishes it to the work queue.
 pub(super) struct WorkQueue {
@@ -321,11 +245,11 @@ impl Inner {
     /// Creates the work-queue stream and binds the shared pull consumer.
     pub(super) async fn work_consumer(
         &self,
-    ) -> Result<jetstream::consumer::PullConsumer, super::WorkerError> {
+    ) -> Result<jetstream::consumer::PullConsumer, WorkerError> {
         let js = self.nats.jetstream();
         let name = work_stream(&self.class);
         let err = |detail: String| {
-            super::WorkerError::Nats(saap_nats::NatsError::Consumer {
+            WorkerError::Nats(saap_nats::NatsError::Consumer {
                 consumer: work_consumer(&self.class),
                 stream: name.clone(),
                 reason: detail,
@@ -364,8 +288,8 @@ impl Inner {
     }
 
     /// The error of a pull from the work queue.
-    fn pull_error(&self, detail: String) -> super::WorkerError {
-        super::WorkerError::Nats(saap_nats::NatsError::Consumer {
+    fn pull_error(&self, detail: String) -> WorkerError {
+        WorkerError::Nats(saap_nats::NatsError::Consumer {
             consumer: work_consumer(&self.class),
             stream: work_stream(&self.class),
             reason: format!("cannot pull from it: {detail}"),
@@ -377,7 +301,7 @@ impl Inner {
     pub(super) async fn work_messages(
         &self,
         consumer: &jetstream::consumer::PullConsumer,
-    ) -> Result<jetstream::consumer::pull::Stream, super::WorkerError> {
+    ) -> Result<jetstream::consumer::pull::Stream, WorkerError> {
         consumer
             .stream()
             .max_messages_per_batch(self.opts.work_batch.max(1))
@@ -777,28 +701,6 @@ mod tests {
     fn an_oversized_or_malformed_work_item_is_refused() {
         assert!(from_wire(b"{").is_err());
         assert!(from_wire(&vec![b' '; MAX_WORK_BYTES + 1]).is_err());
-    }
-
-    #[tokio::test]
-    async fn local_slots_bound_local_bodies_and_free_on_drop() {
-        let slots = Slots::new(2);
-        let a = slots.try_take().unwrap();
-        let _b = slots.try_take().unwrap();
-        assert!(
-            slots.try_take().is_none(),
-            "a third local body over 2 slots"
-        );
-        // A delivered work item holds a slot even over the bound (soft bound).
-        let over = slots.take();
-        assert_eq!(slots.free(), 0);
-        drop(over);
-        drop(a);
-        assert_eq!(slots.wait_free().await, 1);
-        assert!(slots.try_take().is_some());
-        assert!(
-            Slots::new(0).try_take().is_none(),
-            "0 slots: every body is published"
-        );
     }
 
     #[test]

@@ -1,0 +1,49 @@
+//! The engine as a step's context sees it ([`RunHost`], defined by the authoring API): the
+//! store behind RunContext and ThreadContext, display events, the run's start event. Must
+//! not decide anything: it finds the run by its id and hands over to `apply`.
+
+use super::shared::Shared;
+use crate::backend::Backend;
+use crate::context::{ContextError, RunHost};
+use crate::event::Payload;
+use saap_dispatch::ExecutionId;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+impl RunHost for Shared {
+    fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    fn show_display(
+        self: Arc<Self>,
+        run_id: &str,
+        execution: ExecutionId,
+        attempt: u32,
+        name: &'static str,
+        payload: Payload,
+    ) -> Pin<Box<dyn Future<Output = Result<(), ContextError>> + Send + 'static>> {
+        let slot = self.slot(run_id).map_err(|_| ContextError::RunGone {
+            run_id: run_id.to_string(),
+        });
+        Box::pin(async move {
+            let slot = slot?;
+            let n = slot.lock().next_display(execution, attempt);
+            self.display(&slot, execution, n, name.into(), payload)
+                .await
+        })
+    }
+
+    fn start_fields(&self, run_id: &str) -> Result<Payload, ContextError> {
+        let slot = self.slot(run_id).map_err(|_| ContextError::RunGone {
+            run_id: run_id.to_string(),
+        })?;
+        let st = slot.lock();
+        Ok(st
+            .run
+            .start_seq()
+            .and_then(|s| st.payloads.get(s as usize).cloned())
+            .unwrap_or_else(|| Payload::from_json(serde_json::Value::Null)))
+    }
+}

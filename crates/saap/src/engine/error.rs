@@ -1,0 +1,63 @@
+//! The errors of every engine call ([`EngineError`]), each with a stable `SAAP-E…` code and
+//! a message that says what was wrong and what to do. Plain data: below the authoring API
+//! (a step's context reports them), so it must not name any other engine type.
+
+use crate::backend::StoreError;
+use crate::event::PayloadError;
+use saap_protocol::DecodeError;
+
+/// Engine errors. Each says what was wrong and what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EngineError {
+    #[error(
+        "SAAP-E001: no run `{run_id}` in this engine; start a run first (Engine::start_run) or check the run id"
+    )]
+    UnknownRun { run_id: String },
+    #[error(
+        "SAAP-E002: `{name}` is not a start event, so it cannot begin a run; start with a StartEvent subtype (e.g. UserMessageEvent) and send `{name}` afterwards"
+    )]
+    NotAStartEvent { name: String },
+    #[error(
+        "SAAP-E003: event `{name}` is {size} bytes, more than the limit of {max}; send large data by reference (an id or URL), or raise EngineOptions::max_event_bytes"
+    )]
+    EventTooLarge {
+        name: String,
+        size: usize,
+        max: usize,
+    },
+    #[error(
+        "SAAP-E004: event type `{name}` is not part of workflow `{workflow}`; declare it with `.event::<T>()` or send it to the agent that takes it"
+    )]
+    UnknownEventType { name: String, workflow: String },
+    #[error("SAAP-E005: the event is not valid: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("SAAP-E006: {0}")]
+    Payload(#[from] PayloadError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("SAAP-E007: run `{run_id}` cannot be resumed: {detail}")]
+    Replay { run_id: String, detail: String },
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error(
+        "SAAP-E008: the dispatch core refused an input for run `{run_id}`: {detail}; this is an engine bug, please report it with the run's timeline"
+    )]
+    Core { run_id: String, detail: String },
+}
+
+impl EngineError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::UnknownRun { .. } => "SAAP-E001",
+            EngineError::NotAStartEvent { .. } => "SAAP-E002",
+            EngineError::EventTooLarge { .. } => "SAAP-E003",
+            EngineError::UnknownEventType { .. } => "SAAP-E004",
+            EngineError::Decode(_) => "SAAP-E005",
+            EngineError::Payload(_) => "SAAP-E006",
+            EngineError::Store(e) => e.code(),
+            EngineError::Replay { .. } => "SAAP-E007",
+            EngineError::Core { .. } => "SAAP-E008",
+            EngineError::Config(e) => e.code(),
+        }
+    }
+}
