@@ -1,46 +1,12 @@
-//! A run's memory: reset and reuse of its tables between runs ([`RunTables`]), evidence
+//! A run's memory: reset and reuse of its tables between runs ([`super::RunTables`]), evidence
 //! dropped, what it holds measured. Must not decide anything.
 
-use super::{Bound, Execution, LoggedEvent, NO_SEQ, Rare, Run, RunStatus, rare};
-use crate::id_index::IdIndex;
+use super::{Bound, Execution, LoggedEvent, NO_SEQ, Rare, Run, RunStatus, RunTables, rare};
 use crate::ids::ExecutionId;
 use crate::ids::Seq;
 use crate::ids::StepIdx;
 use crate::record::Packed;
 use crate::record::Record;
-
-/// The four tables a run grows as it executes — log, executions, bindings, records — and
-/// its id index, emptied, with their allocations: taken from a run that left an engine
-/// ([`Run::take_tables`]) for another run to grow into ([`Run::grow_into`]), so that a
-/// fresh run about to execute takes over tables of a whole run's size instead of
-/// reallocating its first-dispatch ones (and a large run's id index is not allocated,
-/// page-faulted and zeroed by the kernel anew each run). Holds no evidence of the run it
-/// came from.
-#[derive(Debug, Default)]
-pub struct RunTables {
-    log: Vec<LoggedEvent>,
-    executions: Vec<Execution>,
-    bindings: Vec<Bound>,
-    records: Vec<Packed>,
-    ids: IdIndex,
-}
-
-impl RunTables {
-    /// How many events the log has room for.
-    pub fn event_capacity(&self) -> usize {
-        self.log.capacity()
-    }
-
-    /// Heap bytes the tables hold.
-    pub fn memory_bytes(&self) -> usize {
-        use std::mem::size_of;
-        self.log.capacity() * size_of::<LoggedEvent>()
-            + self.executions.capacity() * size_of::<Execution>()
-            + self.bindings.capacity() * size_of::<Bound>()
-            + self.records.capacity() * size_of::<Packed>()
-            + self.ids.capacity() * size_of::<u32>()
-    }
-}
 
 impl Run {
     /// Turns this run into a fresh, not yet started run of the same workflow with another

@@ -25,7 +25,6 @@ use crate::compiled::{CompiledCondition, CompiledSpec, EventKind, TypeId};
 use crate::id_index::IdIndex;
 use crate::ids::{EventId, ExecutionId, FastMap, ParamIdx, Seq, StepIdx};
 use crate::record::{Origin, Packed, Record, Records};
-pub use memory::RunTables;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -424,6 +423,39 @@ pub struct Run {
     /// Executions from this index on have not been taken by [`Run::take_started`] (the
     /// started executions are always the tail of `executions`).
     untaken: u32,
+}
+
+/// The four tables a run grows as it executes — log, executions, bindings, records — and
+/// its id index, emptied, with their allocations: taken from a run that left an engine
+/// ([`Run::take_tables`]) for another run to grow into ([`Run::grow_into`]), so that a
+/// fresh run about to execute takes over tables of a whole run's size instead of
+/// reallocating its first-dispatch ones (and a large run's id index is not allocated,
+/// page-faulted and zeroed by the kernel anew each run). Holds no evidence of the run it
+/// came from.
+#[derive(Debug, Default)]
+pub struct RunTables {
+    log: Vec<LoggedEvent>,
+    executions: Vec<Execution>,
+    bindings: Vec<Bound>,
+    records: Vec<Packed>,
+    ids: IdIndex,
+}
+
+impl RunTables {
+    /// How many events the log has room for.
+    pub fn event_capacity(&self) -> usize {
+        self.log.capacity()
+    }
+
+    /// Heap bytes the tables hold.
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.log.capacity() * size_of::<LoggedEvent>()
+            + self.executions.capacity() * size_of::<Execution>()
+            + self.bindings.capacity() * size_of::<Bound>()
+            + self.records.capacity() * size_of::<Packed>()
+            + self.ids.capacity() * size_of::<u32>()
+    }
 }
 
 /// First capacities of a new run's tables (see [`Run::new`]).
