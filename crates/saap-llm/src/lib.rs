@@ -1,0 +1,49 @@
+//! # saap-llm: a client for OpenAI-compatible chat completions
+//!
+//! OpenAI, vLLM, llama.cpp's server, Ollama and LiteLLM all speak the chat completions API;
+//! this crate is a small, bounded client for it, built on our own request/response types over
+//! reqwest (rustls, no OpenSSL) and a bounded server-sent events decoder.
+//!
+//! ## Layout
+//!
+//! * [`config`] — [`LlmConfig`] (base URL, key, model, timeouts, [`RetryPolicy`], [`Limits`]),
+//!   from code or from `OPENAI_BASE_URL` / `OPENAI_API_KEY` / `OPENAI_MODEL`.
+//! * [`secret`] — [`ApiKey`], which never prints.
+//! * [`message`], [`request`], [`response`] — the conversation, the request, the answer.
+//! * [`client`] — [`LlmClient`]: send with retries, timeouts and cancellation.
+//! * [`stream`] — [`ChatStream`]: a streamed answer, delta by delta.
+//! * [`error`] — [`LlmError`], every failure with a stable code.
+//! * internal: `sse` (bounded SSE framing), `chunk` (a stream chunk as sent), `accumulate`
+//!   (chunks into one answer), `retry` (what to retry and how long to wait).
+//!
+//! ## What this crate must not do
+//!
+//! It knows nothing of runs, steps, events or the journal: the runtime wraps it. It never logs,
+//! prints or returns the API key, never panics on what a server sends, and never waits or
+//! allocates without a bound.
+#![doc = include_str!("../README.md")]
+
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod message;
+pub mod request;
+pub mod response;
+pub mod secret;
+pub mod stream;
+
+mod accumulate;
+mod chunk;
+mod retry;
+mod sse;
+
+pub use accumulate::StreamEvent;
+pub use client::LlmClient;
+pub use config::{DEFAULT_BASE_URL, Limits, LlmConfig, RetryPolicy};
+pub use error::LlmError;
+pub use message::{FunctionCall, FunctionDefinition, Message, Role, ToolCall, ToolDefinition};
+pub use request::ChatRequest;
+pub use response::{Completion, FinishReason, Usage};
+pub use secret::ApiKey;
+pub use stream::ChatStream;
+pub use tokio_util::sync::CancellationToken;
