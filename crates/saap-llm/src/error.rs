@@ -126,6 +126,14 @@ pub enum LlmError {
         /// How many bytes had arrived.
         received_bytes: usize,
     },
+    /// The model still called tools when the loop's rounds ran out.
+    #[error(
+        "the model still called tools after {rounds} rounds; raise the round limit or give the model clearer tools"
+    )]
+    ToolRoundsExhausted {
+        /// The round limit.
+        rounds: u32,
+    },
     /// The connection failed while the body was being read.
     #[error("the connection to the model server failed while reading the answer: {reason}")]
     Transport {
@@ -152,6 +160,7 @@ impl LlmError {
             LlmError::TooManyToolCalls { .. } => "LLM_TOO_MANY_TOOL_CALLS",
             LlmError::ServerError { .. } => "LLM_SERVER_ERROR",
             LlmError::Truncated { .. } => "LLM_TRUNCATED",
+            LlmError::ToolRoundsExhausted { .. } => "LLM_TOOL_ROUNDS_EXHAUSTED",
             LlmError::Transport { .. } => "LLM_TRANSPORT",
         }
     }

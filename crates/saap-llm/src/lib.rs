@@ -13,6 +13,8 @@
 //! * [`client`] — [`LlmClient`]: send with retries, timeouts and cancellation.
 //! * [`stream`] — [`ChatStream`]: a streamed answer, delta by delta.
 //! * [`error`] — [`LlmError`], every failure with a stable code.
+//! * [`tools`] — typed Rust functions as tools ([`typed_tool`]), a [`Toolbox`] that answers
+//!   every call, and the bounded [`run_tool_loop`].
 //! * internal: `sse` (bounded SSE framing), `chunk` (a stream chunk as sent), `accumulate`
 //!   (chunks into one answer), `retry` (what to retry and how long to wait).
 //!
@@ -31,6 +33,7 @@ pub mod request;
 pub mod response;
 pub mod secret;
 pub mod stream;
+pub mod tools;
 
 mod accumulate;
 mod chunk;
@@ -44,6 +47,8 @@ pub use error::LlmError;
 pub use message::{FunctionCall, FunctionDefinition, Message, Role, ToolCall, ToolDefinition};
 pub use request::ChatRequest;
 pub use response::{Completion, FinishReason, Usage};
+pub use schemars;
 pub use secret::ApiKey;
 pub use stream::ChatStream;
 pub use tokio_util::sync::CancellationToken;
+pub use tools::{ToolExecution, Toolbox, run_tool_loop, typed_tool};

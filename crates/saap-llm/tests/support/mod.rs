@@ -107,6 +107,16 @@ fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> 
         .expect("response")
 }
 
+/// A non-streamed completion with one choice.
+fn completion(message: serde_json::Value, finish_reason: &str) -> Response<Body> {
+    json_response(
+        StatusCode::OK,
+        serde_json::json!({"id": "chatcmpl-t", "model": "test-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}),
+    )
+}
+
 /// A body sent piece by piece with pauses; `Err` at the end cuts the connection.
 fn paced(pieces: Vec<(Duration, Result<String, ()>)>) -> Body {
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
@@ -277,6 +287,38 @@ async fn handle(
             .header("content-type", "application/json")
             .body(Body::from("{\"choices\": [ {\"message\": "))
             .expect("response"),
+        // The tool loop: tool calls until the request carries tool answers, then a final answer.
+        "agent" => {
+            let answered = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|b| b["messages"].as_array().cloned())
+                .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+            if answered {
+                completion(serde_json::json!({"role": "assistant", "content": "All done."}), "stop")
+            } else {
+                let call = |id: &str, name: &str, args: &str| {
+                    serde_json::json!({"id": id, "type": "function",
+                        "function": {"name": name, "arguments": args}})
+                };
+                completion(
+                    serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                        call("c1", "get_weather", r#"{"city": "Zürich"}"#),
+                        call("c2", "add", r#"{"a": "one", "b": 2}"#),
+                        call("c3", "launch_rockets", "{}"),
+                        call("c4", "big", ""),
+                        call("c5", "fail", "{}"),
+                        call("c6", "add", r#"{"a": 1, "b": 2}"#),
+                        call("c7", "add", "{not json"),
+                    ]}),
+                    "tool_calls",
+                )
+            }
+        }
+        "loop_forever" => completion(
+            serde_json::json!({"role": "assistant", "tool_calls": [{"id": format!("c{count}"),
+                "type": "function", "function": {"name": "add", "arguments": "{\"a\":1,\"b\":1}"}}]}),
+            "tool_calls",
+        ),
         other => json_response(
             StatusCode::NOT_FOUND,
             serde_json::json!({"error": {"message": format!("no scenario {other}")}}),
