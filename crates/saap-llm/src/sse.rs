@@ -245,6 +245,39 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any bytes, cut anywhere: no panic, and the same events (or the same error) as
+        /// when they arrive in one piece.
+        #[test]
+        fn splits_do_not_change_the_result(
+            input in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(b'\n'),
+                    proptest::strategy::Just(b'\r'),
+                    proptest::strategy::Just(b':'),
+                    proptest::strategy::Just(b' '),
+                    proptest::num::u8::ANY,
+                    proptest::strategy::Just(b'd'),
+                ],
+                0..300,
+            ),
+            piece in 1usize..40,
+        ) {
+            let whole = decode_in_pieces(&input, input.len().max(1));
+            let pieces = decode_in_pieces(&input, piece);
+            proptest::prop_assert_eq!(whole.map_err(|e| e.code()), pieces.map_err(|e| e.code()));
+        }
+
+        /// Well-formed events survive any split.
+        #[test]
+        fn data_round_trips(datas in proptest::collection::vec("[a-zA-Z0-9 {}\":,é]{0,30}", 1..8), piece in 1usize..20) {
+            let text: String = datas.iter().map(|d| format!("data: {d}\r\n\r\n")).collect();
+            let events = decode_in_pieces(text.as_bytes(), piece).expect("well-formed");
+            let got: Vec<String> = events.into_iter().map(|e| e.data).collect();
+            proptest::prop_assert_eq!(got, datas);
+        }
+    }
+
     #[test]
     fn invalid_utf8_is_malformed() {
         let err = decode_in_pieces(b"data: \xff\xfe\n\n", 100).expect_err("not utf-8");
