@@ -120,11 +120,13 @@ pub enum LlmError {
     },
     /// The stream ended before the answer was complete.
     #[error(
-        "the model stream ended before the answer was complete (no finish reason and no [DONE]) after {received_bytes} bytes; the connection was cut or the server crashed"
+        "the model stream ended before the answer was complete (no finish reason and no [DONE]) after {received_bytes} bytes, the last event being {last_event}; the connection was cut or the server crashed"
     )]
     Truncated {
         /// How many bytes had arrived.
         received_bytes: usize,
+        /// The last event's data, cut (or `(none)`).
+        last_event: String,
     },
     /// The model still called tools when the loop's rounds ran out.
     #[error(
@@ -203,7 +205,11 @@ mod tests {
     fn codes_are_stable() {
         assert_eq!(LlmError::Cancelled.code(), "LLM_CANCELLED");
         assert_eq!(
-            LlmError::Truncated { received_bytes: 1 }.code(),
+            LlmError::Truncated {
+                received_bytes: 1,
+                last_event: "(none)".to_owned()
+            }
+            .code(),
             "LLM_TRUNCATED"
         );
     }

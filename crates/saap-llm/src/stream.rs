@@ -37,6 +37,8 @@ pub struct ChatStream {
     /// The first bytes of the body, for the message when it is not an event stream.
     head: Vec<u8>,
     saw_event: bool,
+    /// The start of the last event's data, for the message when the stream is truncated.
+    last_event: String,
     ended: bool,
     max_excerpt: usize,
 }
@@ -75,6 +77,7 @@ impl ChatStream {
             deadline: Instant::now() + config.stream_timeout,
             head: Vec::new(),
             saw_event: false,
+            last_event: String::new(),
             ended: false,
             max_excerpt: limits.max_error_excerpt,
         }
@@ -102,9 +105,18 @@ impl ChatStream {
                 StreamEvent::Finished(done) => return Ok(*done),
             }
         }
-        Err(LlmError::Truncated {
+        Err(self.truncated())
+    }
+
+    fn truncated(&self) -> LlmError {
+        LlmError::Truncated {
             received_bytes: self.decoder.received(),
-        })
+            last_event: if self.last_event.is_empty() {
+                "(none)".to_owned()
+            } else {
+                crate::error::excerpt(self.last_event.as_bytes(), self.max_excerpt)
+            },
+        }
     }
 
     fn end(&mut self) {
@@ -170,6 +182,13 @@ impl ChatStream {
     fn handle(&mut self, event: SseEvent) -> Result<(), LlmError> {
         self.saw_event = true;
         let data = event.data.trim();
+        // Kept raw (the buffer is reused: no allocation per chunk), escaped only if needed.
+        let mut end = data.len().min(self.max_excerpt + 1);
+        while !data.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.last_event.clear();
+        self.last_event.push_str(&data[..end]);
         if event.event.as_deref() == Some("error") {
             let mut message = match serde_json::from_str::<serde_json::Value>(data) {
                 Ok(value) => crate::chunk::error_message(value.get("error").unwrap_or(&value)),
@@ -212,9 +231,7 @@ impl ChatStream {
                 self.max_excerpt,
             ));
         }
-        Err(LlmError::Truncated {
-            received_bytes: self.decoder.received(),
-        })
+        Err(self.truncated())
     }
 
     fn finish(&mut self) {

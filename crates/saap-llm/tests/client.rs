@@ -257,6 +257,10 @@ async fn truncated_and_cut_streams() {
     let server = TestServer::start().await;
     let error = stream_error(&server, "truncated", |_| {}).await;
     assert_eq!(error.code(), "LLM_TRUNCATED");
+    assert!(
+        error.to_string().contains("\\\"content\\\":\\\"lo\\\""),
+        "says what arrived last: {error}"
+    );
 
     let error = stream_error(&server, "cut", |_| {}).await;
     assert!(
