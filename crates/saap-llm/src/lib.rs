@@ -13,6 +13,8 @@
 //! * [`client`] — [`LlmClient`]: send with retries, timeouts and cancellation.
 //! * [`stream`] — [`ChatStream`]: a streamed answer, delta by delta.
 //! * [`error`] — [`LlmError`], every failure with a stable code.
+//! * [`record`] — a call as the protocol records it: `LLMEvent`, `ToolEvent`, and
+//!   `LLMCostEvent` from a [`record::PriceTable`].
 //! * [`tools`] — typed Rust functions as tools ([`typed_tool`]), a [`Toolbox`] that answers
 //!   every call, and the bounded [`run_tool_loop`].
 //! * internal: `sse` (bounded SSE framing), `chunk` (a stream chunk as sent), `accumulate`
@@ -20,7 +22,8 @@
 //!
 //! ## What this crate must not do
 //!
-//! It knows nothing of runs, steps, events or the journal: the runtime wraps it. It never logs,
+//! It knows nothing of runs, steps or the journal: the runtime wraps it (it builds the
+//! protocol's events for a call, the runtime decides where they go). It never logs,
 //! prints or returns the API key, never panics on what a server sends, and never waits or
 //! allocates without a bound.
 #![doc = include_str!("../README.md")]
@@ -29,6 +32,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod message;
+pub mod record;
 pub mod request;
 pub mod response;
 pub mod secret;
