@@ -7,7 +7,9 @@ mod support;
 use std::time::Duration;
 
 use saap_llm::schemars::JsonSchema;
-use saap_llm::tools::{ExecutionStatus, Toolbox, run_tool_loop, typed_tool};
+use saap_llm::tools::{
+    ExecutionStatus, Toolbox, run_tool_loop, run_tool_loop_streamed, typed_tool,
+};
 use saap_llm::{CancellationToken, ChatRequest, LlmClient, LlmConfig, Message, Role};
 use serde::Deserialize;
 use support::TestServer;
@@ -174,6 +176,36 @@ async fn runs_tools_and_answers_bad_calls_with_the_contract() {
     assert_eq!(tool_messages.len(), 7);
     assert_eq!(tool_messages[5]["content"], "3");
     assert_eq!(tool_messages[5]["tool_call_id"], "c6");
+}
+
+#[tokio::test]
+async fn streamed_loop_joins_split_calls_and_shows_the_text() {
+    let server = TestServer::start().await;
+    let request = ChatRequest::new(vec![Message::user("Weather in Zürich, and 1+2?")]);
+    let mut shown = String::new();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        run_tool_loop_streamed(
+            &client(&server, "agent"),
+            &request,
+            &toolbox(),
+            4,
+            &CancellationToken::new(),
+            |text| shown.push_str(text),
+        ),
+    )
+    .await
+    .expect("no hang")
+    .expect("the loop finishes");
+    assert_eq!(shown, "All done.");
+    assert_eq!(outcome.rounds, 2);
+    let answers: Vec<&str> = outcome
+        .executions
+        .iter()
+        .map(|e| e.answer.as_str())
+        .collect();
+    assert_eq!(answers, ["Sunny in Zürich", "3"]);
+    assert_eq!(server.body("agent")["stream"], true);
 }
 
 #[tokio::test]

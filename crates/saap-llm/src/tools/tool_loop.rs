@@ -34,7 +34,8 @@ pub struct ToolLoopOutcome {
     pub rounds: u32,
 }
 
-/// Runs the loop for `request` with `toolbox`, at most `max_rounds` model calls.
+/// Runs the loop for `request` with `toolbox`, at most `max_rounds` model calls, each answer
+/// asked for whole.
 pub async fn run_tool_loop(
     client: &LlmClient,
     request: &ChatRequest,
@@ -42,11 +43,49 @@ pub async fn run_tool_loop(
     max_rounds: u32,
     cancel: &CancellationToken,
 ) -> Result<ToolLoopOutcome, LlmError> {
+    run(client, request, toolbox, max_rounds, cancel, None).await
+}
+
+/// As [`run_tool_loop`], each answer streamed: `on_text` gets every piece of text as it
+/// arrives, in every round.
+pub async fn run_tool_loop_streamed(
+    client: &LlmClient,
+    request: &ChatRequest,
+    toolbox: &Toolbox,
+    max_rounds: u32,
+    cancel: &CancellationToken,
+    mut on_text: impl FnMut(&str) + Send,
+) -> Result<ToolLoopOutcome, LlmError> {
+    run(
+        client,
+        request,
+        toolbox,
+        max_rounds,
+        cancel,
+        Some(&mut on_text),
+    )
+    .await
+}
+
+async fn run(
+    client: &LlmClient,
+    request: &ChatRequest,
+    toolbox: &Toolbox,
+    max_rounds: u32,
+    cancel: &CancellationToken,
+    mut on_text: Option<&mut (dyn FnMut(&str) + Send)>,
+) -> Result<ToolLoopOutcome, LlmError> {
     let mut request = request.clone();
     request.tools = toolbox.definitions();
     let mut executions = Vec::new();
     for round in 1..=max_rounds {
-        let completion = client.complete(&request, cancel).await?;
+        let completion = match on_text.as_mut() {
+            None => client.complete(&request, cancel).await?,
+            Some(on_text) => {
+                let stream = client.stream(&request, cancel.clone()).await?;
+                stream.collect(|text| on_text(text)).await?
+            }
+        };
         request.messages.push(completion.message.clone());
         if completion.message.tool_calls.is_empty() {
             return Ok(ToolLoopOutcome {

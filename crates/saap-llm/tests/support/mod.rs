@@ -289,10 +289,36 @@ async fn handle(
             .expect("response"),
         // The tool loop: tool calls until the request carries tool answers, then a final answer.
         "agent" => {
-            let answered = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|b| b["messages"].as_array().cloned())
+            let request = serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default();
+            let answered = request["messages"]
+                .as_array()
                 .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+            if request["stream"] == true {
+                // Streamed: the calls' arguments split in two, or the answer in two deltas.
+                let mut events = Vec::new();
+                if answered {
+                    events.push(text_chunk("All "));
+                    events.push(text_chunk("done."));
+                } else {
+                    for (i, (id, name, args)) in [
+                        ("c1", "get_weather", r#"{"city": "Zürich"}"#),
+                        ("c2", "add", r#"{"a": 1, "b": 2}"#),
+                    ]
+                    .into_iter()
+                    .enumerate()
+                    {
+                        let (head, tail) = args.split_at(args.len() / 2);
+                        events.push(serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                            {"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": head}}]}}]}).to_string());
+                        events.push(serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                            {"index": i, "function": {"arguments": tail}}]}}]}).to_string());
+                    }
+                }
+                let reason = if answered { "stop" } else { "tool_calls" };
+                events.push(serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}).to_string());
+                events.push("[DONE]".to_owned());
+                return Ok(sse_response(sse(&events)));
+            }
             if answered {
                 completion(serde_json::json!({"role": "assistant", "content": "All done."}), "stop")
             } else {
