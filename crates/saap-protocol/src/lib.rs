@@ -15,6 +15,9 @@
 //!   the dispatch core).
 //! * [`event`] — the [`EventEnvelope`] and its JSON codec: bounded, typed-error decoding
 //!   ([`DecodeError`], [`DecodeLimits`]), unknown fields kept in order, nested events, encoding.
+//! * [`semantic`] — typed views of the semantic events (`LLMEvent`, `RetrieverEvent`,
+//!   `ToolEvent`, …) and `LLMCostEvent`, wire-compatible with Python, with their OpenInference
+//!   and OpenTelemetry GenAI span attributes.
 //! * [`subject`] — NATS subjects (agent events, config RPC, discovery): build, parse, validate
 //!   tokens, wildcard filters per scope; stream and consumer names and configurations; the
 //!   `Nats-Msg-Id` header value.
@@ -52,6 +55,7 @@
 pub mod event;
 pub mod event_id;
 pub mod hierarchy;
+pub mod semantic;
 pub mod subject;
 
 pub use event::{DecodeError, DecodeLimits, EventEnvelope, LocaleString, NestedEvent};
