@@ -15,6 +15,7 @@
 //! - [`annotation`]: annotations to parameter kinds and outputs;
 //! - [`agent`]: one agent class to a spec, with locations;
 //! - [`body`], [`form`]: the source-only constraints (context smuggle, config lie, forms);
+//! - [`fixes`]: the spec checks' fixes in Python words;
 //! - [`rules`]: the source-only finding codes; [`render`]: the human report.
 //!
 //! What it must not do: run or import the Python code, depend on the engine (`saap`), or
@@ -25,6 +26,7 @@ pub mod annotation;
 pub mod body;
 pub mod error;
 pub mod files;
+pub mod fixes;
 pub mod form;
 pub mod package;
 pub mod render;
@@ -88,7 +90,8 @@ pub fn check_path(path: &Path) -> Result<Report, PythonError> {
 fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
     let mut cx = Classifier::new(&pkg);
     let classes = pkg.classes();
-    let mut events: Vec<EventTypeSpec> = Vec::new();
+    // Package event types with the file that defines each.
+    let mut events: Vec<(usize, EventTypeSpec)> = Vec::new();
     let mut agents = Vec::new();
     let mut configs = Vec::new();
     let mut outside = Vec::new();
@@ -97,13 +100,16 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
             TypeClass::Event(name) => {
                 if !cx.is_builtin_event(&name) {
                     let parents = cx.event_parents(f, i);
-                    events.push(EventTypeSpec {
-                        name,
-                        parents,
-                        description: pkg.class(f, i).map(|c| {
-                            format!("{}:{}", pkg.files[f].shown, pkg.files[f].at(&c.name).line)
-                        }),
-                    });
+                    events.push((
+                        f,
+                        EventTypeSpec {
+                            name,
+                            parents,
+                            description: pkg.class(f, i).map(|c| {
+                                format!("{}:{}", pkg.files[f].shown, pkg.files[f].at(&c.name).line)
+                            }),
+                        },
+                    ));
                 }
             }
             TypeClass::Agent => agents.push((f, i)),
@@ -191,18 +197,20 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
         let Some(agent) = agent::read_agent(&mut cx, f, i) else {
             continue;
         };
+        let steps: Vec<_> = agent.steps.iter().map(|(s, _)| s.clone()).collect();
         let spec = WorkflowSpec {
             format: SPEC_FORMAT_VERSION,
             name: agent.name.clone(),
             description: Some(format!("from {}", agent.location)),
-            events: events.clone(),
-            steps: agent.steps.iter().map(|(s, _)| s.clone()).collect(),
+            events: used_events(&steps, &events, &pkg.reachable_files(f)),
+            steps,
             simulation: None,
         };
         let mut findings = agent.findings.clone();
         match CompiledSpec::compile(&spec) {
             Ok(compiled) => {
-                for finding in check(&compiled) {
+                for mut finding in check(&compiled) {
+                    fixes::in_python_words(&mut finding, &spec.steps);
                     findings.push(agent::locate(&agent, finding));
                 }
             }
@@ -243,6 +251,49 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
         summary: summarize(&all),
         findings: package_findings,
     })
+}
+
+/// The package's event types an agent's steps name (parameters, outputs, precondition
+/// reads), with their ancestors: one folder may hold several agents whose private event
+/// classes share names, and only the agent's own must be unambiguous.
+/// A name defined in a file the agent's module imports wins over the same name elsewhere.
+fn used_events(
+    steps: &[saap_dispatch::spec::StepSpec],
+    events: &[(usize, EventTypeSpec)],
+    reachable: &std::collections::BTreeSet<usize>,
+) -> Vec<EventTypeSpec> {
+    let chosen: Vec<&EventTypeSpec> = events
+        .iter()
+        .filter(|(f, e)| {
+            reachable.contains(f)
+                || !events
+                    .iter()
+                    .any(|(g, o)| o.name == e.name && reachable.contains(g))
+        })
+        .map(|(_, e)| e)
+        .collect();
+    let mut wanted: Vec<String> = Vec::new();
+    for s in steps {
+        wanted.extend(s.params.iter().flat_map(|p| p.types.iter().cloned()));
+        wanted.extend(s.outputs.iter().cloned());
+        if let Some(pc) = &s.precondition {
+            wanted.extend(pc.reads.iter().cloned());
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(name) = wanted.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        for e in chosen.iter().filter(|e| e.name == name) {
+            wanted.extend(e.parents.iter().cloned());
+        }
+    }
+    chosen
+        .into_iter()
+        .filter(|e| seen.contains(&e.name))
+        .cloned()
+        .collect()
 }
 
 /// Errors first, then by place, then by code.

@@ -160,6 +160,33 @@ impl Package {
         }
     }
 
+    /// The package files `file` imports, directly or through the files it imports
+    /// (itself included).
+    pub fn reachable_files(&self, file: usize) -> std::collections::BTreeSet<usize> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = vec![file];
+        while let Some(f) = stack.pop() {
+            if !seen.insert(f) {
+                continue;
+            }
+            let Some(names) = self.names.get(f) else {
+                continue;
+            };
+            for b in names.values() {
+                match b {
+                    Binding::Import { module, name } => {
+                        let m = self.absolute(f, module);
+                        stack.extend(self.module_file(&m));
+                        stack.extend(self.module_file(&format!("{m}.{name}")));
+                    }
+                    Binding::Module(m) => stack.extend(self.module_file(m)),
+                    _ => {}
+                }
+            }
+        }
+        seen
+    }
+
     /// A relative module (`.events`, `..x`) made absolute from file `file`.
     fn absolute(&self, file: usize, module: &str) -> String {
         let level = module.chars().take_while(|c| *c == '.').count();

@@ -6,10 +6,16 @@
 use saap_python::{PythonError, Report, check_path};
 use std::path::{Path, PathBuf};
 
+/// Test-only inputs (broken on purpose) are in `tests/fixtures`; the guide's failure
+/// patterns are examples users can run, in `examples/python`.
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let test_only = root.join("tests/fixtures").join(name);
+    if test_only.exists() {
+        test_only
+    } else {
+        root.join("../../examples/python").join(name)
+    }
 }
 
 fn check(name: &str) -> Report {
@@ -275,12 +281,19 @@ fn fixtures_compile_with_python() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(fixture(""))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    let pkg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/python/support_agent");
-    files.extend(std::fs::read_dir(pkg).unwrap().map(|e| e.unwrap().path()));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in [
+        "tests/fixtures",
+        "../../examples/python",
+        "../../examples/python/support_agent",
+    ] {
+        files.extend(
+            std::fs::read_dir(root.join(dir))
+                .unwrap()
+                .map(|e| e.unwrap().path()),
+        );
+    }
     for f in files
         .iter()
         .filter(|f| f.extension().is_some_and(|e| e == "py"))
