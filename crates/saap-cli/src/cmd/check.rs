@@ -38,7 +38,8 @@ pub struct CheckArgs {
     /// file or a package folder.
     #[arg(required_unless_present = "rules")]
     pub spec: Option<PathBuf>,
-    /// List every check (code, severity, rule, title) instead of checking a spec.
+    /// List every check (code, severity, rule, title) instead of checking a spec; SAAP101…
+    /// are the checks only Python agent source shows.
     #[arg(long, conflicts_with = "spec")]
     pub rules: bool,
     /// Print JSON: {spec, name, findings, summary: {errors, warnings}}.
@@ -86,12 +87,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn list_rules(json: bool) -> anyhow::Result<ExitCode> {
+    // The spec checks, then those only Python source shows (SAAP101…).
+    let rules: Vec<_> = RULES.iter().chain(saap_python::rules::RULES).collect();
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, RULES)?;
+        serde_json::to_writer_pretty(&mut out, &rules)?;
         writeln!(out)?;
     } else {
-        for r in RULES {
+        for r in rules {
             writeln!(
                 out,
                 "{}  {:<7}  {:<31}  {}",
