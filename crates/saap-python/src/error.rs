@@ -43,6 +43,14 @@ pub enum PythonError {
     )]
     TooDeep { file: String, max: usize },
     #[error(
+        "{file}: a statement has more than {max} tokens; saap does not analyse such code (split the expression)"
+    )]
+    TooComplex { file: String, max: usize },
+    #[error(
+        "the analysis stopped unexpectedly ({what}); this is a bug in saap, please report it with the input"
+    )]
+    Internal { what: String },
+    #[error(
         "no agent class in `{path}`: an agent class derives from `Agent` and has `@step` methods{hint}"
     )]
     NoAgent { path: PathBuf, hint: String },
@@ -60,6 +68,8 @@ impl PythonError {
             PythonError::Syntax { .. } => "SAAP-P006",
             PythonError::TooDeep { .. } => "SAAP-P007",
             PythonError::NoAgent { .. } => "SAAP-P008",
+            PythonError::TooComplex { .. } => "SAAP-P009",
+            PythonError::Internal { .. } => "SAAP-P010",
         }
     }
 }

@@ -77,8 +77,29 @@ pub struct AgentReport {
     pub spec: WorkflowSpec,
 }
 
-/// Reads and checks `path` (a `.py` file or a package folder).
+/// Stack of the thread the analysis runs on: the parser and the tree walks recurse once per
+/// nesting level, which [`source`] bounds; this leaves a wide margin over those bounds.
+const ANALYSIS_STACK_BYTES: usize = 256 * 1024 * 1024;
+
+/// Reads and checks `path` (a `.py` file or a package folder). The work runs on a thread of
+/// its own with a large stack (reserved, not committed, memory).
 pub fn check_path(path: &Path) -> Result<Report, PythonError> {
+    let owned = path.to_path_buf();
+    let worker = std::thread::Builder::new()
+        .name("saap-python".into())
+        .stack_size(ANALYSIS_STACK_BYTES)
+        .spawn(move || check_path_here(&owned))
+        .map_err(|e| PythonError::Internal {
+            what: format!("cannot start the analysis thread: {e}"),
+        })?;
+    worker.join().unwrap_or_else(|_| {
+        Err(PythonError::Internal {
+            what: "the analysis panicked".into(),
+        })
+    })
+}
+
+fn check_path_here(path: &Path) -> Result<Report, PythonError> {
     let raw = files::read_input(path)?;
     let mut parsed = Vec::with_capacity(raw.len());
     for r in raw {

@@ -3,7 +3,9 @@
 //!
 //! Parsing is Ruff's parser (error-recovering: every syntax error of a file is known, the
 //! first is reported with its location). Before parsing, the token stream is scanned for
-//! nesting depth so that no later recursive walk can exhaust the stack.
+//! nesting depth and statement length, so that neither the parser nor a later recursive walk
+//! can exhaust the stack (the analysis also runs on a thread with a large stack, see
+//! [`crate::check_path`]).
 
 use crate::error::PythonError;
 use crate::files::RawFile;
@@ -15,6 +17,9 @@ use serde::Serialize;
 
 /// Deepest nesting of brackets plus indented blocks accepted.
 pub const MAX_NESTING: usize = 100;
+/// Most tokens in one statement (one logical line). Operator chains (`a + a + …`,
+/// `not not …`, `x.a.a…`) nest the syntax tree without brackets; this bounds them.
+pub const MAX_STATEMENT_TOKENS: usize = 10_000;
 
 /// A place in a source file.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -88,9 +93,19 @@ fn check_nesting(text: &str, shown: &str) -> Result<(), PythonError> {
     {
         let mut lexer = lex(text, Mode::Module);
         let mut depth: usize = 0;
+        let mut statement: usize = 0;
         loop {
-            match lexer.next_token() {
+            let token = lexer.next_token();
+            statement += 1;
+            if statement > MAX_STATEMENT_TOKENS {
+                return Err(PythonError::TooComplex {
+                    file: shown.to_string(),
+                    max: MAX_STATEMENT_TOKENS,
+                });
+            }
+            match token {
                 TokenKind::EndOfFile => break,
+                TokenKind::Newline => statement = 0,
                 TokenKind::Lpar | TokenKind::Lsqb | TokenKind::Lbrace | TokenKind::Indent => {
                     depth += 1;
                     if depth > MAX_NESTING {

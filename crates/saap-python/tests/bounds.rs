@@ -81,3 +81,49 @@ fn many_syntax_errors_name_the_first() {
     assert!(text.contains("bad.py:1:7: syntax error"), "{text}");
     assert!(text.contains("more)"), "{text}");
 }
+
+#[test]
+fn operator_chains_neither_overflow_nor_pass_unbounded() {
+    let dir = tempfile::tempdir().unwrap();
+    // Just under the statement bound: parsed and walked without exhausting the stack.
+    for (name, expr) in [
+        ("not.py", format!("{}a", "not ".repeat(9_000))),
+        ("attr.py", format!("a{}", ".a".repeat(4_500))),
+        ("plus.py", format!("a{}", "+a".repeat(4_500))),
+        ("lambda.py", format!("{}c", "lambda: ".repeat(4_500))),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, format!("{AGENT}x = {expr}\n")).unwrap();
+        let r = check_path(&p).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(r.agents.len(), 1);
+    }
+    // Over it: refused with its code.
+    let p = dir.path().join("long.py");
+    std::fs::write(&p, format!("{AGENT}x = a{}\n", "+a".repeat(20_000))).unwrap();
+    assert_eq!(check_path(&p).unwrap_err().code(), "SAAP-P009");
+}
+
+#[test]
+fn odd_but_valid_source_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        "",
+        "# only a comment\n",
+        "class A(Agent):\n    @step\n    def s(self, *args, **kwargs): ...\n",
+        "class A(Agent):\n    @step()\n    async def s(self, m: 'not valid ((') -> 'X': ...\n",
+        "class A(Agent):\n    @step(precondition=lambda x: True, max_executions_per_run=-1, stop_on_error=maybe)\n    async def s(self, m: UserMessageEvent) -> StopEvent: ...\n",
+        "class A(Agent):\n    @step()\n    @staticmethod\n    async def s(m: list[list[UserMessageEvent]]) -> FixedList(StopEvent) | None: ...\n",
+        "class B(A): pass\nclass A(B): pass\nclass C(A, Agent):\n    @step()\n    async def s(self, m: A) -> None: ...\n",
+        "from . import nothing\nfrom .. import far\nimport a.b.c\nclass A(Agent):\n    @step()\n    async def s(self, m: a.b.c.D, n: nothing.E) -> far.F: ...\n",
+        "class A(Agent):\n    x: int = 1\n    @step()\n    async def s(self, m: UserMessageEvent) -> StopEvent:\n        self.x += 1\n        (self.y, self.z) = 1, 2\n        del self.w\n        return StopEvent()\n",
+    ];
+    for (i, text) in cases.iter().enumerate() {
+        let p = dir.path().join(format!("case{i}.py"));
+        std::fs::write(&p, text).unwrap();
+        // An error or a report, never a panic (which the analysis thread turns into
+        // SAAP-P010).
+        if let Err(e) = check_path(&p) {
+            assert_ne!(e.code(), "SAAP-P010", "case {i}: {e}");
+        }
+    }
+}
