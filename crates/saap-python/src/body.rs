@@ -297,26 +297,49 @@ impl<'a> Visitor<'a> for Names {
     }
 }
 
+/// `create_task(…)` / `ensure_future(…)` whose task nobody awaits: the call as a statement of
+/// its own, or handed to a collection (`tasks.add(create_task(…))`). A task kept in a
+/// variable may be awaited later and is not reported.
 struct Tasks {
     found: Vec<(ruff_text_size::TextSize, String)>,
 }
 
+fn task_call(e: &Expr) -> Option<&'static str> {
+    let Expr::Call(c) = e else { return None };
+    let name = match &*c.func {
+        Expr::Attribute(a) => a.attr.as_str(),
+        Expr::Name(n) => n.id.as_str(),
+        _ => return None,
+    };
+    match name {
+        "create_task" => Some("create_task(...)"),
+        "ensure_future" => Some("ensure_future(...)"),
+        _ => None,
+    }
+}
+
 impl<'a> Visitor<'a> for Tasks {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if let Stmt::Expr(e) = stmt
+            && let Some(what) = task_call(&e.value)
+        {
+            self.found
+                .push((ruff_text_size::Ranged::start(&*e.value), what.to_string()));
+        }
+        walk_stmt(self, stmt);
+    }
     fn visit_expr(&mut self, expr: &'a Expr) {
-        if let Expr::Call(c) = expr {
-            let name = match &*c.func {
-                Expr::Attribute(a) => Some(a.attr.as_str()),
-                Expr::Name(n) => Some(n.id.as_str()),
-                _ => None,
-            };
-            if let Some(n @ ("create_task" | "ensure_future")) = name {
-                self.found
-                    .push((ruff_text_size::Ranged::start(expr), format!("{n}(...)")));
+        if let Expr::Call(c) = expr
+            && let Expr::Attribute(a) = &*c.func
+            && matches!(a.attr.as_str(), "add" | "append")
+        {
+            for arg in c.arguments.args.iter() {
+                if let Some(what) = task_call(arg) {
+                    self.found
+                        .push((ruff_text_size::Ranged::start(arg), what.to_string()));
+                }
             }
         }
         walk_expr(self, expr);
-    }
-    fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        walk_stmt(self, stmt);
     }
 }

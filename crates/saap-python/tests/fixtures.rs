@@ -315,3 +315,22 @@ fn fixtures_compile_with_python() {
         );
     }
 }
+
+/// A task kept in a variable (and awaited) is not fire-and-forget; one handed to a set is.
+#[test]
+fn only_unawaited_tasks_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("tasks.py");
+    std::fs::write(
+        &p,
+        "import asyncio\n\n\nclass T(Agent):\n    @step()\n    async def s(self, m: UserMessageEvent) -> StopEvent:\n        t = asyncio.create_task(work())\n        await t\n        pending.add(asyncio.ensure_future(work()))\n        return StopEvent()\n",
+    )
+    .unwrap();
+    let r = check_path(&p).unwrap();
+    let tasks: Vec<_> = findings(&r)
+        .into_iter()
+        .filter(|f| f.0 == "SAAP105")
+        .collect();
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert_eq!(tasks[0].3, 9);
+}
