@@ -116,6 +116,8 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
     let mut agents = Vec::new();
     let mut configs = Vec::new();
     let mut outside = Vec::new();
+    let mut unsure: std::collections::HashMap<(usize, usize), String> =
+        std::collections::HashMap::new();
     for &(f, i) in &classes {
         match cx.class(f, i, 0) {
             TypeClass::Event(name) => {
@@ -135,13 +137,22 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
             }
             TypeClass::Agent => agents.push((f, i)),
             TypeClass::Config => configs.push((f, i)),
-            _ => {
-                if let Some(c) = pkg.class(f, i)
-                    && c.body
+            other => {
+                let has_steps = pkg.class(f, i).is_some_and(|c| {
+                    c.body
                         .iter()
                         .any(|s| s.as_function_def_stmt().is_some_and(agent::is_step))
-                {
-                    outside.push((f, i));
+                });
+                match other {
+                    // Steps on a class whose base cannot be followed (a single file of a
+                    // package, a base from elsewhere): checked as an agent, with the doubt
+                    // reported.
+                    TypeClass::Unknown(why) if has_steps => {
+                        agents.push((f, i));
+                        unsure.insert((f, i), why);
+                    }
+                    _ if has_steps => outside.push((f, i)),
+                    _ => {}
                 }
             }
         }
@@ -228,6 +239,22 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
             simulation: None,
         };
         let mut findings = agent.findings.clone();
+        if let Some(why) = unsure.get(&(f, i)) {
+            findings.push(LocatedFinding {
+                finding: rules::finding(
+                    &rules::UNRESOLVED,
+                    None,
+                    None,
+                    format!(
+                        "cannot tell whether `{}` is an agent, checked as one because it has `@step` methods: {why}",
+                        agent.name
+                    ),
+                    "steps inherited from a base class saap cannot read are missing from the checks, and the class may not be an agent at all",
+                    "check the package folder so the base class can be followed".into(),
+                ),
+                location: agent.location.clone(),
+            });
+        }
         match CompiledSpec::compile(&spec) {
             Ok(compiled) => {
                 for mut finding in check(&compiled) {
@@ -246,6 +273,21 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
                 ),
                 location: agent.location.clone(),
             }),
+        }
+        // What could not be read may be the cause of a spec error (a producer whose return
+        // annotation was unreadable, a dropped parameter): such errors are not proven.
+        if findings
+            .iter()
+            .any(|l| l.finding.code == rules::UNRESOLVED.code)
+        {
+            for l in findings.iter_mut() {
+                if l.finding.severity == Severity::Error && l.finding.code.starts_with("SAAP0") {
+                    l.finding.severity = Severity::Warning;
+                    l.finding.message.push_str(
+                        " (not certain: part of this agent could not be read, see SAAP107)",
+                    );
+                }
+            }
         }
         findings.extend(body::check_bodies(&agent, &pkg.files[agent.file]));
         sort(&mut findings);

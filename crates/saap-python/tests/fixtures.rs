@@ -334,3 +334,27 @@ fn only_unawaited_tasks_are_reported() {
     assert_eq!(tasks.len(), 1, "{tasks:?}");
     assert_eq!(tasks[0].3, 9);
 }
+
+/// One module of a package checked alone: its imports cannot be followed, which is said
+/// (SAAP107), and the spec errors that may follow from it are not claimed as certain.
+#[test]
+fn one_module_of_a_package() {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/python/support_agent/agent.py");
+    let r = check_path(&p).unwrap();
+    assert_eq!(
+        r.agents.len(),
+        1,
+        "checked as an agent despite its unreadable base"
+    );
+    assert_eq!(r.summary.errors, 0, "{:#?}", findings(&r));
+    let all = findings(&r);
+    assert!(
+        all.iter()
+            .any(|f| f.0 == "SAAP107" && f.1.is_none() && f.3 == 13)
+    );
+    assert!(
+        all.iter().any(|f| f.0 == "SAAP001"),
+        "downgraded, still shown"
+    );
+}
