@@ -85,10 +85,40 @@ const ANALYSIS_STACK_BYTES: usize = 256 * 1024 * 1024;
 /// its own with a large stack (reserved, not committed, memory).
 pub fn check_path(path: &Path) -> Result<Report, PythonError> {
     let owned = path.to_path_buf();
+    on_large_stack(move || {
+        let raw = files::read_input(&owned)?;
+        check_files(raw, &owned)
+    })
+}
+
+/// Checks one module given as text (`name` is how findings name the file), with the same
+/// bounds as a file on disk. For tools that hold source in memory, and for the tests.
+pub fn check_source(name: &str, text: &str) -> Result<Report, PythonError> {
+    if text.len() as u64 > files::MAX_FILE_BYTES {
+        return Err(PythonError::FileTooLarge {
+            path: name.into(),
+            max: files::MAX_FILE_BYTES,
+        });
+    }
+    let raw = files::RawFile {
+        shown: name.to_string(),
+        module: Path::new(name)
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        text: text.to_string(),
+    };
+    let shown = std::path::PathBuf::from(name);
+    on_large_stack(move || check_files(vec![raw], &shown))
+}
+
+fn on_large_stack(
+    work: impl FnOnce() -> Result<Report, PythonError> + Send + 'static,
+) -> Result<Report, PythonError> {
     let worker = std::thread::Builder::new()
         .name("saap-python".into())
         .stack_size(ANALYSIS_STACK_BYTES)
-        .spawn(move || check_path_here(&owned))
+        .spawn(work)
         .map_err(|e| PythonError::Internal {
             what: format!("cannot start the analysis thread: {e}"),
         })?;
@@ -99,8 +129,7 @@ pub fn check_path(path: &Path) -> Result<Report, PythonError> {
     })
 }
 
-fn check_path_here(path: &Path) -> Result<Report, PythonError> {
-    let raw = files::read_input(path)?;
+fn check_files(raw: Vec<files::RawFile>, path: &Path) -> Result<Report, PythonError> {
     let mut parsed = Vec::with_capacity(raw.len());
     for r in raw {
         parsed.push(SourceFile::parse(r)?);
