@@ -10,7 +10,7 @@
 
 use crate::annotation::{ParamShape, param_shape, return_shape};
 use crate::package::Sym;
-use crate::rules::{self, PRECONDITION_UNBOUND, UNRESOLVED};
+use crate::rules::{self, NOT_INJECTABLE, PRECONDITION_UNBOUND, UNRESOLVED};
 use crate::source::Location;
 use crate::types::{Classifier, TypeClass};
 use ruff_python_ast::{Expr, Stmt, StmtClassDef, StmtFunctionDef};
@@ -156,6 +156,33 @@ fn unresolved(
     });
 }
 
+/// A parameter of a plain type (`str`, `int`, …) without a default: the dispatcher binds
+/// events and injects the DI table's types, nothing else (reference notes §3.7).
+fn not_injectable(
+    findings: &mut Vec<LocatedFinding>,
+    location: Location,
+    step: &str,
+    param: &str,
+    annotation: &str,
+    what: &str,
+) {
+    findings.push(LocatedFinding {
+        finding: rules::finding(
+            &NOT_INJECTABLE,
+            Some(step),
+            Some(param),
+            format!(
+                "`{param}: {annotation}` of the {what} of `{step}` is neither an event nor something the dispatcher injects"
+            ),
+            "the Python dispatcher binds event parameters and injects the types of its table (configs, contexts, displayer, locale, memory, topics, user identity); for anything else it passes nothing, the call fails with a TypeError and, with stop_on_error, the run ends with an ExceptionEvent",
+            format!(
+                "read `{param}` from an event or the config instead, or give it a default (`{param}: {annotation} = ...`)"
+            ),
+        ),
+        location,
+    });
+}
+
 fn read_step<'p>(
     cx: &mut Classifier<'p>,
     findings: &mut Vec<LocatedFinding>,
@@ -224,6 +251,9 @@ fn read_step<'p>(
                 ),
                 "write the event type as a class defined or imported in the package (`T`, `T | None`, `list[T]`, `FixedList(T, N)`), or check the whole package folder".into(),
             ),
+            ParamShape::NotEvent(TypeClass::Plain) if p.default.is_none() => {
+                not_injectable(findings, src.at(ann), &name, &pname, &src.snippet(ann), "step")
+            }
             ParamShape::NotEvent(_) => {}
         }
         source.params.push(StepParam {
@@ -433,6 +463,14 @@ fn read_precondition(
                     p.parameter.name, spec.name
                 ),
                 "annotate it with an event type the step takes".into(),
+            ),
+            ParamShape::NotEvent(TypeClass::Plain) if p.default.is_none() => not_injectable(
+                findings,
+                pkg.files[pf].at(ann),
+                step,
+                p.parameter.name.as_str(),
+                &pkg.files[pf].snippet(ann),
+                "precondition",
             ),
             ParamShape::NotEvent(_) => {}
         }

@@ -69,6 +69,13 @@ pub const SPEC_INVALID: Rule = rule(
     "the agent's event types or steps do not form a valid workflow",
 );
 
+pub const NOT_INJECTABLE: Rule = rule(
+    "SAAP109",
+    Severity::Error,
+    "not-injectable",
+    "parameter that is neither an event nor something the dispatcher injects, without a default",
+);
+
 /// Every source-only check, in code order.
 pub const RULES: &[Rule] = &[
     CONTEXT_SMUGGLE,
@@ -79,6 +86,7 @@ pub const RULES: &[Rule] = &[
     STEPS_OUTSIDE_AGENT,
     UNRESOLVED,
     SPEC_INVALID,
+    NOT_INJECTABLE,
 ];
 
 /// A finding of one of [`RULES`].

@@ -358,3 +358,14 @@ fn one_module_of_a_package() {
         "downgraded, still shown"
     );
 }
+
+/// A plain-typed parameter without a default cannot be filled by the dispatcher.
+#[test]
+fn plain_parameters_are_not_injected() {
+    let text = "class T(Agent):\n    @step()\n    async def s(self, m: UserMessageEvent, name: str, limit: int = 3, user: UserIdentity | None = None) -> StopEvent:\n        return StopEvent()\n";
+    let r = saap_python::check_source("plain.py", text).unwrap();
+    let all = findings(&r);
+    let hits: Vec<_> = all.iter().filter(|f| f.0 == "SAAP109").collect();
+    assert_eq!(hits.len(), 1, "{all:#?}");
+    assert_eq!(hits[0].2.as_deref(), Some("name"));
+}
