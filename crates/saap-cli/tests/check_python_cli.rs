@@ -154,3 +154,25 @@ fn spec_files_are_still_specs() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("ok, no findings"));
 }
+
+/// The spec in the JSON report is a valid spec file: `saap check` reads it back and finds
+/// what it found in the source.
+#[test]
+fn json_spec_reads_back_as_a_spec_file() {
+    let json = saap_with(&["check", "examples/python/runs_twice.py", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("agent.json");
+    std::fs::write(&spec, doc["agents"][0]["spec"].to_string()).unwrap();
+    let out = saap_with(&["check", spec.to_str().unwrap(), "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let back: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(back["name"], "TranslateAgent");
+    let codes: Vec<_> = back["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(codes, ["SAAP010"]);
+}

@@ -206,6 +206,8 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
         })
         .collect();
     agents.retain(|a| !bases.contains(a));
+    // A mixin whose steps an agent inherits is not "steps outside an agent".
+    outside.retain(|c| !bases.contains(c));
 
     let mut package_findings = Vec::new();
     for &(f, i) in &outside {

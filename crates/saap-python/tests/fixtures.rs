@@ -369,3 +369,13 @@ fn plain_parameters_are_not_injected() {
     assert_eq!(hits.len(), 1, "{all:#?}");
     assert_eq!(hits[0].2.as_deref(), Some("name"));
 }
+
+/// Steps of a mixin an agent derives from are the agent's (and the mixin is not reported).
+#[test]
+fn mixin_steps_belong_to_the_agent() {
+    let text = "class Greeting:\n    @step()\n    async def greet(self, m: UserMessageEvent) -> StopEvent:\n        return StopEvent()\n\n\nclass A(Greeting, Agent):\n    pass\n";
+    let r = saap_python::check_source("mixin.py", text).unwrap();
+    assert_eq!(r.agents.len(), 1);
+    assert_eq!(r.agents[0].spec.steps[0].name, "greet");
+    assert_eq!(findings(&r), vec![]);
+}
