@@ -68,7 +68,12 @@ pub fn read_input(path: &Path) -> Result<Vec<RawFile>, PythonError> {
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
     let mut found = Vec::new();
-    walk(&root, &root, Path::new(""), 0, &mut found, path)?;
+    let mut walker = Walker {
+        root: &root,
+        shown_root: path,
+        seen_dirs: std::collections::HashSet::new(),
+    };
+    walker.walk(&root, Path::new(""), 0, &mut found)?;
     found.sort();
     let mut out = Vec::with_capacity(found.len());
     for rel in found {
@@ -88,53 +93,67 @@ pub fn read_input(path: &Path) -> Result<Vec<RawFile>, PythonError> {
     Ok(out)
 }
 
-fn walk(
-    root: &Path,
-    dir: &Path,
-    rel: &Path,
-    depth: usize,
-    found: &mut Vec<PathBuf>,
-    shown_root: &Path,
-) -> Result<(), PythonError> {
-    if depth > MAX_FOLDER_DEPTH {
-        return Ok(());
-    }
-    let unreadable = |source| PythonError::Unreadable {
-        path: shown_root.join(rel),
-        source,
-    };
-    let entries = std::fs::read_dir(dir).map_err(unreadable)?;
-    for entry in entries {
-        let entry = entry.map_err(unreadable)?;
-        let name = entry.file_name().to_string_lossy().to_string();
-        let path = entry.path();
-        let mut meta = entry.metadata().map_err(unreadable)?;
-        if meta.file_type().is_symlink() {
-            // Followed only when the target stays inside the package folder.
-            match std::fs::canonicalize(&path) {
-                Ok(target) if target.starts_with(root) => {
-                    meta = std::fs::metadata(&target).map_err(unreadable)?;
+/// Walks the package folder; a folder reached twice (through a link inside the package) is
+/// walked once.
+struct Walker<'a> {
+    root: &'a Path,
+    shown_root: &'a Path,
+    seen_dirs: std::collections::HashSet<PathBuf>,
+}
+
+impl Walker<'_> {
+    fn walk(
+        &mut self,
+        dir: &Path,
+        rel: &Path,
+        depth: usize,
+        found: &mut Vec<PathBuf>,
+    ) -> Result<(), PythonError> {
+        if depth > MAX_FOLDER_DEPTH {
+            return Ok(());
+        }
+        let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        if !self.seen_dirs.insert(canonical) {
+            return Ok(());
+        }
+        let shown_root = self.shown_root;
+        let unreadable = |source| PythonError::Unreadable {
+            path: shown_root.join(rel),
+            source,
+        };
+        let entries = std::fs::read_dir(dir).map_err(unreadable)?;
+        for entry in entries {
+            let entry = entry.map_err(unreadable)?;
+            let name = entry.file_name().to_string_lossy().to_string();
+            let path = entry.path();
+            let mut meta = entry.metadata().map_err(unreadable)?;
+            if meta.file_type().is_symlink() {
+                // Followed only when the target stays inside the package folder.
+                match std::fs::canonicalize(&path) {
+                    Ok(target) if target.starts_with(self.root) => {
+                        meta = std::fs::metadata(&target).map_err(unreadable)?;
+                    }
+                    _ => continue,
                 }
-                _ => continue,
+            }
+            let child = rel.join(&name);
+            if meta.is_dir() {
+                if SKIPPED_DIRS.contains(&name.as_str()) || name.starts_with('.') {
+                    continue;
+                }
+                self.walk(&path, &child, depth + 1, found)?;
+            } else if meta.is_file() && name.ends_with(".py") {
+                if found.len() >= MAX_FILES {
+                    return Err(PythonError::TooManyFiles {
+                        path: shown_root.to_path_buf(),
+                        max: MAX_FILES,
+                    });
+                }
+                found.push(child);
             }
         }
-        let child = rel.join(&name);
-        if meta.is_dir() {
-            if SKIPPED_DIRS.contains(&name.as_str()) || name.starts_with('.') {
-                continue;
-            }
-            walk(root, &path, &child, depth + 1, found, shown_root)?;
-        } else if meta.is_file() && name.ends_with(".py") {
-            if found.len() >= MAX_FILES {
-                return Err(PythonError::TooManyFiles {
-                    path: shown_root.to_path_buf(),
-                    max: MAX_FILES,
-                });
-            }
-            found.push(child);
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 fn read_one(path: &Path, shown: String, module: String) -> Result<RawFile, PythonError> {

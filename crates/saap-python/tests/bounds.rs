@@ -64,6 +64,8 @@ fn symlinks_out_of_the_package_are_not_followed() {
     std::os::unix::fs::symlink(outside.path(), pkg.path().join("linked_dir")).unwrap();
     // Inside the package, a link is followed.
     std::os::unix::fs::symlink(pkg.path().join("agent.py"), pkg.path().join("again.py")).unwrap();
+    // A link back to the package folder itself is walked once, not forever.
+    std::os::unix::fs::symlink(pkg.path(), pkg.path().join("loop")).unwrap();
     let r = check_path(pkg.path()).unwrap();
     assert_eq!(
         r.files, 2,
