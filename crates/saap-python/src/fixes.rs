@@ -5,10 +5,26 @@
 //! Only the fix text changes; code, message and why stay the checker's.
 
 use saap_dispatch::check::Finding;
-use saap_dispatch::spec::StepSpec;
+use saap_dispatch::spec::WorkflowSpec;
+
+/// The package event types that derive (directly or not) from `parent`.
+fn subtypes(spec: &WorkflowSpec, parent: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut frontier = vec![parent.to_string()];
+    while let Some(p) = frontier.pop() {
+        for e in &spec.events {
+            if e.parents.contains(&p) && !out.contains(&e.name) && e.name != parent {
+                out.push(e.name.clone());
+                frontier.push(e.name.clone());
+            }
+        }
+    }
+    out
+}
 
 /// Rewrites `f.fix` for the codes whose advice names spec-file syntax.
-pub fn in_python_words(f: &mut Finding, steps: &[StepSpec]) {
+pub fn in_python_words(f: &mut Finding, spec: &WorkflowSpec) {
+    let steps = &spec.steps;
     let step = f
         .step
         .as_deref()
@@ -38,6 +54,23 @@ pub fn in_python_words(f: &mut Finding, steps: &[StepSpec]) {
         "SAAP010" => format!(
             "wait for it with a precondition (`@precondition()` `async def ready({pname}: {types} | None) -> bool: return {pname} is not None`, then `@step(precondition=ready)`), set `@step(max_executions_per_run=1)` if one execution is enough, or make `{pname}: {types}` required if it always arrives"
         ),
+        "SAAP012" => format!(
+            "take the events once: one `list[...]` or `FixedList(..., 2)` parameter instead of two parameters of one type in `{sname}`, or give each stage its own event class"
+        ),
+        "SAAP014" => {
+            let mut all: Vec<String> = param.map(|p| p.types.clone()).unwrap_or_default();
+            for t in all.clone() {
+                for sub in subtypes(spec, &t) {
+                    if !all.contains(&sub) {
+                        all.push(sub);
+                    }
+                }
+            }
+            format!(
+                "annotate every concrete class the parameter accepts (dispatch matches the exact class): `{pname}: {}`",
+                all.join(" | ")
+            )
+        }
         "SAAP011" => format!(
             "wait for the number you need with a `@precondition()` (`return len({pname}) >= expected`), or write `FixedList({types}, N)` when N is known"
         ),

@@ -289,7 +289,7 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
         match CompiledSpec::compile(&spec) {
             Ok(compiled) => {
                 for mut finding in check(&compiled) {
-                    fixes::in_python_words(&mut finding, &spec.steps);
+                    fixes::in_python_words(&mut finding, &spec);
                     findings.push(agent::locate(&agent, finding));
                 }
             }
