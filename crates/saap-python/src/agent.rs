@@ -1,5 +1,6 @@
-//! One agent class to a [`WorkflowSpec`](saap_dispatch::spec::WorkflowSpec): its `@step` methods (own and inherited from package
-//! base classes; in name order, as the Python SDK lists them), each parameter read by
+//! One agent class to a [`WorkflowSpec`](saap_dispatch::spec::WorkflowSpec): its `@step`
+//! methods (own and inherited from package base classes; in name order, as the Python SDK
+//! lists them), each parameter read by
 //! [`crate::annotation`], the return annotation as outputs, the decorator options
 //! (`precondition`, `max_executions_per_run`, `stop_on_error`) and the precondition's event
 //! parameters as the types it reads. Everything it cannot read becomes a `SAAP107` finding.
