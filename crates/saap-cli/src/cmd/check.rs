@@ -1,4 +1,5 @@
 //! `saap check SPEC`: the static checks of DESIGN §5 on a workflow spec, as text or JSON.
+//! A `.py` file or a folder is Python agent source and goes to [`super::check_python`].
 //!
 //! Exit codes: 0 no errors (warnings allowed unless `--deny warnings`), 1 findings that
 //! count as errors, 2 invalid input (unreadable file, syntax error, unknown event type…).
@@ -24,6 +25,7 @@ parameter, what is wrong, why it breaks at runtime (rules R1-R6, DESIGN §4) and
 
 Examples:
   saap check examples/specs/rag.yaml
+  saap check examples/python/support_agent/   (a Python agent package; also a .py file)
   saap check examples/specs/optional-trap.yaml --deny warnings
   saap check examples/specs/dangling-stop.yaml --json | jq '.findings[].code'
   saap check --rules                      (list every check)
@@ -32,10 +34,12 @@ Examples:
 Exit codes: 0 no errors (warnings allowed unless denied), 1 errors found, 2 invalid input."
 )]
 pub struct CheckArgs {
-    /// The workflow spec (JSON or YAML; `-` for stdin).
+    /// The workflow spec (JSON or YAML; `-` for stdin), or Python agent source: a `.py`
+    /// file or a package folder.
     #[arg(required_unless_present = "rules")]
     pub spec: Option<PathBuf>,
-    /// List every check (code, severity, rule, title) instead of checking a spec.
+    /// List every check (code, severity, rule, title) instead of checking a spec; SAAP101…
+    /// are the checks only Python agent source shows.
     #[arg(long, conflicts_with = "spec")]
     pub rules: bool,
     /// Print JSON: {spec, name, findings, summary: {errors, warnings}}.
@@ -50,10 +54,13 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let Some(path) = args.spec.as_ref() else {
         return list_rules(args.json);
     };
+    let deny_warnings = args.deny.contains(&Deny::Warnings);
+    if path.as_os_str() != "-" && saap_python::is_python_input(path) {
+        return super::check_python::run(path, args.json, deny_warnings);
+    }
     let spec = load_spec(path)?;
     let findings = check(&spec);
     let summary = summarize(&findings);
-    let deny_warnings = args.deny.contains(&Deny::Warnings);
     let shown = path.display().to_string();
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -80,12 +87,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn list_rules(json: bool) -> anyhow::Result<ExitCode> {
+    // The spec checks, then those only Python source shows (SAAP101…).
+    let rules: Vec<_> = RULES.iter().chain(saap_python::rules::RULES).collect();
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, RULES)?;
+        serde_json::to_writer_pretty(&mut out, &rules)?;
         writeln!(out)?;
     } else {
-        for r in RULES {
+        for r in rules {
             writeln!(
                 out,
                 "{}  {:<7}  {:<31}  {}",

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod check;
+pub mod check_python;
 pub mod demo;
 pub mod explain;
 pub mod explore;
