@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ChatRequest;
 use crate::config::LlmConfig;
-use crate::error::{LlmError, excerpt};
+use crate::error::{LlmError, chain, excerpt};
 use crate::response::{Completion, WireCompletion};
 use crate::retry::{backoff, is_retryable_status, retry_after};
 use crate::stream::ChatStream;
@@ -319,23 +319,6 @@ async fn read_excerpt(mut response: reqwest::Response, max: usize) -> String {
         return "(the body did not arrive)".to_owned();
     }
     excerpt(&bytes, max)
-}
-
-/// An error and its causes, joined (`error sending request: connection refused`).
-pub(crate) fn chain(error: reqwest::Error) -> String {
-    use std::error::Error as _;
-    let error = error.without_url();
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 fn jitter() -> u32 {

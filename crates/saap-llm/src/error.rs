@@ -188,6 +188,23 @@ pub fn excerpt(bytes: &[u8], max: usize) -> String {
     quoted
 }
 
+/// An error and its causes, joined (`error sending request: connection refused`).
+pub(crate) fn chain(error: reqwest::Error) -> String {
+    use std::error::Error as _;
+    let error = error.without_url();
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

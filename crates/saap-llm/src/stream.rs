@@ -17,9 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::accumulate::{Accumulator, StreamEvent};
 use crate::chunk::WireChunk;
-use crate::client::chain;
 use crate::config::LlmConfig;
-use crate::error::LlmError;
+use crate::error::{LlmError, chain};
 use crate::response::Completion;
 use crate::sse::{SseDecoder, SseEvent};
 

@@ -275,3 +275,8 @@ pub mod keys {
     /// GenAI: tool type (`function`).
     pub const GEN_AI_TOOL_TYPE: &str = "gen_ai.tool.type";
 }
+
+/// `prefix.index.document.*` attributes of one document.
+pub(crate) fn index_key(prefix: &str, index: usize, key: &str) -> String {
+    format!("{prefix}.{index}.{key}")
+}

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::attributes::{AttributeValue, Attributes, keys};
-use super::{SemanticEvent, index_key};
+use super::attributes::index_key;
+use super::event::SemanticEvent;
 
 /// One embedded text.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]

@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 
 use super::attributes::{AttributeValue, Attributes, keys};
 use super::message::Message;
-use super::{SemanticEvent, index_key};
+use super::attributes::index_key;
+use super::event::SemanticEvent;
 
 /// A model call: what was sent, what came back, what it cost in tokens.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::SemanticEvent;
+use super::event::SemanticEvent;
 use super::attributes::{Attributes, keys};
 
 /// A tool call and, when it ran, its result.
