@@ -6,11 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Source files allowed past the size limit for now, each with why (issue 18 lists them).
-const TOO_LONG_FOR_NOW: &[&str] = &[
-    // debug-mode's session store: grown by the drop-in work of issue 24, to split.
-    "debug-mode/src/store.rs",
-];
+/// Source files allowed past the size limit, each with why (none today: keep it so).
+const TOO_LONG_FOR_NOW: &[&str] = &[];
 
 const MAX_LINES: usize = 1_500;
 

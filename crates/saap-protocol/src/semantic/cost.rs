@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::event::SemanticEvent;
 use super::attributes::{Attributes, keys};
+use super::event::SemanticEvent;
 
 /// The cost of a model call.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]

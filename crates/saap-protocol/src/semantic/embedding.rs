@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::attributes::{AttributeValue, Attributes, keys};
 use super::attributes::index_key;
+use super::attributes::{AttributeValue, Attributes, keys};
 use super::event::SemanticEvent;
 
 /// One embedded text.

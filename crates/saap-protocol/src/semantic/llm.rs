@@ -8,10 +8,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::attributes::{AttributeValue, Attributes, keys};
-use super::message::Message;
 use super::attributes::index_key;
+use super::attributes::{AttributeValue, Attributes, keys};
 use super::event::SemanticEvent;
+use super::message::Message;
 
 /// A model call: what was sent, what came back, what it cost in tokens.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]

@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::attributes::{Attributes, keys};
 use super::attributes::index_key;
+use super::attributes::{Attributes, keys};
 use super::event::SemanticEvent;
 
 /// Keys of a node that Python puts in `document.metadata`.

@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::event::SemanticEvent;
 use super::attributes::{Attributes, keys};
+use super::event::SemanticEvent;
 
 /// A tool call and, when it ran, its result.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
