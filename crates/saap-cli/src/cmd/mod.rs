@@ -4,4 +4,6 @@ pub mod check;
 pub mod demo;
 pub mod explain;
 pub mod explore;
+pub mod inspect;
+mod inspect_format;
 pub mod simulate;
