@@ -3,7 +3,8 @@
 //!
 //! `cargo bench -p saap-inspect --bench page` (release; needs a nats-server, found like the
 //! tests find it: `bash scripts/nats-server-install`). `PAGE_BENCH_MESSAGES` changes the size
-//! (default 1,000,000); `PAGE_BENCH_REPS` the repetitions per case (default 20).
+//! (default 1,000,000); `PAGE_BENCH_REPS` the repetitions per case (default 20);
+//! `PAGE_BENCH_ONLY=store` or `nats` runs one half.
 //!
 //! NATS: a real nats-server on loopback (default syncing), one agent class stream holding
 //! Python-format events of 10,000 runs × 100 events, published pipelined. Store: a SQLite file
@@ -342,7 +343,13 @@ fn write_store(conn: &rusqlite::Connection, n: u64) {
 fn main() {
     let n = env("PAGE_BENCH_MESSAGES", 1_000_000);
     let reps = env("PAGE_BENCH_REPS", 20);
-    store_bench(n, reps);
+    let only = std::env::var("PAGE_BENCH_ONLY").unwrap_or_default();
+    if only != "nats" {
+        store_bench(n, reps);
+    }
+    if only == "store" {
+        return;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

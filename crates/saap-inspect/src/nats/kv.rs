@@ -61,7 +61,11 @@ impl NatsInspector {
             .keys()
             .await
             .map_err(|e| server_err("listing keys", e))?;
-        while let Some(k) = list.next().await {
+        let wait = self.wait();
+        while let Some(k) = tokio::time::timeout(wait, list.next())
+            .await
+            .map_err(|_| server_err("listing keys", format!("no answer within {wait:?}")))?
+        {
             let k = k.map_err(|e| server_err("listing keys", e))?;
             if keys.len() == limit {
                 truncated = true;

@@ -36,6 +36,8 @@ pub const MAX_CONSUMERS: usize = 100;
 pub struct NatsInspector {
     nats: SaapNats,
     url: String,
+    /// The longest wait for any one answer of the server (the request timeout).
+    wait: std::time::Duration,
 }
 
 impl NatsInspector {
@@ -71,12 +73,21 @@ impl NatsInspector {
                 reason: options.sanitize(&e.to_string()),
             });
         }
-        Ok(NatsInspector { nats, url })
+        Ok(NatsInspector {
+            nats,
+            url,
+            wait: options.request_timeout,
+        })
     }
 
     /// The JetStream context.
     pub(crate) fn js(&self) -> &jetstream::Context {
         self.nats.jetstream()
+    }
+
+    /// The longest wait for one answer.
+    pub(crate) fn wait(&self) -> std::time::Duration {
+        self.wait
     }
 
     /// The server address (without credentials).

@@ -196,7 +196,7 @@ impl NatsInspector {
             }
         })?;
         let name = consumer.cached_info().name.clone();
-        let result = drain(&consumer, &mut each, hint).await;
+        let result = drain(&consumer, &mut each, hint, self.wait()).await;
         // Best effort: the inactivity threshold removes it anyway.
         let _ = stream.delete_consumer(&name).await;
         result
@@ -219,6 +219,7 @@ async fn drain(
     consumer: &PullConsumer,
     each: &mut impl FnMut(&jetstream::Message) -> Flow,
     hint: usize,
+    wait: Duration,
 ) -> Result<Option<u64>> {
     let batch = hint.clamp(1, FETCH_BATCH);
     loop {
@@ -229,7 +230,11 @@ async fn drain(
             .messages()
             .await
             .map_err(|e| server_err("fetching a page", e))?;
-        while let Some(m) = msgs.next().await {
+        // A server that stops answering ends the page with an error, never a hang.
+        while let Some(m) = tokio::time::timeout(wait, msgs.next())
+            .await
+            .map_err(|_| server_err("fetching a page", format!("no answer within {wait:?}")))?
+        {
             let m = m.map_err(|e| server_err("fetching a page", e))?;
             got += 1;
             match each(&m) {

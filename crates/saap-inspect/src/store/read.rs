@@ -82,7 +82,10 @@ impl Row {
     }
 }
 
-const ROW_COLUMNS: &str = "j.rowid, j.run_id, j.idx, j.input, j.records, r.thread_id, r.workflow FROM journal j JOIN runs r ON r.run_id = j.run_id";
+/// `CROSS JOIN` keeps the journal the outer loop (SQLite does not reorder it), so a page walks
+/// the journal in row-id order from its start and stops at the limit; with a plain join the
+/// planner may start from the workflow's runs and sort every entry of theirs first.
+const ROW_COLUMNS: &str = "j.rowid, j.run_id, j.idx, j.input, j.records, r.thread_id, r.workflow FROM journal j CROSS JOIN runs r ON r.run_id = j.run_id";
 
 fn map_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
@@ -165,7 +168,7 @@ impl StoreInspector {
                 let s: Option<i64> = self
                     .conn()
                     .query_row(
-                        "SELECT j.rowid FROM journal j JOIN runs r ON r.run_id = j.run_id WHERE r.workflow = ?1 ORDER BY j.rowid DESC LIMIT 1 OFFSET ?2",
+                        "SELECT j.rowid FROM journal j CROSS JOIN runs r ON r.run_id = j.run_id WHERE r.workflow = ?1 ORDER BY j.rowid DESC LIMIT 1 OFFSET ?2",
                         params![workflow, (n.max(1) - 1).min(i64::MAX as u64) as i64],
                         |r| r.get(0),
                     )
