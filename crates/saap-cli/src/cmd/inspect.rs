@@ -159,7 +159,7 @@ enum InspectCmd {
         /// Only live, stopped or failed runs.
         #[arg(long, value_name = "STATUS", value_parser = ["live", "stopped", "failed"])]
         status: Option<String>,
-        /// NATS: scan the last N control events (default 10,000, at most 1,000,000).
+        /// NATS: look at the control events among the last N stored messages (default 10,000, at most 1,000,000).
         #[arg(long, value_name = "N", default_value_t = 10_000)]
         scan: u64,
         /// NATS: scan the events before sequence SEQ (the `next` of the previous page).

@@ -1,10 +1,10 @@
 //! The runs of an agent class stream (`runs`) and one run's timeline (`run RUN`).
 //!
-//! NATS keeps no index of runs, so `runs` scans a bounded window of the stream's control
-//! events — the last `--scan N` before `--before SEQ` (the end by default) — and groups them by
-//! the run id of their subjects; a run's status is what the window shows (a stop event:
-//! stopped, an exception event: failed, neither: live), and a run whose first event lies before
-//! the window is marked `partial`. `run RUN` reads only that run's subjects (a server-side
+//! NATS keeps no index of runs, so `runs` scans a bounded window of the stream — the control
+//! events among the last `--scan N` messages before `--before SEQ` (the end by default) — and
+//! groups them by the run id of their subjects; a run's status is what the window shows (a stop
+//! event: stopped, an exception event: failed, neither: live), and a run whose first event lies
+//! before the window is marked `partial`. `run RUN` reads only that run's subjects (a server-side
 //! filter), in order, paged.
 //!
 //! Must not read a stream whole or publish anything.

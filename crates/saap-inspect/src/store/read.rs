@@ -113,9 +113,13 @@ impl StoreInspector {
     fn journal_bounds(&self) -> Result<(u64, u64)> {
         let (a, b): (Option<i64>, Option<i64>) = self
             .conn()
-            .query_row("SELECT min(rowid), max(rowid) FROM journal", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            // Two subqueries: SQLite answers a lone min() or max() from the b-tree's ends, but
+            // both in one SELECT scan the whole table.
+            .query_row(
+                "SELECT (SELECT min(rowid) FROM journal), (SELECT max(rowid) FROM journal)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .map_err(|e| self.err(e))?;
         Ok((a.unwrap_or(0).max(0) as u64, b.unwrap_or(0).max(0) as u64))
     }
