@@ -9,7 +9,7 @@
 mod common;
 
 use common::{Output, run, saap, workspace_root};
-use saap_nats::testing::{NatsServer, free_port};
+use saap_nats::testing::{NatsServer, ServerOptions, free_port};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -369,4 +369,37 @@ fn bad_input_is_refused_with_a_code_and_what_to_do() {
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn a_token_from_the_environment_opens_a_protected_server() {
+    let server = NatsServer::start_with(ServerOptions {
+        token: Some("s3cr3t-inspect".into()),
+        ..Default::default()
+    });
+    let url = server.url();
+    let out = run(saap()
+        .args([
+            "inspect",
+            "--server",
+            &url,
+            "--nats-token-env",
+            "INSPECT_TOKEN",
+            "server",
+            "--json",
+        ])
+        .env("INSPECT_TOKEN", "s3cr3t-inspect")
+        .timeout(Duration::from_secs(60)));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // Without it the server refuses: a server-side failure (exit 3) that never shows a secret.
+    let out = inspect(&url, &["--timeout", "2", "server"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(out.stderr.contains("SAAP-I001"), "{}", out.stderr);
+    // A variable that is not set is a usage error.
+    let out = inspect(
+        &url,
+        &["--nats-token-env", "INSPECT_TOKEN_UNSET_X", "server"],
+    );
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(!out.stderr.contains("s3cr3t"), "{}", out.stderr);
 }
