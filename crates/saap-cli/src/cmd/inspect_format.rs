@@ -10,8 +10,10 @@ use saap_inspect::model::{
 use serde_json::Value;
 use std::fmt::Write;
 
-/// The widest a table cell gets.
+/// The widest a table cell gets (the last column: [`LAST_CELL`]).
 const CELL: usize = 48;
+/// The widest the last column (notes) gets.
+const LAST_CELL: usize = 160;
 
 fn cut(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
@@ -28,7 +30,12 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     let rows: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| r.iter().map(|c| cut(c, CELL)).collect())
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .map(|(i, c)| cut(c, if i + 1 == r.len() { LAST_CELL } else { CELL }))
+                .collect()
+        })
         .collect();
     for r in &rows {
         for (i, c) in r.iter().enumerate() {

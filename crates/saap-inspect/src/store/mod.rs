@@ -255,12 +255,18 @@ impl StoreInspector {
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .map_err(|e| self.err(e))?;
+        // Events appended from outside (`append`) and returned by executions (`output`), over
+        // at most `max_entries` entries in row order.
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT json_extract(input, '$.i.in') AS k, coalesce(json_extract(input, '$.i.event.n'), '') AS n, count(*)
-                 FROM (SELECT j.input AS input FROM journal j JOIN runs r ON r.run_id = j.run_id
-                       WHERE r.workflow = ?1 LIMIT ?2)
+                "WITH e AS (SELECT j.input AS input FROM journal j CROSS JOIN runs r ON r.run_id = j.run_id
+                            WHERE r.workflow = ?1 LIMIT ?2)
+                 SELECT k, n, count(*) FROM (
+                     SELECT 'append' AS k, json_extract(input, '$.i.event.n') AS n FROM e
+                         WHERE json_extract(input, '$.i.in') = 'append'
+                     UNION ALL
+                     SELECT 'output', json_extract(o.value, '$.n') FROM e, json_each(e.input, '$.i.outputs') AS o)
                  GROUP BY k, n ORDER BY count(*) DESC, n, k",
             )
             .map_err(|e| self.err(e))?;
@@ -268,13 +274,13 @@ impl StoreInspector {
             .query_map(params![workflow, max_entries as i64], |r| {
                 Ok(EventCount {
                     kind: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                    event_name: r.get(1)?,
+                    event_name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
                     count: r.get::<_, i64>(2)?.max(0) as u64,
                 })
             })
             .and_then(|rows| rows.collect())
             .map_err(|e| self.err(e))?;
-        let scanned: u64 = events.iter().map(|e| e.count).sum();
+        let scanned = summary.messages.min(max_entries);
         Ok(StreamReport {
             truncated: summary.messages > scanned,
             config: json!({
