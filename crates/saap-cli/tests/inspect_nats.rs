@@ -39,16 +39,22 @@ fn settings() -> insta::Settings {
     s
 }
 
-/// A Python with nats-py, or the reason there is none.
+/// A Python with nats-py, or the reason there is none. Installed once per test process (the
+/// tests run in parallel; two pip runs into one environment could trip over each other).
 fn python() -> Result<String, String> {
-    let out = std::process::Command::new("bash")
-        .arg(workspace_root().join("scripts/nats-py-install"))
-        .output()
-        .map_err(|e| format!("cannot run scripts/nats-py-install: {e}"))?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    static PYTHON: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let out = std::process::Command::new("bash")
+                .arg(workspace_root().join("scripts/nats-py-install"))
+                .output()
+                .map_err(|e| format!("cannot run scripts/nats-py-install: {e}"))?;
+            if !out.status.success() {
+                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        })
+        .clone()
 }
 
 fn publish_python_events(url: &str) -> bool {
