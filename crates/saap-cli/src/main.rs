@@ -23,6 +23,7 @@ use std::process::ExitCode;
   saap simulate examples/specs/race-condition.yaml --json
   saap explore examples/specs/list-reruns.yaml
   saap explain examples/specs/optional-trap.yaml --step translate
+  saap inspect --server nats://127.0.0.1:4222 streams
 
 Exit codes: 0 ok, 1 problems found, 2 invalid input or usage, 3 internal or I/O failure.")]
 struct Cli {
@@ -42,6 +43,8 @@ enum Command {
     Explain(cmd::explain::ExplainArgs),
     /// Run the guided demo (no setup needed).
     Demo(cmd::demo::DemoArgs),
+    /// Look at a live NATS server (--server) or a saap store (--db), read-only.
+    Inspect(Box<cmd::inspect::InspectArgs>),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Explore(a) => cmd::explore::run(a),
         Command::Explain(a) => cmd::explain::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Inspect(a) => cmd::inspect::run(*a),
     };
     match result {
         Ok(code) => code,

@@ -5,4 +5,6 @@ pub mod check_python;
 pub mod demo;
 pub mod explain;
 pub mod explore;
+pub mod inspect;
+mod inspect_format;
 pub mod simulate;
