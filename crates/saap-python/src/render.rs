@@ -13,22 +13,8 @@ fn plural(n: usize, what: &str) -> String {
 
 fn finding(s: &mut String, l: &LocatedFinding) {
     let f = &l.finding;
-    s.push_str(&format!(
-        "{}: {}[{}]",
-        l.location,
-        f.severity.as_str(),
-        f.code
-    ));
-    if let Some(step) = &f.step {
-        s.push_str(&format!(" step `{step}`"));
-    }
-    if let Some(param) = &f.param {
-        s.push_str(&format!(" param `{param}`"));
-    }
-    s.push_str(&format!(": {}\n", f.message));
-    s.push_str(&format!("  rule: {}\n", f.rule));
-    s.push_str(&format!("  why: {}\n", f.why));
-    s.push_str(&format!("  fix: {}\n\n", f.fix));
+    s.push_str(&format!("{}: ", l.location));
+    f.render_into(s);
 }
 
 /// The whole report as text.

@@ -4,21 +4,8 @@
 //! [`RULES`] is the one list of these codes; `docs/checks.md` explains each. This module
 //! only defines them and builds findings; the analyses live in their own modules.
 
-use saap_dispatch::check::{Finding, Rule, Severity};
+use saap_dispatch::check::{Finding, Rule, Severity, rule};
 
-const fn rule(
-    code: &'static str,
-    severity: Severity,
-    slug: &'static str,
-    title: &'static str,
-) -> Rule {
-    Rule {
-        code,
-        severity,
-        rule: slug,
-        title,
-    }
-}
 
 pub const CONTEXT_SMUGGLE: Rule = rule(
     "SAAP101",

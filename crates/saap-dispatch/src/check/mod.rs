@@ -83,6 +83,26 @@ pub struct Finding {
     pub fix: String,
 }
 
+impl Finding {
+    /// The finding as the human reports show it: `error[SAAP001] step `s`: message` and its
+    /// indented `rule:`, `why:` and `fix:` lines, then a blank line.
+    pub fn render_into(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{}[{}]", self.severity.as_str(), self.code);
+        if let Some(step) = &self.step {
+            let _ = write!(out, " step `{step}`");
+        }
+        if let Some(param) = &self.param {
+            let _ = write!(out, " param `{param}`");
+        }
+        let _ = write!(
+            out,
+            ": {}\n  rule: {}\n  why: {}\n  fix: {}\n\n",
+            self.message, self.rule, self.why, self.fix
+        );
+    }
+}
+
 /// A check's identity: code, severity, slug and a one-line title.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Rule {
@@ -92,7 +112,9 @@ pub struct Rule {
     pub title: &'static str,
 }
 
-pub(super) const fn rule(
+/// A rule from its parts: for this crate's checks and for checkers outside it (Python
+/// source, `saap-python`), so that every code is made the same way.
+pub const fn rule(
     code: &'static str,
     severity: Severity,
     slug: &'static str,

@@ -63,17 +63,7 @@ pub fn render_check(spec: &str, steps: usize, findings: &[Finding], summary: Sum
     let mut s = String::new();
     for sev in [Severity::Error, Severity::Warning] {
         for f in findings.iter().filter(|f| f.severity == sev) {
-            s.push_str(&format!("{}[{}]", f.severity.as_str(), f.code));
-            if let Some(step) = &f.step {
-                s.push_str(&format!(" step `{step}`"));
-            }
-            if let Some(param) = &f.param {
-                s.push_str(&format!(" param `{param}`"));
-            }
-            s.push_str(&format!(": {}\n", f.message));
-            s.push_str(&format!("  rule: {}\n", f.rule));
-            s.push_str(&format!("  why: {}\n", f.why));
-            s.push_str(&format!("  fix: {}\n\n", f.fix));
+            f.render_into(&mut s);
         }
     }
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
