@@ -150,11 +150,11 @@ async fn run(n: usize, rounds: usize) {
             let mut start_line = 0;
             while let Some(off) = buf[start_line..].iter().position(|&b| b == b'\n') {
                 let line = &buf[start_line..start_line + off];
-                if let Some(data) = line.strip_prefix(b"data: ") {
-                    if data != b"[DONE]" {
-                        let v: serde_json::Value = serde_json::from_slice(data).expect("json");
-                        parsed += usize::from(v.is_object());
-                    }
+                if let Some(data) = line.strip_prefix(b"data: ")
+                    && data != b"[DONE]"
+                {
+                    let v: serde_json::Value = serde_json::from_slice(data).expect("json");
+                    parsed += usize::from(v.is_object());
                 }
                 start_line += off + 1;
             }

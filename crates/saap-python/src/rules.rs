@@ -6,7 +6,6 @@
 
 use saap_dispatch::check::{Finding, Rule, Severity, rule};
 
-
 pub const CONTEXT_SMUGGLE: Rule = rule(
     "SAAP101",
     Severity::Error,

@@ -77,10 +77,10 @@ struct Body {
 impl Body {
     fn run(self, n: u32) -> Result<Emit, StepError> {
         let v = n.wrapping_mul(31).wrapping_add(self.salt) % 97 + 1;
-        if self.fail_mod > 0 && v % self.fail_mod == 0 {
+        if self.fail_mod > 0 && v.is_multiple_of(self.fail_mod) {
             return Err(StepError::new(format!("generated failure at {v}")));
         }
-        if self.drop_mod > 0 && v % self.drop_mod == 0 {
+        if self.drop_mod > 0 && v.is_multiple_of(self.drop_mod) {
             return Ok(Emit(None));
         }
         let e = match self.out {

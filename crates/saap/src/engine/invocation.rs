@@ -198,9 +198,9 @@ pub(super) fn bind_events(
     inv.attempt = attempt;
     inv.step = step;
     inv.bound = true;
-    if inv.outs.capacity() == 0 {
-        if let Some(s) = scratch {
-            inv.outs = std::mem::take(&mut s.spare_outs);
-        }
+    if inv.outs.capacity() == 0
+        && let Some(s) = scratch
+    {
+        inv.outs = std::mem::take(&mut s.spare_outs);
     }
 }
