@@ -8,46 +8,27 @@
 use crate::compiled::CompiledSpec;
 use crate::ids::ExecutionId;
 use crate::record::Record;
+use crate::run::input::InputError;
+pub use crate::run::input::RunInput;
 use crate::run::{
     AppendError, CompleteError, NewEvent, Outcome, PreconditionCall, PreconditionEvaluator, Run,
 };
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// One input that drove a run.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum RunInput {
-    /// An event arrived from outside.
-    Append(NewEvent),
-    /// An execution finished.
-    Complete {
-        execution: ExecutionId,
-        attempt: u32,
-        outcome: Outcome,
-    },
-    /// An unfinished execution was run again.
-    Retry { execution: ExecutionId },
-}
-
 impl Run {
-    /// Applies one journal input. Refusals that the journal itself recorded (an orphan event,
-    /// a duplicate completion) are part of normal history and return `Ok`.
+    /// Applies one journal input ([`Run::handle`]). Refusals that the journal itself
+    /// recorded (an event before the run started, kept as evidence) are part of normal
+    /// history and return `Ok`.
     pub fn apply(
         &mut self,
         input: RunInput,
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<(), CompleteError> {
-        match input {
-            RunInput::Append(ev) => match self.append(ev, pre) {
-                Ok(_) | Err(AppendError::RunNotStarted { .. }) => Ok(()),
-                Err(e) => Err(e.into()),
-            },
-            RunInput::Complete {
-                execution,
-                attempt,
-                outcome,
-            } => self.complete(execution, attempt, outcome, pre),
-            RunInput::Retry { execution } => self.retry(execution).map(|_| ()),
+        match self.handle(input, pre) {
+            Ok(_) | Err(InputError::Append(AppendError::RunNotStarted { .. })) => Ok(()),
+            Err(InputError::Append(e)) => Err(e.into()),
+            Err(InputError::Complete(e)) => Err(e),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The run state machine: one run's log and the dispatch decisions over it (DESIGN §4).
 //!
-//! Input comes in through [`Run::append`] (an event arrives), [`Run::complete`] (an
-//! execution finished) and [`Run::retry`] (an execution is run again after a crash); output
+//! Input comes in as an [`input::RunInput`] through [`Run::handle`] (or the specific entry points it
+//! picks: [`Run::append`] when an event arrives, [`Run::complete`] when an execution
+//! finished, [`Run::retry`] when an execution is run again after a crash); output
 //! leaves as [`Record`]s and as started executions taken with [`Run::take_started`]. No
 //! clock, no randomness, no I/O, no async: the same inputs always give the same records,
 //! which is what lets engines, the simulator, the explorer and `explain` share it.
@@ -9,7 +10,7 @@
 //! Preconditions are user code, so they are asked of a [`PreconditionEvaluator`] passed in
 //! by the caller, and their results are recorded.
 //!
-//! Where each part lives: `append` (an event arrives), `dispatch` (which steps a logged
+//! Where each part lives: `input` (the one way in), `append` (an event arrives), `dispatch` (which steps a logged
 //! event starts, R1–R6), `complete` (an execution ends, its outputs logged), `memory`
 //! (tables reused between runs, sizes); this file: the types, the run's state and what can
 //! be read of it. Each file is an `impl Run` of its own.
@@ -17,6 +18,7 @@
 mod append;
 mod complete;
 mod dispatch;
+pub mod input;
 mod memory;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! The run state machine's unit tests.
 
+use super::input::{Handled, InputError, RunInput};
 use super::*;
 use crate::ids::{counter_event_id, derived_event_id, run_key};
 use crate::record::SkipReason;
@@ -479,5 +480,92 @@ fn memory_bytes_counts_the_log_and_the_records() {
         run.memory_bytes() >= at_least,
         "{} < {at_least}",
         run.memory_bytes()
+    );
+}
+
+/// What `handle_decides_as_the_specific_entry_points` has each execution return: `s0` fans
+/// out two `A`s, every other `s1` fails, the rest return their next event.
+fn outcome_for(run: &Run, x: ExecutionId, n: u32) -> Outcome {
+    let step = run.execution(x).expect("exec").step;
+    let t = |ty: &str| run.spec().type_id(ty).expect("type");
+    let id = |i| derived_event_id(run.run_key(), x, i);
+    match run.spec().steps[step as usize].name.as_str() {
+        "s0" => Outcome::Returned(vec![
+            NewEvent::known(id(0), t("A")),
+            NewEvent::known(id(1), t("A")),
+        ]),
+        "s1" if n.is_multiple_of(2) => Outcome::Failed("boom".into()),
+        "s1" => Outcome::Returned(vec![NewEvent::known(id(0), t("B"))]),
+        _ => Outcome::Returned(vec![NewEvent::known(id(0), t("Done"))]),
+    }
+}
+
+#[test]
+fn handle_decides_as_the_specific_entry_points() {
+    let yaml = "name: W\nevents: [{name: A}, {name: B}, {name: Done, parents: [StopEvent]}]\nsteps:\n  - {name: s0, params: [{name: x, kind: required, types: [StartEvent]}], outputs: [A]}\n  - {name: s1, params: [{name: x, kind: required, types: [A]}], outputs: [B], stop_on_error: false}\n  - {name: s2, params: [{name: x, kind: required, types: [B]}], outputs: [Done]}\n";
+    // `direct` goes through append/complete/retry, `handled` through `handle`.
+    let (mut direct, mut handled) = (run_of(yaml), run_of(yaml));
+    let pre = &mut DeclaredConditions;
+    let a = handled.spec().type_id("A").expect("type");
+    let early = NewEvent::known(counter_event_id(9), a);
+    assert!(matches!(
+        run_of(yaml).handle(RunInput::Append(early), pre),
+        Err(InputError::Append(AppendError::RunNotStarted { .. }))
+    ));
+    let start = NewEvent::known(
+        counter_event_id(1),
+        direct.spec().type_id("StartEvent").expect("type"),
+    );
+    direct.append(start.clone(), pre).expect("appended");
+    assert!(matches!(
+        handled.handle(RunInput::Append(start), pre),
+        Ok(Handled::Appended(Appended::Dispatched { started: 1, .. }))
+    ));
+    let mut n: u32 = 0;
+    while let Some(x) = direct.next_started() {
+        assert_eq!(handled.next_started(), Some(x));
+        n += 1;
+        let mut attempt = 1;
+        if n.is_multiple_of(3) {
+            attempt = direct.retry(x).expect("retried");
+            assert_eq!(
+                handled.handle(RunInput::Retry { execution: x }, pre),
+                Ok(Handled::Retried { attempt })
+            );
+        }
+        let outcome = outcome_for(&direct, x, n);
+        direct
+            .complete(x, attempt, outcome.clone(), pre)
+            .expect("completed");
+        let input = RunInput::Complete {
+            execution: x,
+            attempt,
+            outcome,
+        };
+        match handled.handle(input, pre) {
+            Ok(Handled::Completed { spare }) => assert!(spare.is_empty()),
+            other => panic!("completion {n}: {other:?}"),
+        }
+    }
+    assert!(n >= 4 && direct.is_terminated(), "{n} executions");
+    assert_eq!(handled.next_started(), None);
+    let records = |r: &Run| format!("{:?}", r.records().iter().collect::<Vec<_>>());
+    assert_eq!(records(&direct), records(&handled));
+    assert_eq!(direct.log(), handled.log());
+    assert_eq!(
+        format!("{:?}", direct.executions()),
+        format!("{:?}", handled.executions())
+    );
+    // A completion of a finished execution is refused as by `complete`.
+    let again = RunInput::Complete {
+        execution: ExecutionId(0),
+        attempt: 1,
+        outcome: Outcome::Returned(Vec::new()),
+    };
+    assert_eq!(
+        handled.handle(again, pre),
+        Err(InputError::Complete(CompleteError::AlreadyFinished(
+            ExecutionId(0)
+        )))
     );
 }

@@ -19,7 +19,8 @@ use crate::backend::{Pending, PersistBatch, RunMeta, StoreError, StoredInput};
 use crate::context::ContextError;
 use crate::event::Payload;
 use crate::params::{BoundEvent, OutEvent};
-use saap_dispatch::run::CompleteError;
+use saap_dispatch::run::input::{Handled, InputError, RunInput};
+use saap_dispatch::run::{AppendError, CompleteError};
 use saap_dispatch::{Appended, EventId, EventKind, ExecutionId, NewEvent, NewEventType, Outcome};
 use std::sync::Arc;
 
@@ -581,7 +582,9 @@ impl Shared {
             ..self.pre(&st.payloads, &[], &mut st.pre_cache)
         };
         let stored_input;
-        match input {
+        // The engine's input as the core's (one way in, `Run::handle`), with what the
+        // journal keeps of it and the payloads of the events it brings.
+        let (core_input, by) = match input {
             Input::Append(ev) => {
                 stored_input = journal.then(|| StoredInput::Append {
                     event: stored(&ev),
@@ -590,36 +593,20 @@ impl Shared {
                 // Exact: the scratch lives as long as the run.
                 pending.reserve_exact(1);
                 pending.push((ev.id, ev.payload));
-                pre.pending = &pending;
                 let new = NewEvent {
                     id: ev.id,
                     ty: ev.ty,
                 };
-                match st.run.append(new, &mut pre) {
-                    Ok(a) => {
-                        if let (
-                            Some(x),
-                            Appended::DisplayOnly { seq } | Appended::AfterStop { seq },
-                        ) = (ev.by, a)
-                        {
-                            display_by.push((seq, x));
-                        }
-                        appended = Some(a)
-                    }
-                    Err(saap_dispatch::run::AppendError::RunNotStarted { name, .. }) => {
-                        return Err(EngineError::NotAStartEvent { name });
-                    }
-                    Err(e) => return Err(core_err(&e)),
-                }
+                (RunInput::Append(new), ev.by)
             }
             Input::Complete {
                 execution,
                 attempt,
                 outcome,
             } => {
-                let mut news = std::mem::take(&mut scratch(&mut st.scratch).news);
-                let failed = match outcome {
+                let outcome = match outcome {
                     Ok(mut outs) => {
+                        let mut news = std::mem::take(&mut scratch(&mut st.scratch).news);
                         let mut stored_outs = Vec::new();
                         news.clear();
                         news.reserve(outs.len());
@@ -646,7 +633,7 @@ impl Shared {
                             outputs: Some(stored_outs),
                             error: None,
                         });
-                        None
+                        Outcome::Returned(news)
                     }
                     Err(msg) => {
                         stored_input = journal.then(|| StoredInput::Complete {
@@ -655,40 +642,61 @@ impl Shared {
                             outputs: None,
                             error: Some(msg.clone()),
                         });
-                        Some(Outcome::Failed(msg))
+                        Outcome::Failed(msg)
                     }
                 };
-                pre.pending = &pending;
-                let completed = match failed {
-                    None => st
-                        .run
-                        .complete_returned(execution, attempt, &mut news, &mut pre),
-                    Some(outcome) => st.run.complete(execution, attempt, outcome, &mut pre),
+                let input = RunInput::Complete {
+                    execution,
+                    attempt,
+                    outcome,
                 };
-                if news.capacity() <= SPARE_MAX {
-                    news.clear();
-                    scratch(&mut st.scratch).news = news;
-                }
-                match completed {
-                    Ok(()) => {}
-                    // A completion of a stale attempt (the execution was retried) is dropped.
-                    Err(CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_)) => {
-                        tracing::warn!(run_id = %slot.run_id(), %execution, "stale completion dropped");
-                        return Ok(Entry {
-                            durable: Pending::Ready(Ok(())),
-                            appended: None,
-                            ended: false,
-                            retried: None,
-                        });
-                    }
-                    Err(e) => return Err(core_err(&e)),
-                }
+                (input, None)
             }
             Input::Retry(x) => {
                 stored_input = journal.then(|| StoredInput::Retry { execution: x.0 });
-                let attempt = st.run.retry(x).map_err(|e| core_err(&e))?;
-                retried = Some((x, attempt));
+                (RunInput::Retry { execution: x }, None)
             }
+        };
+        pre.pending = &pending;
+        let (completing, retrying) = match &core_input {
+            RunInput::Complete { execution, .. } => (Some(*execution), None),
+            RunInput::Retry { execution } => (None, Some(*execution)),
+            RunInput::Append(_) => (None, None),
+        };
+        match st.run.handle(core_input, &mut pre) {
+            Ok(Handled::Appended(a)) => {
+                if let (Some(x), Appended::DisplayOnly { seq } | Appended::AfterStop { seq }) =
+                    (by, a)
+                {
+                    display_by.push((seq, x));
+                }
+                appended = Some(a);
+            }
+            Ok(Handled::Completed { mut spare }) => {
+                if spare.capacity() <= SPARE_MAX {
+                    spare.clear();
+                    scratch(&mut st.scratch).news = spare;
+                }
+            }
+            Ok(Handled::Retried { attempt }) => retried = retrying.map(|x| (x, attempt)),
+            Err(InputError::Append(AppendError::RunNotStarted { name, .. })) => {
+                return Err(EngineError::NotAStartEvent { name });
+            }
+            // A completion of a stale attempt (the execution was retried) is dropped.
+            Err(InputError::Complete(
+                CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_),
+            )) if completing.is_some() => {
+                if let Some(execution) = completing {
+                    tracing::warn!(run_id = %slot.run_id(), %execution, "stale completion dropped");
+                }
+                return Ok(Entry {
+                    durable: Pending::Ready(Ok(())),
+                    appended: None,
+                    ended: false,
+                    retried: None,
+                });
+            }
+            Err(e) => return Err(core_err(&e)),
         }
         let results = pre.results.take().unwrap_or_default();
         drop(pre);

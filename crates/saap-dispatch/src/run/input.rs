@@ -1,0 +1,80 @@
+//! One way into a run: a [`RunInput`] (an outside event arrives, an execution finished, an
+//! execution is run again), applied by [`Run::handle`]. Engines on their general (journaled)
+//! path, replay and the tools hand the core their inputs this way, and a run's journal is a
+//! list of them. The specific entry points (`append`, `complete`, `complete_returned`,
+//! `complete_linked`, `retry`) stay public for the in-memory engine's fast lanes, which the
+//! engine's differential test (`crates/saap/tests/differential.rs`) holds to the same
+//! decisions. Must not decide anything itself: it only picks the entry point.
+
+use super::{AppendError, Appended, CompleteError, NewEvent, Outcome, PreconditionEvaluator, Run};
+use crate::ids::ExecutionId;
+
+/// One input that drives a run.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RunInput {
+    /// An event arrived from outside.
+    Append(NewEvent),
+    /// An execution finished.
+    Complete {
+        execution: ExecutionId,
+        attempt: u32,
+        outcome: Outcome,
+    },
+    /// An unfinished execution was run again.
+    Retry { execution: ExecutionId },
+}
+
+/// What [`Run::handle`] did with an input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Handled {
+    /// The event was logged (and dispatched), or kept as evidence (see [`Appended`]).
+    Appended(Appended),
+    /// The execution's completion was applied. `spare` is the vector its outputs came in,
+    /// emptied with its allocation, for the caller's next completion (empty when it failed).
+    Completed { spare: Vec<NewEvent> },
+    /// The execution runs again as attempt `attempt`.
+    Retried { attempt: u32 },
+}
+
+/// Why [`Run::handle`] refused an input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error(transparent)]
+    Append(#[from] AppendError),
+    #[error(transparent)]
+    Complete(#[from] CompleteError),
+}
+
+impl Run {
+    /// Applies one input: the one entry point that covers every kind of input. Records and
+    /// started executions are read afterwards as for the specific entry points
+    /// ([`Run::records`], [`Run::next_started`]).
+    pub fn handle(
+        &mut self,
+        input: RunInput,
+        pre: &mut dyn PreconditionEvaluator,
+    ) -> Result<Handled, InputError> {
+        match input {
+            RunInput::Append(event) => Ok(Handled::Appended(self.append(event, pre)?)),
+            RunInput::Complete {
+                execution,
+                attempt,
+                outcome: Outcome::Returned(mut outputs),
+            } => {
+                self.complete_returned(execution, attempt, &mut outputs, pre)?;
+                Ok(Handled::Completed { spare: outputs })
+            }
+            RunInput::Complete {
+                execution,
+                attempt,
+                outcome,
+            } => {
+                self.complete(execution, attempt, outcome, pre)?;
+                Ok(Handled::Completed { spare: Vec::new() })
+            }
+            RunInput::Retry { execution } => Ok(Handled::Retried {
+                attempt: self.retry(execution)?,
+            }),
+        }
+    }
+}
