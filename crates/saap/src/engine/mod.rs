@@ -614,8 +614,18 @@ impl Engine {
     /// The ids of the runs this engine holds in memory (live runs, and ended ones it ran
     /// while `keep_ended_runs` is on); [`Backend::list_runs`] lists what the store holds.
     pub fn run_ids(&self) -> Vec<String> {
-        let runs = self.shared.runs.read().unwrap_or_else(|p| p.into_inner());
-        let mut ids: Vec<String> = runs.held.iter().map(|h| h.0.run_id().to_string()).collect();
+        let held: Vec<Arc<RunSlot>> = {
+            let runs = self.shared.runs.read().unwrap_or_else(|p| p.into_inner());
+            runs.held.iter().map(|h| h.0.clone()).collect()
+        };
+        // A run is listed once its start event is logged, so that an id seen here can be
+        // sent events: a run being made (held, its start not yet applied) would refuse them
+        // as "not a start event". Slots are locked after the table's lock is let go.
+        let mut ids: Vec<String> = held
+            .iter()
+            .filter(|slot| slot.lock().run.start_seq().is_some())
+            .map(|slot| slot.run_id().to_string())
+            .collect();
         ids.sort();
         ids
     }

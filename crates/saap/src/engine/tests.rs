@@ -1336,3 +1336,34 @@ fn error_codes_are_stable() {
     assert!(e.to_string().starts_with("SAAP-E001"));
     assert_eq!(EngineError::Store(StoreError::Halted).code(), "SAAP-S005");
 }
+
+/// A run being made is held before its start event is applied: `run_ids` must not list it
+/// yet, or a caller that sends to a listed run gets "not a start event" (seen as a flaky
+/// `engine_run::events_sent_to_a_run_driven_by_its_caller_are_dispatched`).
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_whose_start_is_not_applied_yet_is_not_listed() {
+    use crate::event::UserMessageEvent;
+    let engine = Engine::in_memory(slow_or_fast());
+    let ids = engine.shared.ids.next_run();
+    let ev = engine
+        .shared
+        .incoming_named(
+            UserMessageEvent::NAME.into(),
+            Payload::typed(UserMessageEvent::new("slow")),
+            64,
+            Some(ids.start),
+        )
+        .unwrap();
+    let slot = engine.new_run(None, &ev, ids).unwrap();
+    assert!(engine.has_run(slot.run_id()), "held");
+    assert_eq!(
+        engine.run_ids(),
+        Vec::<String>::new(),
+        "not listed before its start"
+    );
+    engine
+        .shared
+        .apply_with(&slot, Input::Append(ev), Vec::new(), Bind::Events)
+        .unwrap();
+    assert_eq!(engine.run_ids(), vec![slot.run_id().to_string()]);
+}
