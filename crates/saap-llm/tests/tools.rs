@@ -249,3 +249,31 @@ async fn a_slow_tool_times_out_and_is_answered() {
     assert_eq!(execution.status, ExecutionStatus::TimedOut);
     assert!(execution.answer.contains("did not finish within 0.05s"));
 }
+
+#[tokio::test]
+async fn a_panicking_tool_is_answered_as_a_failure() {
+    #[derive(Deserialize, JsonSchema)]
+    #[schemars(crate = "saap_llm::schemars")]
+    struct Boom {}
+    let tools = Toolbox::new().with(typed_tool("boom", "Panics", |_: Boom| async move {
+        if std::hint::black_box(true) {
+            panic!("index out of range");
+        }
+        Ok::<_, String>("never")
+    }));
+    let call = saap_llm::ToolCall {
+        id: "b1".into(),
+        kind: "function".into(),
+        function: saap_llm::FunctionCall {
+            name: "boom".into(),
+            arguments: "{}".into(),
+        },
+    };
+    let execution = tools.execute(&call, &CancellationToken::new()).await;
+    assert_eq!(execution.status, ExecutionStatus::Failed);
+    assert!(
+        execution.answer.contains("panicked: index out of range"),
+        "{}",
+        execution.answer
+    );
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::tool::{CallResult, Tool, ToolSpec};
+use super::tool::{CallFuture, CallResult, Tool, ToolSpec};
 use crate::message::{ToolCall, ToolDefinition};
 
 /// Default largest tool result answered to the model.
@@ -117,7 +117,7 @@ impl Toolbox {
         let (status, answer) = match self.tools.get(name) {
             None => (ExecutionStatus::UnknownTool, self.unknown_tool_answer(name)),
             Some(tool) => {
-                let running = tool.call(arguments);
+                let running = CatchPanic(tool.call(arguments));
                 let outcome = tokio::select! {
                     biased;
                     _ = cancel.cancelled() => None,
@@ -210,6 +210,35 @@ fn cut_to(mut text: String, max: usize) -> (String, bool) {
         "\n[saap: tool result cut: the first {end} of {total} bytes are shown]"
     ));
     (text, true)
+}
+
+/// A tool call's future with its panics caught: a panicking tool is answered to the model as
+/// a failed call instead of unwinding through the tool loop and the step that runs it. The
+/// future is not polled again after it panicked (it is ready with the failure).
+struct CatchPanic<'a>(CallFuture<'a>);
+
+impl std::future::Future for CatchPanic<'_> {
+    type Output = CallResult;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<CallResult> {
+        let running = &mut self.0;
+        // The tool's state may be left half-changed by the panic; its caller only learns that
+        // the call failed, as for any failure.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| running.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(payload) => {
+                let why = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".to_owned());
+                std::task::Poll::Ready(CallResult::Failed(format!("it panicked: {why}")))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
