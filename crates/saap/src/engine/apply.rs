@@ -663,8 +663,8 @@ impl Shared {
             RunInput::Retry { execution } => (None, Some(*execution)),
             RunInput::Append(_) => (None, None),
         };
-        match st.run.handle(core_input, &mut pre) {
-            Ok(Handled::Appended(a)) => {
+        match (st.run.handle(core_input, &mut pre), completing) {
+            (Ok(Handled::Appended(a)), _) => {
                 if let (Some(x), Appended::DisplayOnly { seq } | Appended::AfterStop { seq }) =
                     (by, a)
                 {
@@ -672,23 +672,24 @@ impl Shared {
                 }
                 appended = Some(a);
             }
-            Ok(Handled::Completed { mut spare }) => {
+            (Ok(Handled::Completed { mut spare }), _) => {
                 if spare.capacity() <= SPARE_MAX {
                     spare.clear();
                     scratch(&mut st.scratch).news = spare;
                 }
             }
-            Ok(Handled::Retried { attempt }) => retried = retrying.map(|x| (x, attempt)),
-            Err(InputError::Append(AppendError::RunNotStarted { name, .. })) => {
+            (Ok(Handled::Retried { attempt }), _) => retried = retrying.map(|x| (x, attempt)),
+            (Err(InputError::Append(AppendError::RunNotStarted { name, .. })), _) => {
                 return Err(EngineError::NotAStartEvent { name });
             }
             // A completion of a stale attempt (the execution was retried) is dropped.
-            Err(InputError::Complete(
-                CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_),
-            )) if completing.is_some() => {
-                if let Some(execution) = completing {
-                    tracing::warn!(run_id = %slot.run_id(), %execution, "stale completion dropped");
-                }
+            (
+                Err(InputError::Complete(
+                    CompleteError::StaleAttempt { .. } | CompleteError::AlreadyFinished(_),
+                )),
+                Some(execution),
+            ) => {
+                tracing::warn!(run_id = %slot.run_id(), %execution, "stale completion dropped");
                 return Ok(Entry {
                     durable: Pending::Ready(Ok(())),
                     appended: None,
@@ -696,7 +697,7 @@ impl Shared {
                     retried: None,
                 });
             }
-            Err(e) => return Err(core_err(&e)),
+            (Err(e), _) => return Err(core_err(&e)),
         }
         let results = pre.results.take().unwrap_or_default();
         drop(pre);

@@ -4,6 +4,7 @@
 
 use super::shared::Shared;
 use crate::backend::Backend;
+use crate::config::start_payload;
 use crate::context::{ContextError, RunHost};
 use crate::event::Payload;
 use saap_dispatch::ExecutionId;
@@ -40,10 +41,6 @@ impl RunHost for Shared {
             run_id: run_id.to_string(),
         })?;
         let st = slot.lock();
-        Ok(st
-            .run
-            .start_seq()
-            .and_then(|s| st.payloads.get(s as usize).cloned())
-            .unwrap_or_else(|| Payload::from_json(serde_json::Value::Null)))
+        Ok(start_payload(&st.run, &st.payloads, &[]))
     }
 }
