@@ -20,7 +20,7 @@
 //! `#[step]` on an `async fn` whose parameters are event parameters (`Required<T>`,
 //! `Option<T>`, `Vec<T>`, `FixedList<T, N>` where `T` is an event type or a union of them,
 //! and a bare union `Either<A, B>` or `#[derive(EventUnion)]` enum) and injectables (`StepCtx`,
-//! `RunContext`, `ThreadContext`, `Config<C>`, `StepConfig<S>`, in any order) generates
+//! `RunContext`, `ThreadContext`, `Config<C>`, `StepConfig<S>`, `Res<T>`, in any order) generates
 //! `fn <name>_step() -> saap::Step<..>` with the parameter names taken from the signature:
 //!
 //! ```ignore
@@ -194,7 +194,7 @@ enum Param {
     Injected(proc_macro2::TokenStream),
 }
 
-const SIGNATURE_HELP: &str = "a step's parameters are event parameters (`Required<T>`, `Option<T>`, `Vec<T>`, `FixedList<T, N>` where `T` is an event type or a union of them, or a bare union: `Either<A, B>` or a `#[derive(EventUnion)]` enum) and injectables (`StepCtx`, `RunContext`, `ThreadContext`, `Config<C>`, `StepConfig<S>`), all by value";
+const SIGNATURE_HELP: &str = "a step's parameters are event parameters (`Required<T>`, `Option<T>`, `Vec<T>`, `FixedList<T, N>` where `T` is an event type or a union of them, or a bare union: `Either<A, B>` or a `#[derive(EventUnion)]` enum) and injectables (`StepCtx`, `RunContext`, `ThreadContext`, `Config<C>`, `StepConfig<S>`, `Res<T>`), all by value";
 
 fn classify(
     ty: &syn::Type,
@@ -240,6 +240,16 @@ fn classify(
         ("StepConfig", Some(s)) => {
             options.push(quote! { .uses_step_config::<#s>() });
             Param::Injected(quote! { __ctx.step_config::<#s>(#step_name)? })
+        }
+        ("Res", Some(r)) => {
+            options.push(quote! { .uses_resource::<#r>() });
+            Param::Injected(quote! { __ctx.resource::<#r>()? })
+        }
+        ("Res", None) => {
+            return Err(syn::Error::new_spanned(
+                ty,
+                "name the resource type: `Res<MyClient>` (registered once with `.resource(value)` on the workflow)",
+            ));
         }
         ("Config" | "StepConfig", None) => {
             return Err(syn::Error::new_spanned(

@@ -11,9 +11,11 @@ use crate::engine::error::EngineError;
 use crate::engine::ids::{RunIdText, hex_id};
 use crate::engine::run_names::RunNames;
 use crate::event::{Event, Payload, to_payload};
+use crate::resource::{Res, ResourceError};
 use saap_dispatch::{EventId, ExecutionId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::any::{Any, TypeId};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -42,6 +44,8 @@ pub enum ContextError {
         "run `{run_id}` has ended and left the engine; a step's context shows events and reads the run's start event only while its run is held — do not keep the context beyond the step"
     )]
     RunGone { run_id: String },
+    #[error(transparent)]
+    Resource(#[from] ResourceError),
 }
 
 /// Where a step's display events go when its body runs away from the run's owner (a
@@ -75,6 +79,8 @@ pub(crate) trait RunHost: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<(), ContextError>> + Send + 'static>>;
     /// The fields of the event that started run `run_id`, while the engine holds it.
     fn start_fields(&self, run_id: &str) -> Result<Payload, ContextError>;
+    /// The workflow's resource of type `id`.
+    fn resource(&self, id: TypeId) -> Option<Arc<dyn Any + Send + Sync>>;
 }
 
 /// The run an execution belongs to, as its body sees it.
@@ -469,6 +475,22 @@ impl StepCtx {
             CtxRun::Local(run) => run.host()?.start_fields(run.run_id.as_str()),
             CtxRun::Remote(r) => Ok(r.start.clone()),
         }
+    }
+
+    /// The workflow's resource of type `T` (what `r: Res<T>` injects): shared, never
+    /// rebuilt per execution.
+    pub fn resource<T: Any + Send + Sync>(&self) -> Result<Res<T>, ContextError> {
+        let host = match &*self.run {
+            CtxRun::Local(run) => run.host()?,
+            CtxRun::Remote(r) => Arc::clone(&r.host),
+        };
+        host.resource(TypeId::of::<T>())
+            .and_then(Res::from_any)
+            .ok_or_else(|| {
+                ContextError::Resource(ResourceError::NotHeld {
+                    resource: Res::<T>::type_label(),
+                })
+            })
     }
 
     /// The run's agent config (what `cfg: Config<C>` injects).

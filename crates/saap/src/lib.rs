@@ -10,6 +10,8 @@
 //! - [`params`]: parameter kinds ([`Required`], `Option`, `Vec`, [`FixedList`]) and results;
 //! - [`workflow`]: [`Workflow`] and [`Step`] — the authoring API, which also emits the spec;
 //! - [`context`]: [`StepCtx`] with RunContext, ThreadContext and the event displayer;
+//! - [`resource`]: long-lived values (a model client, a database handle) a workflow holds
+//!   once and steps take by type ([`Res`]);
 //! - [`engine`]: [`Engine`] — one core `Run` per run, durable before dispatch, recovery; a
 //!   module tree with one concept per file (its doc lists them, `docs/architecture.md` draws
 //!   the path of one event through them);
@@ -35,6 +37,7 @@ pub mod history;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod params;
+pub mod resource;
 pub mod snapshot;
 pub mod testing;
 pub mod union;
@@ -52,6 +55,7 @@ pub use event::{
     HumanInTheLoopResponseEvent, Payload, StartEvent, StopEvent, ThoughtEvent, UserMessageEvent,
 };
 pub use params::{Either, FixedList, ParamEvent, Required};
+pub use resource::{Res, ResourceError};
 /// `#[derive(Event)]` with `#[event(name = "...", parent = X, parents = [X, Y])]`.
 pub use saap_macros::Event;
 /// `#[derive(EventUnion)]` on an enum of event types: a union parameter or result.

@@ -58,10 +58,12 @@ use crate::event::{Event, is_builtin};
 use crate::params::{
     BoundEvent, BoundInputs, InputError, Inputs, OutEvent, OutputDecl, Outputs, ParamDecl,
 };
+use crate::resource::{Res, ResourceError, ResourceNeed, Resources};
 use saap_dispatch::spec::{
     EventTypeSpec, OutputMax, ParamSpec, PreconditionSpec, StepSpec, WorkflowSpec,
 };
 use saap_dispatch::{CompiledSpec, SpecError};
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
@@ -410,6 +412,7 @@ pub struct Step<I: Inputs> {
     description: Option<String>,
     precondition: Option<(String, ErasedPrecondition)>,
     config_checks: Vec<ConfigCheck>,
+    resources: Vec<ResourceNeed>,
     handler: ErasedHandler,
     body_fn: BodyFn,
     // The step's key in `ENDED_BODIES`.
@@ -447,6 +450,7 @@ impl<I: Inputs> Step<I> {
             description: None,
             precondition: None,
             config_checks: Vec::new(),
+            resources: Vec::new(),
             handler,
             body_fn,
             key,
@@ -536,9 +540,21 @@ impl<I: Inputs> Step<I> {
             .push(crate::config::step_check::<S>(self.name.clone()));
         self
     }
+
+    /// Declares that the step takes the resource `T` (`ctx.resource::<T>()`, or a `Res<T>`
+    /// parameter with the macros): the engine refuses to start a run of a workflow that
+    /// holds no `T` (`SAAP-E009`), before any step runs.
+    pub fn uses_resource<T: Any + Send + Sync>(mut self) -> Step<I> {
+        let need = ResourceNeed::of::<T>();
+        if !self.resources.contains(&need) {
+            self.resources.push(need);
+        }
+        self
+    }
 }
 
 /// The runtime side of a step.
+#[derive(Clone)]
 pub(crate) struct StepImpl {
     pub handler: ErasedHandler,
     /// The step's body function, handed to [`StepRun::start`].
@@ -548,10 +564,15 @@ pub(crate) struct StepImpl {
     pub precondition: Option<ErasedPrecondition>,
 }
 
+#[derive(Clone)]
 pub(crate) struct WorkflowInner {
     pub spec: WorkflowSpec,
     /// Checks of a start event's `_config`, one per injected config type.
     pub config_checks: Vec<ConfigCheck>,
+    /// The long-lived values steps take by type.
+    pub resources: Resources,
+    /// The resources each step takes: (step index, type).
+    pub resource_needs: Vec<(usize, ResourceNeed)>,
     pub compiled: Arc<CompiledSpec>,
     pub steps: Vec<StepImpl>,
     /// The names of the Rust event types the workflow was built from.
@@ -569,6 +590,7 @@ impl fmt::Debug for Workflow {
         f.debug_struct("Workflow")
             .field("name", &self.inner.spec.name)
             .field("steps", &self.inner.spec.steps.len())
+            .field("resources", &self.inner.resources.len())
             .finish()
     }
 }
@@ -623,6 +645,8 @@ pub struct WorkflowBuilder {
     conflicts: Vec<BuildError>,
     steps: Vec<(StepSpec, StepImpl)>,
     config_checks: Vec<ConfigCheck>,
+    resources: Resources,
+    resource_needs: Vec<(usize, ResourceNeed)>,
 }
 
 impl Workflow {
@@ -635,6 +659,8 @@ impl Workflow {
             conflicts: Vec::new(),
             steps: Vec::new(),
             config_checks: Vec::new(),
+            resources: Resources::default(),
+            resource_needs: Vec::new(),
         }
     }
     /// The workflow spec (exactly what runs).
@@ -659,6 +685,49 @@ impl Workflow {
         }
         let fields = fields.json();
         self.inner.config_checks.iter().try_for_each(|c| c(fields))
+    }
+
+    /// This workflow with `value` as its resource of type `T` (replacing an earlier one):
+    /// for workflows made by `#[agent]`, whose builder the application does not see.
+    /// Register resources before handing the workflow to an engine.
+    pub fn with_resource<T: Any + Send + Sync>(self, value: T) -> Workflow {
+        self.with_shared_resource(Arc::new(value))
+    }
+
+    /// As [`Workflow::with_resource`], for a value shared with other workflows.
+    pub fn with_shared_resource<T: Any + Send + Sync>(self, value: Arc<T>) -> Workflow {
+        let mut inner = Arc::unwrap_or_clone(self.inner);
+        inner.resources.insert(value);
+        Workflow {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The resource of type `T`, if the workflow holds one.
+    pub fn resource<T: Any + Send + Sync>(&self) -> Option<Res<T>> {
+        self.inner.resources.get::<T>()
+    }
+
+    /// Checks that the workflow holds every resource its steps take; the engine calls it
+    /// before starting a run.
+    pub fn check_resources(&self) -> Result<(), ResourceError> {
+        let inner = &*self.inner;
+        match inner
+            .resource_needs
+            .iter()
+            .find(|(_, need)| !inner.resources.contains(need.id))
+        {
+            None => Ok(()),
+            Some((step, need)) => Err(ResourceError::Missing {
+                workflow: inner.spec.name.clone(),
+                step: inner
+                    .spec
+                    .steps
+                    .get(*step)
+                    .map_or_else(String::new, |s| s.name.clone()),
+                resource: need.name(),
+            }),
+        }
     }
 }
 
@@ -687,6 +756,19 @@ impl WorkflowBuilder {
     /// (even when no step reads it).
     pub fn config<C: AgentConfig>(mut self) -> WorkflowBuilder {
         self.config_checks.push(crate::config::agent_check::<C>());
+        self
+    }
+
+    /// Registers `value` as the workflow's resource of type `T` (one per type; a later
+    /// value replaces an earlier one): made once, shared by every run and execution, taken
+    /// by steps as `Res<T>`.
+    pub fn resource<T: Any + Send + Sync>(self, value: T) -> WorkflowBuilder {
+        self.shared_resource(Arc::new(value))
+    }
+
+    /// As [`WorkflowBuilder::resource`], for a value shared with other workflows.
+    pub fn shared_resource<T: Any + Send + Sync>(mut self, value: Arc<T>) -> WorkflowBuilder {
+        self.resources.insert(value);
         self
     }
 
@@ -803,6 +885,9 @@ impl WorkflowBuilder {
             description: step.description.clone(),
         };
         self.config_checks.extend(step.config_checks);
+        let index = self.steps.len();
+        self.resource_needs
+            .extend(step.resources.into_iter().map(|need| (index, need)));
         self.steps.push((
             spec,
             StepImpl {
@@ -854,6 +939,8 @@ impl WorkflowBuilder {
             inner: Arc::new(WorkflowInner {
                 spec,
                 config_checks: self.config_checks,
+                resources: self.resources,
+                resource_needs: self.resource_needs,
                 compiled,
                 steps: impls,
                 rust_names: self.event_order,

@@ -6,7 +6,8 @@
 //! while another worker runs a body → the new owner finishes the run; every body run twice
 //! (duplicated work items) → each output logged once. These use `local_slots: 0` (every body
 //! through the work queue); adaptive placement (`local_slots > 0`): a saturated owner spills
-//! bodies to another worker, an owner with free slots publishes no work item.
+//! bodies to another worker, an owner with free slots publishes no work item. Resources: a
+//! body on another worker reads that worker's resource; a worker lacking one refuses to join.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -766,6 +767,103 @@ async fn every_work_item_run_twice_still_logs_each_output_once() {
         assert!(!text.contains("execution_retried"), "{text}");
         assert_eq!(text.matches("execution_completed").count(), 3, "{text}");
     }
+    w1.shutdown();
+    w2.shutdown();
+}
+
+/// The resource a worker registers: which worker's it is.
+struct WorkerLabel(String);
+
+/// `split` → 6 × `work` (reads `Res<WorkerLabel>`, logs `worker:label`) → `join`.
+fn labelled_fan(label: &str, log: BodyLog) -> Workflow {
+    let (l1, l2) = (label.to_string(), label.to_string());
+    let g1 = log.clone();
+    Workflow::builder("Labelled")
+        .resource(WorkerLabel(label.to_string()))
+        .step(Step::new(
+            "split",
+            move |_: Required<UserMessageEvent>, ctx: StepCtx| {
+                g1.push(&l1, &ctx, "split", 0);
+                async move { Ok::<_, StepError>((0..FAN).map(|n| A { n }).collect::<Vec<_>>()) }
+            },
+        ))
+        .step(
+            Step::new("work", move |a: Required<A>, ctx: StepCtx| {
+                let (log, runs_here) = (log.clone(), l2.clone());
+                async move {
+                    // The resource of the worker that runs the body, not of the run's owner.
+                    let label = ctx.resource::<WorkerLabel>()?;
+                    log.push(&format!("{runs_here}:{}", label.0), &ctx, "work", a.n);
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    Ok::<_, StepError>(B { n: a.n })
+                }
+            })
+            .uses_resource::<WorkerLabel>(),
+        )
+        .step(
+            Step::new("join", |bs: saap::FixedList<B, 6>, _: StepCtx| async move {
+                Ok::<_, StepError>(Done {
+                    n: bs.iter().map(|b| b.n).sum(),
+                })
+            })
+            .max_executions_per_run(1),
+        )
+        .build()
+        .unwrap()
+}
+
+/// A body taken from the work queue reads the resources of the worker that runs it; a
+/// worker that lacks a resource its steps take refuses to join the class (it could be
+/// handed any body).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_on_another_worker_takes_that_workers_resource() {
+    let server = NatsServer::start();
+    let log = BodyLog::default();
+
+    let bare = Workflow::builder("Labelled")
+        .step(
+            Step::new("work", |a: Required<A>, _: StepCtx| async move {
+                Ok::<_, StepError>(B { n: a.n })
+            })
+            .uses_resource::<WorkerLabel>(),
+        )
+        .build()
+        .unwrap();
+    let refused = Worker::with_connection(connect(&server).await, bare, shared_opts())
+        .await
+        .err()
+        .unwrap();
+    assert!(refused.to_string().contains("SAAP-E009"), "{refused}");
+
+    let w1 = serve(&server, labelled_fan("w1", log.clone()), shared_opts()).await;
+    let w2 = serve(&server, labelled_fan("w2", log.clone()), shared_opts()).await;
+    let client = connect(&server).await;
+    within(BOUND, "both workers to pull work", async {
+        while work_pullers(&client, "Labelled").await < 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let wf = labelled_fan("client", BodyLog::default());
+    const RUNS: usize = 4;
+    for i in 0..RUNS {
+        publish_start(&client, "Labelled", &wf, &format!("l{i}")).await;
+    }
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, "Labelled", RUNS).await;
+    assert_eq!(runs.len(), RUNS);
+    for r in &runs {
+        assert_eq!(completions_with(r, "Done"), 1, "run {}", r.meta.run_id);
+    }
+    let works: Vec<Body> = log.all().into_iter().filter(|e| e.2 == "work").collect();
+    assert_eq!(works.len(), RUNS * FAN as usize, "{works:?}");
+    // (worker that ran the body):(label of the resource it read)
+    let pairs: HashSet<&str> = works.iter().map(|e| e.0.as_str()).collect();
+    assert!(
+        pairs.iter().all(|p| *p == "w1:w1" || *p == "w2:w2"),
+        "every body read the resource of the worker that ran it: {pairs:?}"
+    );
+    eprintln!("bodies ran on: {pairs:?}");
     w1.shutdown();
     w2.shutdown();
 }

@@ -1,6 +1,7 @@
 //! The engine as a step's context sees it ([`RunHost`], defined by the authoring API): the
-//! store behind RunContext and ThreadContext, display events, the run's start event. Must
-//! not decide anything: it finds the run by its id and hands over to `apply`.
+//! store behind RunContext and ThreadContext, display events, the run's start event, the
+//! workflow's resources. Must not decide anything: it finds the run by its id and hands over
+//! to `apply`.
 
 use super::shared::Shared;
 use crate::backend::Backend;
@@ -8,6 +9,7 @@ use crate::config::start_payload;
 use crate::context::{ContextError, RunHost};
 use crate::event::Payload;
 use saap_dispatch::ExecutionId;
+use std::any::{Any, TypeId};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -42,5 +44,9 @@ impl RunHost for Shared {
         })?;
         let st = slot.lock();
         Ok(start_payload(&st.run, &st.payloads, &[]))
+    }
+
+    fn resource(&self, id: TypeId) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.workflow.inner.resources.get_any(id)
     }
 }

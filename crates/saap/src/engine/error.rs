@@ -39,6 +39,8 @@ pub enum EngineError {
     Replay { run_id: String, detail: String },
     #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    Resource(#[from] crate::resource::ResourceError),
     #[error(
         "SAAP-E008: the dispatch core refused an input for run `{run_id}`: {detail}; this is an engine bug, please report it with the run's timeline"
     )]
@@ -58,6 +60,7 @@ impl EngineError {
             EngineError::Replay { .. } => "SAAP-E007",
             EngineError::Core { .. } => "SAAP-E008",
             EngineError::Config(e) => e.code(),
+            EngineError::Resource(e) => e.code(),
         }
     }
 }

@@ -471,6 +471,7 @@ impl Engine {
                 name: ev.name.to_string(),
             });
         }
+        self.shared.workflow.check_resources()?;
         self.shared.workflow.validate_start(&ev.payload)?;
         let (run_id, key) = run_id_text(&ids.run);
         let thread = match thread_id {

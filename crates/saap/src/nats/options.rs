@@ -33,6 +33,10 @@ pub enum WorkerError {
         "SAAP-W003: the workflow name `{name}` is not a valid agent class for NATS subjects and buckets (ASCII letters, digits, '_' or '-'); rename the workflow"
     )]
     BadClass { name: String },
+    /// A worker may run any execution of its class (its own runs', or any worker's through
+    /// the work queue), so it holds every resource its steps take before it joins.
+    #[error("{0}")]
+    Resource(#[from] crate::resource::ResourceError),
 }
 
 /// Worker settings.

@@ -193,6 +193,7 @@ impl Worker {
         mut opts: WorkerOptions,
     ) -> Result<Worker, WorkerError> {
         let class = workflow.name().to_string();
+        workflow.check_resources()?;
         if saap_nats::kv::bucket_name(&class, saap_nats::BucketKind::Steps).is_err() {
             return Err(WorkerError::BadClass { name: class });
         }
