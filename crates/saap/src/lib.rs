@@ -10,6 +10,10 @@
 //! - [`params`]: parameter kinds ([`Required`], `Option`, `Vec`, [`FixedList`]) and results;
 //! - [`workflow`]: [`Workflow`] and [`Step`] — the authoring API, which also emits the spec;
 //! - [`context`]: [`StepCtx`] with RunContext, ThreadContext and the event displayer;
+//! - `llm` (feature `llm`): model calls inside steps — `Llm`, a resource that streams the
+//!   answer as ChunkEvents and records the call as LLMEvent / LLMCostEvent;
+//! - [`semantic`]: the protocol's semantic events (`LLMEvent`, `ToolEvent`, …, `LLMCostEvent`)
+//!   as events steps return or show;
 //! - [`resource`]: long-lived values (a model client, a database handle) a workflow holds
 //!   once and steps take by type ([`Res`]);
 //! - [`engine`]: [`Engine`] — one core `Run` per run, durable before dispatch, recovery; a
@@ -34,10 +38,13 @@ pub mod context;
 pub mod engine;
 pub mod event;
 pub mod history;
+#[cfg(feature = "llm")]
+pub mod llm;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod params;
 pub mod resource;
+pub mod semantic;
 pub mod snapshot;
 pub mod testing;
 pub mod union;
