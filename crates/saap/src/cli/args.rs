@@ -1,8 +1,10 @@
 //! Options shared by several commands: where runs are kept (`--db`, `--engine`), NATS
 //! connection and worker settings, and how a stored run is looked up.
 
+#[cfg(feature = "nats")]
 use super::fail::{Fail, invalid};
 use std::path::PathBuf;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(super) enum EngineKind {
     /// Embedded and durable: the run is kept in the SQLite database (--db).

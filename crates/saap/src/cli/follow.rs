@@ -2,10 +2,14 @@
 //! (text or `--json`): its status, timeline, display events and counts.
 
 use super::fail::{Fail, engine_fail, internal, io};
+#[cfg(feature = "nats")]
 use super::reader::{NatsReader, read_view};
 use crate::engine::Engine;
-use crate::history::{RunOutcome, StoredRunView};
+use crate::history::RunOutcome;
+#[cfg(feature = "nats")]
+use crate::history::StoredRunView;
 use crate::snapshot::RunSnapshot;
+#[cfg(feature = "nats")]
 use crate::workflow::Workflow;
 use serde_json::{Value, json};
 use std::io::Write;

@@ -3,8 +3,11 @@
 
 use super::args::{EngineArg, EngineKind, ReadArgs};
 use super::fail::{Fail, internal, invalid};
-use super::store::{db_path, memory_keeps_nothing, nats_options, open_store};
+#[cfg(feature = "nats")]
+use super::store::nats_options;
+use super::store::{db_path, memory_keeps_nothing, open_store};
 use crate::backend::Backend;
+#[cfg(feature = "nats")]
 use crate::history::StoredRunView;
 use crate::workflow::Workflow;
 use std::sync::Arc;

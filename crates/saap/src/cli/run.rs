@@ -1,11 +1,17 @@
 //! `<agent> run`: start a run and follow it, or serve the agent's class as a NATS worker
 //! (`--engine nats://…`).
 
-use super::args::{EngineArg, NatsArgs, StepsArgs, StoreArgs, parse_engine_arg, worker_options};
-use super::fail::{Fail, engine_fail, internal, invalid};
+use super::args::{EngineArg, StoreArgs, parse_engine_arg};
+#[cfg(feature = "nats")]
+use super::args::{NatsArgs, StepsArgs, worker_options};
+#[cfg(feature = "nats")]
+use super::fail::internal;
+use super::fail::{Fail, engine_fail, invalid};
 use super::follow::follow;
 use super::input::json_arg;
-use super::store::{nats_options, open_engine};
+#[cfg(feature = "nats")]
+use super::store::nats_options;
+use super::store::open_engine;
 use crate::workflow::Workflow;
 use serde_json::Value;
 #[derive(clap::Args)]

@@ -3,9 +3,13 @@
 
 use super::args::{EngineArg, EngineKind, ReadArgs};
 use super::fail::{Fail, engine_fail, internal, invalid};
-use super::follow::{follow, follow_stored};
+use super::follow::follow;
+#[cfg(feature = "nats")]
+use super::follow::follow_stored;
 use super::input::json_arg;
-use super::reader::{open_nats_reader, read_view, resolve_run};
+use super::reader::resolve_run;
+#[cfg(feature = "nats")]
+use super::reader::{open_nats_reader, read_view};
 use super::store::{db_path, memory_keeps_nothing, open_engine};
 use crate::history::RunOutcome;
 use crate::workflow::Workflow;

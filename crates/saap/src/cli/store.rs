@@ -1,7 +1,9 @@
 //! Where an agent's runs are kept: the default database path, opening the SQLite store or
 //! an engine over it, and NATS connection options.
 
-use super::args::{EngineKind, NatsArgs, StoreArgs};
+#[cfg(feature = "nats")]
+use super::args::NatsArgs;
+use super::args::{EngineKind, StoreArgs};
 use super::fail::{Fail, internal, invalid};
 use crate::backend::Backend;
 use crate::backend::sqlite::SqliteBackend;
