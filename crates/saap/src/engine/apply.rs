@@ -833,10 +833,36 @@ impl Shared {
             ev.kind = EventKind::from_bits(EventKind::DISPLAY);
         }
         ev.by = Some(x);
-        self.submit(slot, Input::Append(ev))
-            .await
-            .map(|_| ())
-            .map_err(|e| ContextError::Engine(Box::new(e)))
+        let engine_error = |e: EngineError| ContextError::Engine(Box::new(e));
+        let Applied {
+            durable,
+            started,
+            appended,
+            ended,
+        } = self
+            .apply_to_launch(slot, Input::Append(ev))
+            .map_err(engine_error)?;
+        match durable {
+            Pending::Ready(stored) => self
+                .launched(slot, stored, started, appended, ended)
+                .map(|_| ())
+                .map_err(engine_error),
+            waiting => {
+                // A display event starts nothing and decides nothing, so the step goes on
+                // while its entry is written (a streamed answer would otherwise wait for a
+                // commit per chunk). A run's entries are stored in order: the execution's
+                // completion, written later, is durable only once this entry is; a crash
+                // before that loses only shown events whose execution runs again and shows
+                // them again under the same ids. A store failure stops the run as usual.
+                let (shared, slot) = (Arc::clone(self), Arc::clone(slot));
+                tokio::spawn(async move {
+                    let stored = waiting.wait().await;
+                    let _failed_run_stopped =
+                        shared.launched(&slot, stored, started, appended, ended);
+                });
+                Ok(())
+            }
+        }
     }
 
     /// The store failed for this run: it cannot continue consistently. The failure is kept
