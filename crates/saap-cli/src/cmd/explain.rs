@@ -1,13 +1,16 @@
 //! `saap explain SPEC`: why each step fired, fired more than once, or never fired — in a
-//! simulated run of the spec, or in a recorded run (`--history`, as written by
-//! `saap simulate --history-out`).
+//! simulated run of the spec, in a recorded run (`--history`, as written by
+//! `saap simulate --history-out`), or in a stored or live run by id (`--run`, handed to
+//! [`super::explain_run`]). The report is printed by [`super::explain_report`].
 
+use super::explain_report::{Extra, selected_steps};
+use super::nats_flags::NatsFlags;
 use crate::input::{InvalidInput, load_spec};
-use saap_dispatch::explain::{CutOff, explain_run};
+use saap_dispatch::explain::CutOff;
 use saap_dispatch::render::EventLabels;
 use saap_dispatch::replay::History;
 use saap_dispatch::sim::{DEFAULT_MAX_COMPLETIONS, Policy, simulate};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -19,16 +22,29 @@ const MAX_HISTORY_BYTES: u64 = 256 * 1024 * 1024;
 #[command(after_help = "Examples:
   saap explain examples/specs/optional-trap.yaml --step translate
   saap explain examples/specs/missing-upstream.yaml
-  saap simulate examples/specs/rag.yaml --history-out run.json && saap explain examples/specs/rag.yaml --history run.json")]
+  saap simulate examples/specs/rag.yaml --history-out run.json && saap explain examples/specs/rag.yaml --history run.json
+  saap explain agent.json --run RUN --db agent.db           a stored run of an agent
+  saap explain --run RUN --server nats://127.0.0.1:4222     a live run; the spec from its worker
+  saap explain agent.py --run RUN --server nats://127.0.0.1:4222   a Python-recorded run
+
+With --run, the run is read (read-only) from a saap store (--db) or a NATS server (--server:
+a saap worker's journal, else the events of the agent class stream as the Python platform
+writes them) and explained through the core; a Python-recorded run also lists where the
+Python dispatcher would have behaved differently. Exit codes: 0 explained, 2 invalid input
+(unknown run, a spec that does not replay the run, an undecodable message, no spec), 3 the
+server or store failed.")]
 pub struct ExplainArgs {
-    /// The workflow spec (JSON or YAML; `-` for stdin).
-    pub spec: PathBuf,
+    /// The workflow spec (JSON or YAML; `-` for stdin), or Python agent source (a `.py` file
+    /// or a folder; with --run only). With --run on NATS it may be left out: a saap worker's
+    /// class discovery answer carries the spec.
+    #[arg(required_unless_present = "run")]
+    pub spec: Option<PathBuf>,
     /// Explain only this step (repeatable). Without it, every step: one line for steps that
     /// ran once, details for steps that ran more than once or never.
     #[arg(long = "step", value_name = "NAME")]
     pub steps: Vec<String>,
     /// A recorded run (History JSON) to explain instead of simulating the spec.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "run")]
     pub history: Option<PathBuf>,
     /// Completion policy of the simulation: fifo, lifo or arrivals-first.
     #[arg(long, default_value = "fifo")]
@@ -38,13 +54,60 @@ pub struct ExplainArgs {
     #[arg(long, default_value_t = DEFAULT_MAX_COMPLETIONS)]
     pub max_completions: usize,
     /// Print JSON: `{spec, source, cut_off, cycle, steps}`, `steps` a list of step
-    /// explanations.
+    /// explanations; with --run also `run`, `recorded_by`, `events_from`, `spec_from`,
+    /// `notes` and `python_differences`.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub recorded: RunArgs,
+}
+
+/// Where a run by id is read (`--run`).
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Explain this stored or live run (its id) instead of a simulation; needs --db or --server.
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// A saap store (the SQLite file an agent writes with --db), opened read-only.
+    #[arg(long, value_name = "PATH", requires = "run", conflicts_with = "server")]
+    pub db: Option<PathBuf>,
+    /// A NATS server: nats://HOST:PORT (tls://… for TLS; a comma-separated list for a cluster).
+    #[arg(long, value_name = "URL", requires = "run")]
+    pub server: Option<String>,
+    /// NATS: the agent class stream or saap journal stream of the run (found from the run's
+    /// subjects if not given).
+    #[arg(long, value_name = "STREAM", requires = "server")]
+    pub stream: Option<String>,
+    /// The agent class to take from Python source that defines several (default: the one
+    /// named like the run's agent class, or the only one).
+    #[arg(long, value_name = "CLASS", requires = "run")]
+    pub agent: Option<String>,
+    /// Seconds to wait for the server to answer a connection or a request (1-300).
+    #[arg(long, value_name = "SECS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub timeout: u64,
+    #[command(flatten)]
+    pub nats: NatsFlags,
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
-    let spec = Arc::new(load_spec(&args.spec)?);
+    if args.recorded.run.is_some() {
+        return super::explain_run::run(args);
+    }
+    let Some(spec_path) = &args.spec else {
+        return Err(
+            InvalidInput("give the workflow SPEC to explain (or --run RUN)".to_owned()).into(),
+        );
+    };
+    if spec_path.as_os_str() != "-" && saap_python::is_python_input(spec_path) {
+        return Err(InvalidInput(format!(
+            "`{}` is Python agent source: explain reads it with --run RUN (a recorded run); to simulate it, use the spec `saap check {} --json` builds",
+            spec_path.display(),
+            spec_path.display()
+        ))
+        .into());
+    }
+    let spec = Arc::new(load_spec(spec_path)?);
     let (run, labels, source, cut_off) = match &args.history {
         Some(path) => {
             let mut text = String::new();
@@ -69,7 +132,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
                 InvalidInput(format!(
                     "{}: cannot replay this history against `{}`: {e}",
                     path.display(),
-                    args.spec.display()
+                    spec_path.display()
                 ))
             })?;
             let labels = EventLabels::for_run(&run, &[]);
@@ -98,102 +161,17 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             )
         }
     };
-    let steps: Vec<u32> = if args.steps.is_empty() {
-        (0..spec.steps.len() as u32).collect()
-    } else {
-        args.steps
-            .iter()
-            .map(|name| {
-                spec.step_index(name).ok_or_else(|| {
-                    let known: Vec<&str> = spec.steps.iter().map(|s| s.name.as_str()).collect();
-                    InvalidInput(format!(
-                        "no step is named `{name}`; the steps are: {}",
-                        known.join(", ")
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?
-    };
-    let explained = explain_run(&run, &labels, &steps, cut_off);
-    if let Some(c) = &explained.cut_off {
-        eprintln!("warning: {}", c.message);
-    }
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let doc = serde_json::json!({
-            "spec": spec.name,
-            "source": source,
-            "cut_off": explained.cut_off,
-            "cycle": explained.cycle,
-            "steps": explained.steps,
-        });
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    writeln!(out, "explain {} ({source})", spec.name)?;
-    if let Some(c) = &explained.cut_off {
-        writeln!(out, "warning: {}", c.message)?;
-    }
-    if let Some(c) = &explained.cycle {
-        let code = c.code.map_or(String::new(), |code| format!(" [{code}]"));
-        writeln!(out)?;
-        writeln!(out, "loop{code}: {}", c.message)?;
-        writeln!(
-            out,
-            "  the last execution ends a chain of {} executions, each started by what the one before it returned",
-            c.chain
-        )?;
-        writeln!(out, "  fix: {}", c.fix)?;
-    }
-    let brief = args.steps.is_empty();
-    for e in &explained.steps {
-        writeln!(out)?;
-        writeln!(out, "{}", e.summary)?;
-        if brief && e.executions == 1 {
-            continue;
-        }
-        for f in e.fired.iter().take(MAX_LISTED) {
-            let pre = match f.precondition {
-                Some(true) => " (precondition held)",
-                _ => "",
-            };
-            writeln!(
-                out,
-                "  {} on {} (from {}){pre}: {}",
-                f.execution,
-                f.trigger,
-                f.trigger_from,
-                f.bindings.join(", ")
-            )?;
-            for why in &f.new_because {
-                writeln!(out, "      new input set: {why}")?;
-            }
-        }
-        if e.fired.len() > MAX_LISTED {
-            writeln!(
-                out,
-                "  … {} more executions (see --json)",
-                e.fired.len() - MAX_LISTED
-            )?;
-        }
-        if e.executions == 0 {
-            for s in e.skipped.iter().take(10) {
-                writeln!(out, "  candidate on {}: skipped — {}", s.trigger, s.reason)?;
-            }
-            if e.skipped.len() > 10 {
-                writeln!(out, "  … {} more skips (see --json)", e.skipped.len() - 10)?;
-            }
-            for m in &e.still_missing {
-                writeln!(out, "  at the end: {m}")?;
-            }
-        }
-        for a in &e.advice {
-            writeln!(out, "  fix: {a}")?;
-        }
-    }
+    let steps = selected_steps(&spec, &args.steps)?;
+    super::explain_report::print(
+        &spec,
+        &run,
+        &labels,
+        &steps,
+        args.steps.is_empty(),
+        &source,
+        cut_off,
+        args.json,
+        Extra::default(),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
-
-/// At most this many executions of one step are listed in the text report.
-const MAX_LISTED: usize = 10;

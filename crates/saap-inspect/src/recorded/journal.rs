@@ -79,8 +79,8 @@ fn decode(run_id: &str, j: &JournalRun) -> Result<Decoded> {
                 reason: format!("entry {} found where entry {pos} was expected", row.index),
             });
         }
-        let entry: StoredEntry =
-            serde_json::from_value(row.entry.clone()).map_err(|e| bad(row.index, "the input", e))?;
+        let entry: StoredEntry = serde_json::from_value(row.entry.clone())
+            .map_err(|e| bad(row.index, "the input", e))?;
         inputs.push(entry.i);
         for r in &row.records {
             records.push(
@@ -366,8 +366,8 @@ mod tests {
     use super::*;
     use crate::recorded::JournalRun;
     use saap_dispatch::replay::RunInput;
-    use serde_json::Value;
     use saap_dispatch::{PreconditionCall, PreconditionEvaluator, SpecSyntax, compile_spec_text};
+    use serde_json::Value;
 
     const SPEC: &str = r#"
 saap_spec: 1

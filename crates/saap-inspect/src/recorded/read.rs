@@ -222,7 +222,10 @@ impl NatsInspector {
                             failure = Some(InspectError::UndecodableRun {
                                 run: clip(run_id),
                                 at: format!("journal entry {} in message {seq} of {name}", w.x),
-                                reason: format!("the records are not a list: {}", clip(&other.to_string())),
+                                reason: format!(
+                                    "the records are not a list: {}",
+                                    clip(&other.to_string())
+                                ),
                             });
                             return Flow::Stop;
                         }
