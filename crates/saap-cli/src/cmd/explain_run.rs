@@ -7,7 +7,7 @@
 //! dispatcher); this file finds the spec (a file, Python source, or a saap worker's class
 //! discovery answer) and prints through [`super::explain_report`]. Must not write anything.
 
-use super::explain::ExplainArgs;
+use super::explain_args::ExplainArgs;
 use super::explain_report::{Extra, selected_steps};
 use super::inspect::fail;
 use crate::input::{InvalidInput, load_spec};

@@ -4,6 +4,7 @@ pub mod check;
 pub mod check_python;
 pub mod demo;
 pub mod explain;
+mod explain_args;
 mod explain_report;
 mod explain_run;
 pub mod explore;
