@@ -32,8 +32,13 @@ fn too_large(run_id: &str, what: &str) -> InspectError {
 }
 
 impl StoreInspector {
-    /// The run's journal with its decision records, read a page at a time.
+    /// The run's journal with its decision records, read a page at a time; more than
+    /// [`MAX_RUN_ENTRIES`] entries are refused (`SAAP-I014`).
     pub fn recorded_run(&self, run_id: &str) -> Result<RecordedRun> {
+        self.recorded_run_within(run_id, MAX_RUN_ENTRIES)
+    }
+
+    fn recorded_run_within(&self, run_id: &str, max: usize) -> Result<RecordedRun> {
         check_token("RUN", run_id)?;
         let meta: Option<(String, String, i64)> = self
             .conn()
@@ -67,8 +72,12 @@ impl StoreInspector {
                 .map_err(|e| self.err(e))?;
             let n = rows.len();
             for (idx, input, records) in rows {
-                if entries.len() == MAX_RUN_ENTRIES {
-                    return Err(too_large(run_id, "journal entries"));
+                if entries.len() >= max {
+                    return Err(InspectError::RunTooLarge {
+                        run: clip(run_id),
+                        max,
+                        what: "journal entries".to_owned(),
+                    });
                 }
                 let bad = |what: &str, e: serde_json::Error| InspectError::UndecodableRun {
                     run: clip(run_id),
@@ -347,5 +356,71 @@ impl NatsInspector {
             .into_iter()
             .find(|d| d.agent_class == agent_class)
             .and_then(|d| d.event.to_json().get("workflow_spec").cloned()))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::recorded::Recorded;
+
+    /// A store with the documented schema and one run of `n` journal entries (the second
+    /// entry's records are damaged when `damaged`).
+    fn store(n: usize, damaged: bool) -> (tempfile::TempDir, StoreInspector) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE saap_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+             CREATE TABLE runs(run_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, thread_id TEXT NOT NULL,
+                fingerprint INTEGER NOT NULL, ended INTEGER NOT NULL DEFAULT 0,
+                created_ns INTEGER NOT NULL, outcome TEXT);
+             CREATE TABLE journal(run_id TEXT NOT NULL, idx INTEGER NOT NULL, input TEXT NOT NULL,
+                records TEXT NOT NULL);
+             INSERT INTO saap_meta VALUES ('schema', 2);
+             INSERT INTO runs VALUES ('r1', 'W', 't1', -5, 0, 1, NULL);",
+        )
+        .unwrap();
+        for i in 0..n {
+            let records = if damaged && i == 1 { "[oops" } else { "[]" };
+            c.execute(
+                "INSERT INTO journal VALUES ('r1', ?1, '{\"i\":{\"in\":\"retry\",\"execution\":0}}', ?2)",
+                params![i as i64, records],
+            )
+            .unwrap();
+        }
+        drop(c);
+        let s = StoreInspector::open(&path).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn a_run_is_read_whole_across_pages_up_to_the_bound() {
+        let (_d, s) = store(PAGE + 5, false);
+        let r = s.recorded_run("r1").unwrap();
+        let Recorded::Journal(j) = &r.body else {
+            panic!("not a journal")
+        };
+        assert_eq!(j.entries.len(), PAGE + 5);
+        assert_eq!(j.entries.last().unwrap().index, (PAGE + 4) as u64);
+        assert_eq!(j.fingerprint, (-5i64) as u64);
+        let e = s.recorded_run_within("r1", PAGE).unwrap_err();
+        assert_eq!(e.code(), "SAAP-I014");
+        assert!(
+            e.to_string()
+                .contains(&format!("more than {PAGE} journal entries")),
+            "{e}"
+        );
+        assert_eq!(s.recorded_run("r2").unwrap_err().code(), "SAAP-I007");
+        assert_eq!(s.recorded_run("a.b").unwrap_err().code(), "SAAP-I008");
+    }
+
+    #[test]
+    fn a_damaged_row_is_named() {
+        let (_d, s) = store(3, true);
+        let e = s.recorded_run("r1").unwrap_err();
+        assert_eq!(e.code(), "SAAP-I015");
+        assert!(e.to_string().contains("journal entry 1"), "{e}");
     }
 }
