@@ -507,6 +507,49 @@ steps:
     }
 
     #[test]
+    fn a_fixed_list_overflow_is_where_python_would_crash() {
+        let spec = Arc::new(
+            compile_spec_text(
+                r#"
+saap_spec: 1
+name: Pairs
+events:
+  - { name: Question, parents: [StartEvent] }
+  - { name: Doc }
+steps:
+  - name: pair
+    params: [{ name: docs, kind: fixed_list, types: [Doc], size: 2 }]
+    outputs: []
+"#,
+                SpecSyntax::Yaml,
+            )
+            .unwrap(),
+        );
+        let start = Flags {
+            control: true,
+            start: true,
+            ..Default::default()
+        };
+        let ev = EventRun {
+            agent_class: "Pairs".into(),
+            stream: "s".into(),
+            events: vec![
+                wire(1, "Question", 1, start),
+                wire(2, "Doc", 2, control()),
+                wire(3, "Doc", 3, control()),
+                wire(4, "Doc", 4, control()),
+            ],
+        };
+        let r = rebuild("665000000000000000000abc", &ev, spec).unwrap();
+        assert_eq!(r.run.executions().len(), 1);
+        let d: Vec<&Difference> = r.differences.iter().collect();
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].rule, "fixed_list_overflow");
+        assert!(d[0].at.contains("Doc#3 (stream seq 4)"), "{d:?}");
+        assert!(d[0].python.contains("TypeError"), "{d:?}");
+    }
+
+    #[test]
     fn a_bad_event_id_is_named() {
         let spec = Arc::new(compile_spec_text(SPEC, SpecSyntax::Yaml).unwrap());
         let mut e = wire(1, "Question", 1, control());
