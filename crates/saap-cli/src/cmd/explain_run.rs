@@ -53,7 +53,7 @@ async fn run_async(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         }
         _ => {
             return Err(InvalidInput(
-                "SAAP-I008: say where run is recorded: --db PATH (a saap store) or --server nats://HOST:PORT"
+                "SAAP-I008: say where the run is recorded: --db PATH (a saap store) or --server nats://HOST:PORT"
                     .to_owned(),
             )
             .into());
