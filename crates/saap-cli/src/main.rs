@@ -40,7 +40,7 @@ enum Command {
     /// Explore every interleaving of a spec's arrivals and completions.
     Explore(cmd::explore::ExploreArgs),
     /// Explain why each step fired, fired more than once, or never fired.
-    Explain(cmd::explain::ExplainArgs),
+    Explain(Box<cmd::explain::ExplainArgs>),
     /// Run the guided demo (no setup needed).
     Demo(cmd::demo::DemoArgs),
     /// Look at a live NATS server (--server) or a saap store (--db), read-only.
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Explore(a) => cmd::explore::run(a),
-        Command::Explain(a) => cmd::explain::run(a),
+        Command::Explain(a) => cmd::explain::run(*a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Inspect(a) => cmd::inspect::run(*a),
     };

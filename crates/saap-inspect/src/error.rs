@@ -129,6 +129,47 @@ pub enum InspectError {
         /// What SQLite said.
         reason: String,
     },
+    /// The run has more events or journal entries than a recorded run may have to be
+    /// explained ([`crate::recorded::MAX_RUN_ENTRIES`]).
+    #[error(
+        "SAAP-I014: run `{run}` has more than {max} {what}, more than `explain --run` reads; look at it a page at a time with `saap inspect run {run}`"
+    )]
+    RunTooLarge {
+        /// The run id.
+        run: String,
+        /// The bound.
+        max: usize,
+        /// What was counted (journal entries, events).
+        what: String,
+    },
+    /// A message or journal entry of the run does not decode, so the run cannot be rebuilt.
+    #[error(
+        "SAAP-I015: run `{run}` cannot be rebuilt: {at} does not decode ({reason}); see it with `saap inspect run {run}`"
+    )]
+    UndecodableRun {
+        /// The run id.
+        run: String,
+        /// Which message or entry.
+        at: String,
+        /// Why it does not decode.
+        reason: String,
+    },
+    /// The spec given does not reproduce the recorded run.
+    #[error("SAAP-I016: run `{run}` does not replay against this spec: {detail}")]
+    SpecMismatch {
+        /// The run id.
+        run: String,
+        /// Which event or step disagrees, and what to do.
+        detail: String,
+    },
+    /// No spec was given and none could be found.
+    #[error("SAAP-I017: no spec for agent class `{class}`: {reason}")]
+    NoSpec {
+        /// The agent class.
+        class: String,
+        /// Why none was found and what to give instead.
+        reason: String,
+    },
 }
 
 impl InspectError {
@@ -148,6 +189,10 @@ impl InspectError {
             InspectError::NotAStore { .. } => "SAAP-I011",
             InspectError::StoreBusy { .. } => "SAAP-I012",
             InspectError::StoreRead { .. } => "SAAP-I013",
+            InspectError::RunTooLarge { .. } => "SAAP-I014",
+            InspectError::UndecodableRun { .. } => "SAAP-I015",
+            InspectError::SpecMismatch { .. } => "SAAP-I016",
+            InspectError::NoSpec { .. } => "SAAP-I017",
         }
     }
 
@@ -165,6 +210,10 @@ impl InspectError {
                 | InspectError::InvalidArgument { .. }
                 | InspectError::NoStore { .. }
                 | InspectError::NotAStore { .. }
+                | InspectError::RunTooLarge { .. }
+                | InspectError::UndecodableRun { .. }
+                | InspectError::SpecMismatch { .. }
+                | InspectError::NoSpec { .. }
         )
     }
 }

@@ -6,6 +6,7 @@
 //! Must not hold inspection logic or write anything.
 
 use super::inspect_format as fmt;
+use super::nats_flags::NatsFlags;
 use crate::input::InvalidInput;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -54,33 +55,8 @@ struct SourceArgs {
     #[arg(long, global = true, value_name = "SECS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=300))]
     timeout: u64,
-    /// Environment variable holding the NATS token.
-    #[arg(long, global = true, value_name = "VAR")]
-    nats_token_env: Option<String>,
-    /// NATS user name (the password comes from --nats-password-env).
-    #[arg(long, global = true, value_name = "USER")]
-    nats_user: Option<String>,
-    /// Environment variable holding the NATS password.
-    #[arg(long, global = true, value_name = "VAR")]
-    nats_password_env: Option<String>,
-    /// File holding an nkey seed.
-    #[arg(long, global = true, value_name = "FILE")]
-    nats_nkey_seed_file: Option<PathBuf>,
-    /// A NATS .creds file.
-    #[arg(long, global = true, value_name = "FILE")]
-    nats_creds: Option<PathBuf>,
-    /// Extra CA certificate (PEM) to trust; repeatable.
-    #[arg(long, global = true, value_name = "FILE")]
-    nats_tls_ca: Vec<PathBuf>,
-    /// Client certificate (PEM) for mutual TLS.
-    #[arg(long, global = true, value_name = "FILE")]
-    nats_tls_cert: Option<PathBuf>,
-    /// Client key (PEM) for mutual TLS.
-    #[arg(long, global = true, value_name = "FILE")]
-    nats_tls_key: Option<PathBuf>,
-    /// Require TLS.
-    #[arg(long, global = true)]
-    nats_tls_required: bool,
+    #[command(flatten)]
+    nats: NatsFlags,
 }
 
 #[derive(Subcommand)]
@@ -197,7 +173,7 @@ enum Source {
 }
 
 /// An inspection error as the CLI reports it: input errors exit 2, the rest 3.
-fn fail(e: InspectError) -> anyhow::Error {
+pub(crate) fn fail(e: InspectError) -> anyhow::Error {
     if e.is_input_error() {
         InvalidInput(e.to_string()).into()
     } else {
@@ -224,24 +200,9 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
 async fn open(s: &SourceArgs) -> Result<Source> {
     match (&s.server, &s.db) {
         (Some(url), None) => {
-            let connect = saap::nats::EngineConnect {
-                url: url.clone(),
-                token_env: s.nats_token_env.clone(),
-                user: s.nats_user.clone(),
-                password_env: s.nats_password_env.clone(),
-                nkey_seed_file: s.nats_nkey_seed_file.clone(),
-                creds_file: s.nats_creds.clone(),
-                tls_ca: s.nats_tls_ca.clone(),
-                tls_cert: s.nats_tls_cert.clone(),
-                tls_key: s.nats_tls_key.clone(),
-                tls_required: s.nats_tls_required,
-            };
-            let mut options = connect
-                .options()
-                .map_err(|e| InvalidInput(format!("SAAP-I008: {e}")))?;
-            options.name = "saap-inspect".to_owned();
-            options.connect_timeout = Duration::from_secs(s.timeout);
-            options.request_timeout = Duration::from_secs(s.timeout);
+            let options =
+                s.nats
+                    .options(url, "saap-inspect", Duration::from_secs(s.timeout))?;
             NatsInspector::connect(&options)
                 .await
                 .map(|n| Source::Nats(Box::new(n)))

@@ -85,6 +85,11 @@ impl NatsInspector {
         self.nats.jetstream()
     }
 
+    /// The client.
+    pub(crate) fn nats(&self) -> &SaapNats {
+        &self.nats
+    }
+
     /// The longest wait for one answer.
     pub(crate) fn wait(&self) -> std::time::Duration {
         self.wait
