@@ -38,18 +38,18 @@ pub struct InspectArgs {
     command: InspectCmd,
 }
 
-/// Where to read, and how to connect.
+/// Where to read, and how to connect (also `saap report`'s run evidence).
 #[derive(Args)]
-struct SourceArgs {
+pub(crate) struct SourceArgs {
     /// A NATS server: nats://HOST:PORT (tls://… for TLS; a comma-separated list for a cluster).
     #[arg(long, global = true, value_name = "URL", conflicts_with = "db")]
-    server: Option<String>,
+    pub(crate) server: Option<String>,
     /// A saap store (the SQLite file an agent writes with --db), opened read-only.
     #[arg(long, global = true, value_name = "PATH")]
-    db: Option<PathBuf>,
+    pub(crate) db: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
-    json: bool,
+    pub(crate) json: bool,
     /// Seconds to wait for the server to answer a connection or a request (1-300).
     #[arg(long, global = true, value_name = "SECS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=300))]
@@ -191,13 +191,13 @@ struct PageArgs {
     limit: usize,
 }
 
-enum Source {
+pub(crate) enum Source {
     Nats(Box<NatsInspector>),
     Store(StoreInspector),
 }
 
 /// An inspection error as the CLI reports it: input errors exit 2, the rest 3.
-fn fail(e: InspectError) -> anyhow::Error {
+pub(crate) fn fail(e: InspectError) -> anyhow::Error {
     if e.is_input_error() {
         InvalidInput(e.to_string()).into()
     } else {
@@ -221,7 +221,7 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
     rt.block_on(run_async(a))
 }
 
-async fn open(s: &SourceArgs) -> Result<Source> {
+pub(crate) async fn open(s: &SourceArgs) -> Result<Source> {
     match (&s.server, &s.db) {
         (Some(url), None) => {
             let connect = saap::nats::EngineConnect {

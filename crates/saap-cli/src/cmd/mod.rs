@@ -7,4 +7,5 @@ pub mod explain;
 pub mod explore;
 pub mod inspect;
 mod inspect_format;
+pub mod report;
 pub mod simulate;
