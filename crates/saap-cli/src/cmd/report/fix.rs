@@ -50,10 +50,7 @@ pub fn fixes(
                 (advice.join("; "), None, None)
             }
         };
-        if out
-            .iter()
-            .any(|f: &Fix| f.text == text && f.step == c.step)
-        {
+        if out.iter().any(|f: &Fix| f.text == text && f.step == c.step) {
             continue;
         }
         out.push(Fix {
@@ -286,13 +283,14 @@ fn optional_trap_checked(
     let sim = simulate(compiled.clone(), Policy::Fifo, DEFAULT_MAX_COMPLETIONS).ok()?;
     let idx = compiled.step_index(step)?;
     let now = sim.run.execution_count(idx);
-    let was = simulated
-        .iter()
-        .find(|(s, _)| s == step)
-        .map(|(_, n)| *n)?;
+    let was = simulated.iter().find(|(s, _)| s == step).map(|(_, n)| *n)?;
     Some(format!(
         "with the precondition applied to the spec in memory, `saap check` {} SAAP010 on `{step}`, and the simulated run runs `{step}` {now} time(s) (was {was})",
-        if still { "still reports" } else { "no longer reports" }
+        if still {
+            "still reports"
+        } else {
+            "no longer reports"
+        }
     ))
 }
 
@@ -357,7 +355,10 @@ pub fn verification(
     }
     let step_arg = step.map(|s| format!(" --step {s}")).unwrap_or_default();
     commands.push(Command {
-        command: format!("saap report --symptom {}{step_arg} {input}", symptom.as_str()),
+        command: format!(
+            "saap report --symptom {}{step_arg} {input}",
+            symptom.as_str()
+        ),
         expect: "exit 1: no cause found".into(),
     });
     Verification {
@@ -398,9 +399,9 @@ fn test_assertion(subject: &Subject, symptom: Symptom, step: Option<&str>) -> Op
         (Symptom::RunsTwice, Some((s, out))) => format!(
             "\n    # `{s}` ran once: one {out}\n    assert len(runner.get_events_of_class({out})) == 1"
         ),
-        (Symptom::NeverRuns | Symptom::Precondition, Some((s, out))) => format!(
-            "\n    # `{s}` ran\n    assert len(runner.get_events_of_class({out})) >= 1"
-        ),
+        (Symptom::NeverRuns | Symptom::Precondition, Some((s, out))) => {
+            format!("\n    # `{s}` ran\n    assert len(runner.get_events_of_class({out})) >= 1")
+        }
         _ => String::new(),
     };
     Some(format!(

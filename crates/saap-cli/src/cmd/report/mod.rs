@@ -127,11 +127,17 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         &d.runtime_advice,
         &d.simulated_executions,
     );
-    let verification = fix::verification(&subject, args.symptom, step, &d.root_causes);
     let verdict = if d.root_causes.is_empty() {
         Verdict::NoCauseFound
     } else {
         Verdict::CauseFound
+    };
+    let verification = match verdict {
+        Verdict::CauseFound => fix::verification(&subject, args.symptom, step, &d.root_causes),
+        Verdict::NoCauseFound => model::Verification {
+            commands: Vec::new(),
+            test_assertion: None,
+        },
     };
     let at = step.map(|s| format!(" at step `{s}`")).unwrap_or_default();
     let conclusion = match verdict {

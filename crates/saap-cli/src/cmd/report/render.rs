@@ -39,12 +39,7 @@ pub fn markdown(r: &Report) -> String {
         } else {
             s.outputs.join(" | ")
         };
-        let _ = writeln!(
-            o,
-            "- `{}`({}) → {outs}{opts}",
-            s.step,
-            s.inputs.join(", ")
-        );
+        let _ = writeln!(o, "- `{}`({}) → {outs}{opts}", s.step, s.inputs.join(", "));
     }
     let _ = writeln!(o);
 
@@ -150,6 +145,9 @@ pub fn markdown(r: &Report) -> String {
     }
 
     let _ = writeln!(o, "### Verification");
+    if r.verification.commands.is_empty() && r.verification.test_assertion.is_none() {
+        let _ = writeln!(o, "Nothing to verify: no cause was found.");
+    }
     for c in &r.verification.commands {
         let _ = writeln!(o, "- `{}` — {}", c.command, c.expect);
     }

@@ -51,7 +51,9 @@ impl Subject {
         let s = self.spec.source.steps.iter().find(|s| s.name == step)?;
         match self.kind {
             InputKind::Python => s.description.clone(),
-            InputKind::Spec => spec_step_line(&self.input, step).map(|l| format!("{}:{l}", self.input)),
+            InputKind::Spec => {
+                spec_step_line(&self.input, step).map(|l| format!("{}:{l}", self.input))
+            }
         }
     }
 }
@@ -99,8 +101,8 @@ pub fn load(input: &Path, agent: Option<&str>) -> anyhow::Result<Subject> {
 }
 
 fn load_python(input: &Path, agent: Option<&str>) -> anyhow::Result<Subject> {
-    let report = saap_python::check_path(input)
-        .map_err(|e| InvalidInput(format!("{e} [{}]", e.code())))?;
+    let report =
+        saap_python::check_path(input).map_err(|e| InvalidInput(format!("{e} [{}]", e.code())))?;
     let names: Vec<&str> = report.agents.iter().map(|a| a.name.as_str()).collect();
     let chosen = match agent {
         Some(a) => report.agents.iter().find(|r| r.name == a).ok_or_else(|| {
@@ -215,7 +217,10 @@ fn spec_step_line(path: &str, step: &str) -> Option<usize> {
         if *item_indent.get_or_insert(indent) != indent {
             continue;
         }
-        let item = t.trim_start_matches("- ").trim_start_matches('{').trim_start();
+        let item = t
+            .trim_start_matches("- ")
+            .trim_start_matches('{')
+            .trim_start();
         if let Some(rest) = item.strip_prefix("name:") {
             let name = rest
                 .trim_start()

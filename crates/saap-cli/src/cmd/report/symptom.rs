@@ -36,28 +36,123 @@ use Symptom::*;
 
 /// Every check code that causes a symptom of the guide's triage table.
 pub const MEANINGS: &[CodeMeaning] = &[
-    m("SAAP001", "R1", "Step Never Executes: unreachable step (validity: reachability)", &[NeverRuns]),
-    m("SAAP002", "R1", "Step Never Executes: missing upstream event", &[NeverRuns]),
-    m("SAAP003", "R4", "No Stop Dependencies: a step takes a stop event", &[NeverRuns]),
-    m("SAAP004", "R2", "unbounded loop (validity: acyclicity)", &[RunsTwice]),
-    m("SAAP005", "R1", "Agent Won't Start: no step takes a start event", &[WontStart, NeverRuns]),
-    m("SAAP006", "", "duplicate step names share their execution count", &[NeverRuns]),
-    m("SAAP007", "R5", "Precondition Mismatch: reads an event type its step does not take", &[Precondition, NeverRuns]),
+    m(
+        "SAAP001",
+        "R1",
+        "Step Never Executes: unreachable step (validity: reachability)",
+        &[NeverRuns],
+    ),
+    m(
+        "SAAP002",
+        "R1",
+        "Step Never Executes: missing upstream event",
+        &[NeverRuns],
+    ),
+    m(
+        "SAAP003",
+        "R4",
+        "No Stop Dependencies: a step takes a stop event",
+        &[NeverRuns],
+    ),
+    m(
+        "SAAP004",
+        "R2",
+        "unbounded loop (validity: acyclicity)",
+        &[RunsTwice],
+    ),
+    m(
+        "SAAP005",
+        "R1",
+        "Agent Won't Start: no step takes a start event",
+        &[WontStart, NeverRuns],
+    ),
+    m(
+        "SAAP006",
+        "",
+        "duplicate step names share their execution count",
+        &[NeverRuns],
+    ),
+    m(
+        "SAAP007",
+        "R5",
+        "Precondition Mismatch: reads an event type its step does not take",
+        &[Precondition, NeverRuns],
+    ),
     m("SAAP008", "R4", "Dangling Stop", &[AfterStop]),
-    m("SAAP009", "R1", "Step Never Executes: FixedList count mismatch", &[NeverRuns]),
-    m("SAAP010", "R1 + R2", "Optional Parameter Trap", &[RunsTwice]),
-    m("SAAP011", "R3 + R2", "List Parameter Behavior: re-runs per arrival", &[RunsTwice]),
+    m(
+        "SAAP009",
+        "R1",
+        "Step Never Executes: FixedList count mismatch",
+        &[NeverRuns],
+    ),
+    m(
+        "SAAP010",
+        "R1 + R2",
+        "Optional Parameter Trap",
+        &[RunsTwice],
+    ),
+    m(
+        "SAAP011",
+        "R3 + R2",
+        "List Parameter Behavior: re-runs per arrival",
+        &[RunsTwice],
+    ),
     m("SAAP013", "R2", "Double-Dip", &[RunsTwice]),
-    m("SAAP014", "R1", "exact-name candidacy: parameter typed with a parent", &[NeverRuns]),
-    m("SAAP016", "R1", "display-only events never drive steps", &[NeverRuns]),
-    m("SAAP017", "R5", "Precondition always false", &[NeverRuns, Precondition]),
+    m(
+        "SAAP014",
+        "R1",
+        "exact-name candidacy: parameter typed with a parent",
+        &[NeverRuns],
+    ),
+    m(
+        "SAAP016",
+        "R1",
+        "display-only events never drive steps",
+        &[NeverRuns],
+    ),
+    m(
+        "SAAP017",
+        "R5",
+        "Precondition always false",
+        &[NeverRuns, Precondition],
+    ),
     m("SAAP102", "R1 + R5", "Config Lie", &[Config]),
-    m("SAAP103", "", "Configuration Errors: form/config type mismatch", &[Config, WontStart]),
-    m("SAAP104", "R5", "Precondition Mismatch: a precondition the dispatcher cannot call", &[Precondition, NeverRuns]),
-    m("SAAP105", "R4", "Events After Stop: async leak (fire-and-forget task)", &[AfterStop]),
-    m("SAAP106", "", "Agent Won't Start: steps on a class that is not an Agent", &[WontStart]),
-    m("SAAP108", "", "Agent Won't Start: the agent is not a valid workflow", &[WontStart]),
-    m("SAAP109", "", "Precondition Mismatch: non-injectable parameter", &[Precondition]),
+    m(
+        "SAAP103",
+        "",
+        "Configuration Errors: form/config type mismatch",
+        &[Config, WontStart],
+    ),
+    m(
+        "SAAP104",
+        "R5",
+        "Precondition Mismatch: a precondition the dispatcher cannot call",
+        &[Precondition, NeverRuns],
+    ),
+    m(
+        "SAAP105",
+        "R4",
+        "Events After Stop: async leak (fire-and-forget task)",
+        &[AfterStop],
+    ),
+    m(
+        "SAAP106",
+        "",
+        "Agent Won't Start: steps on a class that is not an Agent",
+        &[WontStart],
+    ),
+    m(
+        "SAAP108",
+        "",
+        "Agent Won't Start: the agent is not a valid workflow",
+        &[WontStart],
+    ),
+    m(
+        "SAAP109",
+        "",
+        "Precondition Mismatch: non-injectable parameter",
+        &[Precondition],
+    ),
 ];
 
 const fn m(
@@ -263,8 +358,15 @@ pub fn diagnose(
                     summary: e.summary.clone(),
                     details,
                 });
+                let run_ended_first =
+                    e.still_missing.len() == 1 && e.still_missing[0].starts_with("the run ended");
                 let (rule, constraint) = if pre_false {
                     ("R5", "Precondition always false")
+                } else if run_ended_first {
+                    (
+                        "R4",
+                        "Step Never Executes: the run ended before its inputs arrived",
+                    )
                 } else {
                     ("R1", "Step Never Executes")
                 };
@@ -356,8 +458,7 @@ pub fn diagnose(
 
 /// A root cause from a tool's runtime evidence, when no finding already names the step.
 fn runtime_cause(d: &mut Diagnosis, e: &StepExplanation, rule: &str, constraint: &str) {
-    if d
-        .root_causes
+    if d.root_causes
         .iter()
         .any(|c| c.step.as_deref() == Some(e.step.as_str()))
     {
@@ -449,7 +550,11 @@ fn explored(
 ) {
     let in_scope = |name: &str| step.is_none_or(|s| s == name);
     let trace = |w: &[saap_dispatch::explore::TraceStep]| -> Vec<String> {
-        let mut v: Vec<String> = w.iter().take(MAX_LINES).map(|t| format!("  {}", t.text)).collect();
+        let mut v: Vec<String> = w
+            .iter()
+            .take(MAX_LINES)
+            .map(|t| format!("  {}", t.text))
+            .collect();
         if w.len() > MAX_LINES {
             v.push(format!("  … {} more actions", w.len() - MAX_LINES));
         }
@@ -482,13 +587,18 @@ fn explored(
                 if s.best != Some(0) {
                     continue;
                 }
-                let stall = x
-                    .stalls
-                    .iter()
-                    .find_map(|st| st.waiting.iter().find(|w| w.step == s.step).map(|w| (st, w)));
+                let stall = x.stalls.iter().find_map(|st| {
+                    st.waiting
+                        .iter()
+                        .find(|w| w.step == s.step)
+                        .map(|w| (st, w))
+                });
                 let mut details = Vec::new();
                 if let Some((st, w)) = stall {
-                    details.push(format!("the run stalls with `{}` waiting: {}", w.step, w.reason));
+                    details.push(format!(
+                        "the run stalls with `{}` waiting: {}",
+                        w.step, w.reason
+                    ));
                     details.push("witness:".into());
                     details.extend(trace(&st.witness));
                 }
@@ -514,7 +624,9 @@ fn explored(
                     tool: "explore".into(),
                     command: command.clone(),
                     summary: match &a.step {
-                        Some(s) => format!("`{}` returned by `{s}` can arrive after the stop", a.event),
+                        Some(s) => {
+                            format!("`{}` returned by `{s}` can arrive after the stop", a.event)
+                        }
                         None => format!("`{}` from outside can arrive after the stop", a.event),
                     },
                     details,
@@ -593,7 +705,8 @@ fn run_evidence(d: &mut Diagnosis, r: &RunFacts, symptom: Symptom) {
                 .map(|e| format!("after the stop: {e}")),
         );
     }
-    d.checked.push(format!("run {} read from {}", r.run_id, r.source));
+    d.checked
+        .push(format!("run {} read from {}", r.run_id, r.source));
     d.evidence.push(Evidence {
         tool: "run".into(),
         command: None,
