@@ -312,7 +312,7 @@ pub fn verification(
             format!("no {} finding any more", codes.join(", "))
         },
     });
-    if subject.kind == InputKind::Spec {
+    if subject.tools_rerun() {
         match (symptom, step) {
             (Symptom::RunsTwice, Some(s)) => {
                 commands.push(Command {

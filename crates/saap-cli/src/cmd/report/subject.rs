@@ -3,9 +3,9 @@
 //! the findings of `saap check` (located: `file:line:column` in Python source, the step's
 //! line in a spec file) and what the template's "Agent" section names.
 //!
-//! Python source declares no outside arrivals, so the spec built from it gets one arrival of
-//! each start event type its steps take (said in the report), so that `explain` and `explore`
-//! can run it. Must not diagnose or render.
+//! Python source declares no outside arrivals (nor does a spec an agent binary prints), so such
+//! a spec gets one arrival of each start event type its steps take (said in the report), so
+//! that `explain` and `explore` can run it. Must not diagnose or render.
 
 use super::model::Located;
 use crate::input::{InvalidInput, load_spec};
@@ -41,11 +41,18 @@ pub struct Subject {
     pub spec: Arc<CompiledSpec>,
     /// Every finding of `saap check` on INPUT (for Python: the agent's and the package's).
     pub findings: Vec<Found>,
-    /// For Python source: the start events given as arrivals to simulate and explore it.
+    /// The start events given as arrivals to simulate and explore it, when INPUT declares
+    /// none (Python source, a spec without `simulation.arrivals`).
     pub synthesized_arrivals: Option<Vec<String>>,
 }
 
 impl Subject {
+    /// Whether `saap explain`/`simulate`/`explore INPUT` see what the report saw: INPUT is a
+    /// spec with its own arrivals (they read no Python, and add no arrivals).
+    pub fn tools_rerun(&self) -> bool {
+        self.kind == InputKind::Spec && self.synthesized_arrivals.is_none()
+    }
+
     /// Where a step is written: `file:line` (Python: its `def`; a spec file: its `name:`).
     pub fn step_location(&self, step: &str) -> Option<String> {
         let s = self.spec.source.steps.iter().find(|s| s.name == step)?;
@@ -74,6 +81,20 @@ pub fn load(input: &Path, agent: Option<&str>) -> anyhow::Result<Subject> {
         ))
         .into());
     }
+    // A spec without arrivals (e.g. one an agent binary printed) gets the start events its
+    // steps take, as Python source does.
+    let no_arrivals = spec
+        .source
+        .simulation
+        .as_ref()
+        .is_none_or(|s| s.arrivals.is_empty());
+    let (spec, synthesized_arrivals) = if no_arrivals {
+        let (with, arrivals) = with_start_arrivals(&spec.source)
+            .map_err(|e| InvalidInput(format!("{shown}: {e} [{}]", e.code())))?;
+        (with, Some(arrivals))
+    } else {
+        (spec, None)
+    };
     let findings = check(&spec)
         .into_iter()
         .map(|f| {
@@ -96,7 +117,7 @@ pub fn load(input: &Path, agent: Option<&str>) -> anyhow::Result<Subject> {
         config: None,
         spec: Arc::new(spec),
         findings,
-        synthesized_arrivals: None,
+        synthesized_arrivals,
     })
 }
 

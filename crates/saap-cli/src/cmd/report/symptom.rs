@@ -298,22 +298,19 @@ pub fn diagnose(
             "no arrivals: no step takes a start event, so nothing was sent".to_string()
         }
         Some(a) => format!(
-            "one {} (the start events the steps take; Python source declares no arrivals)",
+            "one {} (the start events the steps take; the input declares no arrivals)",
             a.join(", one ")
         ),
         None => "the spec's `simulation.arrivals`".to_string(),
     };
-    let explain_cmd = |s: Option<&str>| match (subject.kind, s) {
-        (super::subject::InputKind::Spec, Some(s)) => {
-            Some(format!("saap explain {input} --step {s}"))
-        }
-        (super::subject::InputKind::Spec, None) => Some(format!("saap explain {input}")),
+    let rerun = subject.tools_rerun();
+    let explain_cmd = |s: Option<&str>| match (rerun, s) {
+        (true, Some(s)) => Some(format!("saap explain {input} --step {s}")),
+        (true, None) => Some(format!("saap explain {input}")),
         _ => None,
     };
-    let explore_cmd = match subject.kind {
-        super::subject::InputKind::Spec => Some(format!("saap explore {input}")),
-        _ => None,
-    };
+    let explore_cmd = rerun.then(|| format!("saap explore {input}"));
+    let simulate_cmd = rerun.then(|| format!("saap simulate {input}"));
     let in_scope = |name: &str| step.is_none_or(|s| s == name);
     match symptom {
         RunsTwice => {
@@ -385,10 +382,7 @@ pub fn diagnose(
             if !shown.is_empty() {
                 d.evidence.push(Evidence {
                     tool: "simulate".into(),
-                    command: match subject.kind {
-                        super::subject::InputKind::Spec => Some(format!("saap simulate {input}")),
-                        _ => None,
-                    },
+                    command: simulate_cmd.clone(),
                     summary: format!(
                         "the simulated run has {} control event(s) after its stop",
                         shown.len()
@@ -411,10 +405,7 @@ pub fn diagnose(
             if ran == 0 {
                 d.evidence.push(Evidence {
                     tool: "simulate".into(),
-                    command: match subject.kind {
-                        super::subject::InputKind::Spec => Some(format!("saap simulate {input}")),
-                        _ => None,
-                    },
+                    command: simulate_cmd.clone(),
                     summary: "no step runs in the simulated run".into(),
                     details: Vec::new(),
                 });
