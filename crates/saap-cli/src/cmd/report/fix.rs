@@ -104,12 +104,10 @@ fn optional_trap_change(subject: &Subject, step: &str, param: &str) -> Option<Co
                     let t = d.trim();
                     let new = if t == "@step" || t == "@step()" {
                         Some(format!("{indent}@step({arg})"))
-                    } else if let Some(inner) =
-                        t.strip_prefix("@step(").and_then(|r| r.strip_suffix(')'))
-                    {
-                        Some(format!("{indent}@step({inner}, {arg})"))
                     } else {
-                        None
+                        t.strip_prefix("@step(")
+                            .and_then(|r| r.strip_suffix(')'))
+                            .map(|inner| format!("{indent}@step({inner}, {arg})"))
                     };
                     match new {
                         Some(n) if !done => {

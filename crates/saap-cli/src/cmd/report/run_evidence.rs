@@ -144,10 +144,8 @@ pub async fn read(
                     }
                     Record::Skipped {
                         step: s, reason, ..
-                    } if Some(s) == step_idx => {
-                        if (s as usize) < spec.steps.len() {
-                            skips.push(skip_text(spec, s, &reason));
-                        }
+                    } if Some(s) == step_idx && (s as usize) < spec.steps.len() => {
+                        skips.push(skip_text(spec, s, &reason));
                     }
                     _ => {}
                 }
