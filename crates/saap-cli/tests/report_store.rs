@@ -220,4 +220,21 @@ fn a_stored_run_shows_the_step_ran_twice_beside_its_cause() {
         .filter(|(n, _)| n != "other.json")
         .collect();
     assert_eq!(now, before, "the store changed");
+
+    // A store an engine holds is refused at once: exit 3.
+    let owned = dir.path().join("owned.db");
+    let backend = saap::SqliteBackend::open(&owned).unwrap();
+    let out = saap_out(&[
+        "report",
+        "--symptom",
+        "runs-twice",
+        spec_s,
+        "--db",
+        owned.to_str().unwrap(),
+        "--run",
+        &run_id,
+    ]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(out.stderr.contains("SAAP-I012"), "{}", out.stderr);
+    drop(backend);
 }

@@ -47,7 +47,7 @@ pub(crate) struct SourceArgs {
     /// A saap store (the SQLite file an agent writes with --db), opened read-only.
     #[arg(long, global = true, value_name = "PATH")]
     pub(crate) db: Option<PathBuf>,
-    /// Print JSON instead of tables.
+    /// Print JSON instead of text (the same data).
     #[arg(long, global = true)]
     pub(crate) json: bool,
     /// Seconds to wait for the server to answer a connection or a request (1-300).

@@ -288,6 +288,24 @@ pub fn diagnose(
         &all,
         CutOff::of(sim.completions, sim.unfinished.len()),
     );
+    if let Some(c) = &explained.cut_off {
+        d.checked
+            .push(format!("the simulated run was cut off: {}", c.message));
+    }
+    if let Some(c) = explained.cycle.as_ref().filter(|_| symptom == RunsTwice) {
+        d.evidence.push(Evidence {
+            tool: "explain".into(),
+            command: None,
+            summary: c.message.clone(),
+            details: vec![
+                format!(
+                    "the last execution ends a chain of {} executions, each started by what the one before it returned",
+                    c.chain
+                ),
+                format!("fix: {}", c.fix),
+            ],
+        });
+    }
     d.simulated_executions = explained
         .steps
         .iter()
