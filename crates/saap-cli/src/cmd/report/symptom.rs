@@ -723,3 +723,44 @@ fn run_evidence(d: &mut Diagnosis, r: &RunFacts, symptom: Symptom) {
         details,
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mapped_code_is_a_check_and_every_symptom_has_one() {
+        let known: Vec<&str> = saap_dispatch::check::RULES
+            .iter()
+            .chain(saap_python::rules::RULES)
+            .map(|r| r.code)
+            .collect();
+        for m in MEANINGS {
+            assert!(known.contains(&m.code), "{} is not a check code", m.code);
+            assert!(!m.symptoms.is_empty(), "{} causes no symptom", m.code);
+            assert!(
+                m.rule.is_empty()
+                    || m.rule
+                        .split(" + ")
+                        .all(|r| r.len() == 2 && r.starts_with('R')),
+                "{}: {}",
+                m.code,
+                m.rule
+            );
+        }
+        for s in [
+            RunsTwice,
+            NeverRuns,
+            AfterStop,
+            Precondition,
+            WontStart,
+            Config,
+        ] {
+            assert!(
+                MEANINGS.iter().any(|m| m.symptoms.contains(&s)),
+                "{} has no check",
+                s.as_str()
+            );
+        }
+    }
+}
