@@ -2,8 +2,9 @@
 //! nats-server started per test). The class stream is written by a plain Python NATS client
 //! with Python-format events (`crates/saap-inspect/tests/python/publish_python_events.py`): run
 //! `…a1` of `QaAgent` has a control event stored after its stop event. The report on the
-//! agent's Python source shows it as run evidence of `after-stop`. Skips with the reason when
-//! nats-py cannot be installed into the private test environment.
+//! agent's Python source shows it as run evidence of `after-stop`; `wont-start` reads the class
+//! stream (no consumer: no dispatcher subscribed; no stream: the agent never connected). Skips
+//! with the reason when nats-py cannot be installed into the private test environment.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -156,6 +157,67 @@ fn a_live_run_with_an_event_after_its_stop_is_evidence_of_after_stop() {
                 "2 event(s) of `retrieve`'s output types were published (no dispatcher records"
             )),
         "{ev}"
+    );
+
+    // Won't start: the class stream holds the events but no dispatcher is subscribed.
+    let out = report(&["--symptom", "wont-start", agent, "--server", &url, "--json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stderr, out.stdout);
+    let r: Value = serde_json::from_str(&out.stdout).unwrap();
+    let cause = &r["root_causes"][0];
+    assert_eq!(
+        cause["constraint"],
+        "Agent Won't Start: no dispatcher subscribed"
+    );
+    assert!(cause["code"].is_null());
+    assert!(
+        cause["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("`agent_QaAgent_stream` has zero consumers"),
+        "{cause}"
+    );
+    assert!(
+        r["fixes"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("start a dispatcher for the class"),
+        "{}",
+        r["fixes"]
+    );
+    // An agent whose class never connected: no stream, and the static cause beside it.
+    let idle = workspace_root().join("examples/python/wont_start.py");
+    let out = report(&[
+        "--symptom",
+        "wont-start",
+        idle.to_str().unwrap(),
+        "--server",
+        &url,
+        "--json",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let r: Value = serde_json::from_str(&out.stdout).unwrap();
+    let causes: Vec<&str> = r["root_causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["constraint"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            "Agent Won't Start: no step takes a start event",
+            "Agent Won't Start: stream not created"
+        ]
+    );
+    let server_ev = r["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["tool"] == "server")
+        .unwrap();
+    assert_eq!(
+        server_ev["summary"],
+        "`agent_IdleAgent_stream` does not exist on the server"
     );
 
     // An unknown run on the server: exit 2 with inspect's code.

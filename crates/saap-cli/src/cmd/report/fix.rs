@@ -14,7 +14,8 @@ use saap_dispatch::sim::{DEFAULT_MAX_COMPLETIONS, Policy, simulate};
 use saap_dispatch::spec::{Condition, PreconditionSpec};
 use std::sync::Arc;
 
-/// The fixes for `causes`: a finding's fix text, else `explain`'s advice for the step.
+/// The fixes for `causes`: a finding's fix text, else the advice that came with a cause found
+/// at runtime (for the step, or `""` for the agent).
 pub fn fixes(
     subject: &Subject,
     causes: &[RootCause],
@@ -41,7 +42,7 @@ pub fn fixes(
             None => {
                 let advice: Vec<&str> = runtime_advice
                     .iter()
-                    .filter(|(s, _)| Some(s) == c.step.as_ref())
+                    .filter(|(s, _)| s.as_str() == c.step.as_deref().unwrap_or(""))
                     .map(|(_, a)| a.as_str())
                     .collect();
                 if advice.is_empty() {

@@ -87,22 +87,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let has_source = args.source.db.is_some() || args.source.server.is_some();
-    let facts = match (&args.run, has_source) {
-        (Some(run_id), true) => {
-            let shown = match (&args.source.db, &args.source.server) {
-                (Some(db), _) => format!("store {}", db.display()),
-                (None, Some(url)) => format!("server {url}"),
-                _ => String::new(),
-            };
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("starting the I/O runtime")?;
-            Some(rt.block_on(async {
-                let source = open(&args.source).await?;
-                run_evidence::read(&source, shown, run_id, &subject, args.step.as_deref()).await
-            })?)
-        }
+    // `wont-start` asks the server about the class stream and needs no run.
+    let live_check = args.symptom == Symptom::WontStart && args.source.server.is_some();
+    match (&args.run, has_source) {
         (Some(_), false) => {
             return Err(InvalidInput(
                 "--run needs where the run is: --db PATH (a saap store) or --server nats://HOST:PORT"
@@ -110,17 +97,52 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             )
             .into());
         }
-        (None, true) => {
+        (None, true) if !live_check => {
             return Err(InvalidInput(
-                "--db/--server give a run's evidence: add --run RUN (list runs with `saap inspect --db PATH runs`)"
+                "--db/--server give a run's evidence: add --run RUN (list runs with `saap inspect --db PATH runs`); only --symptom wont-start reads a server without a run"
                     .into(),
             )
             .into());
         }
-        (None, false) => None,
+        _ => {}
+    }
+    let (facts, live) = if has_source {
+        let shown = match (&args.source.db, &args.source.server) {
+            (Some(db), _) => format!("store {}", db.display()),
+            (None, Some(url)) => format!("server {url}"),
+            _ => String::new(),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the I/O runtime")?;
+        rt.block_on(async {
+            let source = open(&args.source).await?;
+            let facts = match &args.run {
+                Some(run_id) => Some(
+                    run_evidence::read(
+                        &source,
+                        shown.clone(),
+                        run_id,
+                        &subject,
+                        args.step.as_deref(),
+                    )
+                    .await?,
+                ),
+                None => None,
+            };
+            let live = if live_check {
+                run_evidence::class_stream(&source, shown, &subject.class).await?
+            } else {
+                None
+            };
+            anyhow::Ok((facts, live))
+        })?
+    } else {
+        (None, None)
     };
     let step = args.step.as_deref();
-    let d = symptom::diagnose(&subject, args.symptom, step, facts.as_ref())?;
+    let d = symptom::diagnose(&subject, args.symptom, step, facts.as_ref(), live.as_ref())?;
     let fixes = fix::fixes(
         &subject,
         &d.root_causes,

@@ -181,3 +181,46 @@ pub async fn read(
     });
     Ok(facts)
 }
+
+/// What a NATS server shows about the agent class's stream `agent_{Class}_stream` (the
+/// guide's issue 5 checks: does the stream exist, is a dispatcher subscribed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClassStreamFacts {
+    /// `server URL`.
+    pub source: String,
+    pub stream: String,
+    pub exists: bool,
+    /// Stored messages (0 when it does not exist).
+    pub messages: u64,
+    /// Consumers on it: a dispatcher subscribes with one (0 when it does not exist).
+    pub consumers: u64,
+}
+
+/// Reads the class stream's state; `None` for a source that is not a NATS server.
+pub async fn class_stream(
+    source: &Source,
+    shown: String,
+    class: &str,
+) -> anyhow::Result<Option<ClassStreamFacts>> {
+    let Source::Nats(n) = source else {
+        return Ok(None);
+    };
+    let stream = format!("agent_{class}_stream");
+    match n.stream_report(&stream, 1).await {
+        Ok(r) => Ok(Some(ClassStreamFacts {
+            source: shown,
+            stream,
+            exists: true,
+            messages: r.summary.messages,
+            consumers: r.summary.consumers,
+        })),
+        Err(saap_inspect::InspectError::NoStream { .. }) => Ok(Some(ClassStreamFacts {
+            source: shown,
+            stream,
+            exists: false,
+            messages: 0,
+            consumers: 0,
+        })),
+        Err(e) => Err(fail(e)),
+    }
+}

@@ -9,7 +9,7 @@
 //! says. Must not render, read files or run anything but the dispatch core's tools.
 
 use super::model::{Evidence, RootCause, Symptom};
-use super::run_evidence::RunFacts;
+use super::run_evidence::{ClassStreamFacts, RunFacts};
 use super::subject::{Found, Subject};
 use saap_dispatch::Record;
 use saap_dispatch::explain::{CutOff, StepExplanation, explain_run};
@@ -191,6 +191,7 @@ pub fn diagnose(
     symptom: Symptom,
     step: Option<&str>,
     run: Option<&RunFacts>,
+    live: Option<&ClassStreamFacts>,
 ) -> anyhow::Result<Diagnosis> {
     let mut d = Diagnosis {
         root_causes: Vec::new(),
@@ -458,11 +459,77 @@ pub fn diagnose(
         explored(&mut d, &x, symptom, step, explore_cmd);
     }
 
-    // 4. The run.
+    // 4. The run, and the live class stream.
     if let Some(r) = run {
         run_evidence(&mut d, r, symptom);
     }
+    if let Some(l) = live.filter(|_| symptom == WontStart) {
+        class_stream_evidence(&mut d, l);
+    }
     Ok(d)
+}
+
+/// The guide's issue 5 checks on a live server: the class stream exists and has consumers.
+fn class_stream_evidence(d: &mut Diagnosis, l: &ClassStreamFacts) {
+    d.checked.push(format!(
+        "{}: the class stream `{}` exists and a dispatcher is subscribed to it (a consumer)",
+        l.source, l.stream
+    ));
+    let (summary, cause) = if !l.exists {
+        (
+            format!("`{}` does not exist on the server", l.stream),
+            Some((
+                "Agent Won't Start: stream not created",
+                format!(
+                    "the class stream `{}` does not exist: the agent has not connected to this server",
+                    l.stream
+                ),
+                "start the agent's runner against this server (check its entry point and NATS settings) and look at its logs; the stream is created when it connects",
+            )),
+        )
+    } else if l.consumers == 0 {
+        (
+            format!(
+                "`{}` holds {} message(s) and has no consumer",
+                l.stream, l.messages
+            ),
+            Some((
+                "Agent Won't Start: no dispatcher subscribed",
+                format!(
+                    "`{}` has zero consumers: no dispatcher is subscribed, so the {} stored event(s) are never dispatched",
+                    l.stream, l.messages
+                ),
+                "start a dispatcher for the class (the agent's runner, or `agent run --engine nats://…`) and check its logs",
+            )),
+        )
+    } else {
+        (
+            format!(
+                "`{}` has {} consumer(s): a dispatcher is subscribed",
+                l.stream, l.consumers
+            ),
+            None,
+        )
+    };
+    d.evidence.push(Evidence {
+        tool: "server".into(),
+        command: Some(format!("saap inspect --{} stream {}", l.source, l.stream)),
+        summary,
+        details: Vec::new(),
+    });
+    if let Some((constraint, message, advice)) = cause {
+        d.root_causes.push(RootCause {
+            rule: String::new(),
+            constraint: constraint.into(),
+            code: None,
+            step: None,
+            param: None,
+            location: None,
+            message,
+            why: "the guide's issue 5: a dispatcher subscribes to the agent class stream; without it nothing is dispatched, with no logs and no errors".into(),
+        });
+        d.runtime_advice.push((String::new(), advice.into()));
+    }
 }
 
 /// A root cause from a tool's runtime evidence, when no finding already names the step.
