@@ -159,7 +159,8 @@ pub struct RootCause {
 /// One piece of evidence from a tool.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Evidence {
-    /// `check`, `explain`, `explore` or `run`.
+    /// `check`, `explain`, `simulate`, `explore`, `run` (a recorded run) or `server` (the live
+    /// class stream).
     pub tool: String,
     /// The command that shows it again (a `saap` command line), when there is one.
     pub command: Option<String>,
