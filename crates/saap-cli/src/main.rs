@@ -24,6 +24,7 @@ use std::process::ExitCode;
   saap explore examples/specs/list-reruns.yaml
   saap explain examples/specs/optional-trap.yaml --step translate
   saap inspect --server nats://127.0.0.1:4222 streams
+  saap report --symptom runs-twice --step translate examples/specs/optional-trap.yaml
 
 Exit codes: 0 ok, 1 problems found, 2 invalid input or usage, 3 internal or I/O failure.")]
 struct Cli {
@@ -45,6 +46,8 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Look at a live NATS server (--server) or a saap store (--db), read-only.
     Inspect(Box<cmd::inspect::InspectArgs>),
+    /// Write the debugging guide's report for a symptom: root cause, evidence, fix, verification.
+    Report(Box<cmd::report::ReportArgs>),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::explain::run(*a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Inspect(a) => cmd::inspect::run(*a),
+        Command::Report(a) => cmd::report::run(*a),
     };
     match result {
         Ok(code) => code,

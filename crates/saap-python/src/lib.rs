@@ -63,6 +63,17 @@ pub struct Report {
     /// Findings that belong to no agent (config forms, steps on a class that is not an agent).
     pub findings: Vec<LocatedFinding>,
     pub summary: Summary,
+    /// The config classes (`AgentConfig` subclasses) found, for reports that name an agent's
+    /// config (`saap report`). Not part of `saap check --json`.
+    #[serde(skip)]
+    pub configs: Vec<ConfigClass>,
+}
+
+/// A config class (an `AgentConfig` subclass) and where it is defined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigClass {
+    pub name: String,
+    pub location: Location,
 }
 
 /// One agent class checked.
@@ -338,7 +349,17 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
         .chain(reports.iter().flat_map(|r| r.findings.iter()))
         .map(|l| l.finding.clone())
         .collect();
+    let configs = configs
+        .iter()
+        .filter_map(|&(f, i)| {
+            pkg.class(f, i).map(|c| ConfigClass {
+                name: c.name.to_string(),
+                location: pkg.files[f].at(&c.name),
+            })
+        })
+        .collect();
     Ok(Report {
+        configs,
         input: path.display().to_string(),
         files: pkg.files.len(),
         agents: reports,

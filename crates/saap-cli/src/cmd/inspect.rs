@@ -39,18 +39,18 @@ pub struct InspectArgs {
     command: InspectCmd,
 }
 
-/// Where to read, and how to connect.
+/// Where to read, and how to connect (also `saap report`'s run evidence).
 #[derive(Args)]
-struct SourceArgs {
+pub(crate) struct SourceArgs {
     /// A NATS server: nats://HOST:PORT (tls://… for TLS; a comma-separated list for a cluster).
     #[arg(long, global = true, value_name = "URL", conflicts_with = "db")]
-    server: Option<String>,
+    pub(crate) server: Option<String>,
     /// A saap store (the SQLite file an agent writes with --db), opened read-only.
     #[arg(long, global = true, value_name = "PATH")]
-    db: Option<PathBuf>,
-    /// Print JSON instead of tables.
+    pub(crate) db: Option<PathBuf>,
+    /// Print JSON instead of text (the same data).
     #[arg(long, global = true)]
-    json: bool,
+    pub(crate) json: bool,
     /// Seconds to wait for the server to answer a connection or a request (1-300).
     #[arg(long, global = true, value_name = "SECS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=300))]
@@ -167,7 +167,7 @@ struct PageArgs {
     limit: usize,
 }
 
-enum Source {
+pub(crate) enum Source {
     Nats(Box<NatsInspector>),
     Store(StoreInspector),
 }
@@ -197,7 +197,7 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
     rt.block_on(run_async(a))
 }
 
-async fn open(s: &SourceArgs) -> Result<Source> {
+pub(crate) async fn open(s: &SourceArgs) -> Result<Source> {
     match (&s.server, &s.db) {
         (Some(url), None) => {
             let options =

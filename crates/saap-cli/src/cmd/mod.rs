@@ -11,4 +11,5 @@ pub mod explore;
 pub mod inspect;
 mod inspect_format;
 mod nats_flags;
+pub mod report;
 pub mod simulate;
