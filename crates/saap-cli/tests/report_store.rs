@@ -125,6 +125,39 @@ fn a_stored_run_shows_the_step_ran_twice_beside_its_cause() {
         "{}",
         r["checked"]
     );
+    // The step explained on the recorded run through the core, as `saap explain --run` does:
+    // each execution with what made its input set new.
+    let explained = r["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["tool"] == "explain --run")
+        .unwrap_or_else(|| panic!("no explain --run evidence: {}", r["evidence"]));
+    assert_eq!(
+        explained["command"],
+        format!("saap explain {spec_s} --run {run_id} --db {db_s} --step publish").as_str()
+    );
+    let lines: Vec<&str> = explained["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert!(
+        lines.iter().filter(|l| l.starts_with("x")).count() >= 2
+            && lines.iter().any(|l| l.contains("new input set because")),
+        "{lines:?}"
+    );
+    // The same explanation as the command it names prints.
+    let by_hand = saap_out(&[
+        "explain", spec_s, "--run", &run_id, "--db", db_s, "--step", "publish", "--json",
+    ]);
+    assert_eq!(by_hand.code, 0, "{}", by_hand.stderr);
+    let by_hand: Value = serde_json::from_str(&by_hand.stdout).unwrap();
+    assert_eq!(
+        by_hand["steps"][0]["summary"], explained["summary"],
+        "report and explain --run agree"
+    );
 
     // The Markdown names the run in the symptom and shows its evidence.
     let md = saap_out(&[

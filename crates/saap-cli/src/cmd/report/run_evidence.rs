@@ -5,14 +5,18 @@
 //!
 //! [`RunFacts`] is the one input the diagnosis takes from a run, whatever the source: a store
 //! or a NATS server through `saap-inspect` today; another source (e.g. a run explained by
-//! `saap explain --run`) only has to fill it. Read-only; must not diagnose.
+//! `saap explain --run`) only has to fill it. The step asked for is also explained on the
+//! recorded run through the core, as `saap explain --run` does (`saap_inspect::recorded`):
+//! why each execution fired, why it was skipped. Read-only; must not diagnose.
 
 use super::subject::Subject;
 use crate::cmd::inspect::{Source, fail};
 use crate::input::InvalidInput;
-use saap_dispatch::Record;
-use saap_dispatch::render::skip_text;
+use saap_dispatch::explain::{StepExplanation, explain_run};
+use saap_dispatch::render::{EventLabels, skip_text};
+use saap_dispatch::{Record, StepIdx};
 use saap_inspect::model::{EventView, RunTimeline};
+use saap_inspect::recorded::{Recorded, journal, python};
 use serde::Serialize;
 
 /// Messages read per page, and at most this many pages (a bound on a run's size).
@@ -41,6 +45,21 @@ pub struct RunFacts {
     pub truncated: bool,
     /// About the step asked for, when one was.
     pub step: Option<StepFacts>,
+    /// The step asked for, explained on this run by the core (as `saap explain --run`).
+    pub explained: Option<RunStepExplanation>,
+}
+
+/// The step asked for, explained on the recorded run, or why it could not be.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RunStepExplanation {
+    /// The command that prints the same explanation.
+    pub command: String,
+    /// The explanation; `None` when the run could not be explained with this input's spec.
+    pub step: Option<StepExplanation>,
+    /// Why not (a spec that does not replay the run, a run too large…).
+    pub not_explained: Option<String>,
+    /// True for a run the Python platform recorded (its outputs attributed by the rebuild).
+    pub rebuilt_from_events: bool,
 }
 
 /// What a run shows about one step.
@@ -115,6 +134,7 @@ pub async fn read(
         has_records: false,
         truncated,
         step: None,
+        explained: None,
     };
     let mut executions = 0usize;
     let mut output_events = 0usize;
@@ -179,7 +199,58 @@ pub async fn read(
         output_events,
         skips,
     });
+    if let (Some(idx), Some(name)) = (step_idx, step) {
+        facts.explained =
+            Some(explain_step(source, &facts.source, run_id, subject, idx, name).await);
+    }
     Ok(facts)
+}
+
+/// Step `idx` explained on the recorded run through the core: a saap journal replayed and
+/// checked, a Python-recorded run rebuilt from its events.
+async fn explain_step(
+    source: &Source,
+    shown: &str,
+    run_id: &str,
+    subject: &Subject,
+    idx: StepIdx,
+    name: &str,
+) -> RunStepExplanation {
+    let flag = match source {
+        Source::Store(_) => shown.replacen("store ", "--db ", 1),
+        Source::Nats(_) => shown.replacen("server ", "--server ", 1),
+    };
+    let mut out = RunStepExplanation {
+        command: format!(
+            "saap explain {} --run {run_id} {flag} --step {name}",
+            subject.input
+        ),
+        step: None,
+        not_explained: None,
+        rebuilt_from_events: false,
+    };
+    let recorded = match source {
+        Source::Nats(n) => n.recorded_run(run_id, None).await,
+        Source::Store(s) => s.recorded_run(run_id),
+    };
+    let run = recorded.and_then(|r| match &r.body {
+        Recorded::Journal(j) => journal::replay(run_id, j, subject.spec.clone()),
+        Recorded::Events(e) => {
+            out.rebuilt_from_events = true;
+            python::rebuild(run_id, e, subject.spec.clone()).map(|rebuilt| rebuilt.run)
+        }
+    });
+    match run {
+        Ok(run) => {
+            let labels = EventLabels::for_run(&run, &[]);
+            out.step = explain_run(&run, &labels, &[idx], None)
+                .steps
+                .into_iter()
+                .next();
+        }
+        Err(e) => out.not_explained = Some(e.to_string()),
+    }
+    out
 }
 
 /// What a NATS server shows about the agent class's stream `agent_{Class}_stream` (the

@@ -9,7 +9,7 @@
 //! says. Must not render, read files or run anything but the dispatch core's tools.
 
 use super::model::{Evidence, RootCause, Symptom};
-use super::run_evidence::{ClassStreamFacts, RunFacts};
+use super::run_evidence::{ClassStreamFacts, RunFacts, RunStepExplanation};
 use super::subject::{Found, Subject};
 use saap_dispatch::Record;
 use saap_dispatch::explain::{CutOff, StepExplanation, explain_run};
@@ -534,6 +534,23 @@ fn class_stream_evidence(d: &mut Diagnosis, l: &ClassStreamFacts) {
 
 /// A root cause from a tool's runtime evidence, when no finding already names the step.
 fn runtime_cause(d: &mut Diagnosis, e: &StepExplanation, rule: &str, constraint: &str) {
+    runtime_cause_seen(
+        d,
+        e,
+        rule,
+        constraint,
+        "shown by the dispatch core on a simulated run; no static check names it",
+    );
+}
+
+/// [`runtime_cause`], saying where the core showed it.
+fn runtime_cause_seen(
+    d: &mut Diagnosis,
+    e: &StepExplanation,
+    rule: &str,
+    constraint: &str,
+    seen: &str,
+) {
     if d.root_causes
         .iter()
         .any(|c| c.step.as_deref() == Some(e.step.as_str()))
@@ -567,7 +584,7 @@ fn runtime_cause(d: &mut Diagnosis, e: &StepExplanation, rule: &str, constraint:
             Some(r) => format!("{}: {r}", e.summary),
             None => e.summary.clone(),
         },
-        why: "shown by the dispatch core on a simulated run; no static check names it".into(),
+        why: seen.into(),
     });
     for a in &e.advice {
         d.runtime_advice.push((e.step.clone(), a.clone()));
@@ -789,6 +806,61 @@ fn run_evidence(d: &mut Diagnosis, r: &RunFacts, symptom: Symptom) {
         summary,
         details,
     });
+    if let Some(x) = &r.explained {
+        recorded_explanation(d, r, x, symptom);
+    }
+}
+
+/// The step explained on the recorded run (as `saap explain --run`): its firings as evidence,
+/// and, when the run shows the symptom and no finding names the step, the cause the core
+/// names.
+fn recorded_explanation(d: &mut Diagnosis, r: &RunFacts, x: &RunStepExplanation, symptom: Symptom) {
+    let Some(e) = &x.step else {
+        if let Some(why) = &x.not_explained {
+            d.checked.push(format!(
+                "`saap explain --run {}`: not explained with this input's spec: {why}",
+                r.run_id
+            ));
+        }
+        return;
+    };
+    d.checked.push(format!(
+        "`saap explain --run {}`: why `{}` ran or not in the recorded run{}",
+        r.run_id,
+        e.step,
+        if x.rebuilt_from_events {
+            " (rebuilt from the Python platform's events)"
+        } else {
+            ""
+        }
+    ));
+    let mut evidence = firings(e, Some(x.command.clone()));
+    evidence.tool = "explain --run".into();
+    if e.executions == 0 {
+        evidence.details.extend(
+            e.skipped
+                .iter()
+                .take(MAX_LINES)
+                .map(|s| format!("candidate on {}: skipped — {}", s.trigger, s.reason)),
+        );
+        evidence
+            .details
+            .extend(e.still_missing.iter().map(|m| format!("at the end: {m}")));
+    }
+    d.evidence.push(evidence);
+    let seen = format!(
+        "shown by the dispatch core on the recorded run {}",
+        r.run_id
+    );
+    match symptom {
+        RunsTwice if e.executions > 1 => {
+            runtime_cause_seen(d, e, "R2", "Re-execution on New Data", &seen);
+        }
+        NeverRuns if e.executions == 0 => {
+            runtime_cause_seen(d, e, "R1", "Step Never Executes", &seen);
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]
