@@ -6,6 +6,7 @@
 
 mod cmd;
 mod input;
+mod mcp;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,6 +25,7 @@ use std::process::ExitCode;
   saap explore examples/specs/list-reruns.yaml
   saap explain examples/specs/optional-trap.yaml --step translate
   saap inspect --server nats://127.0.0.1:4222 streams
+  saap mcp --server nats://127.0.0.1:4222 --root .   (MCP server for coding agents)
 
 Exit codes: 0 ok, 1 problems found, 2 invalid input or usage, 3 internal or I/O failure.")]
 struct Cli {
@@ -45,6 +47,8 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Look at a live NATS server (--server) or a saap store (--db), read-only.
     Inspect(Box<cmd::inspect::InspectArgs>),
+    /// Serve the debugger to coding agents over the Model Context Protocol (stdio), read-only.
+    Mcp(Box<mcp::McpArgs>),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::explain::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Inspect(a) => cmd::inspect::run(*a),
+        Command::Mcp(a) => mcp::run(*a),
     };
     match result {
         Ok(code) => code,
