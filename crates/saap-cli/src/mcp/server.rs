@@ -64,10 +64,12 @@ impl SaapMcp {
         let result = tokio::select! {
             r = tokio::time::timeout(bound, work) => match r {
                 Ok(answer) => answer,
+                // Dropping the call kills a child it started (kill_on_drop).
                 Err(_) => Err(super::answer::ToolError::new(format!(
-                    "`{}` did not answer within {}s and was stopped; narrow the call (smaller `limit`, a filter, smaller bounds) or restart the server with a larger --tool-timeout",
+                    "`{}` did not finish within {}s and was stopped; {} Or restart the server with a larger --tool-timeout.",
                     def.name,
-                    bound.as_secs()
+                    bound.as_secs(),
+                    if def.narrow.is_empty() { "Narrow the call." } else { def.narrow }
                 ))),
             },
             () = context.ct.cancelled() => Err(super::answer::ToolError::new("cancelled by the client")),
