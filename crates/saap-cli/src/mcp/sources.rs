@@ -10,7 +10,7 @@ use super::answer::ToolError;
 use super::params::SourceChoice;
 use saap_inspect::{InspectError, NatsInspector, StoreInspector};
 use saap_nats::NatsOptions;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tokio::sync::Mutex;
 
 /// Where inspect tools read.
@@ -27,9 +27,9 @@ struct NatsSource {
 /// The source one call reads.
 pub enum Picked<'a> {
     /// The NATS server.
-    Nats(NatsInspector),
+    Nats(Box<NatsInspector>),
     /// The store file.
-    Store(&'a PathBuf),
+    Store(&'a Path),
 }
 
 /// How to start the server with a source, for error messages.
@@ -69,15 +69,15 @@ impl Sources {
                 };
                 let mut conn = n.conn.lock().await;
                 if let Some(c) = conn.as_ref() {
-                    return Ok(Picked::Nats(c.clone()));
+                    return Ok(Picked::Nats(Box::new(c.clone())));
                 }
                 let c = NatsInspector::connect(&n.options).await.map_err(fail)?;
                 tracing::info!(server = c.url(), "connected to NATS");
                 *conn = Some(c.clone());
-                Ok(Picked::Nats(c))
+                Ok(Picked::Nats(Box::new(c)))
             }
             SourceChoice::Store => match &self.db {
-                Some(p) => Ok(Picked::Store(p)),
+                Some(p) => Ok(Picked::Store(p.as_path())),
                 None => Err(ToolError::new(format!(
                     "`source: store` asked for, but this server was started without --db; {HOW}"
                 ))),
@@ -87,12 +87,12 @@ impl Sources {
 }
 
 /// Runs `f` on the store at `path`, opened read-only for this call, off the async threads.
-pub async fn with_store<T, F>(path: &PathBuf, f: F) -> Result<T, ToolError>
+pub async fn with_store<T, F>(path: &Path, f: F) -> Result<T, ToolError>
 where
     T: Send + 'static,
     F: FnOnce(&StoreInspector) -> Result<T, InspectError> + Send + 'static,
 {
-    let path = path.clone();
+    let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
         let s = StoreInspector::open(&path)?;
         f(&s)

@@ -59,7 +59,7 @@ pub const TOOLS: &[ToolDef] = &[
         id: ToolId::Check,
         name: "check",
         title: "Check an agent statically",
-        description: "Static checks of an agent before anything runs: every constraint of the SAAP dispatch rules (unreachable step, required input nothing produces, dangling stop, optional-parameter trap, list re-runs, FixedList larger than its producers, double-dip, unbounded cycle, …) with a stable code (SAAP001…), the step and parameter, why it breaks at runtime and the fix. Give `path` to a workflow spec (JSON/YAML) or to Python agent source (a `.py` file or a package folder: adds context smuggle, config lie, form/field mismatch, SAAP101…, each at file:line:column), relative to the server's root, or `spec` with a spec's text. Call this FIRST for any 'step runs twice / never runs / events after stop / agent won't start' report. Answer: {findings: [{code, severity, step, param, message, why, fix, …}], summary: {errors, warnings}}.",
+        description: "Static checks of an agent before anything runs: every constraint of the SAAP dispatch rules (unreachable step, required input nothing produces, dangling stop, optional-parameter trap, list re-runs, FixedList larger than its producers, double-dip, unbounded cycle, …) with a stable code (SAAP001…), the step and parameter, why it breaks at runtime and the fix. Give `path` to a workflow spec (JSON/YAML) or to Python agent source (a `.py` file or a package folder: adds context smuggle, config lie, form/field mismatch, SAAP101…, each at file:line:column), relative to the server's root, or `spec` with a spec's text. Call this FIRST for any 'step runs twice / never runs / events after stop / agent won't start' report. Answer (spec): {spec, name, findings: [{code, severity, rule, step, param, message, why, fix}], summary: {errors, warnings}}; (Python): {input, files, agents: [{name, location, findings (each with location file/line/column), summary}], …}.",
         schema: schema_for_type::<CheckParams>,
         narrow: "Check a smaller part of the package (one .py file).",
     },
@@ -75,7 +75,7 @@ pub const TOOLS: &[ToolDef] = &[
         id: ToolId::Explore,
         name: "explore",
         title: "Explore every interleaving",
-        description: "Tries every order in which the spec's arrivals come and running executions finish (state merging and partial-order reduction keep it small) and reports, per step, the fewest and most executions with a witness trace for the worst, plus reachable stalls (run never ends), events after stop and exceptions. Use it to prove a step CAN run more than once or a run CAN hang, and to confirm a fix holds in every order. CPU-bound: bounded by `max_states`/`max_depth` and the server's time bound (the exploration is stopped, not left running). Answer: {complete, bounds_hit, stats, steps: [{step, best, worst, witness}], stalls, after_stop, exceptions}.",
+        description: "Tries every order in which the spec's arrivals come and running executions finish (state merging and partial-order reduction keep it small) and reports, per step, the fewest and most executions with a witness trace for the worst, plus reachable stalls (run never ends), events after stop and exceptions. Use it to prove a step CAN run more than once or a run CAN hang, and to confirm a fix holds in every order. CPU-bound: bounded by `max_states`/`max_depth` and the server's time bound (the exploration is stopped, not left running). Answer: {complete, bounds_hit, stats, steps: [{step, best, worst, worst_witness, reruns}], stalls, after_stop, exceptions}.",
         schema: schema_for_type::<ExploreParams>,
         narrow: "Lower `max_states` or `max_depth`, or drop `permute_arrivals`.",
     },
@@ -239,6 +239,23 @@ mod tests {
             let s = (t.schema)();
             assert_eq!(s.get("type").unwrap(), "object", "{}", t.name);
             assert!(find(t.name).is_some());
+        }
+    }
+
+    #[test]
+    fn the_skill_file_and_the_cli_docs_name_every_tool() {
+        let skill = include_str!("../../../../skills/saap-debug/SKILL.md");
+        let docs = include_str!("../../../../docs/cli.md");
+        for t in TOOLS {
+            let quoted = format!("`{}`", t.name);
+            assert!(
+                skill.contains(&quoted),
+                "skills/saap-debug/SKILL.md does not name {quoted}"
+            );
+            assert!(
+                docs.contains(&format!("| {quoted} |")),
+                "docs/cli.md's `saap mcp` table has no row for {quoted}"
+            );
         }
     }
 }
