@@ -19,4 +19,7 @@ pub struct Context {
     pub exe: PathBuf,
     /// The live system (NATS and/or a store), if configured.
     pub sources: Sources,
+    /// Child processes running at once (check, simulate, explore, explain): a client that
+    /// fires many explorations at once queues instead of loading every core.
+    pub children: tokio::sync::Semaphore,
 }

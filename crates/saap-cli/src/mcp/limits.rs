@@ -25,6 +25,10 @@ pub const MAX_STEPS: usize = 100;
 /// Messages per page of `stream_view`/`run_timeline` (the inspect library's own bound).
 pub const MAX_PAGE: u64 = saap_inspect::query::MAX_PAGE as u64;
 
+/// The most spec tools (child processes) running at once; more calls wait (within their
+/// time bound).
+pub const MAX_CHILDREN: usize = 2;
+
 /// Time and output bounds of one call.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {

@@ -151,6 +151,7 @@ pub fn run(a: McpArgs) -> Result<ExitCode> {
         root,
         exe,
         sources: sources::Sources::new(nats, a.db.clone()),
+        children: tokio::sync::Semaphore::new(limits::MAX_CHILDREN),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -77,6 +77,10 @@ async fn run_cli(
     stdin: Option<String>,
 ) -> Answer {
     args.push("--json".into());
+    // Waiting for a slot counts against the call's time bound (the server's timeout).
+    let _slot = ctx.children.acquire().await.map_err(|_| {
+        ToolError::new("internal: the server is shutting down; call again after it restarts")
+    })?;
     let out = child::run(
         &ctx.exe,
         ctx.root.dir(),
