@@ -16,21 +16,26 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Runs an install script of the private Python environment; its python, or why not. One
+/// script at a time: the tests run in parallel, and two pip runs (or two venv creations) in one
+/// environment could trip over each other.
+fn install(script: &str) -> Result<String, String> {
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::process::Command::new("bash")
+        .arg(workspace_root().join("scripts").join(script))
+        .output()
+        .map_err(|e| format!("cannot run scripts/{script}: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
 /// A Python with `mcp`, or the reason there is none (installed once per test process).
 fn python() -> Result<String, String> {
     static PYTHON: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let out = std::process::Command::new("bash")
-                .arg(workspace_root().join("scripts/mcp-py-install"))
-                .output()
-                .map_err(|e| format!("cannot run scripts/mcp-py-install: {e}"))?;
-            if !out.status.success() {
-                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-            }
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        })
-        .clone()
+    PYTHON.get_or_init(|| install("mcp-py-install")).clone()
 }
 
 /// What the client saw: the tools, and each call's answer.
@@ -676,4 +681,83 @@ fn without_a_source_bounds_hold_answers_are_cut_and_secrets_never_show() {
     }
     assert!(!s.doc.to_string().contains("s3cr3t"), "{}", s.doc);
     assert!(!s.stderr.contains("s3cr3t"), "{}", s.stderr);
+}
+
+/// A Python with nats-py (the Python implementation's NATS client) as well, or the reason
+/// there is none.
+fn nats_python() -> Result<String, String> {
+    python()?;
+    install("nats-py-install")
+}
+
+#[test]
+fn python_format_events_and_undecodable_messages_come_through_the_tools() {
+    let py = match nats_python() {
+        Ok(p) => p,
+        Err(reason) => {
+            eprintln!("SKIPPED: PyPI's mcp or nats-py could not be installed: {reason}");
+            return;
+        }
+    };
+    let server = NatsServer::start();
+    let url = server.url();
+    let out = std::process::Command::new(py)
+        .arg(workspace_root().join("crates/saap-inspect/tests/python/publish_python_events.py"))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python publisher failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stream = "agent_QaAgent_stream";
+    let calls = [
+        /* 0 */ call("stream_view", json!({"stream_name": stream})),
+        /* 1 */ call("stream_get", json!({"stream_name": stream, "sequence": 9})),
+        /* 2 */ call("runs", json!({"stream_name": stream})),
+        /* 3 */ call("stream_subjects", json!({"stream_name": stream})),
+        /* 4 */
+        call("run_timeline", json!({"run": "6650000000000000000000a1"})),
+    ];
+    let Some(s) = session(&["--server".to_owned(), url], &[], &calls) else {
+        return;
+    };
+    // The whole page comes; the two messages that are not SAAP events come raw with the
+    // reason.
+    let page = s.ok(0);
+    let msgs = page["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 9, "{page}");
+    assert_eq!(page["undecodable"], 2);
+    assert_eq!(msgs[0]["event"]["json"]["message"], "what is saap?");
+    assert_eq!(msgs[7]["undecodable"]["kind"], "invalid_event_id");
+    let raw = s.ok(1);
+    assert_eq!(raw["undecodable"]["kind"], "not_json", "{raw}");
+    assert!(
+        raw["undecodable"]["raw"]
+            .as_str()
+            .unwrap()
+            .contains("this is not JSON")
+    );
+    let runs = s.ok(2);
+    let statuses: Vec<&str> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["failed", "stopped"], "{runs}");
+    assert_eq!(runs["runs"][1]["after_stop"], 1);
+    let subjects = s.ok(3);
+    assert!(
+        subjects["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event_name"] == "RetrievedContext"),
+        "{subjects}"
+    );
+    let t = s.ok(4);
+    assert_eq!(t["messages"].as_array().unwrap().len(), 5, "{t}");
+    assert_eq!(t["messages"][4]["after_stop"], true, "{t}");
 }
