@@ -114,3 +114,84 @@ async fn the_protocol_works_through_rmcps_client() {
     );
     client.cancel().await.unwrap();
 }
+
+/// The children of process `pid` whose command line contains `word` (Linux `/proc`).
+#[cfg(target_os = "linux")]
+fn children_with(pid: u32, word: &str) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| {
+            let p = e.path();
+            let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+            // pid (comm) state ppid …: the fields after the last ')'.
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            let cmdline = std::fs::read(p.join("cmdline")).unwrap_or_default();
+            ppid == Some(pid) && String::from_utf8_lossy(&cmdline).contains(word)
+        })
+        .count()
+}
+
+/// A client's cancellation of a running exploration stops its child process at once.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_cancelled_exploration_is_killed() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let n = 18;
+    let mut spec = String::from("saap_spec: 1\nname: Wide\nevents:\n");
+    for i in 0..n {
+        spec.push_str(&format!("  - name: In{i}\n  - name: Out{i}\n"));
+    }
+    spec.push_str("steps:\n  - name: start\n    params:\n      - {name: m, kind: required, types: [UserMessageEvent]}\n    outputs: []\n");
+    for i in 0..n {
+        spec.push_str(&format!(
+            "  - name: s{i}\n    params:\n      - {{name: x, kind: required, types: [In{i}]}}\n      - {{name: o, kind: list, types: [Out{}]}}\n    outputs: [Out{i}]\n",
+            (i + 1) % n
+        ));
+    }
+    spec.push_str("simulation:\n  arrivals:\n    - {event: UserMessageEvent}\n");
+    for i in 0..n {
+        spec.push_str(&format!("    - {{event: In{i}}}\n"));
+    }
+    std::fs::write(dir.path().join("wide.yaml"), spec).unwrap();
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_saap"))
+        .args(["mcp", "--root", ".", "--tool-timeout", "120"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = server.id();
+    let mut input = server.stdin.take().unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"explore","arguments":{"path":"wide.yaml","permute_arrivals":true,"max_states":5000000}}}"#,
+    ] {
+        writeln!(input, "{line}").unwrap();
+    }
+    let wait_for = |want: usize| {
+        let bound = Instant::now() + Duration::from_secs(30);
+        while children_with(pid, "explore") != want {
+            assert!(Instant::now() < bound, "expected {want} explore children");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for(1);
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":2,"reason":"test"}}}}"#
+    )
+    .unwrap();
+    wait_for(0);
+    drop(input);
+    let _ = server.wait();
+}
