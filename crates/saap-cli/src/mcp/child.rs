@@ -24,20 +24,27 @@ pub struct ChildOutput {
     pub stderr: String,
 }
 
-/// Reads at most `max` bytes; returns them and whether more followed.
-async fn read_bounded<R: AsyncRead + Unpin>(mut r: R, max: usize) -> (Vec<u8>, bool) {
+/// Reads at most `max` bytes; returns them and whether more followed. With `drain`, what
+/// follows is read and dropped (so a child that writes a lot there never blocks, nor fails on
+/// a closed pipe); without it, reading stops (the caller then kills the child).
+async fn read_bounded<R: AsyncRead + Unpin>(mut r: R, max: usize, drain: bool) -> (Vec<u8>, bool) {
     let mut buf = Vec::new();
+    let mut more = false;
     let mut chunk = [0u8; 16 * 1024];
     loop {
         match r.read(&mut chunk).await {
-            Ok(0) | Err(_) => return (buf, false),
+            Ok(0) | Err(_) => return (buf, more),
             Ok(n) => {
-                if buf.len() + n > max {
-                    let room = max - buf.len();
+                let room = max - buf.len();
+                if n > room {
                     buf.extend_from_slice(&chunk[..room]);
-                    return (buf, true);
+                    more = true;
+                    if !drain {
+                        return (buf, more);
+                    }
+                } else {
+                    buf.extend_from_slice(&chunk[..n]);
                 }
-                buf.extend_from_slice(&chunk[..n]);
             }
         }
     }
@@ -85,8 +92,8 @@ pub async fn run(
     }
     let work = async {
         let ((stdout, too_much), (stderr, _)) = tokio::join!(
-            read_bounded(out, MAX_CHILD_STDOUT),
-            read_bounded(err, MAX_CHILD_STDERR)
+            read_bounded(out, MAX_CHILD_STDOUT, false),
+            read_bounded(err, MAX_CHILD_STDERR, true)
         );
         (stdout, too_much, stderr)
     };
@@ -120,4 +127,20 @@ pub async fn run(
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reads_are_bounded_and_drained_or_stopped() {
+        let data = vec![b'x'; 100_000];
+        let (kept, more) = read_bounded(&data[..], 1000, true).await;
+        assert_eq!((kept.len(), more), (1000, true));
+        let (kept, more) = read_bounded(&data[..], 1000, false).await;
+        assert_eq!((kept.len(), more), (1000, true));
+        let (kept, more) = read_bounded(&data[..], 200_000, false).await;
+        assert_eq!((kept.len(), more), (100_000, false));
+    }
 }
