@@ -6,6 +6,7 @@
 
 mod cmd;
 mod input;
+mod mcp;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -25,6 +26,7 @@ use std::process::ExitCode;
   saap explain examples/specs/optional-trap.yaml --step translate
   saap inspect --server nats://127.0.0.1:4222 streams
   saap report --symptom runs-twice --step translate examples/specs/optional-trap.yaml
+  saap mcp --server nats://127.0.0.1:4222 --root .   (MCP server for coding agents)
 
 Exit codes: 0 ok, 1 problems found, 2 invalid input or usage, 3 internal or I/O failure.")]
 struct Cli {
@@ -48,6 +50,8 @@ enum Command {
     Inspect(Box<cmd::inspect::InspectArgs>),
     /// Write the debugging guide's report for a symptom: root cause, evidence, fix, verification.
     Report(Box<cmd::report::ReportArgs>),
+    /// Serve the debugger to coding agents over the Model Context Protocol (stdio), read-only.
+    Mcp(Box<mcp::McpArgs>),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Inspect(a) => cmd::inspect::run(*a),
         Command::Report(a) => cmd::report::run(*a),
+        Command::Mcp(a) => mcp::run(*a),
     };
     match result {
         Ok(code) => code,

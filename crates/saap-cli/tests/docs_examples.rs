@@ -2,6 +2,8 @@
 //! in a shell code block is executed from the workspace root and must exit 0 or 1 (1 is
 //! "problems found", which is what a broken example spec is for) with output on stdout.
 //! Lines with placeholders (`SPEC`, `[--flag]`) are synopses, not examples, and are skipped.
+//! A `saap mcp …` example is a server: it gets an MCP handshake and a `tools/list` on stdin,
+//! then end of input, and must answer with its tools.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -36,6 +38,17 @@ fn examples(markdown: &str) -> Vec<String> {
     out
 }
 
+/// An MCP client's first words: initialize, initialized, tools/list (one JSON-RPC message a
+/// line, as the stdio transport frames them).
+const MCP_HANDSHAKE: &str = concat!(
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"docs-test","version":"0"}}}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    "\n",
+);
+
 #[test]
 fn every_saap_example_in_the_docs_runs() {
     let root = workspace_root();
@@ -54,7 +67,22 @@ fn every_saap_example_in_the_docs_runs() {
             if example.starts_with("demo") {
                 continue; // the demo has its own test
             }
-            let out = saap().args(example.split_whitespace()).output().unwrap();
+            let mut cmd = saap();
+            cmd.args(example.split_whitespace());
+            if example.starts_with("mcp") {
+                cmd.write_stdin(MCP_HANDSHAKE)
+                    .timeout(std::time::Duration::from_secs(60));
+            }
+            let out = cmd.output().unwrap();
+            if example.starts_with("mcp") {
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    stdout.contains("\"stream_view\"") && stdout.contains("\"check\""),
+                    "{}: `saap {example}` did not list its tools: {stdout}\n{}",
+                    file.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
             let code = out.status.code().unwrap_or(-1);
             assert!(
                 code == 0 || code == 1,
