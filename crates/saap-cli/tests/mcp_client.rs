@@ -262,6 +262,7 @@ const EXPECTED_TOOLS: &[&str] = &[
     "simulate",
     "explore",
     "explain",
+    "report",
     "server_info",
     "stream_list",
     "stream_report",
@@ -299,6 +300,17 @@ fn a_real_mcp_client_lists_every_tool_and_calls_each_against_nats_a_store_and_sp
     let rag_before = inspect_json(&["--server", &url, "stream", "agent_RagAgent_stream"]);
     let store_runs = inspect_json(&["--db", db.to_str().unwrap(), "runs"]);
     let store_run = store_runs["runs"][0]["run_id"].as_str().unwrap().to_owned();
+    // The spec of the store run's agent, under the root (a store keeps no spec).
+    let store_class = store_runs["runs"][0]["agent_class"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let store_spec = match store_class.as_str() {
+        "RagAgent" => saap_examples::rag::workflow(),
+        _ => saap_examples::approval::workflow(),
+    };
+    assert_eq!(store_spec.name(), store_class);
+    std::fs::write(root.join("specs/stored.json"), store_spec.spec_json()).unwrap();
 
     let stream = "agent_RagAgent_stream";
     let inline = std::fs::read_to_string(root.join("specs/optional-trap.yaml")).unwrap();
@@ -365,6 +377,29 @@ fn a_real_mcp_client_lists_every_tool_and_calls_each_against_nats_a_store_and_sp
         /* 37 */
         calls.push(call("kv_get", json!({"bucket": bucket, "key": k})));
     }
+    // explain on a run by id and report: children given the server's sources as flags.
+    let first_run_call = calls.len();
+    calls.extend([
+        /* +0 */ call("explain", json!({"run": run_id})),
+        /* +1 */
+        call(
+            "explain",
+            json!({"source": "store", "run": store_run, "path": "specs/stored.json"}),
+        ),
+        /* +2 */ call("explain", json!({"source": "store", "run": store_run})),
+        /* +3 */ call("explain", json!({"run": "--db=/etc/passwd"})),
+        /* +4 */
+        call(
+            "report",
+            json!({"symptom": "runs-twice", "step": "translate", "path": "specs/optional-trap.yaml"}),
+        ),
+        /* +5 */
+        call(
+            "report",
+            json!({"symptom": "after-stop", "path": "specs/stored.json", "source": "store", "run": store_run}),
+        ),
+        /* +6 */ call("report", json!({"symptom": "runs-thrice", "path": "specs/optional-trap.yaml"})),
+    ]);
     let args: Vec<String> = [
         "--server",
         &url,
@@ -561,6 +596,37 @@ fn a_real_mcp_client_lists_every_tool_and_calls_each_against_nats_a_store_and_sp
         let v = s.ok(37);
         assert!(v["revision"].as_u64().unwrap() >= 1, "{v}");
     }
+
+    // explain on a run by id: the saap worker's run with the spec from its discovery answer,
+    // the stored run with the spec under the root; a store without a spec is a tool error.
+    let r0 = first_run_call;
+    let nats_run = s.ok(r0);
+    assert_eq!(nats_run["run"], run_id.as_str(), "{nats_run}");
+    assert_eq!(nats_run["recorded_by"], "saap");
+    assert!(!nats_run["steps"].as_array().unwrap().is_empty());
+    let stored = s.ok(r0 + 1);
+    assert_eq!(stored["run"], store_run.as_str(), "{stored}");
+    assert_eq!(stored["spec"], store_class.as_str());
+    assert!(s.err(r0 + 2).contains("SAAP-I017"), "{}", s.err(r0 + 2));
+    assert!(
+        s.err(r0 + 3).contains("does not start with `-`"),
+        "{}",
+        s.err(r0 + 3)
+    );
+    // report: the optional trap's root cause, a stored run as evidence, a bad symptom.
+    let rep = s.ok(r0 + 4);
+    assert_eq!(rep["root_causes"][0]["code"], "SAAP010", "{rep}");
+    let with_run = s.ok(r0 + 5);
+    assert_eq!(with_run["symptom"]["run"], store_run.as_str(), "{with_run}");
+    assert!(
+        with_run["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["tool"] == "run"),
+        "{with_run}"
+    );
+    assert!(s.err(r0 + 6).contains("runs-thrice"), "{}", s.err(r0 + 6));
 
     // Read-only: the store is byte for byte the same, the stream has the same messages and
     // no consumer was left behind.

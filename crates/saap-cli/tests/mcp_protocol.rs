@@ -37,7 +37,11 @@ async fn the_protocol_works_through_rmcps_client() {
     let info = client.peer_info().unwrap();
     assert_eq!(info.server_info.as_ref().unwrap().name, "saap");
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 16);
+    assert_eq!(
+        tools.len(),
+        17,
+        "the tool table: check … explain, report, the inspect family"
+    );
     for t in &tools {
         assert_eq!(t.input_schema.get("type").unwrap(), "object", "{}", t.name);
         assert_eq!(

@@ -39,7 +39,8 @@ Data sources are fixed here, never in tool arguments: the live system (--server 
 inspect credential flags, or --db) and the folder spec and Python files are read from
 (--root, default: the current directory; paths outside it are refused).
 
-Tools: check, simulate, explore, explain (specs and Python agent source), server_info,
+Tools: check, simulate, explore, explain (specs and Python agent source; explain also a
+stored or live run by id), report (the debugging guide's report for a symptom), server_info,
 stream_list, stream_report, stream_info, stream_state, stream_subjects, stream_view,
 stream_get, kv_ls, kv_get, runs, run_timeline. All read-only; every call bounded by
 --tool-timeout and --max-output. See docs/cli.md#saap-mcp and skills/saap-debug/SKILL.md.
@@ -107,6 +108,38 @@ pub struct McpArgs {
     pub nats_tls_required: bool,
 }
 
+/// The NATS server as flags of a child `saap explain --run` / `saap report --run`: the URL
+/// and the credential flags as given (environment variable names and file paths; a child
+/// inherits the environment, so no secret is ever put on a command line).
+fn child_nats_flags(url: &str, a: &McpArgs) -> Vec<String> {
+    let mut f = vec![
+        "--server".to_owned(),
+        url.to_owned(),
+        "--timeout".to_owned(),
+        a.nats_timeout.to_string(),
+    ];
+    let mut add = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            f.push(format!("--{flag}={v}"));
+        }
+    };
+    add("nats-token-env", a.nats_token_env.clone());
+    add("nats-user", a.nats_user.clone());
+    add("nats-password-env", a.nats_password_env.clone());
+    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
+    add("nats-nkey-seed-file", path(&a.nats_nkey_seed_file));
+    add("nats-creds", path(&a.nats_creds));
+    for ca in &a.nats_tls_ca {
+        add("nats-tls-ca", Some(ca.to_string_lossy().into_owned()));
+    }
+    add("nats-tls-cert", path(&a.nats_tls_cert));
+    add("nats-tls-key", path(&a.nats_tls_key));
+    if a.nats_tls_required {
+        f.push("--nats-tls-required".to_owned());
+    }
+    f
+}
+
 pub fn run(a: McpArgs) -> Result<ExitCode> {
     // stdout is the protocol: every log line goes to stderr.
     let _ = tracing_subscriber::fmt()
@@ -138,7 +171,7 @@ pub fn run(a: McpArgs) -> Result<ExitCode> {
             options.name = "saap-mcp".to_owned();
             options.connect_timeout = Duration::from_secs(a.nats_timeout);
             options.request_timeout = Duration::from_secs(a.nats_timeout);
-            Some(options)
+            Some((options, child_nats_flags(url, &a)))
         }
         None => None,
     };

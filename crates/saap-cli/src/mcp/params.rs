@@ -117,6 +117,77 @@ pub struct ExplainParams {
     /// Stop the simulation after this many completions (default 10,000, at most 1,000,000).
     #[serde(default)]
     pub max_completions: Option<u64>,
+    /// A run id: explain this stored or live run (read from the server's `--db` store or
+    /// NATS server) instead of a simulation. On NATS the spec may be left out: a saap
+    /// worker's class discovery answer gives it; a store needs `path` (a spec or the agent's
+    /// Python source).
+    #[serde(default)]
+    pub run: Option<String>,
+    /// With `run`: `nats` or `store` (only needed when both are configured; default nats).
+    #[serde(default)]
+    pub source: Option<SourceChoice>,
+    /// With `run` and Python source holding several agents: the agent class.
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// A symptom of the debugging guide's triage table.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Symptom {
+    /// A step runs more than once per run.
+    RunsTwice,
+    /// A step never runs.
+    NeverRuns,
+    /// Events (or executions) after the run's stop event.
+    AfterStop,
+    /// A precondition never holds, or reads what its step does not take.
+    Precondition,
+    /// The agent does not start, or nothing is dispatched.
+    WontStart,
+    /// The configuration is not what the steps read.
+    Config,
+}
+
+impl Symptom {
+    /// The CLI's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Symptom::RunsTwice => "runs-twice",
+            Symptom::NeverRuns => "never-runs",
+            Symptom::AfterStop => "after-stop",
+            Symptom::Precondition => "precondition",
+            Symptom::WontStart => "wont-start",
+            Symptom::Config => "config",
+        }
+    }
+}
+
+/// `report`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportParams {
+    /// What the user sees.
+    pub symptom: Symptom,
+    /// The step the symptom is about (needed for runs-twice, never-runs, precondition).
+    #[serde(default)]
+    pub step: Option<String>,
+    /// A workflow spec (JSON/YAML) or Python agent source (`.py` file or package folder),
+    /// relative to the server's root folder.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// A workflow spec's text (JSON or YAML), instead of `path`.
+    #[serde(default)]
+    pub spec: Option<String>,
+    /// Python source holding several agents: the agent class.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// A run that shows the symptom, read from the server's store or NATS server as evidence.
+    #[serde(default)]
+    pub run: Option<String>,
+    /// With `run`: `nats` or `store` (only needed when both are configured; default nats).
+    #[serde(default)]
+    pub source: Option<SourceChoice>,
 }
 
 /// Which live system an inspect tool reads.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// What the server tells the client about itself: how to use the tools, in short.
-const INSTRUCTIONS: &str = "saap's debugger for event-driven AI agents (SAAP dispatch rules R1-R6). Start from the symptom: `check` the agent (spec or Python source) for the static cause; `simulate`/`explore` to see the race or stall happen; `explain` for why a step fired twice or never. On a live system: `server_info`, `stream_list`, `stream_info`/`stream_subjects`, `runs`, `run_timeline`, `stream_view`/`stream_get`, `kv_ls`/`kv_get`. All tools are read-only; answers are JSON, cut at the server's output bound with a note saying how to page.";
+const INSTRUCTIONS: &str = "saap's debugger for event-driven AI agents (SAAP dispatch rules R1-R6). Start from the symptom: `check` the agent (spec or Python source) for the static cause; `simulate`/`explore` to see the race or stall happen; `explain` for why a step fired twice or never (on a real run too: `run`); `report` for the whole diagnosis of a symptom in one answer. On a live system: `server_info`, `stream_list`, `stream_info`/`stream_subjects`, `runs`, `run_timeline`, `stream_view`/`stream_get`, `kv_ls`/`kv_get`. All tools are read-only; answers are JSON, cut at the server's output bound with a note saying how to page.";
 
 /// The MCP server: the tool table over a fixed [`Context`].
 #[derive(Clone)]

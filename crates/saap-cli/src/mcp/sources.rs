@@ -21,6 +21,9 @@ pub struct Sources {
 
 struct NatsSource {
     options: NatsOptions,
+    /// The same server as `saap` flags for a child (`--server URL` and the credential flags,
+    /// which name environment variables and files, never a secret's value).
+    flags: Vec<String>,
     conn: Mutex<Option<NatsInspector>>,
 }
 
@@ -37,20 +40,41 @@ const HOW: &str = "start `saap mcp` with --server nats://HOST:PORT (a live NATS 
 
 impl Sources {
     /// The configured sources.
-    pub fn new(nats: Option<NatsOptions>, db: Option<PathBuf>) -> Sources {
+    pub fn new(nats: Option<(NatsOptions, Vec<String>)>, db: Option<PathBuf>) -> Sources {
         Sources {
-            nats: nats.map(|options| NatsSource {
+            nats: nats.map(|(options, flags)| NatsSource {
                 options,
+                flags,
                 conn: Mutex::new(None),
             }),
             db,
         }
     }
 
-    /// The source a call asked for (or the only one, or NATS when both are configured),
-    /// connecting to NATS if needed.
-    pub async fn pick(&self, choice: Option<SourceChoice>) -> Result<Picked<'_>, ToolError> {
-        let want = match choice {
+    /// Whether a NATS server is configured.
+    pub fn has_nats(&self) -> bool {
+        self.nats.is_some()
+    }
+
+    /// The source a call asked for as flags of a child `saap` command (`--db PATH`, or
+    /// `--server URL` with the credential flags the server was started with).
+    pub fn cli_args(&self, choice: Option<SourceChoice>) -> Result<Vec<String>, ToolError> {
+        match self.choose(choice)? {
+            SourceChoice::Nats => match &self.nats {
+                Some(n) => Ok(n.flags.clone()),
+                None => Err(no_nats()),
+            },
+            SourceChoice::Store => match &self.db {
+                Some(p) => Ok(vec!["--db".into(), p.to_string_lossy().into_owned()]),
+                None => Err(no_store()),
+            },
+        }
+    }
+
+    /// Which source a call reads: the one asked for, the only one, or NATS when both are
+    /// configured.
+    fn choose(&self, choice: Option<SourceChoice>) -> Result<SourceChoice, ToolError> {
+        Ok(match choice {
             Some(c) => c,
             None if self.nats.is_some() => SourceChoice::Nats,
             None if self.db.is_some() => SourceChoice::Store,
@@ -59,13 +83,15 @@ impl Sources {
                     "this saap mcp server has no live system to inspect: {HOW}. check, simulate, explore and explain work without one"
                 )));
             }
-        };
-        match want {
+        })
+    }
+
+    /// The source a call asked for (see [`Sources::choose`]), connecting to NATS if needed.
+    pub async fn pick(&self, choice: Option<SourceChoice>) -> Result<Picked<'_>, ToolError> {
+        match self.choose(choice)? {
             SourceChoice::Nats => {
                 let Some(n) = &self.nats else {
-                    return Err(ToolError::new(format!(
-                        "`source: nats` asked for, but this server was started without --server; {HOW}"
-                    )));
+                    return Err(no_nats());
                 };
                 let mut conn = n.conn.lock().await;
                 if let Some(c) = conn.as_ref() {
@@ -78,12 +104,22 @@ impl Sources {
             }
             SourceChoice::Store => match &self.db {
                 Some(p) => Ok(Picked::Store(p.as_path())),
-                None => Err(ToolError::new(format!(
-                    "`source: store` asked for, but this server was started without --db; {HOW}"
-                ))),
+                None => Err(no_store()),
             },
         }
     }
+}
+
+fn no_nats() -> ToolError {
+    ToolError::new(format!(
+        "`source: nats` asked for, but this server was started without --server; {HOW}"
+    ))
+}
+
+fn no_store() -> ToolError {
+    ToolError::new(format!(
+        "`source: store` asked for, but this server was started without --db; {HOW}"
+    ))
 }
 
 /// Runs `f` on the store at `path`, opened read-only for this call, off the async threads.

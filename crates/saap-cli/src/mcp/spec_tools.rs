@@ -13,7 +13,8 @@ use super::limits::{
     MAX_COMPLETIONS, MAX_EXPLORE_DEPTH, MAX_EXPLORE_STATES, MAX_INLINE_SPEC, MAX_STEPS,
 };
 use super::params::{
-    CheckParams, ExplainParams, ExploreParams, Policy, SimulateParams, SpecSource,
+    CheckParams, ExplainParams, ExploreParams, Policy, ReportParams, SimulateParams, SourceChoice,
+    SpecSource, Symptom,
 };
 
 /// The spec argument for the child (a resolved path, or `-` with the text on stdin).
@@ -154,10 +155,80 @@ pub async fn explore(ctx: &Context, p: ExploreParams) -> Answer {
     run_cli(ctx, "explore", args, stdin).await
 }
 
-/// `explain` on a spec (a simulated run, or a recorded history file under the root).
+/// A run id, step or class name as one child argument: bounded, printable, no flag.
+fn id_arg<'a>(name: &str, v: &'a str) -> Result<&'a str, ToolError> {
+    if v.is_empty() || v.len() > 256 || v.starts_with('-') || v.chars().any(char::is_control) {
+        return Err(ToolError::new(format!(
+            "`{name}` is 1 to 256 printable characters and does not start with `-`"
+        )));
+    }
+    Ok(v)
+}
+
+/// `report`: seed 000's debug report for a symptom, with a run as evidence when `run` is
+/// given (and, for wont-start on a NATS server, the live class stream).
+pub async fn report(ctx: &Context, p: ReportParams) -> Answer {
+    let (input, stdin) = spec_arg(ctx, &SpecSource::of(&p.path, &p.spec))?;
+    let mut args = vec![
+        "report".to_owned(),
+        "--symptom".to_owned(),
+        p.symptom.as_str().to_owned(),
+        input,
+    ];
+    if let Some(s) = &p.step {
+        args.push(format!("--step={}", id_arg("step", s)?));
+    }
+    if let Some(a) = &p.agent {
+        args.push(format!("--agent={}", id_arg("agent", a)?));
+    }
+    match &p.run {
+        Some(run) => {
+            args.push(format!("--run={}", id_arg("run", run)?));
+            args.extend(ctx.sources.cli_args(p.source)?);
+        }
+        // The guide's issue 5 checks read the class stream of a live server.
+        None if matches!(p.symptom, Symptom::WontStart) && ctx.sources.has_nats() => {
+            args.extend(ctx.sources.cli_args(Some(SourceChoice::Nats))?);
+        }
+        None if p.source.is_some() => {
+            return Err(ToolError::new(
+                "`source` goes with `run` (a run as evidence)",
+            ));
+        }
+        None => {}
+    }
+    run_cli(ctx, "report", args, stdin).await
+}
+
+/// `explain` on a spec (a simulated run, or a recorded history file under the root), or on a
+/// stored or live run by id (`run`).
 pub async fn explain(ctx: &Context, p: ExplainParams) -> Answer {
-    let (spec, stdin) = spec_arg(ctx, &SpecSource::of(&p.path, &p.spec))?;
-    let mut args = vec!["explain".into(), spec];
+    let mut args = vec!["explain".to_owned()];
+    let stdin = match &p.run {
+        // On NATS a saap worker's discovery answer gives the spec.
+        Some(_) if p.path.is_none() && p.spec.is_none() => None,
+        _ => {
+            let (spec, stdin) = spec_arg(ctx, &SpecSource::of(&p.path, &p.spec))?;
+            args.push(spec);
+            stdin
+        }
+    };
+    if let Some(run) = &p.run {
+        if p.history.is_some() {
+            return Err(ToolError::new(
+                "give `run` (a stored or live run) or `history` (a History file), not both",
+            ));
+        }
+        args.push(format!("--run={}", id_arg("run", run)?));
+        args.extend(ctx.sources.cli_args(p.source)?);
+        if let Some(a) = &p.agent {
+            args.push(format!("--agent={}", id_arg("agent", a)?));
+        }
+    } else if p.source.is_some() || p.agent.is_some() {
+        return Err(ToolError::new(
+            "`source` and `agent` go with `run` (explain a stored or live run)",
+        ));
+    }
     if p.steps.len() > MAX_STEPS {
         return Err(ToolError::new(format!(
             "`steps` names at most {MAX_STEPS} steps (got {})",
