@@ -353,7 +353,28 @@ pub struct NatsCluster {
 
 impl NatsCluster {
     /// Starts `n` (≥ 3 for JetStream quorum) clustered servers.
+    ///
+    /// Ports are picked free and released before the servers bind them, and a started node
+    /// dials the others' route ports at once from ephemeral ports of its own, which may be a
+    /// port picked for a later node: that node then cannot listen. Such a start is retried
+    /// with fresh ports (a few times), not reported as a failure of the test.
     pub fn start(n: usize) -> NatsCluster {
+        const ATTEMPTS: usize = 4;
+        let mut last = String::new();
+        for attempt in 1..=ATTEMPTS {
+            match NatsCluster::try_start(n) {
+                Ok(c) => return c,
+                Err(e) if e.contains("address already in use") && attempt < ATTEMPTS => {
+                    tracing::warn!(attempt, error = %e, "a port picked for the cluster was taken meanwhile; retrying with fresh ports");
+                    last = e;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("{last}")
+    }
+
+    fn try_start(n: usize) -> Result<NatsCluster, String> {
         let dir = tempfile::tempdir().expect("temporary directory");
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let routes: Vec<String> = ports
@@ -379,11 +400,12 @@ impl NatsCluster {
                 _dir: None,
             };
             if let Err(e) = s.spawn_and_wait() {
-                panic!("cluster node {i} did not start: {e}");
+                // The nodes started so far are stopped as `servers` is dropped.
+                return Err(format!("cluster node {i} did not start: {e}"));
             }
             servers.push(s);
         }
-        NatsCluster { servers, _dir: dir }
+        Ok(NatsCluster { servers, _dir: dir })
     }
 
     /// Every node's URL.
