@@ -436,10 +436,28 @@ impl StepCtx {
     /// are derived from the execution, so a re-run after a crash does not show it twice.
     /// Fails with [`ContextError::RunGone`] once the run has left its engine.
     pub async fn display<T: Event>(&self, event: &T) -> Result<(), ContextError> {
+        // The JSON form is made here, so an event that cannot be serialized is this call's
+        // error rather than the journal's.
         let payload = to_payload(event).map_err(|e| ContextError::Type {
             key: T::NAME.to_string(),
             message: e.to_string(),
         })?;
+        self.display_payload(T::NAME, payload).await
+    }
+
+    /// Shows a display event of a type whose JSON form cannot fail (the protocol's own, such
+    /// as a model's `ChunkEvent`s), kept typed: no JSON value is made per event, the store
+    /// writes its text straight from the value.
+    #[cfg_attr(not(feature = "llm"), allow(dead_code))]
+    pub(crate) async fn display_owned<T: Event>(&self, event: T) -> Result<(), ContextError> {
+        self.display_payload(T::NAME, Payload::typed(event)).await
+    }
+
+    async fn display_payload(
+        &self,
+        name: &'static str,
+        payload: Payload,
+    ) -> Result<(), ContextError> {
         match &*self.run {
             CtxRun::Local(run) => {
                 // Numbered by the run, not the context: a step's context costs no counter.
@@ -448,14 +466,14 @@ impl StepCtx {
                         run.run_id.as_str(),
                         self.execution,
                         self.attempt,
-                        T::NAME,
+                        name,
                         payload,
                     )
                     .await
             }
             CtxRun::Remote(r) => {
                 let n = r.displayed.fetch_add(1, Ordering::Relaxed);
-                r.display.show(self.execution, n, T::NAME, payload).await
+                r.display.show(self.execution, n, name, payload).await
             }
         }
     }

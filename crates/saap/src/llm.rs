@@ -142,7 +142,7 @@ impl Llm {
             match stream.next().await? {
                 Some(StreamEvent::Text(chunk)) => {
                     if !chunk.is_empty() {
-                        ctx.display(&ChunkEvent { chunk }).await?;
+                        ctx.display_owned(ChunkEvent { chunk }).await?;
                     }
                 }
                 Some(StreamEvent::ToolCall { .. }) => {}
@@ -169,7 +169,7 @@ impl Llm {
             _ => None,
         };
         if let Some(cost) = &cost {
-            ctx.display(cost).await?;
+            ctx.display_owned(cost.clone()).await?;
         }
         Ok(LlmAnswer {
             completion,
