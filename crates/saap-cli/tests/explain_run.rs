@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Output, run, saap, workspace_root};
+use common::{Output, agent, nats_py, run, saap, snapshot_dir, start_rag_worker, workspace_root};
 use saap_nats::testing::{NatsServer, free_port};
 use serde_json::Value;
 use std::path::Path;
@@ -48,11 +48,6 @@ fn json_of(args: &[&str]) -> Value {
     serde_json::from_str(&out.stdout).unwrap()
 }
 
-fn agent(workflow: saap::Workflow, args: &[&str]) {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let _ = saap::cli::main_with(workflow, args);
-}
-
 /// The workflow's spec as `<agent> spec` prints it, in a file.
 fn spec_file(dir: &Path, name: &str, workflow: &saap::Workflow) -> String {
     let path = dir.join(name);
@@ -62,21 +57,6 @@ fn spec_file(dir: &Path, name: &str, workflow: &saap::Workflow) -> String {
     )
     .unwrap();
     path.to_str().unwrap().to_owned()
-}
-
-fn snapshot_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap(),
-            )
-        })
-        .collect();
-    files.sort();
-    files
 }
 
 fn settings(dir: &Path) -> insta::Settings {
@@ -250,25 +230,6 @@ fn a_stored_run_is_explained_as_its_history_file_is() {
     assert_eq!(snapshot_dir(dir.path()), before);
 }
 
-/// Runs the example RagAgent's own command line as a NATS worker that starts one run. The
-/// worker serves (and answers class discovery) until the test process ends.
-fn start_rag_worker(url: &str) {
-    let args: Vec<String> = [
-        "rag-agent",
-        "run",
-        "--engine",
-        url,
-        "--message",
-        "what is saap?",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    std::thread::spawn(move || {
-        let _ = saap::cli::main_with(saap_examples::rag::workflow(), args);
-    });
-}
-
 #[test]
 fn a_saap_workers_run_is_explained_with_the_spec_it_announces() {
     let server = NatsServer::start();
@@ -348,25 +309,8 @@ fn a_saap_workers_run_is_explained_with_the_spec_it_announces() {
     assert_eq!(journal_after["summary"]["consumers"], 0, "{journal_after}");
 }
 
-/// A Python with nats-py, or the reason there is none (installed once per test process).
-fn python() -> Result<String, String> {
-    static PYTHON: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let out = std::process::Command::new("bash")
-                .arg(workspace_root().join("scripts/nats-py-install"))
-                .output()
-                .map_err(|e| format!("cannot run scripts/nats-py-install: {e}"))?;
-            if !out.status.success() {
-                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-            }
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        })
-        .clone()
-}
-
 fn publish_python_run(url: &str) -> bool {
-    let py = match python() {
+    let py = match nats_py() {
         Ok(p) => p,
         Err(reason) => {
             eprintln!(

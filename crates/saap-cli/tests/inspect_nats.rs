@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Output, run, saap, workspace_root};
+use common::{Output, nats_py, run, saap, start_rag_worker, workspace_root};
 use saap_nats::testing::{NatsServer, ServerOptions, free_port};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -39,26 +39,8 @@ fn settings() -> insta::Settings {
     s
 }
 
-/// A Python with nats-py, or the reason there is none. Installed once per test process (the
-/// tests run in parallel; two pip runs into one environment could trip over each other).
-fn python() -> Result<String, String> {
-    static PYTHON: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let out = std::process::Command::new("bash")
-                .arg(workspace_root().join("scripts/nats-py-install"))
-                .output()
-                .map_err(|e| format!("cannot run scripts/nats-py-install: {e}"))?;
-            if !out.status.success() {
-                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-            }
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        })
-        .clone()
-}
-
 fn publish_python_events(url: &str) -> bool {
-    let py = match python() {
+    let py = match nats_py() {
         Ok(p) => p,
         Err(reason) => {
             eprintln!(
@@ -235,25 +217,6 @@ fn python_events_are_listed_viewed_decoded_and_grouped_into_runs() {
     assert_eq!(after["summary"]["messages"], 9);
     assert_eq!(after["summary"]["consumers"], 0, "{after}");
     assert!(after["consumer_list"].as_array().unwrap().is_empty());
-}
-
-/// Runs the example RagAgent's own command line as a NATS worker that starts one run. The
-/// worker serves until the test process ends.
-fn start_rag_worker(url: &str) {
-    let args: Vec<String> = [
-        "rag-agent",
-        "run",
-        "--engine",
-        url,
-        "--message",
-        "what is saap?",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    std::thread::spawn(move || {
-        let _ = saap::cli::main_with(saap_examples::rag::workflow(), args);
-    });
 }
 
 #[test]

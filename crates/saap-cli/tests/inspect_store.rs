@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Output, run, saap};
+use common::{Output, agent, run, saap, snapshot_dir};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -23,27 +23,6 @@ fn inspect_json(db: &Path, args: &[&str]) -> Value {
     let out = inspect(db, &all);
     assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
     serde_json::from_str(&out.stdout).unwrap()
-}
-
-fn agent(workflow: saap::Workflow, args: &[&str]) {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let _ = saap::cli::main_with(workflow, args);
-}
-
-/// Every file of the directory with its bytes.
-fn snapshot_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap(),
-            )
-        })
-        .collect();
-    files.sort();
-    files
 }
 
 #[test]

@@ -10,27 +10,11 @@
 
 mod common;
 
-use common::{Output, run, saap, workspace_root};
+use common::{Output, install, nats_py, run, saap, snapshot_dir, workspace_root};
 use saap_nats::testing::{NatsServer, free_port};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// Runs an install script of the private Python environment; its python, or why not. One
-/// script at a time: the tests run in parallel, and two pip runs (or two venv creations) in one
-/// environment could trip over each other.
-fn install(script: &str) -> Result<String, String> {
-    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
-    let out = std::process::Command::new("bash")
-        .arg(workspace_root().join("scripts").join(script))
-        .output()
-        .map_err(|e| format!("cannot run scripts/{script}: {e}"))?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
 
 /// A Python with `mcp`, or the reason there is none (installed once per test process).
 fn python() -> Result<String, String> {
@@ -211,22 +195,6 @@ fn agent_store(dir: &Path) -> PathBuf {
         let _ = saap::cli::main_with(workflow, args);
     }
     db
-}
-
-/// Every file of the directory with its bytes.
-fn snapshot_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap_or_default(),
-            )
-        })
-        .collect();
-    files.sort();
-    files
 }
 
 /// A root folder with a spec, a Python agent, and a symlink that leads outside it.
@@ -753,7 +721,7 @@ fn without_a_source_bounds_hold_answers_are_cut_and_secrets_never_show() {
 /// there is none.
 fn nats_python() -> Result<String, String> {
     python()?;
-    install("nats-py-install")
+    nats_py()
 }
 
 #[test]

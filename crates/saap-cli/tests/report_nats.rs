@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{Output, run, saap, workspace_root};
+use common::{Output, nats_py, run, saap, workspace_root};
 use saap_nats::testing::NatsServer;
 use serde_json::Value;
 use std::time::Duration;
@@ -42,17 +42,6 @@ class QaAgent(Agent):
         return AnswerStopEvent(answer="...")
 "#;
 
-fn python() -> Result<String, String> {
-    let out = std::process::Command::new("bash")
-        .arg(workspace_root().join("scripts/nats-py-install"))
-        .output()
-        .map_err(|e| format!("cannot run scripts/nats-py-install: {e}"))?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
 fn report(args: &[&str]) -> Output {
     let mut all = vec!["report"];
     all.extend_from_slice(args);
@@ -61,7 +50,7 @@ fn report(args: &[&str]) -> Output {
 
 #[test]
 fn a_live_run_with_an_event_after_its_stop_is_evidence_of_after_stop() {
-    let py = match python() {
+    let py = match nats_py() {
         Ok(p) => p,
         Err(reason) => {
             eprintln!(

@@ -7,33 +7,12 @@
 
 mod common;
 
-use common::{Output, run, saap};
+use common::{Output, agent, run, saap, snapshot_dir};
 use serde_json::Value;
-use std::path::Path;
 use std::time::Duration;
-
-fn agent(workflow: saap::Workflow, args: &[&str]) {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let _ = saap::cli::main_with(workflow, args);
-}
 
 fn saap_out(args: &[&str]) -> Output {
     run(saap().args(args).timeout(Duration::from_secs(120)))
-}
-
-fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap(),
-            )
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -75,7 +54,7 @@ fn a_stored_run_shows_the_step_ran_twice_beside_its_cause() {
             "1",
         ],
     );
-    let before = files(dir.path());
+    let before = snapshot_dir(dir.path());
     let spec_s = spec.to_str().unwrap();
 
     let out = saap_out(&[
@@ -247,8 +226,8 @@ fn a_stored_run_shows_the_step_ran_twice_beside_its_cause() {
         &run_id,
     ]);
     assert_eq!(out.code, 2, "{out:?}");
-    assert_eq!(files(dir.path()).len(), before.len() + 1);
-    let now: Vec<(String, Vec<u8>)> = files(dir.path())
+    assert_eq!(snapshot_dir(dir.path()).len(), before.len() + 1);
+    let now: Vec<(String, Vec<u8>)> = snapshot_dir(dir.path())
         .into_iter()
         .filter(|(n, _)| n != "other.json")
         .collect();

@@ -5,6 +5,7 @@
 //!
 //! Must not hold behaviour beyond reading and checking one argument at a time.
 
+pub use crate::cmd::report::model::Symptom;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -129,38 +130,6 @@ pub struct ExplainParams {
     /// With `run` and Python source holding several agents: the agent class.
     #[serde(default)]
     pub agent: Option<String>,
-}
-
-/// A symptom of the debugging guide's triage table.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Symptom {
-    /// A step runs more than once per run.
-    RunsTwice,
-    /// A step never runs.
-    NeverRuns,
-    /// Events (or executions) after the run's stop event.
-    AfterStop,
-    /// A precondition never holds, or reads what its step does not take.
-    Precondition,
-    /// The agent does not start, or nothing is dispatched.
-    WontStart,
-    /// The configuration is not what the steps read.
-    Config,
-}
-
-impl Symptom {
-    /// The CLI's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Symptom::RunsTwice => "runs-twice",
-            Symptom::NeverRuns => "never-runs",
-            Symptom::AfterStop => "after-stop",
-            Symptom::Precondition => "precondition",
-            Symptom::WontStart => "wont-start",
-            Symptom::Config => "config",
-        }
-    }
 }
 
 /// `report`.

@@ -6,8 +6,19 @@
 
 use serde::Serialize;
 
-/// The symptoms of the guide's triage table that the report diagnoses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+/// The symptoms of the guide's triage table that the report diagnoses (also the `symptom`
+/// argument of `saap mcp`'s `report` tool, whose schema is generated from it).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Symptom {
     /// A step executes more than once (guide, issue 1).
