@@ -74,8 +74,14 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let n = args.first().copied().unwrap_or(5_000);
-    let rounds = args.get(1).copied().unwrap_or(9);
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it
+    // (a debug build): then a short smoke run of every reader.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let n = args
+        .first()
+        .copied()
+        .unwrap_or(if smoke { 100 } else { 5_000 });
+    let rounds = args.get(1).copied().unwrap_or(if smoke { 1 } else { 9 });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -9,6 +9,10 @@
 //! in the protocol (seed 002: steps downstream may take it), so the step returns it rather
 //! than the call publishing it behind the dispatcher's back.
 //!
+//! [`Llm::chat_with_tools`] runs the tool loop inside the step: typed Rust functions
+//! ([`typed_tool`]) in a [`Toolbox`] (a resource too, when the tools hold handles), each call
+//! recorded as a `ToolEvent`, every round streamed and priced like `chat`.
+//!
 //! What a crash does today: the journal records a completed execution's outputs, so a step
 //! that finished is never run again; a step that crashed mid-call runs again and calls the
 //! model again (its chunks shown before the crash are not shown twice). Journaled effects,
@@ -20,11 +24,13 @@
 
 use crate::context::{ContextError, StepCtx};
 use crate::event::ChunkEvent;
+use crate::semantic::ToolEvent;
 use crate::semantic::{LLMCostEvent, LLMEvent, LLMStopEvent};
 pub use saap_llm::record::{Price, PriceTable};
+pub use saap_llm::tools::DEFAULT_MAX_ROUNDS;
 pub use saap_llm::{
     CancellationToken, ChatRequest, Completion, FinishReason, LlmClient, LlmConfig, LlmError,
-    Message, Role, StreamEvent, Usage,
+    Message, Role, StreamEvent, ToolExecution, Toolbox, Usage, typed_tool,
 };
 use std::time::Instant;
 
@@ -69,6 +75,29 @@ pub struct LlmAnswer {
     pub event: LLMEvent,
     /// What the call cost, when the model has a price (already shown as a display event).
     pub cost: Option<LLMCostEvent>,
+}
+
+/// A finished tool loop ([`Llm::chat_with_tools`]): the last answer, the conversation, and
+/// the events that record every model call and every tool call.
+#[derive(Debug, Clone)]
+pub struct LlmToolAnswer {
+    /// The model's last answer (it called no tool).
+    pub completion: Completion,
+    /// The whole conversation: the request's messages, each assistant message and tool
+    /// answer, then the last answer.
+    pub messages: Vec<Message>,
+    /// One `LLMEvent` per model call, in order; return them from the step.
+    pub calls: Vec<LLMEvent>,
+    /// One `ToolEvent` per tool call, in order (bad calls included, answered with the
+    /// tool's contract); return them from the step.
+    pub tools: Vec<ToolEvent>,
+}
+
+impl LlmToolAnswer {
+    /// The last answer's text.
+    pub fn text(&self) -> &str {
+        self.completion.message.content.as_deref().unwrap_or("")
+    }
 }
 
 impl LlmAnswer {
@@ -176,5 +205,51 @@ impl Llm {
             event,
             cost,
         })
+    }
+
+    /// The tool loop inside a step: asks the model with `toolbox`'s tools, runs the tools it
+    /// calls (a call with bad arguments or of an unknown tool is answered with the tool's
+    /// contract, not failed; results over the toolbox's bound are cut with a marker), answers
+    /// them and asks again, at most `max_rounds` model calls ([`DEFAULT_MAX_ROUNDS`] is a
+    /// sensible bound). Every round is a [`Llm::chat`]: its text streams out as
+    /// `ChunkEvent`s and its cost is shown. Fails with `LLM_TOOL_ROUNDS_EXHAUSTED` when the
+    /// model still calls tools after the last round.
+    pub async fn chat_with_tools(
+        &self,
+        ctx: &StepCtx,
+        request: &ChatRequest,
+        toolbox: &Toolbox,
+        max_rounds: u32,
+    ) -> Result<LlmToolAnswer, LlmStepError> {
+        let cancel = CancellationToken::new();
+        let mut request = request.clone();
+        request.tools = toolbox.definitions();
+        let mut calls = Vec::new();
+        let mut tools = Vec::new();
+        for _ in 0..max_rounds {
+            let answer = self.chat_until(ctx, &request, cancel.clone()).await?;
+            calls.push(answer.event);
+            let message = answer.completion.message.clone();
+            request.messages.push(message.clone());
+            if message.tool_calls.is_empty() {
+                return Ok(LlmToolAnswer {
+                    completion: answer.completion,
+                    messages: request.messages,
+                    calls,
+                    tools,
+                });
+            }
+            for call in &message.tool_calls {
+                let execution = toolbox.execute(call, &cancel).await;
+                tools.push(saap_llm::record::tool_event(
+                    toolbox.spec(&call.function.name),
+                    &execution,
+                ));
+                request
+                    .messages
+                    .push(Message::tool_result(&call.id, execution.answer));
+            }
+        }
+        Err(LlmError::ToolRoundsExhausted { rounds: max_rounds }.into())
     }
 }

@@ -4,6 +4,10 @@
 //! `LLMCostEvent`, and the step returns the call's `LLMEvent` (or ends the run with
 //! `LLMStopEvent`) with the model, messages, token counts and finish reason; a server error
 //! fails the step with the client's code; the API key reaches the server and nothing else.
+//! The tool loop inside a step (`chat_with_tools`, a `Toolbox` resource of typed tools): a call
+//! with a wrong argument (split across chunks) is answered with the tool's contract and made
+//! again, every model call and tool call is returned as `LLMEvent` / `ToolEvent`, the last
+//! answer streams as chunks; a loop out of rounds fails the step and says so.
 #![allow(clippy::unwrap_used)]
 
 use axum::Router;
@@ -11,8 +15,10 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Response, StatusCode};
 use axum::routing::post;
-use saap::llm::{ChatRequest, Llm, LlmClient, LlmConfig, Message, Price, PriceTable};
-use saap::semantic::{LLMCostEvent, LLMEvent, LLMStopEvent};
+use saap::llm::{
+    ChatRequest, Llm, LlmClient, LlmConfig, Message, Price, PriceTable, Toolbox, typed_tool,
+};
+use saap::semantic::{LLMCostEvent, LLMEvent, LLMStopEvent, ToolEvent};
 use saap::testing::TestRunner;
 use saap::{
     Agent, ChunkEvent, ExceptionEvent, Required, Res, StepCtx, StepError, UserMessageEvent, agent,
@@ -38,7 +44,9 @@ async fn handle(
         .unwrap_or_default()
         .to_string();
     let request: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-    seen.lock().unwrap().push((scenario.clone(), auth, request));
+    seen.lock()
+        .unwrap()
+        .push((scenario.clone(), auth, request.clone()));
     match scenario.as_str() {
         "stream" => {
             let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
@@ -70,6 +78,55 @@ async fn handle(
             ];
             let mut text: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
             text.push_str("data: [DONE]\n\n");
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from(text))
+                .unwrap()
+        }
+        "tools" => {
+            // Round 1: a call with a wrong argument; round 2: the call made right; round 3:
+            // the answer. Which round it is: how many tool answers the request carries.
+            let answered = request["messages"]
+                .as_array()
+                .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+            let delta = |d: serde_json::Value, finish: serde_json::Value| {
+                serde_json::json!({"id": "t", "model": "tiny-model",
+                    "choices": [{"index": 0, "delta": d, "finish_reason": finish}]})
+            };
+            let call = |args: [&str; 2]| {
+                vec![
+                    delta(
+                        serde_json::json!({"tool_calls": [{"index": 0, "id": format!("call_{answered}"), "type": "function",
+                            "function": {"name": "weather", "arguments": args[0]}}]}),
+                        serde_json::Value::Null,
+                    ),
+                    // The arguments arrive split across chunks.
+                    delta(
+                        serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": args[1]}}]}),
+                        serde_json::Value::Null,
+                    ),
+                    delta(serde_json::json!({}), serde_json::json!("tool_calls")),
+                ]
+            };
+            let events = match answered {
+                0 => call(["{\"town\": ", "\"Bern\"}"]),
+                1 => call(["{\"city\": ", "\"Bern\"}"]),
+                _ => vec![
+                    delta(
+                        serde_json::json!({"content": "Sunny "}),
+                        serde_json::Value::Null,
+                    ),
+                    delta(
+                        serde_json::json!({"content": "in Bern."}),
+                        serde_json::json!("stop"),
+                    ),
+                ],
+            };
+            let text: String = events
+                .iter()
+                .map(|e| format!("data: {e}\n\n"))
+                .chain(std::iter::once("data: [DONE]\n\n".to_string()))
+                .collect();
             Response::builder()
                 .header("content-type", "text/event-stream")
                 .body(Body::from(text))
@@ -231,6 +288,158 @@ async fn a_refused_call_fails_the_step_with_the_servers_reason() {
         failed[0].message
     );
     assert!(snap.events_of::<ChunkEvent>().is_empty());
+}
+
+/// The arguments of the `weather` tool (its JSON Schema is generated from this type).
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct WeatherArgs {
+    /// The city to look up.
+    city: String,
+}
+
+fn toolbox() -> Toolbox {
+    Toolbox::new().with(typed_tool(
+        "weather",
+        "Today's weather in a city",
+        |a: WeatherArgs| async move { Ok::<_, String>(format!("sunny in {}", a.city)) },
+    ))
+}
+
+/// Asks with the `weather` tool, at most 3 model calls; returns every call and tool call,
+/// then the answer.
+struct ToolUser;
+
+#[agent]
+impl ToolUser {
+    #[step]
+    async fn answer(
+        q: Required<UserMessageEvent>,
+        llm: Res<Llm>,
+        tools: Res<Toolbox>,
+        ctx: StepCtx,
+    ) -> Result<Vec<Recorded>, StepError> {
+        let request = ChatRequest::new(vec![Message::user(q.message.clone())]);
+        let done = llm.chat_with_tools(&ctx, &request, &tools, 3).await?;
+        let text = done.text().to_string();
+        let mut out: Vec<Recorded> = done.calls.into_iter().map(Recorded::Call).collect();
+        out.extend(done.tools.into_iter().map(Recorded::Tool));
+        out.push(Recorded::Answer(Answered { text }));
+        Ok(out)
+    }
+}
+
+/// What the tool-using step returns: every model call, every tool call, the answer.
+#[derive(saap::EventUnion, Debug)]
+enum Recorded {
+    Call(LLMEvent),
+    Tool(ToolEvent),
+    Answer(Answered),
+}
+
+/// The answer; ends the run (returned last, with the calls that led to it).
+#[derive(saap::Event, serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+#[event(parent = StopEvent)]
+struct Answered {
+    text: String,
+}
+
+#[tokio::test]
+async fn a_tool_loop_inside_a_step_answers_a_bad_call_with_the_contract_and_records_every_call() {
+    let (port, seen) = server().await;
+    let workflow = ToolUser::workflow()
+        .unwrap()
+        .with_resource(llm(port, "tools"))
+        .with_resource(toolbox());
+    let run = TestRunner::in_memory(workflow)
+        .run(UserMessageEvent {
+            message: "Weather in Bern?".into(),
+        })
+        .await
+        .unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    assert!(!snap.has_exception(), "{}", snap.timeline());
+    assert_eq!(
+        snap.events_of::<Answered>(),
+        [Answered {
+            text: "Sunny in Bern.".into()
+        }]
+    );
+    // Three model calls, each recorded; the last one's input is the whole conversation.
+    let calls = snap.events_of::<LLMEvent>();
+    assert_eq!(calls.len(), 3, "{}", snap.timeline());
+    assert_eq!(calls[2].input_messages.as_ref().unwrap().len(), 5);
+    assert_eq!(calls[0].finish_reason.as_deref(), Some("tool_calls"));
+    // Two tool calls: the bad one answered with the tool's contract, then the good one.
+    let tools = snap.events_of::<ToolEvent>();
+    assert_eq!(tools.len(), 2, "{}", snap.timeline());
+    assert_eq!(tools[0].is_error, Some(true));
+    let contract = tools[0].result.clone().unwrap_or_default();
+    assert!(
+        contract.contains("weather") && contract.contains("city"),
+        "the bad call is answered with the tool's contract: {contract}"
+    );
+    assert_eq!(tools[1].is_error, Some(false));
+    assert_eq!(tools[1].result.as_deref(), Some("sunny in Bern"));
+    assert_eq!(
+        tools[1].parameters.as_ref().unwrap()["city"],
+        serde_json::json!("Bern")
+    );
+    // Only the last round had text: it streamed as chunks.
+    let chunks: Vec<String> = snap
+        .events_of::<ChunkEvent>()
+        .into_iter()
+        .map(|c| c.chunk)
+        .collect();
+    assert_eq!(chunks, ["Sunny ", "in Bern."]);
+    // The model saw the tool's answers: the third request carries both.
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].2["tools"][0]["function"]["name"], "weather");
+}
+
+/// As `ToolUser`, with at most 2 model calls: one too few for the scripted conversation.
+struct ShortToolUser;
+
+#[agent]
+impl ShortToolUser {
+    #[step]
+    async fn answer(
+        q: Required<UserMessageEvent>,
+        llm: Res<Llm>,
+        tools: Res<Toolbox>,
+        ctx: StepCtx,
+    ) -> Result<Answered, StepError> {
+        let request = ChatRequest::new(vec![Message::user(q.message.clone())]);
+        let done = llm.chat_with_tools(&ctx, &request, &tools, 2).await?;
+        Ok(Answered {
+            text: done.text().to_string(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_tool_loop_out_of_rounds_fails_the_step_and_says_so() {
+    let (port, _seen) = server().await;
+    let workflow = ShortToolUser::workflow()
+        .unwrap()
+        .with_resource(llm(port, "tools"))
+        .with_resource(toolbox());
+    let run = TestRunner::in_memory(workflow)
+        .run(UserMessageEvent {
+            message: "Weather in Bern?".into(),
+        })
+        .await
+        .unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    let failed = snap.events_of::<ExceptionEvent>();
+    assert_eq!(failed.len(), 1, "{}", snap.timeline());
+    assert!(
+        failed[0]
+            .message
+            .contains("the model still called tools after 2 rounds"),
+        "{}",
+        failed[0].message
+    );
 }
 
 #[test]
