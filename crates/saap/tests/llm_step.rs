@@ -297,6 +297,21 @@ struct WeatherArgs {
     city: String,
 }
 
+/// Runs `workflow` (given the model of scenario `tools` and the toolbox) on one question, to
+/// its end.
+async fn ask_weather(workflow: saap::Workflow, port: u16) -> saap::RunSnapshot {
+    let workflow = workflow
+        .with_resource(llm(port, "tools"))
+        .with_resource(toolbox());
+    let run = TestRunner::in_memory(workflow)
+        .run(UserMessageEvent {
+            message: "Weather in Bern?".into(),
+        })
+        .await
+        .unwrap();
+    run.wait_for_end(WAIT).await.unwrap()
+}
+
 fn toolbox() -> Toolbox {
     Toolbox::new().with(typed_tool(
         "weather",
@@ -318,14 +333,26 @@ impl ToolUser {
         tools: Res<Toolbox>,
         ctx: StepCtx,
     ) -> Result<Vec<Recorded>, StepError> {
-        let request = ChatRequest::new(vec![Message::user(q.message.clone())]);
-        let done = llm.chat_with_tools(&ctx, &request, &tools, 3).await?;
-        let text = done.text().to_string();
-        let mut out: Vec<Recorded> = done.calls.into_iter().map(Recorded::Call).collect();
-        out.extend(done.tools.into_iter().map(Recorded::Tool));
-        out.push(Recorded::Answer(Answered { text }));
-        Ok(out)
+        ask_with_tools(&q, &llm, &tools, &ctx, 3).await
     }
+}
+
+/// The tool loop with at most `rounds` model calls; every model call, every tool call, then
+/// the answer.
+async fn ask_with_tools(
+    q: &UserMessageEvent,
+    llm: &Llm,
+    tools: &Toolbox,
+    ctx: &StepCtx,
+    rounds: u32,
+) -> Result<Vec<Recorded>, StepError> {
+    let request = ChatRequest::new(vec![Message::user(q.message.clone())]);
+    let done = llm.chat_with_tools(ctx, &request, tools, rounds).await?;
+    let text = done.text().to_string();
+    let mut out: Vec<Recorded> = done.calls.into_iter().map(Recorded::Call).collect();
+    out.extend(done.tools.into_iter().map(Recorded::Tool));
+    out.push(Recorded::Answer(Answered { text }));
+    Ok(out)
 }
 
 /// What the tool-using step returns: every model call, every tool call, the answer.
@@ -346,17 +373,7 @@ struct Answered {
 #[tokio::test]
 async fn a_tool_loop_inside_a_step_answers_a_bad_call_with_the_contract_and_records_every_call() {
     let (port, seen) = server().await;
-    let workflow = ToolUser::workflow()
-        .unwrap()
-        .with_resource(llm(port, "tools"))
-        .with_resource(toolbox());
-    let run = TestRunner::in_memory(workflow)
-        .run(UserMessageEvent {
-            message: "Weather in Bern?".into(),
-        })
-        .await
-        .unwrap();
-    let snap = run.wait_for_end(WAIT).await.unwrap();
+    let snap = ask_weather(ToolUser::workflow().unwrap(), port).await;
     assert!(!snap.has_exception(), "{}", snap.timeline());
     assert_eq!(
         snap.events_of::<Answered>(),
@@ -408,29 +425,15 @@ impl ShortToolUser {
         llm: Res<Llm>,
         tools: Res<Toolbox>,
         ctx: StepCtx,
-    ) -> Result<Answered, StepError> {
-        let request = ChatRequest::new(vec![Message::user(q.message.clone())]);
-        let done = llm.chat_with_tools(&ctx, &request, &tools, 2).await?;
-        Ok(Answered {
-            text: done.text().to_string(),
-        })
+    ) -> Result<Vec<Recorded>, StepError> {
+        ask_with_tools(&q, &llm, &tools, &ctx, 2).await
     }
 }
 
 #[tokio::test]
 async fn a_tool_loop_out_of_rounds_fails_the_step_and_says_so() {
     let (port, _seen) = server().await;
-    let workflow = ShortToolUser::workflow()
-        .unwrap()
-        .with_resource(llm(port, "tools"))
-        .with_resource(toolbox());
-    let run = TestRunner::in_memory(workflow)
-        .run(UserMessageEvent {
-            message: "Weather in Bern?".into(),
-        })
-        .await
-        .unwrap();
-    let snap = run.wait_for_end(WAIT).await.unwrap();
+    let snap = ask_weather(ShortToolUser::workflow().unwrap(), port).await;
     let failed = snap.events_of::<ExceptionEvent>();
     assert_eq!(failed.len(), 1, "{}", snap.timeline());
     assert!(

@@ -157,8 +157,11 @@ impl Engine {
                 EventName::Shared(_) => None,
             })
             .collect();
+        // A workflow cannot change once it is the engine's: what it lacks is known now.
+        let missing_resource = workflow.check_resources().err();
         Engine {
             shared: Arc::new_cyclic(|this| Shared {
+                missing_resource,
                 ctx_ref: crate::context::EngineRef::register(this.clone() as _),
                 journal: backend.wants_journal(),
                 fingerprint,
@@ -471,7 +474,9 @@ impl Engine {
                 name: ev.name.to_string(),
             });
         }
-        self.shared.workflow.check_resources()?;
+        if let Some(e) = &self.shared.missing_resource {
+            return Err(e.clone().into());
+        }
         self.shared.workflow.validate_start(&ev.payload)?;
         let (run_id, key) = run_id_text(&ids.run);
         let thread = match thread_id {

@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 pub(crate) struct Shared {
     pub workflow: Workflow,
+    /// A resource a step takes that the workflow does not hold: every run is refused.
+    pub(super) missing_resource: Option<crate::resource::ResourceError>,
     /// This engine's entry in the registry its steps' contexts find it by.
     pub(super) ctx_ref: crate::context::EngineRef,
     /// `backend.wants_journal()`, asked once.
