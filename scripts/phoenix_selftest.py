@@ -20,7 +20,8 @@ back with phoenix_spans.wait_for_spans (Phoenix's REST API):
   2. a trace whose resource has openinference.project.name -> lands in that project, not
      in "default";
   3. the same resource sent with an `x-project-name` header -> the header's project wins;
-  4. a Content-Type with a parameter (`application/x-protobuf; charset=utf-8`) -> 415.
+  4. an all-zero parent_span_id comes back as parent "0000000000000000", not as a root;
+  5. a Content-Type with a parameter (`application/x-protobuf; charset=utf-8`) -> 415.
 Prints what it checked and "phoenix selftest: N passed, 0 failed"; exits 1 on a failure.
 """
 
@@ -203,6 +204,13 @@ def run(url, c):
     got = phoenix_spans.wait_for_spans(url, hdr, tid, wait=30, min_spans=1)
     c.eq(f"span in project {hdr!r} (header beats resource attribute)", len(got), 1)
     c.eq("... and not in the resource attribute's project", len(phoenix_spans.fetch_spans(url, proj, tid)), 0)
+
+    # What an exporter must know: only an empty parent_span_id makes a root.
+    tid, now = secrets.token_bytes(16), time.time_ns()
+    post(url, request({}, [make_span(tid, secrets.token_bytes(8), b"\0" * 8, "zero-parent", now, now + 1000,
+                                     {"openinference.span.kind": "CHAIN"})]))
+    got = phoenix_spans.wait_for_spans(url, "default", tid.hex(), wait=30, min_spans=1)
+    c.eq("an all-zero parent_span_id is NOT a root", got[0]["parent_id"], "0" * 16)
 
     status, _ = post(url, request({}, []), content_type="application/x-protobuf; charset=utf-8")
     c.eq("Content-Type with a parameter is refused", status, 415)

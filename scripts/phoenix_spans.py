@@ -43,13 +43,18 @@ scripts/phoenix_selftest.py:
   GraphQL at /graphql; not used here.)
 * Ids: trace and span ids are stored and returned as lowercase hex (32 and 16 digits) of
   the OTLP bytes, not base64 as in OTLP/JSON. parent_id is the parent's hex span id, or
-  null for a root (an all-zero or empty parent_span_id is a root). The trace_id filter is
-  an exact string match, so this script lowercases the --trace-id it is given.
-* Span kind: the OTLP SpanKind (INTERNAL, CLIENT, ...) is dropped. `span_kind` is the
-  value of the `openinference.span.kind` attribute, which Phoenix pops out of
-  `attributes` in this API (so it is NOT among the returned attributes); a span without
-  it, or with a value Phoenix does not know, is "UNKNOWN". Status: STATUS_CODE_OK ->
-  "OK", STATUS_CODE_ERROR -> "ERROR", unset -> "UNSET".
+  null for a root. Only an EMPTY parent_span_id makes a root: eight zero bytes come back
+  as parent_id "0000000000000000" (checked), so an exporter must leave the field empty.
+  The trace_id filter is an exact string match, so this script lowercases --trace-id.
+* Span kind: the OTLP SpanKind (INTERNAL, CLIENT, ...) is dropped. `span_kind` in this
+  API is the raw value of the `openinference.span.kind` attribute, which Phoenix pops out
+  of `attributes` here (so it is NOT among the returned attributes); "UNKNOWN" when the
+  attribute is absent. The value is not normalised in this API (checked: "llm" comes back
+  "llm", "WEIRD" comes back "WEIRD"), although the separate span_kind column that the UI
+  and the span_kind filter use is upper-cased, or UNKNOWN when not a known kind: send the
+  upper-case OpenInference values (AGENT, CHAIN, LLM, TOOL, ...). A span with no kind but
+  `gen_ai.*` attributes gets one synthesized (e.g. LLM). Status: STATUS_CODE_OK -> "OK",
+  STATUS_CODE_ERROR -> "ERROR" (with its message), unset -> "UNSET".
 * Attributes: Phoenix unflattens dotted keys into a nested JSON document when it stores a
   span and the API flattens them back to dotted keys, lists of objects included:
   `llm.input_messages.0.message.role` comes back under that very key. Lists of scalars
@@ -59,8 +64,10 @@ scripts/phoenix_selftest.py:
   `tool.parameters` and `document.metadata` are parsed as JSON when they parse (so
   `metadata` = '{"a": 1}' comes back as `metadata.a` = 1), and `gen_ai.*` attributes
   (OTel GenAI conventions) are translated into OpenInference ones that the span does
-  not already carry. Anything else (session.id, user.id, input.value, ...) comes back as
-  sent. Resource attributes are not stored per span and do not come back. This script
+  not already carry (the gen_ai.* keys are kept too: gen_ai.request.model = "m1" and
+  gen_ai.usage.input_tokens = 4 come back along with llm.model_name = "m1" and
+  llm.token_count.prompt = 4). Anything else (session.id, user.id, input.value, ...)
+  comes back as sent. Resource attributes are not stored per span and do not come back. This script
   flattens any nested object it still finds, the same way, so attributes are always flat.
 * Times are ISO 8601 strings with a UTC offset, microsecond precision (OTLP's nanoseconds
   are truncated).
