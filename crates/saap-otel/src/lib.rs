@@ -14,12 +14,14 @@
 //! This crate must not depend on the engine (`saap`, `saap-dispatch`) or run an async
 //! runtime of its own on the caller's thread; it must never log header values.
 
+pub mod config;
 pub mod error;
 pub mod ids;
 pub mod otlp;
 pub mod run_spans;
 pub mod span;
 
+pub use config::OtlpConfig;
 pub use error::{ConfigError, ExportError};
 pub use ids::{SpanId, TraceId, parse_traceparent, traceparent};
 pub use otlp::encode_request;
