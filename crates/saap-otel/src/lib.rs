@@ -16,6 +16,7 @@
 
 pub mod config;
 pub mod error;
+pub mod exporter;
 pub mod ids;
 pub mod otlp;
 pub mod run_spans;
@@ -23,6 +24,7 @@ pub mod span;
 
 pub use config::OtlpConfig;
 pub use error::{ConfigError, ExportError};
+pub use exporter::{ExportStats, Exporter, SpanJob, export_spans};
 pub use ids::{SpanId, TraceId, parse_traceparent, traceparent};
 pub use otlp::encode_request;
 pub use run_spans::{EventData, ExecutionFacts, RunFacts, event_json, execution_spans, run_span};
