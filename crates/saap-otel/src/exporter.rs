@@ -556,6 +556,20 @@ impl Worker {
                 break;
             }
         }
+        // Jobs that raced the stop past the last drain are dropped and counted, not lost
+        // silently (once the queue's receiver is gone, submits fail as dropped anyway).
+        let mut leftovers = 0;
+        while let Ok(message) = self.jobs.try_recv() {
+            if matches!(message, Message::Job(_)) {
+                leftovers += 1;
+            }
+        }
+        if leftovers > 0 {
+            self.shared
+                .dropped_jobs
+                .fetch_add(leftovers, Ordering::SeqCst);
+            self.shared.add_done(leftovers);
+        }
         tracing::debug!(url = %self.sender.url, "the OTLP exporter stopped");
         self.shared.mark_exited();
     }
