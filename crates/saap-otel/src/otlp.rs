@@ -246,6 +246,8 @@ pub fn request(service_name: &str, spans: &[SaapSpan]) -> ExportTraceServiceRequ
     let resource = Resource {
         attributes: vec![
             key_value("service.name", string_value(service_name)),
+            // Phoenix files a trace under this project (else "default"): one per agent.
+            key_value("openinference.project.name", string_value(service_name)),
             key_value("telemetry.sdk.name", string_value("saap")),
             key_value("telemetry.sdk.language", string_value("rust")),
             key_value(

@@ -39,6 +39,9 @@ pub const CONFIG_RPC_PREFIX: &str = "aihub.rpc.config.agent";
 pub const DISCOVERY_PREFIX: &str = "class_discovery.agent";
 /// The JetStream deduplication header.
 pub const NATS_MSG_ID_HEADER: &str = "Nats-Msg-Id";
+/// The W3C trace-context header (`00-<trace id>-<span id>-<flags>`): a step output published
+/// on a class stream names the span of the execution that returned it.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
 /// Prefix (case-insensitive) of the platform headers forwarded with events.
 pub const AIHUB_HEADER_PREFIX: &str = "x-aihub-";
 

@@ -43,10 +43,16 @@ pub mod llm;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod params;
+/// OpenTelemetry export of runs (the `saap-otel` crate): configure an
+/// [`Exporter`](otel::Exporter) and give it to [`EngineOptions::telemetry`].
+#[cfg(feature = "otel")]
+pub use saap_otel as otel;
 pub mod resource;
 pub mod semantic;
 pub mod snapshot;
 pub mod testing;
+#[cfg(feature = "otel")]
+pub mod trace;
 pub mod union;
 pub mod workflow;
 

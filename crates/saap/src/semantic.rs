@@ -9,8 +9,8 @@
 
 use crate::event::Event;
 pub use saap_protocol::semantic::{
-    AgentEvent, ChainEvent, EmbeddingEvent, GuardEvent, LLMCostEvent, LLMEvent, LLMStopEvent,
-    RerankerEvent, RetrieverEvent, SemanticEvent, ToolEvent,
+    AgentEvent, ChainEvent, ContentBlock, Embedding, EmbeddingEvent, GuardEvent, LLMCostEvent,
+    LLMEvent, LLMStopEvent, Message, Node, RerankerEvent, RetrieverEvent, SemanticEvent, ToolEvent,
 };
 
 macro_rules! protocol_event {

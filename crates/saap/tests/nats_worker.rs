@@ -1125,3 +1125,72 @@ async fn a_python_user_message_from_a_plain_client_starts_a_rust_run() {
     assert!(body["_parent_event_names"].is_array(), "{body}");
     w.shutdown();
 }
+
+/// Every step output a worker publishes on the class stream carries the W3C `traceparent`
+/// of the execution that returned it: the run's trace (its id starts with the run id) and
+/// the execution's span, the ids live and stored trace export give (issue 20 §5).
+#[cfg(feature = "otel")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_outputs_carry_the_traceparent_of_their_execution() {
+    use saap::otel::{SpanId, TraceId, parse_traceparent, traceparent};
+    let server = NatsServer::start();
+    let wf = relay(Counts::new(&["begin", "middle", "finish"]), Duration::ZERO);
+    let w = Worker::with_connection(connect(&server).await, wf.clone(), opts())
+        .await
+        .unwrap();
+    let serving = w.clone();
+    tokio::spawn(async move { serving.serve().await.unwrap() });
+    let client = connect(&server).await;
+    start_runs(&client, &wf, "traced", 1).await;
+    let run = "traced0";
+    let js = client.jetstream();
+    let stream = js
+        .get_stream(saap_protocol::subject::stream_name("Relay").unwrap())
+        .await
+        .unwrap();
+    // begin (execution 0) returns A, middle (1) B, finish (2) Done.
+    for (event, execution) in [("A", 0), ("B", 1), ("Done", 2)] {
+        let subject = within(BOUND, "the output on the class stream", async {
+            loop {
+                let stored = client
+                    .replay_control("Relay", &Default::default())
+                    .await
+                    .unwrap()
+                    .collect()
+                    .await
+                    .unwrap();
+                if let Some(s) = stored.iter().find(|m| {
+                    m.parsed_subject()
+                        .is_ok_and(|s| s.event_name() == event && s.run().run_id() == run)
+                }) {
+                    return s.subject.clone();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let msg = stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .unwrap();
+        let header = msg
+            .headers
+            .get(saap_protocol::subject::TRACEPARENT_HEADER)
+            .unwrap_or_else(|| panic!("{event} has no traceparent: {:?}", msg.headers))
+            .as_str()
+            .to_string();
+        let want = traceparent(
+            TraceId::of_run(run),
+            SpanId::of_execution(run, execution, 1),
+        );
+        assert_eq!(header, want, "{event}");
+        assert_eq!(
+            parse_traceparent(&header),
+            Some((
+                TraceId::of_run(run),
+                SpanId::of_execution(run, execution, 1)
+            ))
+        );
+    }
+    w.shutdown();
+}

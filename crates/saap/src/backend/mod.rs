@@ -123,6 +123,11 @@ pub struct JournalEntry {
     pub input: StoredInput,
     #[serde(rename = "pre", default, skip_serializing_if = "Vec::is_empty")]
     pub preconditions: Vec<bool>,
+    /// When the engine applied the input (nanoseconds since the Unix epoch): the times an
+    /// exported trace gives a stored run's executions (`<agent> export RUN`). Absent in
+    /// entries written before saap recorded it.
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
 }
 
 /// Appends an id as its 24 hex characters in quotes (what `EventId`'s `Serialize` writes,
@@ -165,6 +170,7 @@ fn write_event(e: &StoredEvent, out: &mut Vec<u8>) -> Result<(), crate::event::P
 pub fn encode_entry(
     input: &StoredInput,
     preconditions: &[bool],
+    at: Option<u64>,
     out: &mut Vec<u8>,
 ) -> Result<(), crate::event::PayloadError> {
     out.extend_from_slice(b"{\"i\":{\"in\":");
@@ -217,6 +223,10 @@ pub fn encode_entry(
             out.extend_from_slice(if *r { b"true" } else { b"false" });
         }
         out.push(b']');
+    }
+    if let Some(t) = at {
+        use std::io::Write;
+        let _ = write!(out, ",\"t\":{t}");
     }
     out.push(b'}');
     Ok(())
@@ -523,6 +533,7 @@ mod tests {
                     by: Some(3),
                 },
                 preconditions: vec![true, false],
+                at: Some(1_764_000_000_123_456_789),
             },
             JournalEntry {
                 input: StoredInput::Append {
@@ -530,6 +541,7 @@ mod tests {
                     by: None,
                 },
                 preconditions: vec![],
+                at: None,
             },
             JournalEntry {
                 input: StoredInput::Complete {
@@ -539,6 +551,7 @@ mod tests {
                     error: None,
                 },
                 preconditions: vec![false],
+                at: None,
             },
             JournalEntry {
                 input: StoredInput::Complete {
@@ -548,15 +561,17 @@ mod tests {
                     error: Some("step `x` failed: \"quoted\"".into()),
                 },
                 preconditions: vec![],
+                at: None,
             },
             JournalEntry {
                 input: StoredInput::Retry { execution: 9 },
                 preconditions: vec![],
+                at: None,
             },
         ];
         for e in &entries {
             let mut out = Vec::new();
-            encode_entry(&e.input, &e.preconditions, &mut out).unwrap();
+            encode_entry(&e.input, &e.preconditions, e.at, &mut out).unwrap();
             let back: JournalEntry = serde_json::from_slice(&out).unwrap();
             assert_eq!(&back, e);
             let ours: serde_json::Value = serde_json::from_slice(&out).unwrap();

@@ -733,6 +733,15 @@ impl Shared {
         let journal = self.journal;
         let mut ended = st.run.is_terminated() && !st.ended_sent;
         st.ended_sent |= ended;
+        #[cfg(feature = "otel")]
+        if let Some(t) = &self.telemetry {
+            if journal && !st.created {
+                t.run_seen(slot.run_id());
+            }
+            if ended {
+                t.run_ended(slot, st, &self.type_names);
+            }
+        }
         if ended {
             st.pre_cache = None;
             if self.opts.keep_ended_runs {
@@ -783,7 +792,12 @@ impl Shared {
                 entry_json: match stored_input {
                     Some(input) => {
                         let mut out = Vec::with_capacity(256);
-                        match crate::backend::encode_entry(&input, results, &mut out) {
+                        match crate::backend::encode_entry(
+                            &input,
+                            results,
+                            Some(super::ids::unix_nanos()),
+                            &mut out,
+                        ) {
                             Ok(()) => String::from_utf8(out).unwrap_or_default(),
                             Err(e) => {
                                 tracing::error!(run_id = %slot.run_id(), error = %e, "journal entry cannot be encoded");

@@ -47,6 +47,7 @@ impl Shared {
         slot: &Arc<RunSlot>,
         inv: &mut Invocation,
     ) -> Result<StepFuture, String> {
+        self.note_start(inv);
         let ctx = NewCtx::Local {
             engine: self.ctx_ref,
             names: &slot.names,
@@ -91,6 +92,17 @@ impl Shared {
                 panic_text(&p)
             )),
         }
+    }
+
+    /// Notes when `inv`'s body starts, for its span, when this engine exports traces.
+    #[inline(always)]
+    fn note_start(&self, inv: &mut Invocation) {
+        #[cfg(feature = "otel")]
+        if self.telemetry.is_some() {
+            inv.started_ns = super::ids::unix_nanos();
+        }
+        #[cfg(not(feature = "otel"))]
+        let _ = inv;
     }
 
     pub(super) fn step_name(&self, step_idx: StepIdx) -> &str {
@@ -151,6 +163,7 @@ impl Shared {
         let Some(step) = self.workflow.inner.steps.get(step_idx as usize) else {
             return Ok(Err(no_step(step_idx)));
         };
+        self.note_start(inv);
         let ctx = NewCtx::Local {
             engine: self.ctx_ref,
             names: &slot.names,
@@ -379,6 +392,19 @@ pub(super) fn complete(
         // than an event may be, fails the step here (the in-memory backend never
         // serializes, see `Payload`).
         result = Err(e);
+    }
+    #[cfg(feature = "otel")]
+    if let Some(t) = &shared.telemetry {
+        t.execution_ended(
+            slot,
+            shared.step_name(inv.step),
+            inv.execution,
+            inv.attempt,
+            inv.started_ns,
+            &shared.type_names,
+            if result.is_ok() { &inv.outs } else { &[] },
+            result.as_ref().err().map(String::as_str),
+        );
     }
     match shared.complete_in_place(slot, inv, result, buffers, queued) {
         Ok(done) => Some(done),

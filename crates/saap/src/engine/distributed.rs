@@ -181,9 +181,26 @@ impl Engine {
             execution: work.execution,
             attempt: work.attempt,
         };
-        self.shared
+        #[cfg(feature = "otel")]
+        let started_ns = super::ids::unix_nanos();
+        let ran = self
+            .shared
             .run_body(work.step, &work.inputs, ctx, Vec::new())
-            .await
+            .await;
+        #[cfg(feature = "otel")]
+        if let Some(t) = &self.shared.telemetry {
+            t.remote_execution_ended(
+                &work.run_id,
+                &work.thread_id,
+                self.shared.step_name(work.step),
+                work.execution,
+                work.attempt,
+                started_ns,
+                &work.inputs,
+                ran.as_deref().map_err(String::as_str),
+            );
+        }
+        ran
     }
 
     /// Feeds the completion of an execution whose body ran elsewhere to run `run_id`;

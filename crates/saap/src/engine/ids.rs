@@ -230,3 +230,12 @@ pub(super) fn unix_seconds() -> u32 {
         .map(|d| d.as_secs() as u32)
         .unwrap_or(0)
 }
+
+/// Now, in nanoseconds since the Unix epoch (0 before it): when an input was applied, as
+/// journal entries and exported spans record it.
+pub(crate) fn unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

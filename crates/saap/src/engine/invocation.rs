@@ -27,6 +27,10 @@ pub(crate) struct Invocation {
     /// With `extract`: the body run holding the typed inputs, or why they could not be
     /// extracted (the step's failure).
     pub(super) prepared: Option<Result<StepFuture, String>>,
+    /// When its body started (nanoseconds since the Unix epoch), read only when the engine
+    /// exports its runs' traces (`EngineOptions::telemetry`); 0 otherwise.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    pub(super) started_ns: u64,
 }
 
 impl Invocation {
@@ -41,6 +45,7 @@ impl Invocation {
             bound: false,
             extract: false,
             prepared: None,
+            started_ns: 0,
         }
     }
 }
@@ -122,6 +127,7 @@ pub(super) fn invocation(
         bound: false,
         extract: false,
         prepared: None,
+        started_ns: 0,
     };
     bind_events(st, names, x, attempt, &mut inv);
     inv

@@ -52,6 +52,8 @@ mod run_table;
 mod shared;
 mod slot;
 mod tasks;
+#[cfg(feature = "otel")]
+mod telemetry;
 mod waiters;
 // Entry points for engines that share runs between processes (the `nats` engine): start a run
 // under a given id, adopt a run from its journal, hand a run over.
@@ -159,6 +161,11 @@ impl Engine {
             .collect();
         // A workflow cannot change once it is the engine's: what it lacks is known now.
         let missing_resource = workflow.check_resources().err();
+        #[cfg(feature = "otel")]
+        let telemetry = opts
+            .telemetry
+            .clone()
+            .map(|exporter| telemetry::LiveTelemetry::new(exporter, workflow.name()));
         Engine {
             shared: Arc::new_cyclic(|this| Shared {
                 missing_resource,
@@ -180,6 +187,8 @@ impl Engine {
                 large_spare: Mutex::new(None),
                 local: Mutex::new(LocalQueue::default()),
                 local_wake: tokio::sync::Notify::new(),
+                #[cfg(feature = "otel")]
+                telemetry,
             }),
         }
     }
@@ -615,6 +624,13 @@ impl Engine {
             return Ok(None);
         };
         Ok(Some(slot_snapshot(&slot)))
+    }
+
+    /// Where this engine exports its runs as traces (`EngineOptions::telemetry`), if
+    /// anywhere: flush it before the process exits, or the last spans may not be sent.
+    #[cfg(feature = "otel")]
+    pub fn telemetry(&self) -> Option<&saap_otel::Exporter> {
+        self.shared.telemetry.as_ref().map(|t| t.exporter())
     }
 
     /// The ids of the runs this engine holds in memory (live runs, and ended ones it ran

@@ -23,6 +23,13 @@ pub struct EngineOptions {
     /// tables go back to the system and are faulted in again by every such run; kept, an
     /// idle engine holds them.
     pub kept_table_bytes: usize,
+    /// Export every run as an OpenTelemetry trace while it runs (DESIGN §9): a span per
+    /// execution that runs here, child spans for the semantic events it returns, and the
+    /// run's own span at its end, handed to this exporter's queue (spans are made on its
+    /// thread; a full queue drops them and counts the drop, it never holds up a step).
+    /// Default: none.
+    #[cfg(feature = "otel")]
+    pub telemetry: Option<saap_otel::Exporter>,
 }
 
 impl Default for EngineOptions {
@@ -32,6 +39,8 @@ impl Default for EngineOptions {
             inline_single: true,
             keep_ended_runs: true,
             kept_table_bytes: 16 << 20,
+            #[cfg(feature = "otel")]
+            telemetry: None,
         }
     }
 }

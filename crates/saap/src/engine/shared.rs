@@ -58,6 +58,10 @@ pub(crate) struct Shared {
     /// Executions for the engine's local driver, and its wake-up (see `enqueue_local`).
     pub(super) local: Mutex<LocalQueue>,
     pub(super) local_wake: tokio::sync::Notify,
+    /// Where this engine's runs are exported as traces, if anywhere
+    /// (`EngineOptions::telemetry`).
+    #[cfg(feature = "otel")]
+    pub(super) telemetry: Option<super::telemetry::LiveTelemetry>,
 }
 
 /// A step's declared output types: name and type id.

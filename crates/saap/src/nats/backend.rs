@@ -246,14 +246,21 @@ impl NatsBackend {
         for entry in &stored.journal {
             if let StoredInput::Complete {
                 outputs: Some(outs),
+                execution,
+                attempt,
                 ..
             } = &entry.input
             {
+                let trace = traceparent(run_id, *execution, *attempt);
                 for ev in outs
                     .iter()
                     .filter(|e| e.kind & saap_dispatch::EventKind::CONTROL != 0)
                 {
-                    if self.inner.publish_output(&address, ev, true).await {
+                    if self
+                        .inner
+                        .publish_output(&address, ev, trace.as_deref(), true)
+                        .await
+                    {
                         n += 1;
                     }
                 }
@@ -646,6 +653,12 @@ impl Inner {
         let Ok(entry) = serde_json::from_str::<JournalEntry>(entry) else {
             return;
         };
+        let trace = match &entry.input {
+            StoredInput::Complete {
+                execution, attempt, ..
+            } => traceparent(address.run_id(), *execution, *attempt),
+            _ => None,
+        };
         let (controls, displays): (Vec<&StoredEvent>, Vec<&StoredEvent>) = match &entry.input {
             StoredInput::Complete {
                 outputs: Some(outs),
@@ -662,7 +675,8 @@ impl Inner {
             _ => return,
         };
         for ev in controls {
-            self.publish_output(address, ev, false).await;
+            self.publish_output(address, ev, trace.as_deref(), false)
+                .await;
         }
         for ev in displays {
             if let Some(env) = self.envelope(ev)
@@ -682,6 +696,7 @@ impl Inner {
         &self,
         address: &RunAddress,
         ev: &StoredEvent,
+        traceparent: Option<&str>,
         if_missing: bool,
     ) -> bool {
         let Some(env) = self.envelope(ev) else {
@@ -719,6 +734,9 @@ impl Inner {
             ev.id.to_string().as_str(),
         );
         headers.insert(JOURNALED_HEADER, "1");
+        if let Some(t) = traceparent {
+            headers.insert(saap_protocol::subject::TRACEPARENT_HEADER, t);
+        }
         let sent = self
             .nats
             .jetstream()
@@ -748,6 +766,22 @@ impl Inner {
             }
         }
     }
+}
+
+/// The W3C `traceparent` of the outputs of an execution's attempt: its span in the run's
+/// trace (the ids `EngineOptions::telemetry` exports), so that a consumer of the class
+/// stream can join its own spans to the run's.
+#[cfg(feature = "otel")]
+fn traceparent(run_id: &str, execution: u32, attempt: u32) -> Option<String> {
+    Some(saap_otel::traceparent(
+        saap_otel::TraceId::of_run(run_id),
+        saap_otel::SpanId::of_execution(run_id, execution, attempt),
+    ))
+}
+
+#[cfg(not(feature = "otel"))]
+fn traceparent(_run_id: &str, _execution: u32, _attempt: u32) -> Option<String> {
+    None
 }
 
 /// Collects a run's journal messages.

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "nats")]
 pub mod nats;
+pub mod traced;
 
 use saap::testing::TestRunner;
 use saap::{Engine, EngineOptions, SqliteBackend, Workflow};

@@ -1,0 +1,238 @@
+//! A stored run as an OpenTelemetry trace, after the fact (`<agent> export RUN`): the run
+//! rebuilt from its journal ([`StoredRunView`]), then the same spans the engine exports live
+//! (`EngineOptions::telemetry`): the run's span, a span per finished execution attempt with
+//! its bound events and outputs, and child spans for the semantic events it returned. The
+//! span ids are the live ones (derived from the run id, execution and attempt), so a trace
+//! exported twice, or live and then again, names the same spans.
+//!
+//! Times come from the journal: each entry records when the engine applied its input. An
+//! execution starts with the entry that started it and ends with its completion's; an attempt
+//! that a crash interrupted ends where its retry begins, as an error. Entries written before
+//! saap recorded times fall back to the run id's creation second.
+//!
+//! Must not run a step or write to the store.
+
+use crate::backend::StoredRun;
+use crate::history::{HistoryExportError, StoredRunView};
+use crate::workflow::Workflow;
+use saap_dispatch::record::Record;
+use saap_dispatch::replay::{RecordedPreconditions, RunInput};
+use saap_dispatch::run::{Bound, RunStatus};
+use saap_dispatch::{EventId, ExecutionId, Outcome};
+use saap_otel::{EventData, ExecutionFacts, RunFacts, Span};
+use std::collections::HashMap;
+
+/// The spans of a stored run: the run's own first, then each finished execution attempt's
+/// (with its semantic children), in the order they ended.
+pub fn stored_run_spans(
+    workflow: &Workflow,
+    stored: &StoredRun,
+) -> Result<Vec<Span>, HistoryExportError> {
+    let view = StoredRunView::rebuild(workflow, stored)?;
+    let times = entry_times(stored, &view.run_id);
+    let entry_of_record = entries_of_records(&view);
+    let run = &view.run;
+    let time_of_record = |r: usize| {
+        entry_of_record
+            .get(r)
+            .and_then(|&e| times.get(e).copied())
+            .unwrap_or_else(|| times.last().copied().unwrap_or(0))
+    };
+    let event = |seq: u32| -> Option<EventData> {
+        let e = run.log().get(seq as usize)?;
+        Some(event_data(&view, e.id, run.type_name(e.ty)))
+    };
+
+    let mut spans = Vec::new();
+    // Executions by id: when their current attempt started.
+    let mut started: HashMap<ExecutionId, (u32, u64)> = HashMap::new();
+    let mut start_event = None;
+    let mut end_at = None;
+    for (r, record) in run.records().iter().enumerate() {
+        let at = time_of_record(r);
+        match record {
+            Record::RunStarted { seq } => start_event = Some(seq),
+            Record::RunTerminated { .. } => end_at = Some(at),
+            Record::ExecutionStarted { execution, .. } => {
+                started.insert(execution, (1, at));
+            }
+            Record::ExecutionRetried { execution, attempt } => {
+                // The attempt before was cut short by the process stopping.
+                if let Some((prev, since)) = started.insert(execution, (attempt, at)) {
+                    spans.extend(execution_spans(
+                        &view,
+                        execution,
+                        prev,
+                        (since, at),
+                        Vec::new(),
+                        Some(format!(
+                            "attempt {prev} did not finish: the process stopped; run again as attempt {attempt}"
+                        )),
+                    ));
+                }
+            }
+            Record::ExecutionCompleted {
+                execution, attempt, ..
+            }
+            | Record::ExecutionFailed {
+                execution, attempt, ..
+            } => {
+                let since = started.remove(&execution).map_or(at, |(_, t)| t);
+                let error = matches!(record, Record::ExecutionFailed { .. }).then(|| {
+                    run.execution_error(execution)
+                        .unwrap_or("the step failed")
+                        .to_string()
+                });
+                let outputs = returned_outputs(&view, execution, attempt);
+                spans.extend(execution_spans(
+                    &view,
+                    execution,
+                    attempt,
+                    (since, at),
+                    outputs,
+                    error,
+                ));
+            }
+            _ => {}
+        }
+    }
+    let (end_event, failed) = match run.status() {
+        RunStatus::Terminated { by } => (
+            event(by),
+            run.log()
+                .get(by as usize)
+                .is_some_and(|e| e.kind.is_exception()),
+        ),
+        _ => (None, false),
+    };
+    let start = times.first().copied().unwrap_or(0);
+    let end = end_at.unwrap_or_else(|| times.last().copied().unwrap_or(start));
+    spans.insert(
+        0,
+        saap_otel::run_span(&RunFacts {
+            run_id: view.run_id.clone(),
+            thread_id: view.thread_id.clone(),
+            agent: view.workflow.clone(),
+            start_unix_nano: start,
+            end_unix_nano: end.max(start),
+            start_event: start_event.and_then(event),
+            end_event,
+            failed,
+        }),
+    );
+    Ok(spans)
+}
+
+/// When each journal entry was applied. An entry without a time (written before saap
+/// recorded them) takes the one before it, or the run id's creation second.
+fn entry_times(stored: &StoredRun, run_id: &str) -> Vec<u64> {
+    let mut last = run_id
+        .parse::<EventId>()
+        .ok()
+        .map_or(0, |id| u64::from(id.object_id_seconds()) * 1_000_000_000);
+    stored
+        .journal
+        .iter()
+        .map(|e| {
+            if let Some(t) = e.at {
+                last = t;
+            }
+            last
+        })
+        .collect()
+}
+
+/// For each decision record of the rebuilt run, the journal entry whose input made it: the
+/// journal applied again, one input at a time (with the recorded precondition results).
+fn entries_of_records(view: &StoredRunView) -> Vec<usize> {
+    let records: Vec<Record> = view.run.records().iter().collect();
+    let mut pre = RecordedPreconditions::from_records(&records);
+    let mut run = view.run.sibling(view.run.run_key());
+    let mut out = Vec::with_capacity(records.len());
+    for (e, input) in view.inputs.iter().enumerate() {
+        // The journal replayed once already (`StoredRunView::rebuild`): it applies.
+        let _ = run.apply(input.clone(), &mut pre);
+        out.resize(run.records().len(), e);
+    }
+    out
+}
+
+/// What an execution's attempt returned, as its completion entry holds it.
+fn returned_outputs(view: &StoredRunView, x: ExecutionId, attempt: u32) -> Vec<EventData> {
+    view.inputs
+        .iter()
+        .find_map(|input| match input {
+            RunInput::Complete {
+                execution,
+                attempt: a,
+                outcome: Outcome::Returned(news),
+            } if *execution == x && *a == attempt => Some(
+                news.iter()
+                    .map(|n| {
+                        let name = match &n.ty {
+                            saap_dispatch::NewEventType::Known(t) => {
+                                view.run.spec().types[*t as usize].name.clone()
+                            }
+                            saap_dispatch::NewEventType::Foreign { name, .. } => name.clone(),
+                        };
+                        event_data(view, n.id, &name)
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn execution_spans(
+    view: &StoredRunView,
+    x: ExecutionId,
+    attempt: u32,
+    (start, end): (u64, u64),
+    outputs: Vec<EventData>,
+    error: Option<String>,
+) -> Vec<Span> {
+    let run = &view.run;
+    let step = run.execution(x).map_or(0, |e| e.step);
+    let step_name = run
+        .spec()
+        .steps
+        .get(step as usize)
+        .map_or_else(|| "?".to_string(), |s| s.name.clone());
+    let mut inputs = Vec::new();
+    for (pi, b) in run.bindings(x).iter().enumerate() {
+        let seqs = match *b {
+            Bound::Nothing => &[][..],
+            _ => run.bound_seqs(step, pi as u32, *b),
+        };
+        for &seq in seqs {
+            if let Some(e) = run.log().get(seq as usize) {
+                inputs.push(event_data(view, e.id, run.type_name(e.ty)));
+            }
+        }
+    }
+    saap_otel::execution_spans(&ExecutionFacts {
+        run_id: view.run_id.clone(),
+        thread_id: view.thread_id.clone(),
+        step: step_name,
+        execution: x.0,
+        attempt,
+        start_unix_nano: start,
+        end_unix_nano: end.max(start),
+        inputs,
+        outputs,
+        error,
+    })
+}
+
+fn event_data(view: &StoredRunView, id: EventId, name: &str) -> EventData {
+    EventData {
+        name: name.to_string(),
+        id: id.to_string(),
+        fields: view
+            .payloads
+            .get(&id)
+            .and_then(|p| p.try_json().ok().cloned())
+            .unwrap_or(serde_json::Value::Null),
+    }
+}
