@@ -29,7 +29,7 @@ fn agent(bin: &str, db: &Path, args: &[&str]) -> Out {
 
 fn rag(db: &Path, args: &[&str]) -> Out {
     let mut all: Vec<&str> = args.to_vec();
-    if matches!(args.first(), Some(&"run" | &"runs" | &"show")) {
+    if matches!(args.first(), Some(&"run" | &"runs" | &"show" | &"export")) {
         all.extend(["--db", db.to_str().unwrap()]);
     }
     agent("rag-agent", db, &all)
@@ -187,6 +187,129 @@ fn runs_and_show_read_the_stored_run() {
         .filter(|e| e["event"] == "ChunkEvent")
         .count();
     assert!(chunks > 0);
+}
+
+/// Runs the rag agent once; its run id.
+fn one_rag_run(db: &Path) -> String {
+    let out = rag(db, &["run", "--json", "--message", "password reset"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let last: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    last["run_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn export_dry_run_prints_the_runs_trace_a_span_per_execution_under_the_run() {
+    let (_d, db) = temp_db();
+    let run_id = one_rag_run(&db);
+    let out = rag(&db, &["export", &run_id[..10], "--dry-run", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["run_id"], run_id.as_str());
+    let trace = doc["trace_id"].as_str().unwrap();
+    assert!(
+        trace.starts_with(&run_id),
+        "the trace id starts with the run id"
+    );
+    let spans = doc["spans"].as_array().unwrap();
+    // The run, then plan ×1, search ×3, rank ×1, answer ×1.
+    assert_eq!(spans.len(), 7, "{spans:#?}");
+    let root = &spans[0];
+    assert_eq!(root["name"], "RagAgent");
+    assert_eq!(root["parent_span_id"], serde_json::Value::Null);
+    assert_eq!(root["attributes"]["openinference.span.kind"], "AGENT");
+    assert_eq!(root["status"]["code"], "ok");
+    let mut steps: Vec<&str> = spans[1..]
+        .iter()
+        .map(|s| {
+            assert_eq!(s["trace_id"], trace);
+            assert_eq!(s["parent_span_id"], root["span_id"]);
+            assert_eq!(s["attributes"]["openinference.span.kind"], "CHAIN");
+            assert!(s["start_unix_nano"].as_u64() <= s["end_unix_nano"].as_u64());
+            s["name"].as_str().unwrap()
+        })
+        .collect();
+    steps.sort_unstable();
+    assert_eq!(
+        steps,
+        ["answer", "plan", "rank", "search", "search", "search"]
+    );
+
+    let human = rag(&db, &["export", &run_id, "--dry-run"]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert_eq!(human.stdout.lines().count(), 7, "{}", human.stdout);
+}
+
+#[test]
+fn export_without_an_endpoint_or_to_a_closed_port_says_what_to_do() {
+    let (_d, db) = temp_db();
+    let run_id = one_rag_run(&db);
+    let none = rag(&db, &["export", &run_id]);
+    assert_eq!(none.code, 2, "{}", none.stderr);
+    assert!(
+        none.stderr
+            .contains("no OTLP endpoint: pass --endpoint URL"),
+        "{}",
+        none.stderr
+    );
+
+    let bad = rag(&db, &["export", &run_id, "--endpoint", "ftp://example"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("SAAP-T001"), "{}", bad.stderr);
+
+    let header = rag(
+        &db,
+        &[
+            "export",
+            &run_id,
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--header",
+            "novalue",
+        ],
+    );
+    assert_eq!(header.code, 2, "{}", header.stderr);
+    assert!(
+        header.stderr.contains("is not NAME=VALUE"),
+        "{}",
+        header.stderr
+    );
+
+    // Nothing listens on the discard port of loopback.
+    let closed = rag(
+        &db,
+        &["export", &run_id, "--endpoint", "http://127.0.0.1:9"],
+    );
+    assert_eq!(closed.code, 3, "{}", closed.stderr);
+    assert!(closed.stderr.contains("SAAP-T005"), "{}", closed.stderr);
+
+    let unknown = rag(&db, &["export", "ffffffffff", "--dry-run"]);
+    assert_eq!(unknown.code, 2, "{}", unknown.stderr);
+}
+
+#[test]
+fn a_run_with_live_export_to_a_receiver_that_is_down_still_ends_and_says_what_was_lost() {
+    let (_d, db) = temp_db();
+    let out = Command::cargo_bin("rag-agent")
+        .unwrap()
+        .args([
+            "run",
+            "--message",
+            "password reset",
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .env("SAAP_STATE_DIR", db.parent().unwrap())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("exporting runs as traces to http://127.0.0.1:9/v1/traces"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("stopped (Answered)"), "{stderr}");
+    assert!(stderr.contains("trace export lost"), "{stderr}");
 }
 
 #[test]

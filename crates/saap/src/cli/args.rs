@@ -100,9 +100,13 @@ pub(super) fn parse_steps(value: &str) -> Result<crate::nats::Steps, String> {
 
 /// The worker options of `run --engine nats://…` from its arguments.
 #[cfg(feature = "nats")]
-pub(super) fn worker_options(n: &StepsArgs) -> Result<crate::nats::WorkerOptions, Fail> {
+pub(super) fn worker_options(
+    n: &StepsArgs,
+    engine: crate::engine::EngineOptions,
+) -> Result<crate::nats::WorkerOptions, Fail> {
     let mut opts = crate::nats::WorkerOptions {
         steps: n.steps,
+        engine,
         ..Default::default()
     };
     if let Some(slots) = n.local_slots {

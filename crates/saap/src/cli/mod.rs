@@ -1,5 +1,5 @@
 //! The per-agent command line: one call gives every agent binary `spec`, `check`, `run`,
-//! `runs` and `show`.
+//! `send`, `runs`, `show` and `export`.
 //!
 //! ```no_run
 //! # fn workflow() -> saap::Workflow { unimplemented!() }
@@ -19,6 +19,8 @@
 
 mod args;
 mod check;
+#[cfg(feature = "otel")]
+mod export;
 mod fail;
 mod follow;
 mod input;
@@ -127,6 +129,7 @@ fn after_help(bin: &str) -> String {
   {bin} runs --status live                  the runs that wait for an event
   {bin} show RUN                            the run's timeline: events and decisions
   {bin} show RUN --history-out run.json     then: saap explain agent.json --history run.json
+  {bin} export RUN --endpoint http://127.0.0.1:6006/v1/traces   the run as a trace (Phoenix)
   {bin} run --engine nats://HOST:PORT       serve the agent class as a NATS worker
   {bin} runs --engine nats://HOST:PORT      the class's runs on NATS (send, show too)
 
@@ -161,6 +164,9 @@ enum Command {
     Runs(RunsArgs),
     /// Show one stored run: its events and the dispatcher's decisions.
     Show(ShowArgs),
+    /// Send one stored run as an OpenTelemetry trace to an OTLP receiver (Phoenix, Langfuse…).
+    #[cfg(feature = "otel")]
+    Export(export::ExportArgs),
 }
 
 fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
@@ -171,6 +177,8 @@ fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
         Command::Send(a) => block_on(send_cmd(workflow, a)),
         Command::Runs(a) => block_on(runs_cmd(workflow, a)),
         Command::Show(a) => block_on(show_cmd(workflow, a)),
+        #[cfg(feature = "otel")]
+        Command::Export(a) => block_on(export::export_cmd(workflow, a)),
     }
 }
 

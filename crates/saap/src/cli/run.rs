@@ -10,8 +10,10 @@ use super::fail::{Fail, engine_fail, invalid};
 use super::follow::follow;
 use super::input::json_arg;
 #[cfg(feature = "nats")]
+use super::store::engine_options;
+#[cfg(feature = "nats")]
 use super::store::nats_options;
-use super::store::open_engine;
+use super::store::{flush_telemetry, open_engine};
 use crate::workflow::Workflow;
 use serde_json::Value;
 #[derive(clap::Args)]
@@ -86,7 +88,9 @@ pub(super) async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail>
         .await
         .map_err(engine_fail)?;
     eprintln!("run {run_id} started ({name})");
-    follow(&engine, &run_id, 0, None, a.timeout, a.json).await
+    let code = follow(&engine, &run_id, 0, None, a.timeout, a.json).await;
+    flush_telemetry(&engine);
+    code
 }
 
 /// `run --engine nats://…`: one worker of the agent class on NATS JetStream, serving until
@@ -96,9 +100,13 @@ pub(super) async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail>
 pub(super) async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> Result<u8, Fail> {
     use crate::nats::Worker;
     let opts = nats_options(url, &a.nats)?;
-    let worker = Worker::connect(&opts, workflow.clone(), worker_options(&a.steps)?)
-        .await
-        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    let worker = Worker::connect(
+        &opts,
+        workflow.clone(),
+        worker_options(&a.steps, engine_options(workflow)?)?,
+    )
+    .await
+    .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
     eprintln!(
         "worker {} of agent class {} serving on {}",
         worker.id(),

@@ -10,7 +10,7 @@ use super::input::json_arg;
 use super::reader::resolve_run;
 #[cfg(feature = "nats")]
 use super::reader::{open_nats_reader, read_view};
-use super::store::{db_path, memory_keeps_nothing, open_engine};
+use super::store::{db_path, flush_telemetry, memory_keeps_nothing, open_engine};
 use crate::history::RunOutcome;
 use crate::workflow::Workflow;
 use serde_json::Value;
@@ -91,7 +91,9 @@ pub(super) async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fai
         .await
         .map_err(engine_fail)?;
     eprintln!("sent {name} {id} to run {run_id}");
-    follow(&engine, &run_id, from, Some(id), a.timeout, a.json).await
+    let code = follow(&engine, &run_id, from, Some(id), a.timeout, a.json).await;
+    flush_telemetry(&engine);
+    code
 }
 
 /// `send --engine nats://…`: publishes the event on the class stream for the run (the

@@ -59,15 +59,19 @@ pub(super) async fn open_engine(
     kind: EngineKind,
     store: &StoreArgs,
 ) -> Result<Engine, Fail> {
+    let opts = engine_options(workflow)?;
     Ok(match kind {
-        EngineKind::Memory => Engine::in_memory(workflow.clone()),
+        EngineKind::Memory => Engine::new(
+            workflow.clone(),
+            Arc::new(crate::backend::memory::MemoryBackend::new()),
+            opts,
+        ),
         EngineKind::Sqlite => {
             let path = db_path(workflow, store);
             let backend = open_store(&path)?;
-            let (engine, recovery) =
-                Engine::open(workflow.clone(), backend, EngineOptions::default())
-                    .await
-                    .map_err(|e| internal(e.to_string()))?;
+            let (engine, recovery) = Engine::open(workflow.clone(), backend, opts)
+                .await
+                .map_err(|e| internal(e.to_string()))?;
             if recovery.resumed_runs > 0 {
                 eprintln!(
                     "resumed {} live run(s) found in {} ({} execution(s) re-run)",
@@ -82,6 +86,43 @@ pub(super) async fn open_engine(
             engine
         }
     })
+}
+
+/// The engine's options: the defaults, and live export of runs as traces when the standard
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) is set.
+pub(super) fn engine_options(workflow: &Workflow) -> Result<EngineOptions, Fail> {
+    #[allow(unused_mut)]
+    let mut opts = EngineOptions::default();
+    #[cfg(feature = "otel")]
+    if let Some(config) = saap_otel::OtlpConfig::from_env().map_err(|e| invalid(e.to_string()))? {
+        let endpoint = config.endpoint.clone();
+        let config = config.service_name(workflow.name());
+        opts.telemetry =
+            Some(saap_otel::Exporter::start(config).map_err(|e| internal(e.to_string()))?);
+        eprintln!("exporting runs as traces to {endpoint}");
+    }
+    #[cfg(not(feature = "otel"))]
+    let _ = workflow;
+    Ok(opts)
+}
+
+/// Sends what the engine's trace exporter still holds (at most 5 s), saying what was lost.
+pub(super) fn flush_telemetry(engine: &Engine) {
+    #[cfg(feature = "otel")]
+    if let Some(exporter) = engine.telemetry() {
+        if let Err(e) = exporter.flush(std::time::Duration::from_secs(5)) {
+            eprintln!("warning: {e}");
+        }
+        let stats = exporter.stats();
+        if stats.dropped_jobs > 0 || stats.failed_spans > 0 {
+            eprintln!(
+                "warning: trace export lost {} span batch(es) to a full queue and {} span(s) the receiver refused",
+                stats.dropped_jobs, stats.failed_spans
+            );
+        }
+    }
+    #[cfg(not(feature = "otel"))]
+    let _ = engine;
 }
 
 /// The connection options of `--engine nats://…` and the credential/TLS flags.
