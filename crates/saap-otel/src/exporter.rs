@@ -4,14 +4,16 @@
 //!
 //! The HTTP client is reqwest's blocking client, always used on a thread of our own (never on
 //! the caller's, which may be inside an async runtime). Submitting never blocks: a full queue
-//! drops the job and counts it. This module must never log header values, and must never
+//! drops the job and counts it. Nor does it wake the thread, but once a batch's worth of jobs
+//! waits: the thread sleeps until then or until its flush interval ends, so a step pays an
+//! uncontended lock and a push, not a wake-up (a system call) per job. This module must never log header values, and must never
 //! block or panic the caller because the receiver is slow, down or refusing.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::StatusCode;
@@ -224,14 +226,15 @@ pub fn export_spans(config: &OtlpConfig, spans: &[Span]) -> Result<usize, Export
     })
 }
 
-enum Message {
-    Job(SpanJob),
-    /// Wakes the thread (a flush or stop is asked for).
-    Wake,
-}
-
 /// State shared by the handles and the thread.
 struct Shared {
+    /// Jobs waiting for the thread (at most `capacity`).
+    jobs: Mutex<Vec<SpanJob>>,
+    capacity: usize,
+    /// How many waiting jobs wake the thread before its flush interval ends.
+    wake_at: usize,
+    /// The thread, to wake it.
+    thread: OnceLock<Thread>,
     exported_spans: AtomicU64,
     dropped_jobs: AtomicU64,
     failed_spans: AtomicU64,
@@ -249,6 +252,23 @@ struct Shared {
 }
 
 impl Shared {
+    /// Wakes the thread (a flush, a stop, or a batch's worth of jobs waits).
+    fn wake(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Swaps the waiting jobs with `into` (empty, keeping its capacity): submitters keep
+    /// pushing into a vector that already has room, and allocate nothing once warm.
+    fn take_jobs(&self, into: &mut Vec<SpanJob>) {
+        debug_assert!(into.is_empty());
+        std::mem::swap(
+            &mut *self.jobs.lock().unwrap_or_else(PoisonError::into_inner),
+            into,
+        );
+    }
+
     fn stats(&self) -> ExportStats {
         ExportStats {
             exported_spans: self.exported_spans.load(Ordering::SeqCst),
@@ -319,7 +339,6 @@ impl Shared {
 }
 
 struct Inner {
-    queue: SyncSender<Message>,
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -328,7 +347,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // The last handle: stop the thread, flushing what it has for at most DROP_WAIT.
         self.shared.stopped.store(true, Ordering::SeqCst);
-        let _ = self.queue.try_send(Message::Wake);
+        self.shared.wake();
         let deadline = Instant::now() + DROP_WAIT;
         let handle = self
             .thread
@@ -363,8 +382,11 @@ impl Exporter {
     /// Starts the exporter's thread for `config`. The HTTP client is built (and later
     /// dropped) on that thread, so this may be called from inside an async runtime.
     pub fn start(config: OtlpConfig) -> Result<Exporter, ExportError> {
-        let (queue, jobs) = mpsc::sync_channel(config.queue_capacity.max(1));
         let shared = Arc::new(Shared {
+            jobs: Mutex::new(Vec::new()),
+            capacity: config.queue_capacity.max(1),
+            wake_at: config.max_batch.clamp(1, config.queue_capacity.max(1)),
+            thread: OnceLock::new(),
             exported_spans: AtomicU64::new(0),
             dropped_jobs: AtomicU64::new(0),
             failed_spans: AtomicU64::new(0),
@@ -382,6 +404,7 @@ impl Exporter {
         let thread = std::thread::Builder::new()
             .name("saap-otlp".to_owned())
             .spawn(move || {
+                let _ = thread_shared.thread.set(std::thread::current());
                 let sender = match build_sender(&config) {
                     Ok(sender) => {
                         let _ = ready_tx.send(Ok(()));
@@ -395,7 +418,6 @@ impl Exporter {
                 };
                 Worker {
                     sender,
-                    jobs,
                     shared: thread_shared,
                     max_batch: config.max_batch.max(1),
                     flush_interval: config.flush_interval,
@@ -422,7 +444,6 @@ impl Exporter {
         }
         Ok(Exporter {
             inner: Arc::new(Inner {
-                queue,
                 shared,
                 thread: Mutex::new(Some(thread)),
             }),
@@ -437,16 +458,22 @@ impl Exporter {
             shared.dropped_jobs.fetch_add(1, Ordering::SeqCst);
             return false;
         }
-        match self.inner.queue.try_send(Message::Job(job)) {
-            Ok(()) => {
-                shared.accepted.fetch_add(1, Ordering::SeqCst);
-                true
-            }
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+        let waiting = {
+            let mut jobs = shared.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+            if jobs.len() >= shared.capacity {
+                drop(jobs);
                 shared.dropped_jobs.fetch_add(1, Ordering::SeqCst);
-                false
+                return false;
             }
+            jobs.push(job);
+            // Counted under the lock: the thread cannot have taken the job before.
+            shared.accepted.fetch_add(1, Ordering::SeqCst);
+            jobs.len()
+        };
+        if waiting == shared.wake_at {
+            shared.wake();
         }
+        true
     }
 
     /// Queues spans already made.
@@ -461,8 +488,7 @@ impl Exporter {
         let target = shared.accepted.load(Ordering::SeqCst);
         let deadline = Instant::now() + timeout;
         shared.flush_requested.store(true, Ordering::SeqCst);
-        // A full queue needs no wake-up: the thread is busy with it.
-        let _ = self.inner.queue.try_send(Message::Wake);
+        shared.wake();
         if shared.wait_done(target, deadline) {
             return Ok(());
         }
@@ -490,7 +516,7 @@ impl Exporter {
         };
         let shared = &self.inner.shared;
         shared.stopped.store(true, Ordering::SeqCst);
-        let _ = self.inner.queue.try_send(Message::Wake);
+        shared.wake();
         if !shared.wait_exited(deadline) {
             return Err(ExportError::Timeout {
                 what: "shutdown",
@@ -513,7 +539,6 @@ impl Exporter {
 /// The exporter's thread.
 struct Worker {
     sender: Sender,
-    jobs: Receiver<Message>,
     shared: Arc<Shared>,
     max_batch: usize,
     flush_interval: Duration,
@@ -526,44 +551,38 @@ impl Worker {
     fn run(mut self) {
         tracing::debug!(url = %self.sender.url, "the OTLP exporter started");
         let mut deadline = Instant::now() + self.flush_interval;
+        let mut jobs = Vec::new();
         loop {
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match self.jobs.recv_timeout(wait) {
-                Ok(Message::Job(job)) => {
-                    self.run_job(job);
-                    if self.batch.len() >= self.max_batch {
-                        self.send_batch();
-                    }
-                }
-                Ok(Message::Wake) => {}
-                Err(RecvTimeoutError::Timeout) => {
+            // Read before the jobs are taken: a stop or flush asked for now covers every job
+            // submitted before it.
+            let stopping = self.shared.stopped.load(Ordering::SeqCst);
+            let flushing = self.shared.flush_requested.swap(false, Ordering::SeqCst);
+            self.shared.take_jobs(&mut jobs);
+            let took = !jobs.is_empty();
+            for job in jobs.drain(..) {
+                self.run_job(job);
+                if self.batch.len() >= self.max_batch {
                     self.send_batch();
-                    deadline = Instant::now() + self.flush_interval;
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.send_batch();
-                    break;
                 }
             }
-            if self.shared.flush_requested.swap(false, Ordering::SeqCst) {
-                self.drain();
+            let now = Instant::now();
+            if stopping || flushing || now >= deadline {
                 self.send_batch();
-                deadline = Instant::now() + self.flush_interval;
+                deadline = now + self.flush_interval;
             }
-            if self.shared.stopped.load(Ordering::SeqCst) {
-                self.drain();
-                self.send_batch();
+            if stopping {
                 break;
             }
-        }
-        // Jobs that raced the stop past the last drain are dropped and counted, not lost
-        // silently (once the queue's receiver is gone, submits fail as dropped anyway).
-        let mut leftovers = 0;
-        while let Ok(message) = self.jobs.try_recv() {
-            if matches!(message, Message::Job(_)) {
-                leftovers += 1;
+            if !took {
+                // Until a batch's worth of jobs waits, a flush or stop is asked for, or the
+                // interval ends (a spurious wake-up only loops once more).
+                std::thread::park_timeout(deadline.saturating_duration_since(now));
             }
         }
+        // Jobs that raced the stop past the last take are dropped and counted, not lost
+        // silently (submits after the stop fail as dropped anyway).
+        self.shared.take_jobs(&mut jobs);
+        let leftovers = jobs.len() as u64;
         if leftovers > 0 {
             self.shared
                 .dropped_jobs
@@ -572,23 +591,6 @@ impl Worker {
         }
         tracing::debug!(url = %self.sender.url, "the OTLP exporter stopped");
         self.shared.mark_exited();
-    }
-
-    /// Runs what is queued now (at most a queue's worth, so a busy producer cannot hold the
-    /// flush forever), sending full batches on the way.
-    fn drain(&mut self) {
-        loop {
-            match self.jobs.try_recv() {
-                Ok(Message::Job(job)) => {
-                    self.run_job(job);
-                    if self.batch.len() >= self.max_batch {
-                        self.send_batch();
-                    }
-                }
-                Ok(Message::Wake) => {}
-                Err(_) => return,
-            }
-        }
     }
 
     fn run_job(&mut self, job: SpanJob) {

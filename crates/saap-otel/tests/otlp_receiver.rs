@@ -457,7 +457,8 @@ fn a_full_queue_drops_and_counts_without_blocking() {
         "submitting took {took:?}"
     );
     let stats = exporter.stats();
-    assert!(accepted <= 3, "{accepted} accepted with a queue of 2");
+    // The queue's 2, and at most the 2 the thread took at once before the slow send.
+    assert!(accepted <= 4, "{accepted} accepted with a queue of 2");
     assert_eq!(stats.dropped_jobs, 20 - accepted);
     let stats = exporter.shutdown(Duration::from_secs(10)).expect("stopped");
     assert_eq!(stats.exported_spans, accepted);

@@ -3,6 +3,8 @@
 //!
 //! `cargo bench -p saap --bench runtime` (all), or with filters:
 //! `cargo bench -p saap --bench runtime -- s1 memory`. Prints one JSON line per scenario.
+//! `SAAP_BENCH_OTLP=1` exports every run live (`EngineOptions::telemetry`) to an OTLP
+//! receiver in the process (its own thread), and prints the exporter's counts at the end.
 #![allow(clippy::unwrap_used)]
 
 use saap::{
@@ -119,10 +121,43 @@ struct Env {
     _dir: Option<tempfile::TempDir>,
 }
 
+/// The exporter of `SAAP_BENCH_OTLP=1`: to an OTLP receiver on its own thread (and tokio
+/// runtime) that takes every request, with a queue that holds a whole S1 run of jobs.
+fn bench_exporter() -> Option<saap::otel::Exporter> {
+    static EXPORTER: std::sync::OnceLock<Option<saap::otel::Exporter>> = std::sync::OnceLock::new();
+    EXPORTER
+        .get_or_init(|| {
+            std::env::var_os("SAAP_BENCH_OTLP")?;
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    let app = axum::Router::new().route(
+                        "/v1/traces",
+                        axum::routing::post(|_body: axum::body::Bytes| async { "" }),
+                    );
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                    tx.send(listener.local_addr().unwrap().port()).unwrap();
+                    axum::serve(listener, app).await.unwrap();
+                });
+            });
+            let port = rx.recv().unwrap();
+            let mut config =
+                saap::otel::OtlpConfig::new(format!("http://127.0.0.1:{port}/v1/traces")).unwrap();
+            config.queue_capacity = 1 << 20;
+            Some(saap::otel::Exporter::start(config).unwrap())
+        })
+        .clone()
+}
+
 fn env(kind: &str, wf: Workflow) -> Env {
     // A server does not keep ended runs in memory; the store (sqlite) keeps them.
     let opts = EngineOptions {
         keep_ended_runs: false,
+        telemetry: bench_exporter(),
         ..EngineOptions::default()
     };
     match kind {
@@ -357,4 +392,8 @@ fn main() {
             }
         }
     });
+    if let Some(exporter) = bench_exporter() {
+        let flushed = exporter.flush(std::time::Duration::from_secs(60));
+        eprintln!("OTLP export: {:?} (flush: {flushed:?})", exporter.stats());
+    }
 }

@@ -397,7 +397,7 @@ pub(super) fn complete(
     if let Some(t) = &shared.telemetry {
         t.execution_ended(
             slot,
-            shared.step_name(inv.step),
+            inv.step,
             inv.execution,
             inv.attempt,
             inv.started_ns,

@@ -192,7 +192,7 @@ impl Engine {
             t.remote_execution_ended(
                 &work.run_id,
                 &work.thread_id,
-                self.shared.step_name(work.step),
+                work.step,
                 work.execution,
                 work.attempt,
                 started_ns,

@@ -162,10 +162,15 @@ impl Engine {
         // A workflow cannot change once it is the engine's: what it lacks is known now.
         let missing_resource = workflow.check_resources().err();
         #[cfg(feature = "otel")]
-        let telemetry = opts
-            .telemetry
-            .clone()
-            .map(|exporter| telemetry::LiveTelemetry::new(exporter, workflow.name()));
+        let telemetry = opts.telemetry.clone().map(|exporter| {
+            let steps: Vec<String> = workflow
+                .spec()
+                .steps
+                .iter()
+                .map(|s| s.name.clone())
+                .collect();
+            telemetry::LiveTelemetry::new(exporter, workflow.name(), &steps)
+        });
         Engine {
             shared: Arc::new_cyclic(|this| Shared {
                 missing_resource,

@@ -2,8 +2,10 @@
 //! exporter (`EngineOptions::telemetry`): each execution whose body ran here hands its facts
 //! (step, attempt, when it started and ended, its bound events and outputs, its error) to
 //! the exporter, and a run's end hands over the run's own span. The payloads go by
-//! reference: spans, and the JSON in them, are made on the exporter's thread, and a full
-//! queue drops the job (the exporter counts it) rather than hold up a step.
+//! reference: spans, and the JSON and text in them, are made on the exporter's thread, and a
+//! full queue drops the job (the exporter counts it) rather than hold up a step. What a step
+//! pays is kept to a clock read at each end of its body and two allocations (the job and its
+//! events); names are shared, never formatted here.
 //!
 //! Span ids derive from the run id, the execution and the attempt (`saap_otel::SpanId`), so
 //! the spans that NATS workers export for one run join up in one trace without coordination.
@@ -15,8 +17,7 @@ use super::slot::{RunSlot, RunState};
 use crate::event::Payload;
 use crate::params::{BoundEvent, EventName, OutEvent};
 use saap_dispatch::record::Record;
-use saap_dispatch::run::EventTy;
-use saap_dispatch::run::{Bound, RunStatus};
+use saap_dispatch::run::{Bound, EventTy, RunStatus};
 use saap_dispatch::{EventId, ExecutionId, Run, StepIdx};
 use saap_otel::{EventData, ExecutionFacts, Exporter, RunFacts};
 use std::borrow::Cow;
@@ -28,13 +29,15 @@ pub(crate) struct LiveTelemetry {
     exporter: Exporter,
     /// The workflow's name (the run span's name).
     agent: Arc<str>,
-    /// When each run in flight was first seen here (its span's start), by run id: the first
+    /// Step names by index, shared into jobs.
+    steps: Box<[Arc<str>]>,
+    /// When each run in flight was first seen here (its span's start), by run id: its first
     /// journal entry, or without a journal the start of its first execution. Removed at the
     /// run's end.
     run_starts: Mutex<HashMap<Arc<str>, u64>>,
 }
 
-/// An event whose JSON is made later, on the exporter's thread.
+/// An event whose JSON and id text are made later, on the exporter's thread.
 struct Pending {
     name: Cow<'static, str>,
     id: Option<EventId>,
@@ -54,11 +57,59 @@ impl Pending {
     }
 }
 
+/// One execution attempt, as handed to the exporter: its events in one vector (the bound
+/// ones first, `inputs` of them).
+struct ExecutionJob {
+    run_id: Arc<str>,
+    thread_id: Arc<str>,
+    step: Arc<str>,
+    execution: ExecutionId,
+    attempt: u32,
+    start: u64,
+    end: u64,
+    events: Vec<Pending>,
+    inputs: usize,
+    error: Option<String>,
+}
+
+impl ExecutionJob {
+    fn submit(self, exporter: &Exporter) {
+        exporter.submit(Box::new(move || {
+            let ExecutionJob {
+                run_id,
+                thread_id,
+                step,
+                execution,
+                attempt,
+                start,
+                end,
+                mut events,
+                inputs,
+                error,
+            } = self;
+            let outputs = events.split_off(inputs.min(events.len()));
+            saap_otel::execution_spans(&ExecutionFacts {
+                run_id: run_id.to_string(),
+                thread_id: thread_id.to_string(),
+                step: step.to_string(),
+                execution: execution.0,
+                attempt,
+                start_unix_nano: start,
+                end_unix_nano: end.max(start),
+                inputs: events.into_iter().map(Pending::data).collect(),
+                outputs: outputs.into_iter().map(Pending::data).collect(),
+                error,
+            })
+        }));
+    }
+}
+
 impl LiveTelemetry {
-    pub(crate) fn new(exporter: Exporter, agent: &str) -> LiveTelemetry {
+    pub(crate) fn new(exporter: Exporter, agent: &str, steps: &[String]) -> LiveTelemetry {
         LiveTelemetry {
             exporter,
             agent: Arc::from(agent),
+            steps: steps.iter().map(|s| Arc::from(s.as_str())).collect(),
             run_starts: Mutex::new(HashMap::new()),
         }
     }
@@ -71,6 +122,13 @@ impl LiveTelemetry {
         self.run_starts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn step(&self, step: StepIdx) -> Arc<str> {
+        self.steps
+            .get(step as usize)
+            .cloned()
+            .unwrap_or_else(|| Arc::from("?"))
+    }
+
     /// A run's first journal entry: its span starts now.
     pub(super) fn run_seen(&self, run_id: &Arc<str>) {
         self.starts()
@@ -79,13 +137,12 @@ impl LiveTelemetry {
     }
 
     /// An execution of `slot`'s run ended here: its span (and its semantic outputs' spans)
-    /// go to the exporter. `inputs` are its bound events when the caller still has them;
-    /// otherwise they are read from the run's tables.
+    /// go to the exporter. Its bound events are read from the run's tables.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn execution_ended(
         &self,
         slot: &RunSlot,
-        step: &str,
+        step: StepIdx,
         execution: ExecutionId,
         attempt: u32,
         started_ns: u64,
@@ -95,22 +152,31 @@ impl LiveTelemetry {
     ) {
         let end = unix_nanos();
         let start = if started_ns == 0 { end } else { started_ns };
-        let inputs = {
+        let mut events = Vec::new();
+        {
             let st = slot.lock();
-            bound_events(&st, type_names, execution)
-        };
+            bound_events(&st, type_names, execution, outs.len(), &mut events);
+        }
+        let inputs = events.len();
+        events.extend(outs.iter().map(output));
         let run_id = slot.run_id().clone();
-        self.starts().entry(run_id.clone()).or_insert(start);
-        self.submit_execution(
+        if execution.0 == 0 {
+            // A run's first execution: without a journal, its span starts with it.
+            self.starts().entry(run_id.clone()).or_insert(start);
+        }
+        ExecutionJob {
             run_id,
-            slot.thread_id().clone(),
-            step,
-            (execution, attempt),
-            (start, end),
+            thread_id: slot.thread_id().clone(),
+            step: self.step(step),
+            execution,
+            attempt,
+            start,
+            end,
+            events,
             inputs,
-            outs,
-            error,
-        );
+            error: error.map(str::to_string),
+        }
+        .submit(&self.exporter);
     }
 
     /// An execution of a run held elsewhere ran here (a NATS work item): its spans join the
@@ -120,14 +186,14 @@ impl LiveTelemetry {
         &self,
         run_id: &Arc<str>,
         thread_id: &Arc<str>,
-        step: &str,
+        step: StepIdx,
         execution: ExecutionId,
         attempt: u32,
         started_ns: u64,
         inputs: &[Vec<BoundEvent>],
         outcome: Result<&[OutEvent], &str>,
     ) {
-        let inputs = inputs
+        let mut events: Vec<Pending> = inputs
             .iter()
             .flatten()
             .map(|b| Pending {
@@ -136,58 +202,25 @@ impl LiveTelemetry {
                 payload: b.payload.clone(),
             })
             .collect();
+        let bound = events.len();
         let (outs, error) = match outcome {
             Ok(outs) => (outs, None),
-            Err(e) => (&[][..], Some(e)),
+            Err(e) => (&[][..], Some(e.to_string())),
         };
-        self.submit_execution(
-            run_id.clone(),
-            thread_id.clone(),
-            step,
-            (execution, attempt),
-            (started_ns, unix_nanos()),
-            inputs,
-            outs,
+        events.extend(outs.iter().map(output));
+        ExecutionJob {
+            run_id: run_id.clone(),
+            thread_id: thread_id.clone(),
+            step: self.step(step),
+            execution,
+            attempt,
+            start: started_ns,
+            end: unix_nanos(),
+            events,
+            inputs: bound,
             error,
-        );
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn submit_execution(
-        &self,
-        run_id: Arc<str>,
-        thread_id: Arc<str>,
-        step: &str,
-        (execution, attempt): (ExecutionId, u32),
-        (start, end): (u64, u64),
-        inputs: Vec<Pending>,
-        outs: &[OutEvent],
-        error: Option<&str>,
-    ) {
-        let outputs: Vec<Pending> = outs
-            .iter()
-            .map(|o| Pending {
-                name: o.name.clone(),
-                id: None,
-                payload: o.payload.clone(),
-            })
-            .collect();
-        let step = step.to_string();
-        let error = error.map(str::to_string);
-        self.exporter.submit(Box::new(move || {
-            saap_otel::execution_spans(&ExecutionFacts {
-                run_id: run_id.to_string(),
-                thread_id: thread_id.to_string(),
-                step,
-                execution: execution.0,
-                attempt,
-                start_unix_nano: start,
-                end_unix_nano: end.max(start),
-                inputs: inputs.into_iter().map(Pending::data).collect(),
-                outputs: outputs.into_iter().map(Pending::data).collect(),
-                error,
-            })
-        }));
+        }
+        .submit(&self.exporter);
     }
 
     /// `slot`'s run ended (the input that ended it was just applied): the run's span goes
@@ -222,13 +255,13 @@ impl LiveTelemetry {
             ),
             _ => (None, false),
         };
-        let thread_id = slot.thread_id().to_string();
-        let agent = self.agent.to_string();
+        let thread_id = slot.thread_id().clone();
+        let agent = self.agent.clone();
         self.exporter.submit(Box::new(move || {
             vec![saap_otel::run_span(&RunFacts {
                 run_id: run_id.to_string(),
-                thread_id,
-                agent,
+                thread_id: thread_id.to_string(),
+                agent: agent.to_string(),
                 start_unix_nano: start,
                 end_unix_nano: end.max(start),
                 start_event: start_event.map(Pending::data),
@@ -239,20 +272,37 @@ impl LiveTelemetry {
     }
 }
 
-/// The events bound to execution `x` (in parameter order), payloads by reference.
-fn bound_events(st: &RunState, type_names: &[EventName], x: ExecutionId) -> Vec<Pending> {
+fn output(o: &OutEvent) -> Pending {
+    Pending {
+        name: o.name.clone(),
+        id: None,
+        payload: o.payload.clone(),
+    }
+}
+
+/// Adds the events bound to execution `x` (in parameter order) to `out`, payloads by
+/// reference, with room for `more` after them.
+fn bound_events(
+    st: &RunState,
+    type_names: &[EventName],
+    x: ExecutionId,
+    more: usize,
+    out: &mut Vec<Pending>,
+) {
     let run: &Run = &st.run;
     let step: StepIdx = run.execution(x).map_or(0, |e| e.step);
     let log = run.log();
     let at = |seq: u32| {
+        let e = log.get(seq as usize)?;
         Some(Pending {
-            name: name_of(run, type_names, log.get(seq as usize)?.ty),
-            id: Some(log[seq as usize].id),
+            name: name_of(run, type_names, e.ty),
+            id: Some(e.id),
             payload: st.payloads.get(seq as usize)?.clone(),
         })
     };
-    let mut out = Vec::new();
-    for (pi, b) in run.bindings(x).iter().enumerate() {
+    let bindings = run.bindings(x);
+    out.reserve_exact(bindings.len() + more);
+    for (pi, b) in bindings.iter().enumerate() {
         match *b {
             Bound::Nothing => {}
             Bound::One(seq) => out.extend(at(seq)),
@@ -265,7 +315,6 @@ fn bound_events(st: &RunState, type_names: &[EventName], x: ExecutionId) -> Vec<
             }
         }
     }
-    out
 }
 
 /// An event type's name: a Rust type's without a copy, another's (a type known only at run
