@@ -16,6 +16,14 @@ fn demo_runs_the_examples_and_shows_the_optional_trap() {
         "{text}"
     );
     assert!(text.contains("flowchart LR"), "{text}");
+    // The same retrieval answered by the scripted model through saap::llm.
+    assert!(text.contains("1b. RagModelAgent"), "{text}");
+    assert!(text.contains("streamed:   "), "{text}");
+    assert!(text.contains("model call: scripted-rag, tokens "), "{text}");
+    assert!(
+        text.contains("(LLMCostEvent, from the price table)"),
+        "{text}"
+    );
     assert!(
         text.contains("step `decide` waits for: required `approval_given`"),
         "{text}"
@@ -38,6 +46,21 @@ fn demo_json_is_one_object() {
         .success();
     let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(v["optional_trap"][0]["variant"], "broken");
+    let model = &v["rag_model"];
+    assert_eq!(model["model"], "scripted-rag");
+    let chunks: Vec<&str> = model["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(chunks.concat(), model["answer"].as_str().unwrap());
+    let tokens = &model["tokens"];
+    assert_eq!(
+        tokens["total"].as_i64().unwrap(),
+        tokens["prompt"].as_i64().unwrap() + tokens["completion"].as_i64().unwrap()
+    );
+    assert!(model["cost_usd"].as_f64().unwrap() > 0.0);
     assert!(
         v["rag"]["mermaid"]
             .as_str()

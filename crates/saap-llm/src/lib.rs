@@ -35,6 +35,8 @@ pub mod message;
 pub mod record;
 pub mod request;
 pub mod response;
+#[cfg(feature = "scripted")]
+pub mod scripted;
 pub mod secret;
 pub mod stream;
 pub mod tools;

@@ -83,7 +83,7 @@ pub struct ExecutionFacts {
     pub step: String,
     /// The execution's number in the run.
     pub execution: u32,
-    /// The attempt (0 for the first).
+    /// The attempt (1 for the first).
     pub attempt: u32,
     /// When it started (ns since the Unix epoch).
     pub start_unix_nano: u64,
@@ -93,6 +93,10 @@ pub struct ExecutionFacts {
     pub inputs: Vec<EventData>,
     /// The events it returned, in order.
     pub outputs: Vec<EventData>,
+    /// The display events it showed that a span reads, in order: each `LLMCostEvent` prices
+    /// the LLM span of the same turn (the n-th cost the n-th model call), or the execution's
+    /// span when it returned no model call. (Chunks and the like need not be passed.)
+    pub shown: Vec<EventData>,
     /// Why it failed, if it did.
     pub error: Option<String>,
 }
@@ -413,6 +417,40 @@ pub fn execution_spans(x: &ExecutionFacts) -> Vec<Span> {
             attributes,
             status,
         });
+    }
+
+    // The costs it showed: the n-th prices the n-th model call.
+    let mut llm_spans = children
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            matches!(
+                c.attributes.get_str(keys::OPENINFERENCE_SPAN_KIND),
+                Some("LLM")
+            )
+        })
+        .map(|(i, _)| i)
+        .collect::<Vec<_>>()
+        .into_iter();
+    for shown in &x.shown {
+        if Kind::of(&shown.name) != Some(Kind::Cost) {
+            continue;
+        }
+        match parse_kind(Kind::Cost, &shown.fields) {
+            Ok(parsed) => match llm_spans.next().and_then(|i| children.get_mut(i)) {
+                Some(llm) => add_cost(&mut llm.attributes, &parsed.attributes),
+                None => {
+                    let mut only_costs = Attributes::new();
+                    for (k, v) in parsed.attributes.iter() {
+                        if k.starts_with("llm.cost.") {
+                            only_costs.set(k, v.clone());
+                        }
+                    }
+                    add_cost(&mut exec, &only_costs);
+                }
+            },
+            Err(message) => exec.set(SAAP_PARSE_ERROR, message),
+        }
     }
 
     let exec_span = Span {

@@ -39,6 +39,7 @@ fn execution(outputs: Vec<EventData>) -> ExecutionFacts {
         end_unix_nano: 1_500 * MS,
         inputs: vec![event("QaStartEvent", json!({"question": "2+2?"}))],
         outputs,
+        shown: Vec::new(),
         error: None,
     }
 }
@@ -404,6 +405,43 @@ fn a_cost_event_prices_the_llm_span_before_it() {
     assert_eq!(spans.len(), 1);
     assert_eq!(double(&spans[0].attributes, "llm.cost.total"), Some(0.003));
     assert_eq!(spans[0].attributes.get("llm.model_name"), None);
+}
+
+#[test]
+fn costs_shown_during_the_step_price_its_model_calls_in_order() {
+    let cost = |usd: f64| {
+        json!({
+            "llm_name": "gpt-4o-mini",
+            "prompt_token_count": 12, "completion_token_count": 1, "embedding_token_count": 0,
+            "prompt_tokens_costs": usd, "completion_tokens_costs": 0.0, "embedding_tokens_costs": 0.0
+        })
+    };
+    // Two model calls returned; their costs were shown (display events) as they were made,
+    // with a chunk among them that a span does not read.
+    let mut x = execution(vec![
+        event("LLMEvent", llm_fields()),
+        event("LLMEvent", llm_fields()),
+    ]);
+    x.shown = vec![
+        event("LLMCostEvent", cost(0.1)),
+        event("ChunkEvent", json!({"chunk": "4"})),
+        event("LLMCostEvent", cost(0.2)),
+        event("LLMCostEvent", cost(0.4)),
+    ];
+    let spans = execution_spans(&x);
+    assert_eq!(spans.len(), 3);
+    assert_eq!(double(&spans[1].attributes, "llm.cost.total"), Some(0.1));
+    assert_eq!(double(&spans[2].attributes, "llm.cost.total"), Some(0.2));
+    // A cost with no call left to price goes on the execution.
+    assert_eq!(double(&spans[0].attributes, "llm.cost.total"), Some(0.4));
+    let output = spans[0]
+        .attributes
+        .get_str("output.value")
+        .unwrap_or_default();
+    assert!(
+        !output.contains("LLMCostEvent"),
+        "shown events are not outputs: {output}"
+    );
 }
 
 #[test]

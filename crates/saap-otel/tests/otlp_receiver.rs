@@ -192,6 +192,7 @@ fn run_spans() -> Vec<Span> {
                 json!({"name": "add", "parameters": {"a": 2, "b": 2}, "result": "4"}),
             ),
         ],
+        shown: Vec::new(),
         error: None,
     }));
     spans.extend(execution_spans(&ExecutionFacts {
@@ -204,6 +205,7 @@ fn run_spans() -> Vec<Span> {
         end_unix_nano: 1_600 * MS,
         inputs: vec![],
         outputs: vec![],
+        shown: Vec::new(),
         error: Some("ValueError: no answer".into()),
     }));
     spans

@@ -27,6 +27,9 @@ use crate::event::ChunkEvent;
 use crate::semantic::ToolEvent;
 use crate::semantic::{LLMCostEvent, LLMEvent, LLMStopEvent};
 pub use saap_llm::record::{Price, PriceTable};
+/// A scripted model behind a real OpenAI-compatible endpoint on loopback (demos, examples,
+/// offline tests): the same client path as a hosted model, answers a function writes.
+pub use saap_llm::scripted;
 pub use saap_llm::tools::DEFAULT_MAX_ROUNDS;
 pub use saap_llm::{
     CancellationToken, ChatRequest, Completion, FinishReason, LlmClient, LlmConfig, LlmError,

@@ -13,7 +13,9 @@
 //! Must not run a step or write to the store.
 
 use crate::backend::StoredRun;
+use crate::event::Event as _;
 use crate::history::{HistoryExportError, StoredRunView};
+use crate::semantic::LLMCostEvent;
 use crate::workflow::Workflow;
 use saap_dispatch::record::Record;
 use saap_dispatch::replay::{RecordedPreconditions, RunInput};
@@ -221,6 +223,16 @@ fn execution_spans(
         end_unix_nano: end.max(start),
         inputs,
         outputs,
+        shown: view
+            .display_by
+            .iter()
+            .filter(|(_, by)| *by == x)
+            .filter_map(|&(seq, _)| {
+                let e = run.log().get(seq as usize)?;
+                let name = run.type_name(e.ty);
+                (name == LLMCostEvent::NAME).then(|| event_data(view, e.id, name))
+            })
+            .collect(),
         error,
     })
 }

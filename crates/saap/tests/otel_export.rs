@@ -236,6 +236,8 @@ async fn a_run_exported_live_is_one_trace_of_agent_chain_llm_and_tool_spans() {
     assert_eq!(llm.attrs["llm.input_messages.0.message.role"], "user");
     assert_eq!(llm.attrs["llm.output_messages.0.message.content"], "Bern.");
     assert_eq!(llm.attrs["session.id"], snap.thread_id);
+    // The cost the step showed prices its model call.
+    assert_eq!(llm.attrs["llm.cost.total"].parse::<f64>().unwrap(), 0.0011);
 
     let tool = spans
         .iter()
@@ -366,6 +368,15 @@ async fn a_stored_run_exports_the_spans_live_export_gave() {
             .collect(),
     );
     assert_eq!(from_store, from_live);
+    let llm = spans
+        .iter()
+        .find(|s| s.attributes.get_str("openinference.span.kind") == Some("LLM"))
+        .unwrap();
+    assert_eq!(
+        llm.attributes.get("llm.cost.total"),
+        Some(&saap_protocol::semantic::AttributeValue::Double(0.0011)),
+        "the stored run's span is priced too"
+    );
     for s in &spans {
         assert_eq!(s.trace_id.to_hex(), trace);
         assert!(

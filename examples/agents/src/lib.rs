@@ -3,17 +3,22 @@
 //! - [`rag`]: a retrieval agent — plan (fan-out into three searches), search (runs three
 //!   times in parallel), rank (fan-in with a fixed list of 3), answer with a scripted model
 //!   that streams chunks as display events. No network.
+//! - [`rag_model`]: the same retrieval, answered by a language model through `saap::llm::Llm`
+//!   (`OPENAI_BASE_URL`, else a scripted model behind a real endpoint on loopback): streamed
+//!   chunks, the call's `LLMEvent` and its `LLMCostEvent`.
 //! - [`approval`]: a human-approval agent — it proposes an action, the run waits for a
 //!   human's response event, then executes or declines.
 //! - [`broken`]: agents with a known failure pattern (DESIGN §5) and their fixed twins.
 //! - [`support`]: written with `#[agent]`: typed agent and step configs, preconditions.
 //!
 //! Binaries (each gets `spec`, `check`, `run`, `runs`, `show` from `saap::main`):
-//! `rag-agent`, `support-agent`, `optional-trap-agent`, `short-panel-agent`.
+//! `rag-agent`, `rag-model-agent`, `support-agent`, `approval-agent`, `optional-trap-agent`,
+//! `short-panel-agent`.
 
 pub mod approval;
 pub mod broken;
 pub mod rag;
+pub mod rag_model;
 pub mod support;
 
 /// Declares an event type: `event!(Name, "Parent", { field: Type, ... })`.

@@ -6,7 +6,10 @@
 //! ```
 
 use crate::event;
-use saap::{ChunkEvent, FixedList, Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
+use saap::{
+    ChunkEvent, FixedList, Required, Step, StepCtx, StepError, UserMessageEvent, Workflow,
+    WorkflowBuilder,
+};
 
 event!(
     /// One search to run (fan-out).
@@ -61,9 +64,9 @@ fn words(s: &str) -> Vec<String> {
         .collect()
 }
 
-pub fn workflow() -> Workflow {
-    let built = Workflow::builder("RagAgent")
-        .description("Retrieval agent: fan-out to three sources, fan-in, scripted answer")
+/// The retrieval steps both workflows share: plan, search ×3 (fan-out), rank (fan-in).
+pub(crate) fn retrieval(builder: WorkflowBuilder) -> WorkflowBuilder {
+    builder
         .event::<ChunkEvent>()
         .step(Step::new(
             "plan",
@@ -102,23 +105,32 @@ pub fn workflow() -> Workflow {
                 Ok::<_, StepError>(ContextReady { docs })
             },
         ))
-        .step(Step::new(
-            "answer",
-            |(c, q): (Required<ContextReady>, Required<UserMessageEvent>), ctx: StepCtx| async move {
-                let mut text = String::new();
-                for chunk in ScriptedModel::complete(&q.message, &c.docs) {
-                    ctx.display(&ChunkEvent { chunk: chunk.clone() })
-                        .await
-                        .map_err(|e| StepError::new(e.to_string()))?;
-                    text.push_str(&chunk);
-                }
-                Ok::<_, StepError>(Answered {
-                    text,
-                    sources: SOURCES.iter().map(|s| s.to_string()).collect(),
+}
+
+pub fn workflow() -> Workflow {
+    let built = retrieval(
+        Workflow::builder("RagAgent")
+            .description("Retrieval agent: fan-out to three sources, fan-in, scripted answer"),
+    )
+    .step(Step::new(
+        "answer",
+        |(c, q): (Required<ContextReady>, Required<UserMessageEvent>), ctx: StepCtx| async move {
+            let mut text = String::new();
+            for chunk in ScriptedModel::complete(&q.message, &c.docs) {
+                ctx.display(&ChunkEvent {
+                    chunk: chunk.clone(),
                 })
-            },
-        ))
-        .build();
+                .await
+                .map_err(|e| StepError::new(e.to_string()))?;
+                text.push_str(&chunk);
+            }
+            Ok::<_, StepError>(Answered {
+                text,
+                sources: SOURCES.iter().map(|s| s.to_string()).collect(),
+            })
+        },
+    ))
+    .build();
     match built {
         Ok(w) => w,
         // The declarations above are static: a failure is a bug in this example.

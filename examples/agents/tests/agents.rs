@@ -116,3 +116,77 @@ async fn approval_agent_declines_when_the_human_says_no() {
     run.wait_for_event::<Declined>(WAIT).await.unwrap();
     assert!(run.events_of::<Executed>().is_empty());
 }
+
+/// The retrieval agent answering with a model (issue 20 §6): the scripted model behind a
+/// real OpenAI-compatible endpoint on loopback, through `saap::llm::Llm`: the answer comes
+/// from the retrieved context, streamed as chunks; the call is recorded as an `LLMEvent` with
+/// its token counts and priced as an `LLMCostEvent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rag_model_agent_streams_the_models_answer_and_records_its_tokens_and_cost() {
+    use saap::semantic::{LLMCostEvent, LLMEvent};
+    use saap_examples::rag_model;
+    let runner = TestRunner::in_memory(rag_model::workflow_with(rag_model::model_from_env()));
+    let run = runner
+        .start(UserMessageEvent::new("How do I reset my password?"))
+        .await
+        .unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    assert!(!snap.has_exception(), "{}", snap.timeline());
+    let answer = &snap.events_of::<Answered>()[0];
+    assert!(
+        answer
+            .text
+            .starts_with("About \"How do I reset my password?\":"),
+        "{}",
+        answer.text
+    );
+    assert!(
+        answer.text.contains("Settings > Security"),
+        "{}",
+        answer.text
+    );
+    let chunks: Vec<String> = snap
+        .events_of::<ChunkEvent>()
+        .into_iter()
+        .map(|c| c.chunk)
+        .collect();
+    assert!(chunks.len() > 5, "{chunks:?}");
+    assert_eq!(chunks.concat(), answer.text, "the chunks are the answer");
+
+    let calls = snap.events_of::<LLMEvent>();
+    assert_eq!(calls.len(), 1);
+    let call = &calls[0];
+    assert_eq!(
+        call.chat_model_name.as_deref(),
+        Some(rag_model::SCRIPTED_MODEL)
+    );
+    let completion = answer.text.split_whitespace().count() as i64;
+    assert_eq!(call.token_count_completion, Some(completion));
+    let prompt = call.token_count_prompt.unwrap();
+    assert!(prompt > 10, "{prompt}");
+    assert_eq!(call.token_count_total, Some(prompt + completion));
+    assert_eq!(call.finish_reason.as_deref(), Some("stop"));
+
+    let cost = &snap.events_of::<LLMCostEvent>()[0];
+    assert_eq!(cost.completion_token_count, completion);
+    let expected = prompt as f64 * 0.15e-6 + completion as f64 * 0.60e-6;
+    let got = cost.prompt_tokens_costs + cost.completion_tokens_costs;
+    assert!((got - expected).abs() < 1e-12, "{got} vs {expected}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rag_model_agent_without_a_model_fails_its_answer_step_and_says_why() {
+    use saap_examples::rag_model::{self, RagModel};
+    let runner = TestRunner::in_memory(rag_model::workflow_with(RagModel(Err(
+        "no model: set OPENAI_BASE_URL".into(),
+    ))));
+    let run = runner.start(UserMessageEvent::new("reset")).await.unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    let failed = snap.events_of::<saap::ExceptionEvent>();
+    assert_eq!(failed.len(), 1, "{}", snap.timeline());
+    assert!(
+        failed[0].message.contains("no model: set OPENAI_BASE_URL"),
+        "{}",
+        failed[0].message
+    );
+}

@@ -797,3 +797,55 @@ fn runs_help_teaches_paging_filters_and_engines() {
     assert_eq!(out.code, 0);
     snap!("runs_help", out.stdout);
 }
+
+#[test]
+fn the_model_answered_rag_agent_streams_its_answer_and_its_trace_has_the_llm_span() {
+    let (_d, db) = temp_db();
+    let dbs = db.to_str().unwrap();
+    let run = agent(
+        "rag-model-agent",
+        &db,
+        &["run", "--json", "--message", "password reset", "--db", dbs],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (last, display) = lines.split_last().unwrap();
+    assert_eq!(last["result"]["event"], "Answered");
+    let shown: Vec<&str> = display
+        .iter()
+        .map(|d| d["display"]["event"].as_str().unwrap())
+        .collect();
+    assert!(
+        shown.iter().filter(|e| **e == "ChunkEvent").count() > 5,
+        "{shown:?}"
+    );
+    assert!(shown.contains(&"LLMCostEvent"), "{shown:?}");
+    let run_id = last["run_id"].as_str().unwrap();
+
+    let out = agent(
+        "rag-model-agent",
+        &db,
+        &["export", run_id, "--dry-run", "--json", "--db", dbs],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let spans = doc["spans"].as_array().unwrap();
+    let answer = spans.iter().find(|s| s["name"] == "answer").unwrap();
+    let llm = spans
+        .iter()
+        .find(|s| s["attributes"]["openinference.span.kind"] == "LLM")
+        .unwrap_or_else(|| panic!("no LLM span: {spans:#?}"));
+    assert_eq!(llm["parent_span_id"], answer["span_id"]);
+    assert_eq!(llm["attributes"]["llm.model_name"], "scripted-rag");
+    assert!(llm["attributes"]["llm.token_count.total"].as_i64().unwrap() > 0);
+    assert!(
+        llm["attributes"]["llm.cost.total"]
+            .as_f64()
+            .is_some_and(|c| c > 0.0),
+        "{llm:#}"
+    );
+}

@@ -4,12 +4,15 @@
 //! shows the symptom in its execution counts next to its fixed twin.
 
 use anyhow::Context as _;
+use saap::ChunkEvent;
+use saap::semantic::{LLMCostEvent, LLMEvent};
 use saap::testing::TestRunner;
 use saap::{Engine, EngineOptions, SqliteBackend, UserMessageEvent, Workflow};
 use saap_dispatch::check::{Finding, check};
 use saap_examples::approval::{self, ApprovalGiven, ApprovalRequested, Executed};
 use saap_examples::broken::{self, Published, ReviewClosed, ReviewNotes};
 use saap_examples::rag::{self, Answered};
+use saap_examples::rag_model;
 use serde_json::json;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -126,6 +129,91 @@ async fn demo(dir: &Path) -> anyhow::Result<Report> {
     let _ = writeln!(out, "   workflow graph (Mermaid):");
     out.push_str(&indent(&graph));
     out.push('\n');
+
+    // 1b. The same retrieval answered by a model.
+    let model_wf = rag_model::workflow();
+    let runner = TestRunner::new(engine(dir, model_wf).await?);
+    let run = runner.start(UserMessageEvent::new(question)).await?;
+    let snap = run.wait_for_end(WAIT).await?;
+    if snap.has_exception() {
+        anyhow::bail!(
+            "the model's answer failed (set OPENAI_BASE_URL to a reachable server, or unset it for the scripted model):\n{}",
+            snap.timeline()
+        );
+    }
+    let chunks: Vec<String> = snap
+        .events_of::<ChunkEvent>()
+        .into_iter()
+        .map(|c| c.chunk)
+        .collect();
+    let call = snap.events_of::<LLMEvent>().into_iter().next();
+    let cost = snap.events_of::<LLMCostEvent>().into_iter().next();
+    let model_name = call
+        .as_ref()
+        .and_then(|c| c.chat_model_name.clone())
+        .unwrap_or_default();
+    let tokens = call.as_ref().map(|c| {
+        (
+            c.token_count_prompt.unwrap_or(0),
+            c.token_count_completion.unwrap_or(0),
+            c.token_count_total.unwrap_or(0),
+        )
+    });
+    let usd = cost
+        .as_ref()
+        .map(|c| c.prompt_tokens_costs + c.completion_tokens_costs);
+    let _ = writeln!(
+        out,
+        "1b. RagModelAgent — the same retrieval, answered by a model through saap::llm ({})",
+        if std::env::var_os("OPENAI_BASE_URL").is_some_and(|v| !v.is_empty()) {
+            "OPENAI_BASE_URL".to_string()
+        } else {
+            format!(
+                "`{}`: a scripted model on a loopback OpenAI-compatible endpoint; set OPENAI_BASE_URL for a real one",
+                rag_model::SCRIPTED_MODEL
+            )
+        }
+    );
+    let _ = writeln!(
+        out,
+        "   streamed:   {} chunks: {}",
+        chunks.len(),
+        chunks.join("|")
+    );
+    if let Some((p, c, t)) = tokens {
+        let _ = writeln!(
+            out,
+            "   model call: {model_name}, tokens {p} prompt + {c} completion = {t} (LLMEvent)"
+        );
+    }
+    match usd {
+        Some(usd) => {
+            let _ = writeln!(
+                out,
+                "   cost:       ${usd:.8} (LLMCostEvent, from the price table)"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "   cost:       not priced (no price for `{model_name}`)"
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "   executions: {}
+",
+        counts_text(&snap.execution_counts())
+    );
+    let model_json = json!({
+        "model": model_name,
+        "chunks": chunks,
+        "answer": snap.events_of::<Answered>().into_iter().next().map(|a| a.text),
+        "tokens": tokens.map(|(p, c, t)| json!({"prompt": p, "completion": c, "total": t})),
+        "cost_usd": usd,
+        "executions": snap.execution_counts(),
+    });
 
     // 2. A human in the loop.
     let runner = TestRunner::new(engine(dir, approval::workflow()).await?);
@@ -265,6 +353,7 @@ async fn demo(dir: &Path) -> anyhow::Result<Report> {
             "timeline": rag_timeline.lines().collect::<Vec<_>>(),
             "mermaid": graph,
         },
+        "rag_model": model_json,
         "approval": {
             "question": req.question,
             "waiting_for": waiting,

@@ -69,6 +69,8 @@ struct ExecutionJob {
     end: u64,
     events: Vec<Pending>,
     inputs: usize,
+    /// The display events it showed that a span reads (its model calls' costs).
+    shown: Vec<Pending>,
     error: Option<String>,
 }
 
@@ -85,6 +87,7 @@ impl ExecutionJob {
                 end,
                 mut events,
                 inputs,
+                shown,
                 error,
             } = self;
             let outputs = events.split_off(inputs.min(events.len()));
@@ -98,6 +101,7 @@ impl ExecutionJob {
                 end_unix_nano: end.max(start),
                 inputs: events.into_iter().map(Pending::data).collect(),
                 outputs: outputs.into_iter().map(Pending::data).collect(),
+                shown: shown.into_iter().map(Pending::data).collect(),
                 error,
             })
         }));
@@ -153,10 +157,11 @@ impl LiveTelemetry {
         let end = unix_nanos();
         let start = if started_ns == 0 { end } else { started_ns };
         let mut events = Vec::new();
-        {
+        let shown = {
             let st = slot.lock();
             bound_events(&st, type_names, execution, outs.len(), &mut events);
-        }
+            shown_costs(&st, type_names, execution)
+        };
         let inputs = events.len();
         events.extend(outs.iter().map(output));
         let run_id = slot.run_id().clone();
@@ -174,6 +179,7 @@ impl LiveTelemetry {
             end,
             events,
             inputs,
+            shown,
             error: error.map(str::to_string),
         }
         .submit(&self.exporter);
@@ -218,6 +224,8 @@ impl LiveTelemetry {
             end: unix_nanos(),
             events,
             inputs: bound,
+            // Shown through the run's owner: its costs are not known here.
+            shown: Vec::new(),
             error,
         }
         .submit(&self.exporter);
@@ -315,6 +323,37 @@ fn bound_events(
             }
         }
     }
+}
+
+/// The model-call costs (`LLMCostEvent`s) execution `x` showed, in order: display events
+/// after its trigger, found from the newest back (most runs show none).
+fn shown_costs(st: &RunState, type_names: &[EventName], x: ExecutionId) -> Vec<Pending> {
+    let Some(displays) = st.displays.as_deref() else {
+        return Vec::new();
+    };
+    let run = &st.run;
+    let trigger = run.execution(x).map_or(0, |e| e.trigger);
+    let mut out: Vec<Pending> = displays
+        .by
+        .iter()
+        .rev()
+        .take_while(|(seq, _)| *seq > trigger)
+        .filter(|(_, by)| *by == x)
+        .filter_map(|&(seq, _)| {
+            let e = run.log().get(seq as usize)?;
+            let name = name_of(run, type_names, e.ty);
+            if name != <crate::semantic::LLMCostEvent as crate::event::Event>::NAME {
+                return None;
+            }
+            Some(Pending {
+                name,
+                id: Some(e.id),
+                payload: st.payloads.get(seq as usize)?.clone(),
+            })
+        })
+        .collect();
+    out.reverse();
+    out
 }
 
 /// An event type's name: a Rust type's without a copy, another's (a type known only at run

@@ -2,8 +2,8 @@
 //! retrieval step, then an answering step that returns a model call (`LLMEvent`), a tool call
 //! (`ToolEvent`) and the answer; the message "fail" fails the first step.
 
-use saap::semantic::{LLMEvent, Message, ToolEvent};
-use saap::{Required, StepError, UserMessageEvent, agent};
+use saap::semantic::{LLMCostEvent, LLMEvent, Message, ToolEvent};
+use saap::{Required, StepCtx, StepError, UserMessageEvent, agent};
 
 #[derive(saap::Event, serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct Found {
@@ -39,7 +39,18 @@ impl Traced {
     }
 
     #[step]
-    async fn answer(f: Required<Found>) -> Result<Vec<Recorded>, StepError> {
+    async fn answer(f: Required<Found>, ctx: StepCtx) -> Result<Vec<Recorded>, StepError> {
+        // The call's price, shown as it would be by `Llm::chat` (a display event).
+        ctx.display(&LLMCostEvent {
+            llm_name: "smol-test".into(),
+            prompt_token_count: 7,
+            completion_token_count: 2,
+            prompt_tokens_costs: 0.0007,
+            completion_tokens_costs: 0.0004,
+            ..LLMCostEvent::default()
+        })
+        .await
+        .map_err(|e| StepError::new(e.to_string()))?;
         let call = LLMEvent {
             chat_model_name: Some("smol-test".into()),
             system: Some("openai".into()),
