@@ -318,6 +318,30 @@ fn add_cost(target: &mut Attributes, cost: &Attributes) {
     }
 }
 
+/// Adds the cost event `fields` to the LLM span it prices, or, with none, its `llm.cost.*`
+/// to the execution's attributes `exec` (a cost that does not parse is noted there).
+fn price(llm: Option<&mut Span>, exec: &mut Attributes, fields: &Value) {
+    let parsed = match parse_kind(Kind::Cost, fields) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            exec.set(SAAP_PARSE_ERROR, message);
+            return;
+        }
+    };
+    match llm {
+        Some(llm) => add_cost(&mut llm.attributes, &parsed.attributes),
+        None => {
+            let mut only_costs = Attributes::new();
+            for (k, v) in parsed.attributes.iter() {
+                if k.starts_with("llm.cost.") {
+                    only_costs.set(k, v.clone());
+                }
+            }
+            add_cost(exec, &only_costs);
+        }
+    }
+}
+
 /// The execution's span, then one child span per semantic event among its outputs.
 pub fn execution_spans(x: &ExecutionFacts) -> Vec<Span> {
     let trace_id = TraceId::of_run(&x.run_id);
@@ -353,24 +377,11 @@ pub fn execution_spans(x: &ExecutionFacts) -> Vec<Span> {
             continue;
         };
         if kind == Kind::Cost {
-            match parse_kind(kind, &output.fields) {
-                Ok(parsed) => match last_llm.and_then(|i| children.get_mut(i)) {
-                    Some(llm) => add_cost(&mut llm.attributes, &parsed.attributes),
-                    None => {
-                        let only_costs: Attributes = {
-                            let mut a = Attributes::new();
-                            for (k, v) in parsed.attributes.iter() {
-                                if k.starts_with("llm.cost.") {
-                                    a.set(k, v.clone());
-                                }
-                            }
-                            a
-                        };
-                        add_cost(&mut exec, &only_costs);
-                    }
-                },
-                Err(message) => exec.set(SAAP_PARSE_ERROR, message),
-            }
+            price(
+                last_llm.and_then(|i| children.get_mut(i)),
+                &mut exec,
+                &output.fields,
+            );
             continue;
         }
         let span_kind = kind.span_kind();
@@ -436,21 +447,11 @@ pub fn execution_spans(x: &ExecutionFacts) -> Vec<Span> {
         if Kind::of(&shown.name) != Some(Kind::Cost) {
             continue;
         }
-        match parse_kind(Kind::Cost, &shown.fields) {
-            Ok(parsed) => match llm_spans.next().and_then(|i| children.get_mut(i)) {
-                Some(llm) => add_cost(&mut llm.attributes, &parsed.attributes),
-                None => {
-                    let mut only_costs = Attributes::new();
-                    for (k, v) in parsed.attributes.iter() {
-                        if k.starts_with("llm.cost.") {
-                            only_costs.set(k, v.clone());
-                        }
-                    }
-                    add_cost(&mut exec, &only_costs);
-                }
-            },
-            Err(message) => exec.set(SAAP_PARSE_ERROR, message),
-        }
+        price(
+            llm_spans.next().and_then(|i| children.get_mut(i)),
+            &mut exec,
+            &shown.fields,
+        );
     }
 
     let exec_span = Span {

@@ -20,8 +20,8 @@ use saap::otel::{Exporter, OtlpConfig, SpanId, TraceId};
 mod common;
 
 use common::traced::Traced;
-use saap::testing::TestRunner;
-use saap::{Agent, Engine, EngineOptions, SqliteBackend, UserMessageEvent};
+use saap::testing::{TestRun, TestRunner};
+use saap::{Agent, Engine, EngineOptions, RunSnapshot, SqliteBackend, UserMessageEvent};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -164,6 +164,25 @@ async fn flush(engine: &Engine) {
         .unwrap();
 }
 
+/// One run of the traced agent on the in-memory engine, exported live to `url`: the
+/// engine, the run and its end.
+async fn run_in_memory(url: &str, message: &str) -> (Engine, TestRun, RunSnapshot) {
+    let engine = Engine::new(
+        Traced::workflow().unwrap(),
+        Arc::new(saap::MemoryBackend::new()),
+        EngineOptions {
+            telemetry: Some(exporter(url)),
+            ..EngineOptions::default()
+        },
+    );
+    let run = TestRunner::new(engine.clone())
+        .run(UserMessageEvent::new(message))
+        .await
+        .unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    (engine, run, snap)
+}
+
 fn named<'a>(spans: &'a [Got], name: &str) -> &'a Got {
     spans
         .iter()
@@ -174,22 +193,7 @@ fn named<'a>(spans: &'a [Got], name: &str) -> &'a Got {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_exported_live_is_one_trace_of_agent_chain_llm_and_tool_spans() {
     let (url, got) = receiver().await;
-    let engine = Engine::new(
-        Traced::workflow().unwrap(),
-        Arc::new(saap::MemoryBackend::new()),
-        EngineOptions {
-            telemetry: Some(exporter(&url)),
-            ..EngineOptions::default()
-        },
-    );
-    let runner = TestRunner::new(engine.clone());
-    let run = runner
-        .run(UserMessageEvent {
-            message: "Bern".into(),
-        })
-        .await
-        .unwrap();
-    let snap = run.wait_for_end(WAIT).await.unwrap();
+    let (engine, run, snap) = run_in_memory(&url, "Bern").await;
     assert!(!snap.has_exception(), "{}", snap.timeline());
     flush(&engine).await;
 
@@ -257,22 +261,7 @@ async fn a_run_exported_live_is_one_trace_of_agent_chain_llm_and_tool_spans() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_step_is_an_error_span_and_fails_the_runs_span() {
     let (url, got) = receiver().await;
-    let engine = Engine::new(
-        Traced::workflow().unwrap(),
-        Arc::new(saap::MemoryBackend::new()),
-        EngineOptions {
-            telemetry: Some(exporter(&url)),
-            ..EngineOptions::default()
-        },
-    );
-    let runner = TestRunner::new(engine.clone());
-    let run = runner
-        .run(UserMessageEvent {
-            message: "fail".into(),
-        })
-        .await
-        .unwrap();
-    let snap = run.wait_for_end(WAIT).await.unwrap();
+    let (engine, run, snap) = run_in_memory(&url, "fail").await;
     assert!(snap.has_exception());
     flush(&engine).await;
     let trace = TraceId::of_run(run.run_id()).to_hex();

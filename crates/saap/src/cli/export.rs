@@ -5,7 +5,7 @@
 
 use super::args::ReadArgs;
 use super::fail::{Fail, internal, invalid};
-use super::reader::{open_reader, resolve_run, where_runs};
+use super::reader::read_named_run;
 use crate::trace::stored_run_spans;
 use crate::workflow::Workflow;
 use saap_otel::{OtlpConfig, Span, SpanStatus, TraceId};
@@ -68,23 +68,7 @@ pub(super) async fn export_cmd(workflow: &Workflow, a: ExportArgs) -> Result<u8,
     } else {
         Some(destination(workflow, &a)?)
     };
-    let Some(reader) = open_reader(workflow, &a.from).await? else {
-        return Err(invalid(format!(
-            "no stored run `{}` of `{}`: there is no database {}; start a run with `run`, or pass --db PATH",
-            a.run.chars().take(64).collect::<String>(),
-            workflow.name(),
-            where_runs(&a.from, workflow)
-        )));
-    };
-    let run_id = resolve_run(workflow, &reader.backend, &reader.place, &a.run).await?;
-    let stored = reader
-        .backend
-        .read_run(workflow.name(), &run_id)
-        .wait()
-        .await
-        .map_err(|e| internal(e.to_string()))?
-        .ok_or_else(|| internal(format!("run `{run_id}` vanished from {}", reader.place)))?;
-    reader.backend.halt();
+    let (_, run_id, stored) = read_named_run(workflow, &a.from, &a.run).await?;
     let spans = stored_run_spans(workflow, &stored).map_err(|e| internal(e.to_string()))?;
     let trace_id = TraceId::of_run(&run_id).to_hex();
     let mut out = std::io::stdout().lock();

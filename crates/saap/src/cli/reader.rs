@@ -119,6 +119,33 @@ pub(super) fn where_runs(from: &ReadArgs, workflow: &Workflow) -> String {
     }
 }
 
+/// The stored run a user named (its id or a unique prefix), read whole, the store let go
+/// after; with the reader (on NATS, its connection tells a live run's owner) and the run id.
+pub(super) async fn read_named_run(
+    workflow: &Workflow,
+    from: &ReadArgs,
+    given: &str,
+) -> Result<(Reader, String, crate::backend::StoredRun), Fail> {
+    let Some(reader) = open_reader(workflow, from).await? else {
+        return Err(invalid(format!(
+            "no stored run `{}` of `{}`: there is no database {}; start a run with `run`, or pass --db PATH",
+            given.chars().take(64).collect::<String>(),
+            workflow.name(),
+            where_runs(from, workflow)
+        )));
+    };
+    let run_id = resolve_run(workflow, &reader.backend, &reader.place, given).await?;
+    let stored = reader
+        .backend
+        .read_run(workflow.name(), &run_id)
+        .wait()
+        .await
+        .map_err(|e| internal(e.to_string()))?
+        .ok_or_else(|| internal(format!("run `{run_id}` vanished from {}", reader.place)))?;
+    reader.backend.halt();
+    Ok((reader, run_id, stored))
+}
+
 /// The run id a user typed (the id or a unique prefix), looked up in the store.
 pub(super) async fn resolve_run(
     workflow: &Workflow,

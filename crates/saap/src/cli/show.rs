@@ -2,9 +2,9 @@
 //! history file (`--history-out`) for `saap explain`.
 
 use super::args::ReadArgs;
-use super::fail::{Fail, internal, invalid, io};
+use super::fail::{Fail, internal, io};
 use super::follow::{counts_json, counts_text};
-use super::reader::{open_reader, resolve_run, where_runs};
+use super::reader::read_named_run;
 use crate::history::{StoredRunView, utc_time};
 use crate::snapshot::timeline_with;
 use crate::workflow::Workflow;
@@ -41,23 +41,9 @@ pub(super) struct ShowArgs {
 }
 
 pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
-    let Some(reader) = open_reader(workflow, &a.from).await? else {
-        return Err(invalid(format!(
-            "no stored run `{}` of `{}`: there is no database {}; start a run with `run`, or pass --db PATH",
-            a.run.chars().take(64).collect::<String>(),
-            workflow.name(),
-            where_runs(&a.from, workflow)
-        )));
-    };
-    let run_id = resolve_run(workflow, &reader.backend, &reader.place, &a.run).await?;
-    let stored = reader
-        .backend
-        .read_run(workflow.name(), &run_id)
-        .wait()
-        .await
-        .map_err(|e| internal(e.to_string()))?
-        .ok_or_else(|| internal(format!("run `{run_id}` vanished from {}", reader.place)))?;
-    reader.backend.halt();
+    // The reader and the id name a live run's owner on NATS only.
+    #[cfg_attr(not(feature = "nats"), allow(unused_variables))]
+    let (reader, run_id, stored) = read_named_run(workflow, &a.from, &a.run).await?;
     let view = &StoredRunView::rebuild(workflow, &stored).map_err(|e| internal(e.to_string()))?;
     // On NATS, the worker that owns a live run (its owner record).
     #[allow(unused_mut)]
