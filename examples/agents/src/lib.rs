@@ -6,13 +6,16 @@
 //! - [`rag_model`]: the same retrieval, answered by a language model through `saap::llm::Llm`
 //!   (`OPENAI_BASE_URL`, else a scripted model behind a real endpoint on loopback): streamed
 //!   chunks, the call's `LLMEvent` and its `LLMCostEvent`.
+//! - [`weather`]: a tool-using agent (`#[agent]`): the model calls a typed `weather` tool
+//!   inside one step (`Llm::chat_with_tools`); every model and tool call is returned as an
+//!   `LLMEvent` / `ToolEvent`.
 //! - [`approval`]: a human-approval agent — it proposes an action, the run waits for a
 //!   human's response event, then executes or declines.
 //! - [`broken`]: agents with a known failure pattern (DESIGN §5) and their fixed twins.
 //! - [`support`]: written with `#[agent]`: typed agent and step configs, preconditions.
 //!
 //! Binaries (each gets `spec`, `check`, `run`, `runs`, `show` from `saap::main`):
-//! `rag-agent`, `rag-model-agent`, `support-agent`, `approval-agent`, `optional-trap-agent`,
+//! `rag-agent`, `rag-model-agent`, `weather-agent`, `support-agent`, `approval-agent`, `optional-trap-agent`,
 //! `short-panel-agent`.
 
 pub mod approval;
@@ -20,6 +23,7 @@ pub mod broken;
 pub mod rag;
 pub mod rag_model;
 pub mod support;
+pub mod weather;
 
 /// Declares an event type: `event!(Name, "Parent", { field: Type, ... })`.
 #[macro_export]

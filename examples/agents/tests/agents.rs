@@ -190,3 +190,58 @@ async fn rag_model_agent_without_a_model_fails_its_answer_step_and_says_why() {
         failed[0].message
     );
 }
+
+/// The tool-using agent (issue 20 §6) on the scripted model: the model calls `weather` for
+/// the city in the question, the tool runs inside the step, the model answers from its
+/// result; both model calls and the tool call are returned as events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weather_agent_calls_its_tool_inside_the_step_and_records_every_call() {
+    use saap::semantic::{LLMEvent, ToolEvent};
+    use saap_examples::weather::{self, Forecast};
+    let runner = TestRunner::in_memory(weather::workflow().unwrap());
+    let run = runner
+        .start(UserMessageEvent::new(
+            "What is the weather in Zurich today?",
+        ))
+        .await
+        .unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    assert!(!snap.has_exception(), "{}", snap.timeline());
+    let tools = snap.events_of::<ToolEvent>();
+    assert_eq!(tools.len(), 1, "{}", snap.timeline());
+    assert_eq!(tools[0].name.as_deref(), Some("weather"));
+    assert_eq!(
+        tools[0].parameters.as_ref().and_then(|p| p.get("city")),
+        Some(&serde_json::json!("Zurich"))
+    );
+    assert!(
+        tools[0].json_schema.is_some(),
+        "the tool's schema is recorded"
+    );
+    assert_eq!(
+        snap.events_of::<LLMEvent>().len(),
+        2,
+        "a call with the tool, then the answer"
+    );
+    assert_eq!(
+        snap.events_of::<Forecast>()[0].text,
+        "Today's forecast: Zurich: light rain, 17 °C."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weather_agent_answers_a_city_the_tool_does_not_know_from_the_tools_error() {
+    use saap::semantic::ToolEvent;
+    use saap_examples::weather::{self, Forecast};
+    let runner = TestRunner::in_memory(weather::workflow().unwrap());
+    let run = runner
+        .start(UserMessageEvent::new("weather in Paris?"))
+        .await
+        .unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    assert!(!snap.has_exception(), "{}", snap.timeline());
+    let tool = &snap.events_of::<ToolEvent>()[0];
+    assert_eq!(tool.is_error, Some(true));
+    let answer = &snap.events_of::<Forecast>()[0].text;
+    assert!(answer.contains("no forecast for `paris`"), "{answer}");
+}
