@@ -449,15 +449,11 @@ fn a_full_queue_drops_and_counts_without_blocking() {
         ..quick(OtlpConfig::new(receiver.url()).expect("config"))
     };
     let exporter = Exporter::start(config).expect("started");
-    let started = Instant::now();
+    // The receiver takes 300 ms a request: a submit that waited for room would have been
+    // accepted in the end. That most were refused (and counted) shows none waited.
     let accepted = (0..20)
         .filter(|i| exporter.submit_spans(vec![one_span(*i)]))
         .count() as u64;
-    let took = started.elapsed();
-    assert!(
-        took < Duration::from_millis(200),
-        "submitting took {took:?}"
-    );
     let stats = exporter.stats();
     // The queue's 2, and at most the 2 the thread took at once before the slow send.
     assert!(accepted <= 4, "{accepted} accepted with a queue of 2");
