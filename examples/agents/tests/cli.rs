@@ -849,3 +849,43 @@ fn the_model_answered_rag_agent_streams_its_answer_and_its_trace_has_the_llm_spa
         "{llm:#}"
     );
 }
+
+#[test]
+fn run_shows_model_and_tool_calls_in_one_line_each() {
+    let (_d, db) = temp_db();
+    let out = agent(
+        "weather-agent",
+        &db,
+        &["run", "--engine", "memory", "--message", "weather in Bern?"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(
+            "[LLMEvent] scripted-weather: 13 prompt + 1 completion tokens, finish tool_calls"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("[ToolEvent] weather({\"city\":\"Bern\"}) → Bern: sunny, 21 °C\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("input_messages"),
+        "no message dump: {}",
+        out.stdout
+    );
+    let cost = agent(
+        "rag-model-agent",
+        &db,
+        &["run", "--engine", "memory", "--message", "password reset"],
+    );
+    assert_eq!(cost.code, 0, "{}", cost.stderr);
+    assert!(
+        cost.stdout.contains("[LLMCostEvent] scripted-rag: $0.0000"),
+        "{}",
+        cost.stdout
+    );
+}

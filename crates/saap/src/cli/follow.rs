@@ -217,9 +217,79 @@ pub(super) fn show_display(
     if mid_line {
         writeln!(out)?;
     }
-    writeln!(out, "[{name}] {fields}")?;
+    match semantic_line(name, &fields) {
+        Some(line) => writeln!(out, "[{name}] {line}")?,
+        None => writeln!(out, "[{name}] {fields}")?,
+    }
     out.flush()?;
     Ok(false)
+}
+
+/// A model call, tool call or cost in one line (their JSON runs to kilobytes: messages,
+/// schemas); `None` for any other event, or one whose fields do not parse.
+#[cfg(feature = "llm")]
+fn semantic_line(name: &str, fields: &Value) -> Option<String> {
+    use crate::semantic::{LLMCostEvent, LLMEvent, ToolEvent};
+    let cut = |s: &str| {
+        let s = s.replace('\n', " ");
+        match s.char_indices().nth(160) {
+            Some((i, _)) => format!("{}…", &s[..i]),
+            None => s,
+        }
+    };
+    let n = |v: Option<i64>| v.map_or("?".to_string(), |n| n.to_string());
+    match name {
+        "LLMEvent" | "LLMStopEvent" => {
+            let e: LLMEvent = serde_json::from_value(fields.clone()).ok()?;
+            let mut line = format!(
+                "{}: {} prompt + {} completion tokens",
+                e.chat_model_name.as_deref().unwrap_or("model"),
+                n(e.token_count_prompt),
+                n(e.token_count_completion)
+            );
+            if let Some(f) = &e.finish_reason {
+                line.push_str(&format!(", finish {f}"));
+            }
+            if let Some(ms) = e.latency_ms {
+                line.push_str(&format!(", {ms:.0} ms"));
+            }
+            Some(line)
+        }
+        "ToolEvent" => {
+            let e: ToolEvent = serde_json::from_value(fields.clone()).ok()?;
+            let args = e
+                .parameters
+                .map(|p| Value::Object(p).to_string())
+                .unwrap_or_default();
+            let arrow = if e.is_error == Some(true) {
+                "→ error:"
+            } else {
+                "→"
+            };
+            Some(format!(
+                "{}({}) {arrow} {}",
+                e.name.as_deref().unwrap_or("tool"),
+                cut(&args),
+                cut(e.result.as_deref().unwrap_or(""))
+            ))
+        }
+        "LLMCostEvent" => {
+            let e: LLMCostEvent = serde_json::from_value(fields.clone()).ok()?;
+            Some(format!(
+                "{}: ${:.8} ({} prompt + {} completion tokens)",
+                e.llm_name,
+                e.prompt_tokens_costs + e.completion_tokens_costs + e.embedding_tokens_costs,
+                e.prompt_token_count,
+                e.completion_token_count
+            ))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(not(feature = "llm"))]
+fn semantic_line(_name: &str, _fields: &Value) -> Option<String> {
+    None
 }
 
 pub(super) fn terminal(snap: &RunSnapshot) -> Option<(String, Value)> {
