@@ -18,7 +18,7 @@ use crate::history::{HistoryExportError, StoredRunView};
 use crate::semantic::LLMCostEvent;
 use crate::workflow::Workflow;
 use saap_dispatch::record::Record;
-use saap_dispatch::replay::{RecordedPreconditions, RunInput};
+use saap_dispatch::replay::RunInput;
 use saap_dispatch::run::{Bound, RunStatus};
 use saap_dispatch::{EventId, ExecutionId, Outcome};
 use saap_otel::{EventData, ExecutionFacts, RunFacts, Span};
@@ -32,7 +32,14 @@ pub fn stored_run_spans(
 ) -> Result<Vec<Span>, HistoryExportError> {
     let view = StoredRunView::rebuild(workflow, stored)?;
     let times = entry_times(stored, &view.run_id);
-    let entry_of_record = entries_of_records(&view);
+    // For each decision record, the journal entry whose input made it (as the store kept them).
+    let entry_of_record: Vec<usize> = stored
+        .entry_records
+        .iter()
+        .enumerate()
+        .flat_map(|(e, &n)| std::iter::repeat_n(e, n as usize))
+        .collect();
+    let shown = shown_costs(&view);
     let run = &view.run;
     let time_of_record = |r: usize| {
         entry_of_record
@@ -67,6 +74,7 @@ pub fn stored_run_spans(
                         prev,
                         (since, at),
                         Vec::new(),
+                        &shown,
                         Some(format!(
                             "attempt {prev} did not finish: the process stopped; run again as attempt {attempt}"
                         )),
@@ -85,13 +93,19 @@ pub fn stored_run_spans(
                         .unwrap_or("the step failed")
                         .to_string()
                 });
-                let outputs = returned_outputs(&view, execution, attempt);
+                // The completion's own entry holds what it returned.
+                let outputs = entry_of_record
+                    .get(r)
+                    .and_then(|&e| view.inputs.get(e))
+                    .map(|input| returned_outputs(&view, input))
+                    .unwrap_or_default();
                 spans.extend(execution_spans(
                     &view,
                     execution,
                     attempt,
                     (since, at),
                     outputs,
+                    &shown,
                     error,
                 ));
             }
@@ -144,46 +158,42 @@ fn entry_times(stored: &StoredRun, run_id: &str) -> Vec<u64> {
         .collect()
 }
 
-/// For each decision record of the rebuilt run, the journal entry whose input made it: the
-/// journal applied again, one input at a time (with the recorded precondition results).
-fn entries_of_records(view: &StoredRunView) -> Vec<usize> {
-    let records: Vec<Record> = view.run.records().iter().collect();
-    let mut pre = RecordedPreconditions::from_records(&records);
-    let mut run = view.run.sibling(view.run.run_key());
-    let mut out = Vec::with_capacity(records.len());
-    for (e, input) in view.inputs.iter().enumerate() {
-        // The journal replayed once already (`StoredRunView::rebuild`): it applies.
-        let _ = run.apply(input.clone(), &mut pre);
-        out.resize(run.records().len(), e);
-    }
-    out
+/// What a completion entry says its execution returned.
+fn returned_outputs(view: &StoredRunView, input: &RunInput) -> Vec<EventData> {
+    let RunInput::Complete {
+        outcome: Outcome::Returned(news),
+        ..
+    } = input
+    else {
+        return Vec::new();
+    };
+    news.iter()
+        .map(|n| {
+            let name = match &n.ty {
+                saap_dispatch::NewEventType::Known(t) => {
+                    view.run.spec().types[*t as usize].name.clone()
+                }
+                saap_dispatch::NewEventType::Foreign { name, .. } => name.clone(),
+            };
+            event_data(view, n.id, &name)
+        })
+        .collect()
 }
 
-/// What an execution's attempt returned, as its completion entry holds it.
-fn returned_outputs(view: &StoredRunView, x: ExecutionId, attempt: u32) -> Vec<EventData> {
-    view.inputs
-        .iter()
-        .find_map(|input| match input {
-            RunInput::Complete {
-                execution,
-                attempt: a,
-                outcome: Outcome::Returned(news),
-            } if *execution == x && *a == attempt => Some(
-                news.iter()
-                    .map(|n| {
-                        let name = match &n.ty {
-                            saap_dispatch::NewEventType::Known(t) => {
-                                view.run.spec().types[*t as usize].name.clone()
-                            }
-                            saap_dispatch::NewEventType::Foreign { name, .. } => name.clone(),
-                        };
-                        event_data(view, n.id, &name)
-                    })
-                    .collect(),
-            ),
-            _ => None,
-        })
-        .unwrap_or_default()
+/// The model-call costs (`LLMCostEvent`s) each execution showed, in order, read once.
+fn shown_costs(view: &StoredRunView) -> HashMap<ExecutionId, Vec<EventData>> {
+    let run = &view.run;
+    let mut by: HashMap<ExecutionId, Vec<EventData>> = HashMap::new();
+    for &(seq, x) in &view.display_by {
+        if let Some(e) = run.log().get(seq as usize)
+            && run.type_name(e.ty) == LLMCostEvent::NAME
+        {
+            by.entry(x)
+                .or_default()
+                .push(event_data(view, e.id, LLMCostEvent::NAME));
+        }
+    }
+    by
 }
 
 fn execution_spans(
@@ -192,6 +202,7 @@ fn execution_spans(
     attempt: u32,
     (start, end): (u64, u64),
     outputs: Vec<EventData>,
+    shown: &HashMap<ExecutionId, Vec<EventData>>,
     error: Option<String>,
 ) -> Vec<Span> {
     let run = &view.run;
@@ -223,16 +234,7 @@ fn execution_spans(
         end_unix_nano: end.max(start),
         inputs,
         outputs,
-        shown: view
-            .display_by
-            .iter()
-            .filter(|(_, by)| *by == x)
-            .filter_map(|&(seq, _)| {
-                let e = run.log().get(seq as usize)?;
-                let name = run.type_name(e.ty);
-                (name == LLMCostEvent::NAME).then(|| event_data(view, e.id, name))
-            })
-            .collect(),
+        shown: shown.get(&x).cloned().unwrap_or_default(),
         error,
     })
 }

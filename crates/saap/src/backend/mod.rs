@@ -264,6 +264,9 @@ pub struct StoredRun {
     pub journal: Vec<JournalEntry>,
     /// Every record, in order (the concatenation of each entry's records).
     pub records: Vec<serde_json::Value>,
+    /// How many of `records` each journal entry made, in journal order (which input made
+    /// which decision: an exported trace dates each execution by it).
+    pub entry_records: Vec<u32>,
     /// Why this run's stored rows cannot be read (a torn or edited row), when they cannot:
     /// `journal` and `records` are then empty. One damaged run never hides the others: the
     /// engine reports it in `Recovery::failed` and leaves its rows as they are.

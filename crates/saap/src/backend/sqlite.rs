@@ -528,6 +528,7 @@ fn load_journal(
         .map_err(io)?;
     let mut journal = Vec::with_capacity(rows.len());
     let mut records = Vec::new();
+    let mut entry_records = Vec::with_capacity(rows.len());
     let mut damaged = None;
     for (i, (input, recs)) in rows.iter().enumerate() {
         let parsed = serde_json::from_str::<JournalEntry>(input).and_then(|entry| {
@@ -536,6 +537,7 @@ fn load_journal(
         match parsed {
             Ok((entry, recs)) => {
                 journal.push(entry);
+                entry_records.push(u32::try_from(recs.len()).unwrap_or(u32::MAX));
                 records.extend(recs);
             }
             Err(e) => {
@@ -544,6 +546,7 @@ fn load_journal(
                 damaged = Some(detail);
                 journal.clear();
                 records.clear();
+                entry_records.clear();
                 break;
             }
         }
@@ -558,6 +561,7 @@ fn load_journal(
         ended,
         journal,
         records,
+        entry_records,
         damaged,
     })
 }

@@ -181,8 +181,13 @@ impl Engine {
             execution: work.execution,
             attempt: work.attempt,
         };
+        // Read only when this engine exports traces.
         #[cfg(feature = "otel")]
-        let started_ns = super::ids::unix_nanos();
+        let started_ns = if self.shared.telemetry.is_some() {
+            super::ids::unix_nanos()
+        } else {
+            0
+        };
         let ran = self
             .shared
             .run_body(work.step, &work.inputs, ctx, Vec::new())

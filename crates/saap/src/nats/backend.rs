@@ -791,6 +791,8 @@ struct RunBuilder {
     ended: bool,
     journal: Vec<JournalEntry>,
     records: Vec<Value>,
+    /// How many records each journal entry made.
+    entry_records: Vec<u32>,
     last_seq: u64,
     /// Why this run's journal cannot be read; later messages of the run are skipped.
     damaged: Option<String>,
@@ -804,6 +806,7 @@ impl RunBuilder {
             ended: false,
             journal: Vec::new(),
             records: Vec::new(),
+            entry_records: Vec::new(),
             last_seq: 0,
             damaged: None,
         }
@@ -842,8 +845,12 @@ impl RunBuilder {
             let entry: JournalEntry = serde_json::from_value(e.e).map_err(|err| self.bad(err))?;
             self.journal.push(entry);
             match e.r {
-                Value::Array(rs) => self.records.extend(rs),
-                Value::Null => {}
+                Value::Array(rs) => {
+                    self.entry_records
+                        .push(u32::try_from(rs.len()).unwrap_or(u32::MAX));
+                    self.records.extend(rs);
+                }
+                Value::Null => self.entry_records.push(0),
                 other => return Err(self.bad(format!("records are not an array: {other}"))),
             }
             self.ended |= e.end;
@@ -871,6 +878,7 @@ impl RunBuilder {
                 ended: self.ended,
                 journal: Vec::new(),
                 records: Vec::new(),
+                entry_records: Vec::new(),
                 damaged: Some(detail),
             }));
         }
@@ -879,6 +887,7 @@ impl RunBuilder {
             ended: self.ended,
             journal: self.journal,
             records: self.records,
+            entry_records: self.entry_records,
             damaged: None,
         }))
     }
