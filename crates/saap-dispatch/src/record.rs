@@ -107,6 +107,14 @@ pub enum Record {
     RunTerminated { seq: Seq, by: Termination },
     /// An event appended after the run ended: stored as evidence, never dispatched.
     EventAfterStop { seq: Seq, origin: Origin },
+    /// The execution returned an event to be delivered later: timer `timer` of the run
+    /// (its due time and event are in the run's timer table, [`crate::run::Run::timers`]).
+    TimerSet { timer: u32, execution: ExecutionId },
+    /// Timer `timer` came due: its event is appended next (origin: the execution that set
+    /// it).
+    TimerFired { timer: u32 },
+    /// Timer `timer` will never fire: the run ended first.
+    TimerDropped { timer: u32 },
 }
 
 /// A record as a run stores it: 12 bytes where a [`Record`] takes 24, so that a large run's
@@ -148,6 +156,9 @@ const FAILED: u8 = 18;
 const TERMINATED: u8 = 19;
 const AFTER_STOP_OUTSIDE: u8 = 20;
 const AFTER_STOP_BY: u8 = 21;
+const TIMER_SET: u8 = 22;
+const TIMER_FIRED: u8 = 23;
+const TIMER_DROPPED: u8 = 24;
 
 impl Packed {
     /// The kind of a record kept whole in the side table; `b` is its index there.
@@ -247,6 +258,9 @@ impl Packed {
                 let (kind, c) = origin(AFTER_STOP_OUTSIDE, AFTER_STOP_BY, o);
                 p(kind, 0, 0, seq, c)
             }
+            Record::TimerSet { timer, execution } => p(TIMER_SET, 0, 0, timer, execution.0),
+            Record::TimerFired { timer } => p(TIMER_FIRED, 0, 0, timer, 0),
+            Record::TimerDropped { timer } => p(TIMER_DROPPED, 0, 0, timer, 0),
         }
     }
 
@@ -372,6 +386,12 @@ impl Packed {
                 seq: b,
                 origin: by(AFTER_STOP_OUTSIDE),
             },
+            TIMER_SET => Record::TimerSet {
+                timer: b,
+                execution: ExecutionId(c),
+            },
+            TIMER_FIRED => Record::TimerFired { timer: b },
+            TIMER_DROPPED => Record::TimerDropped { timer: b },
             // `Packed::EXTRA`: only `Packed::extra` makes it, with an index into the table.
             _ => extra[b as usize].clone(),
         }
@@ -595,6 +615,9 @@ mod tests {
             )
                 .prop_map(|(seq, by)| Record::RunTerminated { seq, by }),
             (value(), origin()).prop_map(|(seq, origin)| Record::EventAfterStop { seq, origin }),
+            (value(), x()).prop_map(|(timer, execution)| Record::TimerSet { timer, execution }),
+            value().prop_map(|timer| Record::TimerFired { timer }),
+            value().prop_map(|timer| Record::TimerDropped { timer }),
         ]
     }
 

@@ -188,7 +188,39 @@ pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String
             ev(*seq),
             origin_text(run, *origin)
         ),
+        Record::TimerSet { timer, execution } => format!(
+            "{} {execution} set timer {timer}: {} due at {}",
+            exec_step(run, *execution),
+            run.timer_type_name(*timer),
+            due_text(run, *timer)
+        ),
+        Record::TimerFired { timer } => format!(
+            "timer {timer} fired ({} due at {})",
+            run.timer_type_name(*timer),
+            due_text(run, *timer)
+        ),
+        Record::TimerDropped { timer } => format!(
+            "timer {timer} dropped: the run ended before it came due ({} due at {})",
+            run.timer_type_name(*timer),
+            due_text(run, *timer)
+        ),
     })
+}
+
+/// A timer's due time as RFC 3339 text (UTC).
+pub fn due_text(run: &Run, timer: u32) -> String {
+    match run.timers().get(timer as usize) {
+        Some(t) => utc_text(t.due_ns),
+        None => "?".to_string(),
+    }
+}
+
+/// Nanoseconds since the Unix epoch as RFC 3339 text (UTC, to the millisecond).
+pub fn utc_text(ns: u64) -> String {
+    match jiff::Timestamp::from_nanosecond(ns as i128) {
+        Ok(t) => format!("{t:.3}"),
+        Err(_) => format!("{ns} ns after the epoch"),
+    }
 }
 
 fn exec_step(run: &Run, x: ExecutionId) -> String {
@@ -293,6 +325,29 @@ pub fn record_json(run: &Run, labels: &EventLabels, r: &Record) -> Value {
         Record::EventAfterStop { seq, origin: o } => {
             json!({"record": "event_after_stop", "event": ev(*seq), "origin": origin(*o)})
         }
+        Record::TimerSet { timer, execution } => {
+            json!({"record": "timer_set", "timer": timer, "execution": execution.to_string(), "step": exec_step(run, *execution),
+            "event": timer_json(run, *timer)})
+        }
+        Record::TimerFired { timer } => {
+            json!({"record": "timer_fired", "timer": timer, "event": timer_json(run, *timer)})
+        }
+        Record::TimerDropped { timer } => {
+            json!({"record": "timer_dropped", "timer": timer, "event": timer_json(run, *timer)})
+        }
+    }
+}
+
+/// A timer's event and due time as JSON.
+fn timer_json(run: &Run, timer: u32) -> Value {
+    match run.timers().get(timer as usize) {
+        Some(t) => json!({
+            "type": run.timer_type_name(timer),
+            "event_id": t.event_id.to_string(),
+            "due_ns": t.due_ns,
+            "due": utc_text(t.due_ns),
+        }),
+        None => Value::Null,
     }
 }
 

@@ -10,9 +10,8 @@ use crate::ids::ExecutionId;
 use crate::record::Record;
 use crate::run::input::InputError;
 pub use crate::run::input::RunInput;
-use crate::run::{
-    AppendError, CompleteError, NewEvent, Outcome, PreconditionCall, PreconditionEvaluator, Run,
-};
+use crate::run::timers::TimerRequest;
+use crate::run::{AppendError, NewEvent, Outcome, PreconditionCall, PreconditionEvaluator, Run};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -24,11 +23,10 @@ impl Run {
         &mut self,
         input: RunInput,
         pre: &mut dyn PreconditionEvaluator,
-    ) -> Result<(), CompleteError> {
+    ) -> Result<(), InputError> {
         match self.handle(input, pre) {
             Ok(_) | Err(InputError::Append(AppendError::RunNotStarted { .. })) => Ok(()),
-            Err(InputError::Append(e)) => Err(e.into()),
-            Err(InputError::Complete(e)) => Err(e),
+            Err(e) => Err(e),
         }
     }
 }
@@ -49,7 +47,7 @@ pub enum ReplayError {
         found: String,
     },
     #[error("SAAP-R003: the journal cannot be applied at input {index}: {error}")]
-    BadJournal { index: usize, error: CompleteError },
+    BadJournal { index: usize, error: InputError },
 }
 
 impl ReplayError {
@@ -183,6 +181,22 @@ pub enum HistoryInput {
     Retry {
         execution: ExecutionId,
     },
+    /// Events the execution returned for later delivery.
+    Schedule {
+        execution: ExecutionId,
+        timers: Vec<HistoryTimer>,
+    },
+    /// The engine's clock reading (nanoseconds since the Unix epoch) that fired timers.
+    Clock {
+        now_ns: u64,
+    },
+}
+
+/// A timer of a [`HistoryInput::Schedule`]: the event and when it is due.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HistoryTimer {
+    pub event: HistoryEvent,
+    pub due_ns: u64,
 }
 
 /// A recorded run, self-contained and readable: the journal that drove it (event types by
@@ -253,6 +267,17 @@ impl History {
                     RunInput::Retry { execution } => HistoryInput::Retry {
                         execution: *execution,
                     },
+                    RunInput::Schedule { execution, timers } => HistoryInput::Schedule {
+                        execution: *execution,
+                        timers: timers
+                            .iter()
+                            .map(|t| HistoryTimer {
+                                event: ev(&t.event),
+                                due_ns: t.due_ns,
+                            })
+                            .collect(),
+                    },
+                    RunInput::Clock { now_ns } => HistoryInput::Clock { now_ns: *now_ns },
                 })
                 .collect(),
             records: run.records().to_vec(),
@@ -305,6 +330,19 @@ impl History {
                     HistoryInput::Retry { execution } => RunInput::Retry {
                         execution: *execution,
                     },
+                    HistoryInput::Schedule { execution, timers } => RunInput::Schedule {
+                        execution: *execution,
+                        timers: timers
+                            .iter()
+                            .map(|t| {
+                                Ok(TimerRequest {
+                                    event: ev(index, &t.event)?,
+                                    due_ns: t.due_ns,
+                                })
+                            })
+                            .collect::<Result<_, HistoryError>>()?,
+                    },
+                    HistoryInput::Clock { now_ns } => RunInput::Clock { now_ns: *now_ns },
                 })
             })
             .collect()

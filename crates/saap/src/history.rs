@@ -13,7 +13,7 @@ use saap_dispatch::ids::run_key;
 use saap_dispatch::record::Record;
 use saap_dispatch::replay::{History, ReplayError, RunInput, replay};
 use saap_dispatch::run::{EventTy, NewEventType, RunStatus};
-use saap_dispatch::{EventId, EventKind, ExecutionId, NewEvent, Origin, Outcome, Run};
+use saap_dispatch::{EventId, EventKind, ExecutionId, NewEvent, Origin, Run};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -129,37 +129,15 @@ impl StoredRunView {
             };
             NewEvent { id: e.id, ty }
         };
-        let inputs: Vec<RunInput> = stored
-            .journal
-            .iter()
-            .map(|entry| match &entry.input {
-                StoredInput::Append { event, by } => {
-                    if let Some(x) = by {
-                        shown_by.push((event.id, ExecutionId(*x)));
-                    }
-                    RunInput::Append(to_new(event))
-                }
-                StoredInput::Complete {
-                    execution,
-                    attempt,
-                    outputs,
-                    error,
-                } => RunInput::Complete {
-                    execution: ExecutionId(*execution),
-                    attempt: *attempt,
-                    outcome: match (outputs, error) {
-                        (_, Some(msg)) => Outcome::Failed(msg.clone()),
-                        (Some(outs), None) => {
-                            Outcome::Returned(outs.iter().map(&mut to_new).collect())
-                        }
-                        (None, None) => Outcome::Returned(Vec::new()),
-                    },
-                },
-                StoredInput::Retry { execution } => RunInput::Retry {
-                    execution: ExecutionId(*execution),
-                },
-            })
-            .collect();
+        let mut inputs: Vec<RunInput> = Vec::with_capacity(stored.journal.len());
+        for entry in &stored.journal {
+            if let StoredInput::Append { event, by: Some(x) } = &entry.input {
+                shown_by.push((event.id, ExecutionId(*x)));
+            }
+            let (input, timers) = entry.input.core_inputs(&mut to_new);
+            inputs.push(input);
+            inputs.extend(timers);
+        }
         let run = replay(
             spec.clone(),
             run_key(&run_id),

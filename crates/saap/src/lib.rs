@@ -35,6 +35,7 @@ pub mod backend;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod delayed;
 pub mod engine;
 pub mod event;
 pub mod history;
@@ -62,6 +63,7 @@ pub use backend::sqlite::{SqliteBackend, SqliteOptions};
 pub use cli::{agent_main, main};
 pub use config::{AgentConfig, Config, StepConfig};
 pub use context::{ContextError, RunContext, StepCtx, ThreadContext};
+pub use delayed::Delayed;
 pub use engine::{Engine, EngineError, EngineOptions, Recovery};
 pub use event::{
     ChunkEvent, CostEvent, Event, ExceptionEvent, HumanInTheLoopRequestEvent,

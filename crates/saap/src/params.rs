@@ -692,6 +692,9 @@ pub struct OutEvent {
     /// JSON from a body run on another worker).
     pub name: std::borrow::Cow<'static, str>,
     pub payload: Payload,
+    /// When to deliver it (nanoseconds since the Unix epoch), for an event returned as
+    /// [`crate::Delayed`]; `None`: with the step's completion.
+    pub due_ns: Option<std::num::NonZeroU64>,
 }
 
 impl OutEvent {
@@ -701,6 +704,7 @@ impl OutEvent {
         OutEvent {
             name: std::borrow::Cow::Borrowed(T::NAME),
             payload: Payload::typed(event),
+            due_ns: None,
         }
     }
     /// An output serialized from a borrowed event.
@@ -708,6 +712,7 @@ impl OutEvent {
         Ok(OutEvent {
             name: std::borrow::Cow::Borrowed(T::NAME),
             payload: to_payload(event)?,
+            due_ns: None,
         })
     }
 }
@@ -800,15 +805,35 @@ impl<T: Outputs> Outputs for Vec<T> {
     }
 }
 
+/// One member of a tuple a step returns: an event, or an event delivered later
+/// ([`crate::Delayed`]).
+pub trait TupleOutput: Send + 'static {
+    /// The member's event type name.
+    const NAME: &'static str;
+    fn declare(decl: &mut OutputDecl);
+    fn push(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError>;
+}
+
+impl<T: Event> TupleOutput for T {
+    const NAME: &'static str = T::NAME;
+    fn declare(decl: &mut OutputDecl) {
+        decl.add::<T>();
+    }
+    fn push(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
+        out.push(OutEvent::new(self));
+        Ok(())
+    }
+}
+
 macro_rules! tuple_outputs {
     ($($p:ident $i:tt),+) => {
-        impl<$($p: Event),+> Outputs for ($($p,)+) {
+        impl<$($p: TupleOutput),+> Outputs for ($($p,)+) {
             fn declare(decl: &mut OutputDecl) {
-                $(decl.add::<$p>();)+
+                $($p::declare(decl);)+
                 decl.together.push(vec![$($p::NAME),+]);
             }
             fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
-                $(out.push(OutEvent::new(self.$i));)+
+                $(self.$i.push(out)?;)+
                 Ok(())
             }
         }

@@ -304,6 +304,22 @@ pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]
                 event_label(run, *seq),
                 origin_label(run, *origin)
             ),
+            Record::TimerSet { timer, execution } => format!(
+                "  {} set timer {timer}: {} due {}",
+                origin_label(run, Origin::Execution(*execution)),
+                run.timer_type_name(*timer),
+                saap_dispatch::render::due_text(run, *timer)
+            ),
+            Record::TimerFired { timer } => format!(
+                "timer {timer} fired: {} due {}",
+                run.timer_type_name(*timer),
+                saap_dispatch::render::due_text(run, *timer)
+            ),
+            Record::TimerDropped { timer } => format!(
+                "  timer {timer} dropped ({} due {}): the run ended first",
+                run.timer_type_name(*timer),
+                saap_dispatch::render::due_text(run, *timer)
+            ),
         };
         out.push_str(&line);
         out.push('\n');
@@ -327,6 +343,14 @@ pub fn waiting_for(run: &Run, failure: Option<&str>) -> String {
             return out;
         }
         RunStatus::Live => {}
+    }
+    if let Some(due) = run.next_due() {
+        let _ = writeln!(
+            out,
+            "{} timer(s) pending, the next due {}",
+            run.pending_timer_count(),
+            saap_dispatch::render::utc_text(due)
+        );
     }
     for x in run.running() {
         if let Some(e) = run.execution(x) {

@@ -174,6 +174,7 @@ async fn an_output_larger_than_the_event_limit_from_elsewhere_fails_its_executio
     let big = saap::params::OutEvent {
         name: "A".into(),
         payload: Payload::from_json(serde_json::json!({ "n": 1, "text": "x".repeat(4096) })),
+        due_ns: None,
     };
     engine
         .complete_work(&run, begin.execution, begin.attempt, Ok(vec![big]))

@@ -203,6 +203,9 @@ impl Run {
         if let Some(r) = &mut self.rare {
             r.input_sets = FastMap::default();
             r.input_set_collisions = Vec::new();
+            if !r.timers.is_empty() {
+                self.drop_pending_timers();
+            }
         }
         let counts = self.count_base as usize;
         self.slots[counts..].fill(0);

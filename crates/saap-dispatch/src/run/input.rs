@@ -1,11 +1,13 @@
 //! One way into a run: a [`RunInput`] (an outside event arrives, an execution finished, an
-//! execution is run again), applied by [`Run::handle`]. Engines on their general (journaled)
+//! execution is run again, an execution set timers, the clock reached a due time), applied
+//! by [`Run::handle`]. Engines on their general (journaled)
 //! path, replay and the tools hand the core their inputs this way, and a run's journal is a
 //! list of them. The specific entry points (`append`, `complete`, `complete_returned`,
 //! `complete_linked`, `retry`) stay public for the in-memory engine's fast lanes, which the
 //! engine's differential test (`crates/saap/tests/differential.rs`) holds to the same
 //! decisions. Must not decide anything itself: it only picks the entry point.
 
+use super::timers::{TimerError, TimerRequest};
 use super::{AppendError, Appended, CompleteError, NewEvent, Outcome, PreconditionEvaluator, Run};
 use crate::ids::ExecutionId;
 
@@ -22,6 +24,15 @@ pub enum RunInput {
     },
     /// An unfinished execution was run again.
     Retry { execution: ExecutionId },
+    /// A completed execution returned events to deliver later (journaled with its
+    /// completion, applied right after it).
+    Schedule {
+        execution: ExecutionId,
+        timers: Vec<TimerRequest>,
+    },
+    /// The engine's clock read `now_ns` (nanoseconds since the Unix epoch): the timers due
+    /// by then fire.
+    Clock { now_ns: u64 },
 }
 
 /// What [`Run::handle`] did with an input.
@@ -34,6 +45,10 @@ pub enum Handled {
     Completed { spare: Vec<NewEvent> },
     /// The execution runs again as attempt `attempt`.
     Retried { attempt: u32 },
+    /// This many timers were set.
+    Scheduled { timers: u32 },
+    /// This many timers fired.
+    Fired { timers: u32 },
 }
 
 /// Why [`Run::handle`] refused an input.
@@ -43,6 +58,8 @@ pub enum InputError {
     Append(#[from] AppendError),
     #[error(transparent)]
     Complete(#[from] CompleteError),
+    #[error(transparent)]
+    Timer(#[from] TimerError),
 }
 
 impl Run {
@@ -74,6 +91,12 @@ impl Run {
             }
             RunInput::Retry { execution } => Ok(Handled::Retried {
                 attempt: self.retry(execution)?,
+            }),
+            RunInput::Schedule { execution, timers } => Ok(Handled::Scheduled {
+                timers: self.schedule(execution, timers)?,
+            }),
+            RunInput::Clock { now_ns } => Ok(Handled::Fired {
+                timers: self.fire_due(now_ns, pre)?,
             }),
         }
     }

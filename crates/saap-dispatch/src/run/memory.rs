@@ -25,6 +25,7 @@ impl Run {
             r.input_set_collisions.clear();
             r.extra_records.clear();
             r.errors.clear();
+            r.timers.clear();
         }
         self.ids_indexed = false;
         self.id_bits = [0; 2];

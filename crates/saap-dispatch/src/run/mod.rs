@@ -11,7 +11,8 @@
 //! by the caller, and their results are recorded.
 //!
 //! Where each part lives: `input` (the one way in), `append` (an event arrives), `dispatch` (which steps a logged
-//! event starts, R1–R6), `complete` (an execution ends, its outputs logged), `memory`
+//! event starts, R1–R6), `complete` (an execution ends, its outputs logged), `timers`
+//! (events delivered at a due time), `memory`
 //! (tables reused between runs, sizes); this file: the types, the run's state and what can
 //! be read of it. Each file is an `impl Run` of its own.
 
@@ -22,6 +23,9 @@ pub mod input;
 mod memory;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timer_tests;
+pub mod timers;
 
 use crate::compiled::{CompiledCondition, CompiledSpec, EventKind, TypeId};
 use crate::id_index::IdIndex;
@@ -176,6 +180,37 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// An event to deliver at a time (nanoseconds since the Unix epoch), as an execution
+/// returned it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TimerRequest {
+    pub event: NewEvent,
+    pub due_ns: u64,
+}
+
+/// Where a timer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerState {
+    /// Not due yet (or due, and no clock reading has reached the run since).
+    Pending,
+    /// Delivered: its event is the log's `seq`, or was dropped there as a duplicate
+    /// (`seq` is `None` then).
+    Fired { seq: Option<Seq> },
+    /// The run ended before it came due.
+    Dropped,
+}
+
+/// One timer of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timer {
+    pub event_id: EventId,
+    pub ty: NewEventType,
+    pub due_ns: u64,
+    /// The execution that returned it (the origin its event is appended with).
+    pub set_by: ExecutionId,
+    pub state: TimerState,
+}
+
 /// Errors of [`Run::append`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AppendError {
@@ -297,6 +332,8 @@ struct Rare {
     /// The error message of each failed execution (out of the execution table, which
     /// every execution's entry fills: 20 bytes each instead of 40).
     errors: FastMap<ExecutionId, Box<str>>,
+    /// The run's timers, in the order they were set (see `timers`).
+    timers: Vec<Timer>,
 }
 
 impl Rare {

@@ -14,9 +14,11 @@ use super::JournalRun;
 use crate::error::{InspectError, Result, clip};
 use saap_dispatch::record::Record;
 use saap_dispatch::replay::{
-    HISTORY_FORMAT, History, HistoryEvent, HistoryInput, RecordedPreconditions, RunInput,
+    HISTORY_FORMAT, History, HistoryEvent, HistoryInput, HistoryTimer, RecordedPreconditions,
+    RunInput,
 };
 use saap_dispatch::run::NewEventType;
+use saap_dispatch::run::timers::TimerRequest;
 use saap_dispatch::{
     CompiledSpec, EventId, EventKind, ExecutionId, NewEvent, Outcome, Run, SkipReason, run_key,
 };
@@ -46,10 +48,23 @@ enum StoredInput {
         outputs: Option<Vec<StoredEvent>>,
         #[serde(default)]
         error: Option<String>,
+        /// Events returned for later delivery, set with the completion.
+        #[serde(default)]
+        timers: Vec<StoredTimer>,
     },
     Retry {
         execution: u32,
     },
+    Clock {
+        now_ns: u64,
+    },
+}
+
+/// A timer as stored with its completion.
+#[derive(Deserialize)]
+struct StoredTimer {
+    event: StoredEvent,
+    due_ns: u64,
 }
 
 #[derive(Deserialize)]
@@ -110,32 +125,47 @@ pub fn inputs(
     spec: &CompiledSpec,
 ) -> Result<(Vec<RunInput>, Vec<Record>)> {
     let d = decode(run_id, j)?;
-    let inputs = d
-        .inputs
-        .iter()
-        .map(|i| match i {
-            StoredInput::Append { event } => RunInput::Append(new_event(spec, event)),
+    let mut inputs = Vec::with_capacity(d.inputs.len());
+    for i in &d.inputs {
+        match i {
+            StoredInput::Append { event } => inputs.push(RunInput::Append(new_event(spec, event))),
             StoredInput::Complete {
                 execution,
                 attempt,
                 outputs,
                 error,
-            } => RunInput::Complete {
+                timers,
+            } => {
+                inputs.push(RunInput::Complete {
+                    execution: ExecutionId(*execution),
+                    attempt: *attempt,
+                    outcome: match (outputs, error) {
+                        (_, Some(msg)) => Outcome::Failed(msg.clone()),
+                        (Some(outs), None) => {
+                            Outcome::Returned(outs.iter().map(|e| new_event(spec, e)).collect())
+                        }
+                        (None, None) => Outcome::Returned(Vec::new()),
+                    },
+                });
+                if !timers.is_empty() {
+                    inputs.push(RunInput::Schedule {
+                        execution: ExecutionId(*execution),
+                        timers: timers
+                            .iter()
+                            .map(|t| TimerRequest {
+                                event: new_event(spec, &t.event),
+                                due_ns: t.due_ns,
+                            })
+                            .collect(),
+                    });
+                }
+            }
+            StoredInput::Retry { execution } => inputs.push(RunInput::Retry {
                 execution: ExecutionId(*execution),
-                attempt: *attempt,
-                outcome: match (outputs, error) {
-                    (_, Some(msg)) => Outcome::Failed(msg.clone()),
-                    (Some(outs), None) => {
-                        Outcome::Returned(outs.iter().map(|e| new_event(spec, e)).collect())
-                    }
-                    (None, None) => Outcome::Returned(Vec::new()),
-                },
-            },
-            StoredInput::Retry { execution } => RunInput::Retry {
-                execution: ExecutionId(*execution),
-            },
-        })
-        .collect();
+            }),
+            StoredInput::Clock { now_ns } => inputs.push(RunInput::Clock { now_ns: *now_ns }),
+        }
+    }
     Ok((inputs, d.records))
 }
 
@@ -146,36 +176,51 @@ pub fn history(run_id: &str, j: &JournalRun) -> Result<History> {
         event_id: e.id,
         event_type: e.n.clone(),
     };
-    let inputs = d
-        .inputs
-        .iter()
-        .map(|i| match i {
-            StoredInput::Append { event } => HistoryInput::Append { event: ev(event) },
+    let mut inputs = Vec::with_capacity(d.inputs.len());
+    for i in &d.inputs {
+        match i {
+            StoredInput::Append { event } => inputs.push(HistoryInput::Append { event: ev(event) }),
             StoredInput::Complete {
                 execution,
                 attempt,
                 error: Some(error),
                 ..
-            } => HistoryInput::Fail {
+            } => inputs.push(HistoryInput::Fail {
                 execution: ExecutionId(*execution),
                 attempt: *attempt,
                 error: error.clone(),
-            },
+            }),
             StoredInput::Complete {
                 execution,
                 attempt,
                 outputs,
                 error: None,
-            } => HistoryInput::Complete {
+                timers,
+            } => {
+                inputs.push(HistoryInput::Complete {
+                    execution: ExecutionId(*execution),
+                    attempt: *attempt,
+                    returned: outputs.iter().flatten().map(ev).collect(),
+                });
+                if !timers.is_empty() {
+                    inputs.push(HistoryInput::Schedule {
+                        execution: ExecutionId(*execution),
+                        timers: timers
+                            .iter()
+                            .map(|t| HistoryTimer {
+                                event: ev(&t.event),
+                                due_ns: t.due_ns,
+                            })
+                            .collect(),
+                    });
+                }
+            }
+            StoredInput::Retry { execution } => inputs.push(HistoryInput::Retry {
                 execution: ExecutionId(*execution),
-                attempt: *attempt,
-                returned: outputs.iter().flatten().map(ev).collect(),
-            },
-            StoredInput::Retry { execution } => HistoryInput::Retry {
-                execution: ExecutionId(*execution),
-            },
-        })
-        .collect();
+            }),
+            StoredInput::Clock { now_ns } => inputs.push(HistoryInput::Clock { now_ns: *now_ns }),
+        }
+    }
     Ok(History {
         format: HISTORY_FORMAT,
         workflow: j.workflow.clone(),
@@ -300,6 +345,17 @@ fn input_text(run: &Run, input: &RunInput) -> String {
             ..
         } => format!("execution {execution} fails"),
         RunInput::Retry { execution } => format!("execution {execution} runs again"),
+        RunInput::Schedule { execution, timers } => {
+            let names: Vec<String> = timers.iter().map(|t| name(&t.event)).collect();
+            format!(
+                "execution {execution} sets timers for [{}]",
+                names.join(", ")
+            )
+        }
+        RunInput::Clock { now_ns } => format!(
+            "the clock reads {}",
+            saap_dispatch::render::utc_text(*now_ns)
+        ),
     }
 }
 

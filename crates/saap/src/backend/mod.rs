@@ -10,6 +10,7 @@ pub mod memory;
 pub mod sqlite;
 
 use saap_dispatch::EventId;
+use saap_dispatch::replay::RunInput;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -109,10 +110,79 @@ pub enum StoredInput {
         outputs: Option<Vec<StoredEvent>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// Events the execution returned for later delivery (its timers), set in the same
+        /// entry as its completion.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        timers: Vec<StoredTimer>,
     },
     Retry {
         execution: u32,
     },
+    /// The engine's clock read `now_ns`: the run's timers due by then fired.
+    Clock {
+        now_ns: u64,
+    },
+}
+
+/// A timer as stored in the journal: its event and when it is due (nanoseconds since the
+/// Unix epoch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredTimer {
+    pub event: StoredEvent,
+    pub due_ns: u64,
+}
+
+impl StoredInput {
+    /// The core's inputs this entry stands for: one, or two for a completion that set
+    /// timers (the completion, then its timers). `event` makes a stored event the core's.
+    pub fn core_inputs(
+        &self,
+        mut event: impl FnMut(&StoredEvent) -> saap_dispatch::NewEvent,
+    ) -> (RunInput, Option<RunInput>) {
+        use saap_dispatch::{ExecutionId, Outcome};
+        match self {
+            StoredInput::Append { event: e, .. } => (RunInput::Append(event(e)), None),
+            StoredInput::Complete {
+                execution,
+                attempt,
+                outputs,
+                error,
+                timers,
+            } => {
+                let execution = ExecutionId(*execution);
+                let outcome = match (outputs, error) {
+                    (_, Some(msg)) => Outcome::Failed(msg.clone()),
+                    (Some(outs), None) => Outcome::Returned(outs.iter().map(&mut event).collect()),
+                    (None, None) => Outcome::Returned(Vec::new()),
+                };
+                let schedule = (!timers.is_empty()).then(|| RunInput::Schedule {
+                    execution,
+                    timers: timers
+                        .iter()
+                        .map(|t| saap_dispatch::run::timers::TimerRequest {
+                            event: event(&t.event),
+                            due_ns: t.due_ns,
+                        })
+                        .collect(),
+                });
+                (
+                    RunInput::Complete {
+                        execution,
+                        attempt: *attempt,
+                        outcome,
+                    },
+                    schedule,
+                )
+            }
+            StoredInput::Retry { execution } => (
+                RunInput::Retry {
+                    execution: ExecutionId(*execution),
+                },
+                None,
+            ),
+            StoredInput::Clock { now_ns } => (RunInput::Clock { now_ns: *now_ns }, None),
+        }
+    }
 }
 
 /// One journal entry: the input and the precondition results it produced (user code is
@@ -148,6 +218,11 @@ fn write_str(s: &str, out: &mut Vec<u8>) {
 }
 
 fn write_u32(n: u32, out: &mut Vec<u8>) {
+    use std::io::Write;
+    let _ = write!(out, "{n}");
+}
+
+fn write_u64(n: u64, out: &mut Vec<u8>) {
     use std::io::Write;
     let _ = write!(out, "{n}");
 }
@@ -188,6 +263,7 @@ pub fn encode_entry(
             attempt,
             outputs,
             error,
+            timers,
         } => {
             out.extend_from_slice(b"\"complete\",\"execution\":");
             write_u32(*execution, out);
@@ -207,10 +283,28 @@ pub fn encode_entry(
                 out.extend_from_slice(b",\"error\":");
                 write_str(msg, out);
             }
+            if !timers.is_empty() {
+                out.extend_from_slice(b",\"timers\":[");
+                for (i, t) in timers.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(b"{\"event\":");
+                    write_event(&t.event, out)?;
+                    out.extend_from_slice(b",\"due_ns\":");
+                    write_u64(t.due_ns, out);
+                    out.push(b'}');
+                }
+                out.push(b']');
+            }
         }
         StoredInput::Retry { execution } => {
             out.extend_from_slice(b"\"retry\",\"execution\":");
             write_u32(*execution, out);
+        }
+        StoredInput::Clock { now_ns } => {
+            out.extend_from_slice(b"\"clock\",\"now_ns\":");
+            write_u64(*now_ns, out);
         }
     }
     out.push(b'}');
@@ -550,11 +644,22 @@ mod tests {
                 input: StoredInput::Complete {
                     execution: 4,
                     attempt: 2,
-                    outputs: Some(vec![ev(5, typed), ev(6, json)]),
+                    outputs: Some(vec![ev(5, typed.clone())]),
                     error: None,
+                    timers: vec![StoredTimer {
+                        event: ev(6, json),
+                        due_ns: 1_764_000_001_000_000_000,
+                    }],
                 },
                 preconditions: vec![false],
                 at: None,
+            },
+            JournalEntry {
+                input: StoredInput::Clock {
+                    now_ns: 1_764_000_001_000_000_007,
+                },
+                preconditions: vec![true],
+                at: Some(1_764_000_001_000_000_009),
             },
             JournalEntry {
                 input: StoredInput::Complete {
@@ -562,6 +667,7 @@ mod tests {
                     attempt: 1,
                     outputs: None,
                     error: Some("step `x` failed: \"quoted\"".into()),
+                    timers: Vec::new(),
                 },
                 preconditions: vec![],
                 at: None,

@@ -14,12 +14,17 @@ use super::payloads::{
 };
 use super::precondition::{Pre, PreCache};
 use super::shared::{Shared, shares_task};
-use super::slot::{RunSlot, RunState, SPARE_SLOT_MAX_EVENTS, Scratch, scratch};
-use crate::backend::{Pending, PersistBatch, RunMeta, StoreError, StoredInput};
+use super::slot::{
+    RunSlot, RunState, SPARE_SLOT_MAX_EVENTS, Scratch, keep_timer_payloads, scratch,
+    take_due_payloads,
+};
+use crate::backend::{Pending, PersistBatch, RunMeta, StoreError, StoredInput, StoredTimer};
 use crate::context::ContextError;
 use crate::event::Payload;
 use crate::params::{BoundEvent, OutEvent};
 use saap_dispatch::run::input::{Handled, InputError, RunInput};
+
+use saap_dispatch::run::timers::TimerRequest;
 use saap_dispatch::run::{AppendError, CompleteError};
 use saap_dispatch::{Appended, EventId, EventKind, ExecutionId, NewEvent, NewEventType, Outcome};
 use std::sync::Arc;
@@ -33,6 +38,8 @@ pub(super) enum Input {
         outcome: Result<Vec<OutEvent>, String>,
     },
     Retry(ExecutionId),
+    /// The engine's clock (nanoseconds since the Unix epoch): the run's due timers fire.
+    Clock(u64),
 }
 
 /// How [`Shared::apply_with`] binds the executions an input started.
@@ -319,7 +326,8 @@ impl Shared {
         let mut guard = slot.lock();
         let st = &mut *guard;
         let (waits, ended) = match outcome {
-            Ok(()) if !self.journal && st.failure.is_none() => {
+            // (A step that set a timer takes the general path: timers are rare.)
+            Ok(()) if !self.journal && st.failure.is_none() && !sets_timers(&inv.outs) => {
                 match self.complete_unjournaled(slot, st, inv, &mut buffers.durable)? {
                     Some(done) => done,
                     // A chain link: `inv` holds the execution it started, the run goes on.
@@ -582,6 +590,9 @@ impl Shared {
             ..self.pre(&st.payloads, &[], &mut st.pre_cache)
         };
         let stored_input;
+        // Events a completion returned for later delivery, with their payloads.
+        let mut timers: Vec<(TimerRequest, Payload)> = Vec::new();
+        let clock = matches!(input, Input::Clock(_));
         // The engine's input as the core's (one way in, `Run::handle`), with what the
         // journal keeps of it and the payloads of the events it brings.
         let (core_input, by) = match input {
@@ -608,19 +619,39 @@ impl Shared {
                     Ok(mut outs) => {
                         let mut news = std::mem::take(&mut scratch(&mut st.scratch).news);
                         let mut stored_outs = Vec::new();
+                        let mut stored_timers = Vec::new();
                         news.clear();
                         news.reserve(outs.len());
                         pending.reserve_exact(outs.len());
                         let step = st.run.execution(execution).map(|e| e.step);
                         for (i, o) in outs.drain(..).enumerate() {
+                            let due = o.due_ns;
                             let ev = self.output(step, slot.run_key, execution, i as u32, o);
+                            let new = NewEvent {
+                                id: ev.id,
+                                ty: ev.ty.clone(),
+                            };
+                            if let Some(due) = due {
+                                // Delivered later: a timer, set once the completion is in.
+                                if journal {
+                                    stored_timers.push(StoredTimer {
+                                        event: stored(&ev),
+                                        due_ns: due.get(),
+                                    });
+                                }
+                                timers.push((
+                                    TimerRequest {
+                                        event: new,
+                                        due_ns: due.get(),
+                                    },
+                                    ev.payload,
+                                ));
+                                continue;
+                            }
                             if journal {
                                 stored_outs.push(stored(&ev));
                             }
-                            news.push(NewEvent {
-                                id: ev.id,
-                                ty: ev.ty,
-                            });
+                            news.push(new);
                             pending.push((ev.id, ev.payload));
                         }
                         let sc = scratch(&mut st.scratch);
@@ -632,6 +663,7 @@ impl Shared {
                             attempt,
                             outputs: Some(stored_outs),
                             error: None,
+                            timers: stored_timers,
                         });
                         Outcome::Returned(news)
                     }
@@ -641,6 +673,7 @@ impl Shared {
                             attempt,
                             outputs: None,
                             error: Some(msg.clone()),
+                            timers: Vec::new(),
                         });
                         Outcome::Failed(msg)
                     }
@@ -656,12 +689,20 @@ impl Shared {
                 stored_input = journal.then(|| StoredInput::Retry { execution: x.0 });
                 (RunInput::Retry { execution: x }, None)
             }
+            Input::Clock(now_ns) => {
+                stored_input = journal.then_some(StoredInput::Clock { now_ns });
+                // The events of the timers due now are offered with their payloads.
+                take_due_payloads(&st.run, &mut st.timers, now_ns, &mut pending);
+                (RunInput::Clock { now_ns }, None)
+            }
         };
         pre.pending = &pending;
         let (completing, retrying) = match &core_input {
             RunInput::Complete { execution, .. } => (Some(*execution), None),
             RunInput::Retry { execution } => (None, Some(*execution)),
-            RunInput::Append(_) => (None, None),
+            RunInput::Append(_) | RunInput::Schedule { .. } | RunInput::Clock { .. } => {
+                (None, None)
+            }
         };
         match (st.run.handle(core_input, &mut pre), completing) {
             (Ok(Handled::Appended(a)), _) => {
@@ -679,6 +720,7 @@ impl Shared {
                 }
             }
             (Ok(Handled::Retried { attempt }), _) => retried = retrying.map(|x| (x, attempt)),
+            (Ok(Handled::Scheduled { .. } | Handled::Fired { .. }), _) => {}
             (Err(InputError::Append(AppendError::RunNotStarted { name, .. })), _) => {
                 return Err(EngineError::NotAStartEvent { name });
             }
@@ -701,6 +743,9 @@ impl Shared {
         }
         let results = pre.results.take().unwrap_or_default();
         drop(pre);
+        if let (false, Some(execution)) = (timers.is_empty(), completing) {
+            self.set_timers(slot, st, execution, timers)?;
+        }
         fill_payloads(st, &mut pending);
         pending.clear();
         give_back_pending(st, pending);
@@ -708,6 +753,9 @@ impl Shared {
             st.shown_by().extend(display_by);
         }
 
+        if clock || st.timers.is_some() {
+            self.note_timers(slot, st);
+        }
         let (durable, ended) = self.seal(slot, st, stored_input, &results);
         Ok(Entry {
             durable,
@@ -715,6 +763,34 @@ impl Shared {
             ended,
             retried,
         })
+    }
+
+    /// Sets the timers a completion returned, right after it (same lock, same journal
+    /// entry), and keeps their payloads until they fire.
+    fn set_timers(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        execution: ExecutionId,
+        timers: Vec<(TimerRequest, Payload)>,
+    ) -> Result<(), EngineError> {
+        let (requests, payloads): (Vec<_>, Vec<_>) = timers.into_iter().unzip();
+        let ids: Vec<EventId> = requests.iter().map(|r| r.event.id).collect();
+        let mut pre = self.pre(&st.payloads, &[], &mut st.pre_cache);
+        st.run
+            .handle(
+                RunInput::Schedule {
+                    execution,
+                    timers: requests,
+                },
+                &mut pre,
+            )
+            .map_err(|e| EngineError::Core {
+                run_id: slot.run_id().to_string(),
+                detail: e.to_string(),
+            })?;
+        keep_timer_payloads(st, ids.into_iter().zip(payloads));
+        Ok(())
     }
 
     /// After an input was applied: notes whether it ended the run and hands its journal
@@ -836,7 +912,11 @@ impl Shared {
             run_key,
             x,
             0x4000_0000 | n,
-            OutEvent { name, payload },
+            OutEvent {
+                name,
+                payload,
+                due_ns: None,
+            },
         );
         if !ev.kind.is_display() || ev.kind.is_control() {
             return Err(ContextError::NotDisplay {
@@ -896,6 +976,12 @@ impl Shared {
         slot.bump();
         woken.wake();
     }
+}
+
+/// Whether a step's outputs include one delivered later ([`crate::Delayed`]).
+#[inline]
+fn sets_timers(outs: &[OutEvent]) -> bool {
+    outs.iter().any(|o| o.due_ns.is_some())
 }
 
 /// Keeps an entry's durability in `kept` unless it was durable at once: whether it kept it.

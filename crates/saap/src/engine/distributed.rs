@@ -109,6 +109,7 @@ impl Engine {
             slot.wake_if_quiet();
             return Ok(0);
         }
+        self.shared.arm_timers(&slot);
         let running: Vec<ExecutionId> = slot.lock().run.running().collect();
         let mut started = 0;
         for x in running {
@@ -223,10 +224,12 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let slot = self.shared.slot(run_id)?;
         // From another process: bounded whatever the backend (the in-memory one too).
+        let opts = &self.shared.opts;
         let outcome = outcome.and_then(|outs| {
             match outs
                 .iter()
-                .find_map(|o| stored_output_error(o, self.shared.opts.max_event_bytes))
+                .find_map(|o| stored_output_error(o, opts.max_event_bytes))
+                .or_else(|| timer_horizon_error(&outs, opts.max_timer_horizon))
             {
                 Some(e) => Err(e),
                 None => Ok(outs),

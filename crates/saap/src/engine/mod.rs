@@ -16,7 +16,8 @@
 //! Where each part lives (bottom to top; a file uses only the ones above it, plus `shared`
 //! for the `Shared` it extends):
 //! - `options`: settings, errors, what recovery found;
-//! - `ids`, `names`, `waiters`: run ids and hashers, type names, waiting tasks;
+//! - `ids`, `names`, `waiters`, `timer_queue`: run ids and hashers, type names, waiting
+//!   tasks, which runs have timers due when;
 //! - `precondition`: the core's precondition calls answered;
 //! - `slot`: one run's slot and the state behind its lock;
 //! - `invocation`, `payloads`, `local_queue`: a started execution's inputs, payloads by
@@ -26,7 +27,8 @@
 //! - `incoming`: events entering a run; `lifecycle`: slots held, evicted, recycled;
 //! - `apply`: one input applied to the core under the run's lock;
 //! - `body`: a step body started, polled and completed;
-//! - `tasks`, `local_driver`: where started executions run;
+//! - `tasks`, `local_driver`: where started executions run; `timers`: when runs' timers are
+//!   due;
 //! - `recovery`: stored runs rebuilt; `distributed`: entry points for the NATS engine;
 //! - this file: [`Engine`], the public API.
 
@@ -54,6 +56,8 @@ mod slot;
 mod tasks;
 #[cfg(feature = "otel")]
 mod telemetry;
+mod timer_queue;
+mod timers;
 mod waiters;
 // Entry points for engines that share runs between processes (the `nats` engine): start a run
 // under a given id, adopt a run from its journal, hand a run over.
@@ -194,6 +198,8 @@ impl Engine {
                 local_wake: tokio::sync::Notify::new(),
                 #[cfg(feature = "otel")]
                 telemetry,
+                timers: timer_queue::TimerQueue::default(),
+                this: this.clone(),
             }),
         }
     }
@@ -229,7 +235,10 @@ impl Engine {
                             to_retry.push((slot.clone(), x));
                         }
                     }
-                    shared.insert(slot);
+                    shared.insert(slot.clone());
+                    if !ended {
+                        shared.arm_timers(&slot);
+                    }
                 }
                 Err(detail) => {
                     tracing::error!(run_id, %detail, "run cannot be resumed");

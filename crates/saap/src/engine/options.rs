@@ -30,6 +30,9 @@ pub struct EngineOptions {
     /// Default: none.
     #[cfg(feature = "otel")]
     pub telemetry: Option<saap_otel::Exporter>,
+    /// How far ahead a step may set a timer ([`crate::Delayed`]); a completion with one due
+    /// later fails the step with `SAAP-E011` (default 366 days).
+    pub max_timer_horizon: std::time::Duration,
 }
 
 impl Default for EngineOptions {
@@ -41,6 +44,7 @@ impl Default for EngineOptions {
             kept_table_bytes: 16 << 20,
             #[cfg(feature = "otel")]
             telemetry: None,
+            max_timer_horizon: std::time::Duration::from_secs(366 * 86_400),
         }
     }
 }

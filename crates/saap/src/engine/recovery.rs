@@ -4,13 +4,14 @@
 
 use super::ids::RunIdText;
 use super::payloads::fill_payloads;
+
 use super::precondition::Pre;
 use super::run_names::Thread;
 use super::shared::Shared;
-use super::slot::RunSlot;
+use super::slot::{RunSlot, keep_timer_payloads, take_due_payloads};
 use crate::backend::{StoredEvent, StoredInput, StoredRun};
 use saap_dispatch::ids::run_key;
-use saap_dispatch::{EventKind, ExecutionId, NewEvent, NewEventType, Outcome, Run};
+use saap_dispatch::{EventKind, ExecutionId, NewEvent, NewEventType, Run};
 use std::sync::Arc;
 
 impl Shared {
@@ -36,7 +37,7 @@ impl Shared {
         {
             let mut guard = slot.lock();
             let st = &mut *guard;
-            let to_incoming = |e: &StoredEvent| {
+            let to_new = |e: &StoredEvent| {
                 let ty = match spec.type_id(&e.name) {
                     Some(t) => NewEventType::Known(t),
                     None => NewEventType::Foreign {
@@ -44,60 +45,49 @@ impl Shared {
                         kind: EventKind::from_bits(e.kind),
                     },
                 };
-                (NewEvent { id: e.id, ty }, (e.id, e.payload.clone()))
+                NewEvent { id: e.id, ty }
             };
+            let payload = |e: &StoredEvent| (e.id, e.payload.clone());
             for (i, entry) in s.journal.iter().enumerate() {
                 let mut pending = Vec::new();
                 let mut shown_by = None;
-                let input = match &entry.input {
+                let mut timers = Vec::new();
+                // The payloads of the events this entry logs (and of the timers it sets).
+                match &entry.input {
                     StoredInput::Append { event, by } => {
                         shown_by = by.map(|x| (event.id, ExecutionId(x)));
-                        let (ne, p) = to_incoming(event);
-                        pending.push(p);
-                        saap_dispatch::replay::RunInput::Append(ne)
+                        pending.push(payload(event));
                     }
                     StoredInput::Complete {
-                        execution,
-                        attempt,
-                        outputs,
-                        error,
+                        outputs, timers: t, ..
                     } => {
-                        let outcome = match (outputs, error) {
-                            (_, Some(msg)) => Outcome::Failed(msg.clone()),
-                            (Some(outs), None) => Outcome::Returned(
-                                outs.iter()
-                                    .map(|e| {
-                                        let (ne, p) = to_incoming(e);
-                                        pending.push(p);
-                                        ne
-                                    })
-                                    .collect(),
-                            ),
-                            (None, None) => Outcome::Returned(Vec::new()),
-                        };
-                        saap_dispatch::replay::RunInput::Complete {
-                            execution: ExecutionId(*execution),
-                            attempt: *attempt,
-                            outcome,
-                        }
+                        pending.extend(outputs.iter().flatten().map(payload));
+                        timers.extend(t.iter().map(|t| payload(&t.event)));
                     }
-                    StoredInput::Retry { execution } => saap_dispatch::replay::RunInput::Retry {
-                        execution: ExecutionId(*execution),
-                    },
-                };
+                    StoredInput::Clock { now_ns } => {
+                        take_due_payloads(&st.run, &mut st.timers, *now_ns, &mut pending)
+                    }
+                    StoredInput::Retry { .. } => {}
+                }
+                let (input, schedule) = entry.input.core_inputs(to_new);
                 let mut pre = Pre {
                     replay: Some(entry.preconditions.clone().into_iter()),
                     ..self.pre(&st.payloads, &pending, &mut st.pre_cache)
                 };
-                st.run
-                    .apply(input, &mut pre)
-                    .map_err(|e| format!("SAAP-R003: journal entry {i} cannot be applied: {e}"))?;
+                let bad = |e: saap_dispatch::run::input::InputError| {
+                    format!("SAAP-R003: journal entry {i} cannot be applied: {e}")
+                };
+                st.run.apply(input, &mut pre).map_err(bad)?;
+                if let Some(schedule) = schedule {
+                    st.run.apply(schedule, &mut pre).map_err(bad)?;
+                }
                 if pre.exhausted {
                     return Err(format!(
                         "SAAP-R002: replay diverged at journal entry {i}: the workflow now evaluates more preconditions than were recorded"
                     ));
                 }
                 fill_payloads(st, &mut pending);
+                keep_timer_payloads(st, timers);
                 if let Some((id, x)) = shown_by
                     && let Some(seq) = st.run.seq_of(&id)
                 {

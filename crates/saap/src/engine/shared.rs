@@ -62,6 +62,10 @@ pub(crate) struct Shared {
     /// (`EngineOptions::telemetry`).
     #[cfg(feature = "otel")]
     pub(super) telemetry: Option<super::telemetry::LiveTelemetry>,
+    /// When runs have timers due (see `timers`).
+    pub(super) timers: super::timer_queue::TimerQueue,
+    /// This engine (for the tasks it starts that must not keep it alive).
+    pub(super) this: std::sync::Weak<Shared>,
 }
 
 /// A step's declared output types: name and type id.
@@ -70,6 +74,7 @@ pub(super) type OutTypes = Box<[(EventName, saap_dispatch::TypeId)]>;
 impl Drop for Shared {
     fn drop(&mut self) {
         self.ctx_ref.unregister();
+        self.timers.close();
     }
 }
 

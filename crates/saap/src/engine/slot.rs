@@ -11,6 +11,7 @@ use super::waiters::Waiters;
 use crate::event::Payload;
 use crate::params::{BoundEvent, OutEvent};
 use parking_lot::{Mutex as RunMutex, MutexGuard};
+use saap_dispatch::run::timers::TimerState;
 use saap_dispatch::{EventId, ExecutionId, NewEvent, Run};
 use std::future::Future;
 use std::pin::Pin;
@@ -67,6 +68,49 @@ pub(crate) struct RunState {
     pub(super) pre_cache: Option<Box<PreCache>>,
     /// Tasks waiting until the run is quiet ([`RunSlot::until_quiet`]).
     pub(super) waiters: Waiters,
+    /// The payloads of the run's pending timers and when it is queued (made by its first
+    /// timer: most runs set none).
+    pub(super) timers: Option<Box<RunTimers>>,
+}
+
+/// A run's timers as the engine holds them (the core holds when they are due).
+#[derive(Default)]
+pub(crate) struct RunTimers {
+    /// The payload of each pending timer's event, by event id, until it fires.
+    pub(super) payloads: std::collections::HashMap<EventId, Payload>,
+    /// The due time the engine's timer queue last had for this run.
+    pub(super) queued_due: Option<u64>,
+}
+
+/// Moves the payloads of the run's timers due at `now_ns` to `pending` (the events a clock
+/// reading is about to log).
+pub(super) fn take_due_payloads(
+    run: &Run,
+    timers: &mut Option<Box<RunTimers>>,
+    now_ns: u64,
+    pending: &mut Vec<(EventId, Payload)>,
+) {
+    let Some(t) = timers.as_mut() else { return };
+    for timer in run.timers() {
+        if timer.state == TimerState::Pending
+            && timer.due_ns <= now_ns
+            && let Some(p) = t.payloads.remove(&timer.event_id)
+        {
+            pending.push((timer.event_id, p));
+        }
+    }
+}
+
+/// Keeps the payloads of timers just set, until they fire (none on a run that ended: its
+/// timers were dropped at once).
+pub(super) fn keep_timer_payloads(
+    st: &mut RunState,
+    timers: impl IntoIterator<Item = (EventId, Payload)>,
+) {
+    if !st.run.is_terminated() {
+        let kept = &mut st.timers.get_or_insert_with(Default::default).payloads;
+        kept.extend(timers);
+    }
 }
 
 /// The future of [`RunSlot::until_quiet`]: registered with the run (under its own address,
@@ -247,6 +291,7 @@ impl RunState {
             scratch,
             pre_cache,
             waiters,
+            timers,
         } = self;
         run.reset(run_key);
         Payload::recycle_all(payloads);
@@ -264,6 +309,7 @@ impl RunState {
             s.clear();
         }
         *pre_cache = None;
+        *timers = None;
         // A reused slot had no holder left, so no waiter either (a waiter unregisters
         // when it stops waiting): nothing to drop, usually.
         if waiters.first.is_some() || waiters.more.is_some() {
@@ -303,6 +349,7 @@ impl RunSlot {
                 scratch: None,
                 pre_cache: None,
                 waiters: Waiters::default(),
+                timers: None,
             }),
             version: std::sync::OnceLock::new(),
         }

@@ -79,6 +79,10 @@ struct WireDone {
     attempt: u32,
     /// Outputs (type name, fields) or the error.
     outcome: Result<Vec<(String, serde_json::Value)>, String>,
+    /// The outputs delivered later ([`crate::Delayed`]): (index among the outputs, due time
+    /// in nanoseconds since the Unix epoch). Absent from older workers' completions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    due: Vec<(u32, u64)>,
 }
 
 /// A display event sent to the run's owner.
@@ -462,6 +466,14 @@ impl Inner {
                 }
             }
         };
+        let due: Vec<(u32, u64)> = match &outcome {
+            Ok(outs) => outs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, o)| o.due_ns.map(|d| (i as u32, d.get())))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
         let outcome = outcome.and_then(|outs| {
             outs.into_iter()
                 .map(|o| {
@@ -477,6 +489,7 @@ impl Inner {
             x: work.execution.0,
             attempt: work.attempt,
             outcome,
+            due,
         };
         let bytes = match serde_json::to_vec(&done) {
             Ok(b) => b,
@@ -599,9 +612,15 @@ impl Inner {
                 };
                 let outcome = d.outcome.map(|outs| {
                     outs.into_iter()
-                        .map(|(name, v)| OutEvent {
+                        .enumerate()
+                        .map(|(i, (name, v))| OutEvent {
                             name: name.into(),
                             payload: Payload::from_json(v),
+                            due_ns: d
+                                .due
+                                .iter()
+                                .find(|(at, _)| *at as usize == i)
+                                .and_then(|(_, due)| std::num::NonZeroU64::new(*due)),
                         })
                         .collect()
                 });
