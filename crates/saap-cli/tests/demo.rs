@@ -16,6 +16,9 @@ fn demo_runs_the_examples_and_shows_the_optional_trap() {
         "{text}"
     );
     assert!(text.contains("flowchart LR"), "{text}");
+    // The approval's deadline: nobody answers, the engine's timer delivers the timeout.
+    assert!(text.contains("timer 0 fired: ApprovalTimedOut"), "{text}");
+    assert!(text.contains("→ Expired `wipe the cache`"), "{text}");
     // The same retrieval answered by the scripted model through saap::llm.
     assert!(text.contains("1b. RagModelAgent"), "{text}");
     assert!(text.contains("streamed:   "), "{text}");

@@ -1,12 +1,22 @@
-//! A human-approval agent: request → wait → response.
+//! A human-approval agent with a deadline: request → wait → response, or the deadline.
 //!
 //! ```text
 //! UserMessageEvent → propose → ApprovalRequested (to a human; the run waits)
-//! ApprovalGiven (from the human) + ApprovalRequested → decide → Executed | Declined (stop)
+//!                            + ApprovalTimedOut (a durable timer, delivered at the deadline)
+//! ApprovalRequested + (ApprovalGiven | ApprovalTimedOut, whichever comes first)
+//!   → decide → Executed | Declined | Expired (stop)
 //! ```
+//!
+//! The deadline is plain saap: `propose` returns the timeout event as `Delayed`, and `decide`
+//! takes `Either<ApprovalGiven, ApprovalTimedOut>`. An answer first ends the run and drops
+//! the timer; the deadline first ends it as `Expired`, and a late answer is kept as evidence.
 
 use crate::event;
-use saap::{Either, Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
+use saap::{Delayed, Either, Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
+use std::time::Duration;
+
+/// How long a human has to answer, unless told otherwise.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(24 * 3600);
 
 event!(
     /// Asks a human to approve an action.
@@ -17,6 +27,10 @@ event!(
     ApprovalGiven, "HumanInTheLoopResponseEvent" { approved: bool, by: String }
 );
 event!(
+    /// The deadline passed (delivered by the engine when it is due).
+    ApprovalTimedOut, "ControlEvent" { action: String, after_secs: u64 }
+);
+event!(
     /// The action was carried out; ends the run.
     Executed, "StopEvent" { action: String, approved_by: String }
 );
@@ -24,18 +38,35 @@ event!(
     /// The human declined; ends the run.
     Declined, "StopEvent" { action: String }
 );
+event!(
+    /// Nobody answered in time; ends the run.
+    Expired, "StopEvent" { action: String }
+);
 
+/// The agent with the default deadline of 24 hours.
 pub fn workflow() -> Workflow {
+    workflow_with_deadline(DEFAULT_DEADLINE)
+}
+
+/// The agent with a deadline of `deadline` from the request.
+pub fn workflow_with_deadline(deadline: Duration) -> Workflow {
     let built = Workflow::builder("ApprovalAgent")
-        .description("Proposes an action and waits for a human to approve it")
+        .description("Proposes an action and waits for a human to approve it, until a deadline")
         .step(
             Step::new(
                 "propose",
-                |q: Required<UserMessageEvent>, _ctx: StepCtx| async move {
-                    Ok::<_, StepError>(ApprovalRequested {
-                        question: format!("May I do this: {}?", q.message),
+                move |q: Required<UserMessageEvent>, _ctx: StepCtx| async move {
+                    let timeout = ApprovalTimedOut {
                         action: q.message.clone(),
-                    })
+                        after_secs: deadline.as_secs(),
+                    };
+                    Ok::<_, StepError>((
+                        ApprovalRequested {
+                            question: format!("May I do this: {}?", q.message),
+                            action: q.message.clone(),
+                        },
+                        Delayed::after(deadline, timeout),
+                    ))
                 },
             )
             .max_executions_per_run(1),
@@ -43,17 +74,19 @@ pub fn workflow() -> Workflow {
         .step(
             Step::new(
                 "decide",
-                |(req, resp): (Required<ApprovalRequested>, Required<ApprovalGiven>),
+                |(req, resp): (
+                    Required<ApprovalRequested>,
+                    Required<Either<ApprovalGiven, ApprovalTimedOut>>,
+                ),
                  _ctx: StepCtx| async move {
-                    Ok::<_, StepError>(if resp.approved {
-                        Either::Left(Executed {
-                            action: req.action.clone(),
-                            approved_by: resp.by.clone(),
-                        })
-                    } else {
-                        Either::Right(Declined {
-                            action: req.action.clone(),
-                        })
+                    let action = req.action.clone();
+                    Ok::<_, StepError>(match resp.into_inner() {
+                        Either::Left(given) if given.approved => Either::Left(Executed {
+                            action,
+                            approved_by: given.by,
+                        }),
+                        Either::Left(_) => Either::Right(Either::Left(Declined { action })),
+                        Either::Right(_) => Either::Right(Either::Right(Expired { action })),
                     })
                 },
             )

@@ -3,7 +3,9 @@
 
 use saap::testing::TestRunner;
 use saap::{ChunkEvent, Engine, EngineOptions, SqliteBackend, UserMessageEvent};
-use saap_examples::approval::{self, ApprovalGiven, ApprovalRequested, Declined, Executed};
+use saap_examples::approval::{
+    self, ApprovalGiven, ApprovalRequested, ApprovalTimedOut, Declined, Executed, Expired,
+};
 use saap_examples::rag::{self, Answered, Retrieved};
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,6 +117,35 @@ async fn approval_agent_declines_when_the_human_says_no() {
     .unwrap();
     run.wait_for_event::<Declined>(WAIT).await.unwrap();
     assert!(run.events_of::<Executed>().is_empty());
+}
+
+/// The deadline (issue 21 §9): nobody answers, the engine delivers the timeout the request
+/// set, and the run ends as `Expired`; an answer that comes afterwards is kept as evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_agent_expires_when_nobody_answers_by_the_deadline() {
+    let runner = TestRunner::in_memory(approval::workflow_with_deadline(
+        std::time::Duration::from_millis(50),
+    ));
+    let run = runner
+        .start(UserMessageEvent::new("rotate the keys"))
+        .await
+        .unwrap();
+    let expired = run.wait_for_event::<Expired>(WAIT).await.unwrap();
+    assert_eq!(expired.action, "rotate the keys");
+    assert_eq!(run.events_of::<ApprovalTimedOut>().len(), 1);
+    run.send(ApprovalGiven {
+        approved: true,
+        by: "late".into(),
+    })
+    .await
+    .unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    assert!(run.events_of::<Executed>().is_empty());
+    assert!(
+        snap.timeline().contains("after the stop"),
+        "{}",
+        snap.timeline()
+    );
 }
 
 /// The retrieval agent answering with a model (issue 20 §6): the scripted model behind a

@@ -9,7 +9,7 @@ use saap::semantic::{LLMCostEvent, LLMEvent};
 use saap::testing::TestRunner;
 use saap::{Engine, EngineOptions, SqliteBackend, UserMessageEvent, Workflow};
 use saap_dispatch::check::{Finding, check};
-use saap_examples::approval::{self, ApprovalGiven, ApprovalRequested, Executed};
+use saap_examples::approval::{self, ApprovalGiven, ApprovalRequested, Executed, Expired};
 use saap_examples::broken::{self, Published, ReviewClosed, ReviewNotes};
 use saap_examples::rag::{self, Answered};
 use saap_examples::rag_model;
@@ -233,7 +233,10 @@ async fn demo(dir: &Path) -> anyhow::Result<Report> {
         "2. ApprovalAgent — request → wait for a human → response"
     );
     let _ = writeln!(out, "   agent asks:  {}", req.question);
-    let _ = write!(out, "   run waits:   {waiting}");
+    for (i, line) in waiting.lines().enumerate() {
+        let label = if i == 0 { "run waits:" } else { "" };
+        let _ = writeln!(out, "   {label:<12} {line}");
+    }
     let _ = writeln!(
         out,
         "   human says yes (ApprovalGiven) → Executed `{}` approved by {}\n",
@@ -274,6 +277,29 @@ async fn demo(dir: &Path) -> anyhow::Result<Report> {
         out,
         "   resumed {} live run(s), re-ran {} unfinished execution(s); the human approves → Executed `{}`\n",
         recovery.resumed_runs, recovery.retried_executions, after.action
+    );
+
+    // 2c. The same agent with a deadline nobody meets: the engine delivers the timeout the
+    // request set (a durable timer), and the run ends as Expired.
+    let deadline = Duration::from_millis(300);
+    let backend = Arc::new(SqliteBackend::open(dir.join("ApprovalAgentDeadline.db"))?);
+    let wf = approval::workflow_with_deadline(deadline);
+    let (engine3, _) = Engine::open(wf, backend, EngineOptions::default()).await?;
+    let late = TestRunner::new(engine3)
+        .start(UserMessageEvent::new("wipe the cache"))
+        .await?;
+    let expired = late.wait_for_event::<Expired>(WAIT).await?;
+    let fired = late
+        .timeline()
+        .lines()
+        .find(|l| l.contains("timer 0 fired"))
+        .map(|l| l.trim().to_string())
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "   with a deadline of {} ms and no answer: {fired} → Expired `{}`\n",
+        deadline.as_millis(),
+        expired.action
     );
 
     // 3. A broken agent, its symptom and its fix.

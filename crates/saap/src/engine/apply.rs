@@ -326,8 +326,7 @@ impl Shared {
         let mut guard = slot.lock();
         let st = &mut *guard;
         let (waits, ended) = match outcome {
-            // (A step that set a timer takes the general path: timers are rare.)
-            Ok(()) if !self.journal && st.failure.is_none() && !sets_timers(&inv.outs) => {
+            Ok(()) if !self.journal && st.failure.is_none() => {
                 match self.complete_unjournaled(slot, st, inv, &mut buffers.durable)? {
                     Some(done) => done,
                     // A chain link: `inv` holds the execution it started, the run goes on.
@@ -340,30 +339,7 @@ impl Shared {
                     }
                 }
             }
-            outcome => {
-                // The general path takes the outputs (their vector goes to the run's spare
-                // buffers); a failed step's are dropped (it may have made some).
-                let outcome = match outcome {
-                    Ok(()) => Ok(std::mem::take(&mut inv.outs)),
-                    Err(e) => {
-                        inv.outs.clear();
-                        Err(e)
-                    }
-                };
-                let entry = self.apply_locked(
-                    slot,
-                    st,
-                    Input::Complete {
-                        execution: inv.execution,
-                        attempt: inv.attempt,
-                        outcome,
-                    },
-                )?;
-                (
-                    keep_unless_durable(entry.durable, &mut buffers.durable),
-                    entry.ended,
-                )
-            }
+            outcome => self.complete_in_general(slot, st, inv, outcome, &mut buffers.durable)?,
         };
         let next = match st.run.next_started() {
             None => match queued {
@@ -389,6 +365,39 @@ impl Shared {
         Ok(Completed { waits, ended, next })
     }
 
+    /// A completion through the general path ([`Shared::apply_locked`]): it takes the
+    /// outputs (their vector goes to the run's spare buffers); a failed step's are dropped
+    /// (it may have made some). Whether its durability went to `durable`, and whether the
+    /// run ended (see [`Completed`]). Out of line: the journal's path, or a rare case of the
+    /// in-memory one (a timer, a failure), kept out of the fast lane it is called from.
+    #[inline(never)]
+    pub(super) fn complete_in_general(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        inv: &mut Invocation,
+        outcome: Result<(), String>,
+        durable: &mut Option<Pending<()>>,
+    ) -> Result<(bool, bool), EngineError> {
+        let outcome = match outcome {
+            Ok(()) => Ok(std::mem::take(&mut inv.outs)),
+            Err(e) => {
+                inv.outs.clear();
+                Err(e)
+            }
+        };
+        let entry = self.apply_locked(
+            slot,
+            st,
+            Input::Complete {
+                execution: inv.execution,
+                attempt: inv.attempt,
+                outcome,
+            },
+        )?;
+        Ok((keep_unless_durable(entry.durable, durable), entry.ended))
+    }
+
     /// [`Shared::apply_locked`] for what most completions are: a step that returned (its
     /// outputs in `inv.outs`, taken: the vector stays, empty, for the next execution), in an
     /// engine without a journal (nothing to encode, no precondition results to keep).
@@ -406,6 +415,7 @@ impl Shared {
         let (execution, attempt, step) = (inv.execution, inv.attempt, inv.step);
         let outs = &mut inv.outs;
         if let [o] = &outs[..]
+            && o.due_ns.is_none()
             && let Some(t) = self.out_type_declared_first(step, &o.name)
         {
             // Most steps return one event of the type they declare, which starts the next
@@ -440,6 +450,12 @@ impl Shared {
                     return self.completion_refused(slot, e).map(Some);
                 }
             }
+        }
+        if sets_timers(outs) {
+            // Timers are set on the general path (rare: no fast lane for them).
+            return self
+                .complete_in_general(slot, st, inv, Ok(()), durable)
+                .map(Some);
         }
         if outs.len() > SPARE_SLOT_MAX_EVENTS {
             self.adopt_large(st);
@@ -615,6 +631,11 @@ impl Shared {
                 attempt,
                 outcome,
             } => {
+                let horizon = self.opts.max_timer_horizon;
+                let outcome = outcome.and_then(|outs| match timer_horizon_error(&outs, horizon) {
+                    Some(e) => Err(e),
+                    None => Ok(outs),
+                });
                 let outcome = match outcome {
                     Ok(mut outs) => {
                         let mut news = std::mem::take(&mut scratch(&mut st.scratch).news);
@@ -976,6 +997,28 @@ impl Shared {
         slot.bump();
         woken.wake();
     }
+}
+
+/// Why a step's timers cannot be set: one is due further away than `horizon` (a deadline
+/// years ahead is almost always a unit mistake, and would keep the run forever).
+fn timer_horizon_error(outs: &[OutEvent], horizon: std::time::Duration) -> Option<String> {
+    let latest = outs.iter().filter_map(|o| o.due_ns).max()?.get();
+    let limit = super::ids::unix_nanos()
+        .saturating_add(u64::try_from(horizon.as_nanos()).unwrap_or(u64::MAX));
+    if latest <= limit {
+        return None;
+    }
+    let late = outs
+        .iter()
+        .find(|o| o.due_ns.is_some_and(|d| d.get() == latest))?;
+    Some(format!(
+        "SAAP-E011: step output `{}` is delayed until {}, further away than the engine's timer \
+         horizon of {} days (EngineOptions::max_timer_horizon); check the delay's unit, or \
+         raise the horizon",
+        late.name,
+        saap_dispatch::render::utc_text(latest),
+        horizon.as_secs() / 86_400
+    ))
 }
 
 /// Whether a step's outputs include one delivered later ([`crate::Delayed`]).

@@ -393,11 +393,6 @@ pub(super) fn complete(
         // serializes, see `Payload`).
         result = Err(e);
     }
-    if result.is_ok()
-        && let Some(e) = timer_horizon_error(&inv.outs, shared.opts.max_timer_horizon)
-    {
-        result = Err(e);
-    }
     #[cfg(feature = "otel")]
     if let Some(t) = &shared.telemetry {
         t.execution_ended(
@@ -433,28 +428,6 @@ pub(super) fn stored_output_error(out: &OutEvent, max: usize) -> Option<String> 
         )),
         Ok(_) => None,
     }
-}
-
-/// Why a step's timers cannot be set: one is due further away than `horizon` (a deadline
-/// years ahead is almost always a unit mistake, and would keep the run forever).
-pub(super) fn timer_horizon_error(
-    outs: &[OutEvent],
-    horizon: std::time::Duration,
-) -> Option<String> {
-    let limit = super::ids::unix_nanos()
-        .saturating_add(u64::try_from(horizon.as_nanos()).unwrap_or(u64::MAX));
-    let late = outs
-        .iter()
-        .find(|o| o.due_ns.is_some_and(|d| d.get() > limit))?;
-    let due = late.due_ns.map_or(0, |d| d.get());
-    Some(format!(
-        "SAAP-E011: step output `{}` is delayed until {}, further away than the engine's timer \
-         horizon of {} days (EngineOptions::max_timer_horizon); check the delay's unit, or \
-         raise the horizon",
-        late.name,
-        saap_dispatch::render::utc_text(due),
-        horizon.as_secs() / 86_400
-    ))
 }
 
 /// After a completion's entry is durable (or the store failed: `None`).

@@ -224,12 +224,10 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let slot = self.shared.slot(run_id)?;
         // From another process: bounded whatever the backend (the in-memory one too).
-        let opts = &self.shared.opts;
         let outcome = outcome.and_then(|outs| {
             match outs
                 .iter()
-                .find_map(|o| stored_output_error(o, opts.max_event_bytes))
-                .or_else(|| timer_horizon_error(&outs, opts.max_timer_horizon))
+                .find_map(|o| stored_output_error(o, self.shared.opts.max_event_bytes))
             {
                 Some(e) => Err(e),
                 None => Ok(outs),
