@@ -50,6 +50,19 @@ pub mod names {
     pub const EXCEPTION_EVENT: &str = "ExceptionEvent";
     /// The usual start event sent by the API for a chat message.
     pub const USER_MESSAGE_EVENT: &str = "UserMessageEvent";
+    /// saap's cancellation of a run (DESIGN §8): an `ExceptionEvent` subtype that ends the
+    /// run. Not in the Python hierarchy: a Python consumer reads it as its first known
+    /// parent, [`EXCEPTION_EVENT`], from [`RUN_CANCELLED_LINEAGE`].
+    pub const RUN_CANCELLED_EVENT: &str = "RunCancelledEvent";
+    /// `_parent_event_names` of [`RUN_CANCELLED_EVENT`]: its own name, then its ancestors.
+    pub const RUN_CANCELLED_LINEAGE: &[&str] = &[
+        RUN_CANCELLED_EVENT,
+        EXCEPTION_EVENT,
+        "SemanticEvent",
+        CONTROL_AND_DISPLAY_EVENT,
+        CONTROL_EVENT,
+        DISPLAY_EVENT,
+    ];
 }
 
 use names::{
@@ -843,6 +856,19 @@ mod tests {
             ]
         );
         assert_eq!(lineage(&h, "ControlEvent"), ["ControlEvent"]);
+    }
+
+    #[test]
+    fn the_cancellation_lineage_is_what_the_hierarchy_gives_an_exception_subtype() {
+        let mut h = Hierarchy::builtin();
+        h.register(names::RUN_CANCELLED_EVENT, &[names::EXCEPTION_EVENT])
+            .unwrap();
+        assert_eq!(
+            lineage(&h, names::RUN_CANCELLED_EVENT),
+            names::RUN_CANCELLED_LINEAGE
+        );
+        let c = Classification::from_parent_event_names(names::RUN_CANCELLED_LINEAGE);
+        assert!(c.exception && c.control && !c.stop);
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub(crate) trait RunHost: Send + Sync {
     fn start_fields(&self, run_id: &str) -> Result<Payload, ContextError>;
     /// The workflow's resource of type `id`.
     fn resource(&self, id: TypeId) -> Option<Arc<dyn Any + Send + Sync>>;
+    /// The signal cancelled when run `run_id` is cancelled (`None`: the engine no longer
+    /// holds the run).
+    fn cancellation(&self, run_id: &str) -> Option<tokio_util::sync::CancellationToken>;
 }
 
 /// The run an execution belongs to, as its body sees it.
@@ -509,6 +512,22 @@ impl StepCtx {
                     resource: Res::<T>::type_label(),
                 })
             })
+    }
+
+    /// A signal cancelled when this run is cancelled (`Engine::cancel`, `<agent> cancel`):
+    /// a long body selects on `token.cancelled()` to stop early — what it returns after the
+    /// run ended is only kept as evidence. `Llm::chat` stops its model call on it. A body
+    /// run on another worker (NATS `Steps::Shared`) gets a token that is never cancelled
+    /// (not yet carried over the work queue).
+    pub fn cancellation(&self) -> tokio_util::sync::CancellationToken {
+        let token = match &*self.run {
+            CtxRun::Local(run) => run
+                .host()
+                .ok()
+                .and_then(|h| h.cancellation(run.run_id.as_str())),
+            CtxRun::Remote(_) => None,
+        };
+        token.unwrap_or_default()
     }
 
     /// The run's agent config (what `cfg: Config<C>` injects).

@@ -596,6 +596,19 @@ builtin_event!(
     }
 );
 builtin_event!(
+    /// Ends a run because someone cancelled it (`Engine::cancel`, `<agent> cancel RUN`): an
+    /// `ExceptionEvent` subtype (saap's; a Python consumer reads it as an `ExceptionEvent`).
+    /// A run that ends this way reports `cancelled`.
+    RunCancelledEvent, "ExceptionEvent" {
+        pub message: String,
+        #[serde(default = "cancelled_status")]
+        pub http_status_code: u16,
+        /// Why, as the canceller said.
+        #[serde(default)]
+        pub reason: String,
+    }
+);
+builtin_event!(
     /// A chunk of streamed text (display only).
     ChunkEvent, "DisplayEvent" {
         #[serde(default)]
@@ -633,6 +646,27 @@ builtin_event!(
 
 fn default_status() -> u16 {
     500
+}
+
+/// "Client closed request": the run was ended by its caller, not by a failure.
+fn cancelled_status() -> u16 {
+    499
+}
+
+impl RunCancelledEvent {
+    /// A cancellation with its reason (the message says it too).
+    pub fn new(reason: impl Into<String>) -> RunCancelledEvent {
+        let reason = reason.into();
+        RunCancelledEvent {
+            message: if reason.is_empty() {
+                "the run was cancelled".to_string()
+            } else {
+                format!("the run was cancelled: {reason}")
+            },
+            http_status_code: cancelled_status(),
+            reason,
+        }
+    }
 }
 
 impl ExceptionEvent {

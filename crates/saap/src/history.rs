@@ -12,6 +12,7 @@ use crate::workflow::Workflow;
 use saap_dispatch::ids::run_key;
 use saap_dispatch::record::Record;
 use saap_dispatch::replay::{History, ReplayError, RunInput, replay};
+use saap_dispatch::run::progress::Progress;
 use saap_dispatch::run::{EventTy, NewEventType, RunStatus};
 use saap_dispatch::{EventId, EventKind, ExecutionId, NewEvent, Origin, Run};
 use std::collections::HashMap;
@@ -54,6 +55,8 @@ pub enum RunOutcome {
     Stopped,
     /// Ended by an exception event.
     Failed,
+    /// Ended by a cancellation (`Engine::cancel`, `<agent> cancel`).
+    Cancelled,
 }
 
 impl RunOutcome {
@@ -62,20 +65,19 @@ impl RunOutcome {
             RunOutcome::Live => "live",
             RunOutcome::Stopped => "stopped",
             RunOutcome::Failed => "failed",
+            RunOutcome::Cancelled => "cancelled",
         }
     }
 
-    /// The outcome of a run's current state.
+    /// The outcome of a run's current state (from the core's [`Run::progress`]).
     pub fn of(run: &Run) -> RunOutcome {
-        match run.status() {
-            RunStatus::Terminated { by } => {
-                if run.log()[by as usize].kind.is_exception() {
-                    RunOutcome::Failed
-                } else {
-                    RunOutcome::Stopped
-                }
+        match run.progress() {
+            Progress::Stopped => RunOutcome::Stopped,
+            Progress::Failed => RunOutcome::Failed,
+            Progress::Cancelled => RunOutcome::Cancelled,
+            Progress::NotStarted | Progress::Running { .. } | Progress::Waiting { .. } => {
+                RunOutcome::Live
             }
-            _ => RunOutcome::Live,
         }
     }
 }

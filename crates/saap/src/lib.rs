@@ -67,7 +67,8 @@ pub use delayed::Delayed;
 pub use engine::{Engine, EngineError, EngineOptions, Recovery};
 pub use event::{
     ChunkEvent, CostEvent, Event, ExceptionEvent, HumanInTheLoopRequestEvent,
-    HumanInTheLoopResponseEvent, Payload, StartEvent, StopEvent, ThoughtEvent, UserMessageEvent,
+    HumanInTheLoopResponseEvent, Payload, RunCancelledEvent, StartEvent, StopEvent, ThoughtEvent,
+    UserMessageEvent,
 };
 pub use params::{Either, FixedList, ParamEvent, Required};
 pub use resource::{Res, ResourceError};

@@ -151,14 +151,14 @@ impl Llm {
 
     /// Sends `request` with a streamed answer: every piece of text is shown as a
     /// `ChunkEvent` of this execution as it arrives, the cost (if priced) as an
-    /// `LLMCostEvent`; returns the answer with its `LLMEvent`.
+    /// `LLMCostEvent`; returns the answer with its `LLMEvent`. The call stops (with
+    /// `LLM_CANCELLED`) when the run is cancelled ([`StepCtx::cancellation`]).
     pub async fn chat(
         &self,
         ctx: &StepCtx,
         request: &ChatRequest,
     ) -> Result<LlmAnswer, LlmStepError> {
-        self.chat_until(ctx, request, CancellationToken::new())
-            .await
+        self.chat_until(ctx, request, ctx.cancellation()).await
     }
 
     /// As [`Llm::chat`], ended early (with `LLM_CANCELLED`) when `cancel` is cancelled.
@@ -224,7 +224,7 @@ impl Llm {
         toolbox: &Toolbox,
         max_rounds: u32,
     ) -> Result<LlmToolAnswer, LlmStepError> {
-        let cancel = CancellationToken::new();
+        let cancel = ctx.cancellation();
         let mut request = request.clone();
         request.tools = toolbox.definitions();
         let mut calls = Vec::new();

@@ -654,6 +654,39 @@ fn runs_are_listed_newest_first_in_pages_with_status_filters() {
     );
 }
 
+/// `cancel` in another process (issue 21 §4): the waiting run ends as cancelled, `show` and
+/// `runs` say so, and a second cancel or an unknown run is refused with exit 2.
+#[test]
+fn a_waiting_run_is_cancelled_by_cancel_in_another_process() {
+    let (_d, db) = temp_db();
+    let run_id = waiting_approval_run(&db);
+    let cancelled = approval(
+        &db,
+        &["cancel", &run_id[..12], "--reason", "not needed", "--json"],
+    );
+    assert_eq!(cancelled.code, 0, "{}", cancelled.stderr);
+    let line: serde_json::Value = serde_json::from_str(cancelled.stdout.trim()).unwrap();
+    assert_eq!(line["run_id"], run_id.as_str());
+    assert_eq!(line["status"], "cancelled");
+    let shown: serde_json::Value =
+        serde_json::from_str(&approval(&db, &["show", &run_id, "--json"]).stdout).unwrap();
+    assert_eq!(shown["status"], "cancelled");
+    let text = approval(&db, &["show", &run_id]).stdout;
+    assert!(text.contains("RunCancelledEvent"), "{text}");
+    assert!(text.contains("timer 0 dropped"), "{text}");
+
+    let again = approval(&db, &["cancel", &run_id]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(again.stderr.contains("SAAP-E012"), "{}", again.stderr);
+    let unknown = approval(&db, &["cancel", "ffff"]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("no stored run `ffff`"),
+        "{}",
+        unknown.stderr
+    );
+}
+
 // ---- Bad input through the agent CLI (issue 3): each is refused with an exit code and a
 // message that says what to do, and nothing stored is lost.
 

@@ -141,3 +141,54 @@ fn a_run_on_nats_is_listed_shown_and_continued_by_send_from_other_invocations() 
         unknown.stderr
     );
 }
+
+/// `cancel --engine nats://…` (issue 21 §4): the cancellation goes on the class stream, the
+/// worker that owns the run applies it, and the run reads as cancelled.
+#[test]
+fn a_run_on_nats_is_cancelled_from_another_invocation() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let bin = assert_cmd::cargo::cargo_bin("approval-agent");
+    let _worker = Child(
+        std::process::Command::new(bin)
+            .args(["run", "--engine", &url, "--message", "drop the table"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let bound = Instant::now() + Duration::from_secs(90);
+    let run_id = loop {
+        let doc = runs_json(&url, &["--status", "live"]);
+        if let Some(r) = doc["runs"].as_array().unwrap().first()
+            && r["events"].as_u64().unwrap() >= 2
+        {
+            break r["run_id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < bound, "no live run listed: {doc}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let cancelled = approval(&[
+        "cancel",
+        &run_id,
+        "--reason",
+        "wrong table",
+        "--engine",
+        &url,
+        "--timeout",
+        "60",
+    ]);
+    assert_eq!(cancelled.code, 0, "{}\n{}", cancelled.stdout, cancelled.stderr);
+    assert!(
+        cancelled.stderr.contains("RunCancelledEvent"),
+        "{}",
+        cancelled.stderr
+    );
+    let json = approval(&["show", &run_id, "--engine", &url, "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(doc["status"], "cancelled", "{doc}");
+    assert_eq!(doc["progress"]["state"], "cancelled");
+    let again = approval(&["cancel", &run_id, "--engine", &url]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(again.stderr.contains("has ended (cancelled)"), "{}", again.stderr);
+}

@@ -12,7 +12,7 @@
 //!
 //! Where each part lives: `input` (the one way in), `append` (an event arrives), `dispatch` (which steps a logged
 //! event starts, R1–R6), `complete` (an execution ends, its outputs logged), `timers`
-//! (events delivered at a due time), `memory`
+//! (events delivered at a due time), `progress` (where a run stands, derived), `memory`
 //! (tables reused between runs, sizes); this file: the types, the run's state and what can
 //! be read of it. Each file is an `impl Run` of its own.
 
@@ -21,6 +21,7 @@ mod complete;
 mod dispatch;
 pub mod input;
 mod memory;
+pub mod progress;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

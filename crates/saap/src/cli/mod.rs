@@ -1,5 +1,5 @@
 //! The per-agent command line: one call gives every agent binary `spec`, `check`, `run`,
-//! `send`, `runs`, `show` and `export`.
+//! `send`, `cancel`, `runs`, `show` and `export`.
 //!
 //! ```no_run
 //! # fn workflow() -> saap::Workflow { unimplemented!() }
@@ -18,6 +18,7 @@
 //! `$XDG_STATE_HOME/saap`, else `$HOME/.local/state/saap`, else `./.saap`.
 
 mod args;
+mod cancel;
 mod check;
 #[cfg(feature = "otel")]
 mod export;
@@ -33,6 +34,7 @@ mod spec;
 mod store;
 
 use crate::workflow::Workflow;
+use cancel::{CancelArgs, cancel_cmd};
 pub use check::render_check;
 use check::{CheckArgs, check_cmd};
 use clap::{Parser, Subcommand};
@@ -125,6 +127,7 @@ fn after_help(bin: &str) -> String {
   {bin} run --message \"reset my password\"   start a run, stream its display events, print the result
   {bin} run --event '{{\"_event_name\": \"UserMessageEvent\", \"message\": \"hi\"}}'
   {bin} send RUN --event JSON               continue a waiting run (e.g. a human's answer)
+  {bin} cancel RUN --reason TEXT            end a live run as cancelled
   {bin} runs                                the newest stored runs, 20 a page (--offset N)
   {bin} runs --status live                  the runs that wait for an event
   {bin} show RUN                            the run's timeline: events and decisions
@@ -160,6 +163,8 @@ enum Command {
     Run(RunArgs),
     /// Send an event to a stored live run (e.g. a human's answer) and follow it.
     Send(SendArgs),
+    /// Cancel a stored live run: it ends with a RunCancelledEvent and its steps are told.
+    Cancel(CancelArgs),
     /// List stored runs, newest first, a page at a time, with their status.
     Runs(RunsArgs),
     /// Show one stored run: its events and the dispatcher's decisions.
@@ -175,6 +180,7 @@ fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
         Command::Check(a) => check_cmd(workflow, &a),
         Command::Run(a) => block_on(run_cmd(workflow, a)),
         Command::Send(a) => block_on(send_cmd(workflow, a)),
+        Command::Cancel(a) => block_on(cancel_cmd(workflow, a)),
         Command::Runs(a) => block_on(runs_cmd(workflow, a)),
         Command::Show(a) => block_on(show_cmd(workflow, a)),
         #[cfg(feature = "otel")]

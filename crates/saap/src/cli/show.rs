@@ -114,6 +114,7 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
             "thread_id": view.thread_id,
             "workflow": view.workflow,
             "status": view.outcome().as_str(),
+            "progress": progress_json(run.progress()),
             "result": view.result().map(|(n, f)| json!({"event": n, "fields": f})),
             "events": events,
             "records": run.records(),
@@ -156,4 +157,20 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
         .map_err(io)?,
     }
     Ok(0)
+}
+
+/// Where the run stands as the core derives it (DESIGN §8): `{state, timer_due?,
+/// executions?}`, `state` one of not_started, running, waiting_event, waiting_timer, stopped,
+/// failed, cancelled.
+fn progress_json(p: saap_dispatch::run::progress::Progress) -> serde_json::Value {
+    use saap_dispatch::run::progress::Progress;
+    let mut v = json!({ "state": p.as_str() });
+    match p {
+        Progress::Waiting { timer: Some(due) } => {
+            v["timer_due"] = json!(saap_dispatch::render::utc_text(due));
+        }
+        Progress::Running { executions } => v["executions"] = json!(executions),
+        _ => {}
+    }
+    v
 }

@@ -23,6 +23,7 @@ use crate::context::ContextError;
 use crate::event::Payload;
 use crate::params::{BoundEvent, OutEvent};
 use saap_dispatch::run::input::{Handled, InputError, RunInput};
+use saap_dispatch::run::progress::Progress;
 
 use saap_dispatch::run::timers::TimerRequest;
 use saap_dispatch::run::{AppendError, CompleteError};
@@ -841,6 +842,12 @@ impl Shared {
         }
         if ended {
             st.pre_cache = None;
+            // A cancelled run's running bodies are told (`StepCtx::cancellation`).
+            if let Some(token) = &st.cancel
+                && st.run.progress() == Progress::Cancelled
+            {
+                token.cancel();
+            }
             if self.opts.keep_ended_runs {
                 // An ended run kept for inspection holds no buffers (an evicted one may be
                 // reused by a new run, buffers included), and its tables only what they hold

@@ -49,4 +49,9 @@ impl RunHost for Shared {
     fn resource(&self, id: TypeId) -> Option<Arc<dyn Any + Send + Sync>> {
         self.workflow.inner.resources.get_any(id)
     }
+
+    fn cancellation(&self, run_id: &str) -> Option<tokio_util::sync::CancellationToken> {
+        let slot = self.slot(run_id).ok()?;
+        Some(self.cancellation_token(&slot))
+    }
 }

@@ -45,6 +45,10 @@ pub enum EngineError {
         "SAAP-E008: the dispatch core refused an input for run `{run_id}`: {detail}; this is an engine bug, please report it with the run's timeline"
     )]
     Core { run_id: String, detail: String },
+    #[error(
+        "SAAP-E012: run `{run_id}` has already ended ({outcome}); there is nothing to cancel (an event sent to it now is only kept as evidence)"
+    )]
+    RunEnded { run_id: String, outcome: String },
 }
 
 impl EngineError {
@@ -59,6 +63,7 @@ impl EngineError {
             EngineError::Store(e) => e.code(),
             EngineError::Replay { .. } => "SAAP-E007",
             EngineError::Core { .. } => "SAAP-E008",
+            EngineError::RunEnded { .. } => "SAAP-E012",
             EngineError::Config(e) => e.code(),
             EngineError::Resource(e) => e.code(),
         }

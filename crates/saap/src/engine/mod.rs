@@ -30,11 +30,13 @@
 //! - `tasks`, `local_driver`: where started executions run; `timers`: when runs' timers are
 //!   due;
 //! - `recovery`: stored runs rebuilt; `distributed`: entry points for the NATS engine;
+//! - `cancel`: a run ended by its caller;
 //! - this file: [`Engine`], the public API.
 
 mod apply;
 mod bind;
 mod body;
+mod cancel;
 mod ctx_host;
 pub(crate) mod error;
 mod executor;
@@ -617,6 +619,26 @@ impl Engine {
         };
         self.shared.submit(&slot, Input::Append(ev)).await?;
         Ok(id)
+    }
+
+    /// Cancels a live run (DESIGN §8): it ends with a [`crate::RunCancelledEvent`] carrying
+    /// `reason` (an exception: the run reports `cancelled`), its pending timers are dropped,
+    /// its running bodies see [`crate::StepCtx::cancellation`] cancelled, and what they
+    /// return afterwards is kept as after-stop evidence. Returns the cancellation event's id
+    /// once it is durable. A run that has ended already is refused (`SAAP-E012`), an unknown
+    /// one too (`SAAP-E001`).
+    pub async fn cancel(&self, run_id: &str, reason: &str) -> Result<EventId, EngineError> {
+        let slot = self.shared.slot_or_ended(run_id).await?;
+        if slot.lock().run.is_terminated() {
+            return Err(cancel::already_ended(&slot));
+        }
+        let ev = self.shared.cancellation_event(reason);
+        let id = ev.id;
+        match self.shared.submit(&slot, Input::Append(ev)).await? {
+            // It ended meanwhile: the cancellation is only evidence.
+            Some(saap_dispatch::Appended::AfterStop { .. }) => Err(cancel::already_ended(&slot)),
+            _ => Ok(id),
+        }
     }
 
     /// A consistent copy of a run's state, for inspection.

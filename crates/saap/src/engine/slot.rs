@@ -71,6 +71,9 @@ pub(crate) struct RunState {
     /// The payloads of the run's pending timers and when it is queued (made by its first
     /// timer: most runs set none).
     pub(super) timers: Option<Box<RunTimers>>,
+    /// The signal its running bodies watch for the run's cancellation (made when a body
+    /// first asks: `StepCtx::cancellation`).
+    pub(super) cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// A run's timers as the engine holds them (the core holds when they are due).
@@ -292,6 +295,7 @@ impl RunState {
             pre_cache,
             waiters,
             timers,
+            cancel,
         } = self;
         run.reset(run_key);
         Payload::recycle_all(payloads);
@@ -310,6 +314,7 @@ impl RunState {
         }
         *pre_cache = None;
         *timers = None;
+        *cancel = None;
         // A reused slot had no holder left, so no waiter either (a waiter unregisters
         // when it stops waiting): nothing to drop, usually.
         if waiters.first.is_some() || waiters.more.is_some() {
@@ -350,6 +355,7 @@ impl RunSlot {
                 pre_cache: None,
                 waiters: Waiters::default(),
                 timers: None,
+                cancel: None,
             }),
             version: std::sync::OnceLock::new(),
         }

@@ -1,0 +1,157 @@
+//! `<agent> cancel RUN`: ends a live run with a `RunCancelledEvent` (DESIGN §8) — on the
+//! embedded store through `Engine::cancel`, on NATS by publishing the event on the class
+//! stream for the run's owner to apply. Must not end a run any other way.
+
+use super::args::{EngineArg, EngineKind, ReadArgs};
+#[cfg(feature = "nats")]
+use super::fail::internal;
+use super::fail::{Fail, engine_fail, invalid, io};
+#[cfg(feature = "nats")]
+use super::follow::follow_stored;
+use super::reader::resolve_run;
+#[cfg(feature = "nats")]
+use super::reader::{open_nats_reader, read_view};
+#[cfg(feature = "nats")]
+use super::send::ended_run;
+use super::store::{db_path, memory_keeps_nothing, open_engine};
+use crate::workflow::Workflow;
+use std::io::Write;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "The run ends with a RunCancelledEvent (an ExceptionEvent subtype that carries the reason):
+its pending timers never fire, steps still running are told (StepCtx::cancellation; a model
+call through saap::llm stops), and what they return afterwards is kept as evidence only.
+`show RUN` and `runs` then report it as cancelled (`runs --status failed` lists it too).
+
+With the embedded engine (default) the database is opened and the run cancelled in this
+process. With --engine nats://HOST:PORT the event is published on the agent class's stream for
+the run; its owner applies it, and this command follows the run's journal until it ends or
+--timeout passes.
+
+Examples:
+  cancel RUN --reason \"the customer withdrew the request\"
+  cancel RUN --engine nats://127.0.0.1:4222 --json
+
+Exit codes: 0 the run is cancelled, 1 (NATS) not ended within --timeout, 2 unknown run or a
+run that has already ended, 3 database or server failure."
+)]
+pub(super) struct CancelArgs {
+    /// The run id (or a unique prefix of it), as printed by `run` and `runs`.
+    pub(super) run: String,
+    /// Why: kept in the cancellation event (at most 4 KiB).
+    #[arg(long, default_value = "", value_name = "TEXT")]
+    pub(super) reason: String,
+    #[command(flatten)]
+    pub(super) from: ReadArgs,
+    /// Seconds to wait for the run's owner to apply the cancellation (NATS).
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub(super) timeout: f64,
+    /// Print JSON: {run_id, status, event_id}.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+pub(super) async fn cancel_cmd(workflow: &Workflow, a: CancelArgs) -> Result<u8, Fail> {
+    let kind = match &a.from.engine {
+        EngineArg::Local(EngineKind::Memory) => return Err(memory_keeps_nothing("cancel")),
+        EngineArg::Local(kind) => *kind,
+        #[cfg(feature = "nats")]
+        EngineArg::Nats(url) => return cancel_nats(workflow, url, &a).await,
+        #[cfg(not(feature = "nats"))]
+        EngineArg::Nats(_) => {
+            return Err(invalid(
+                "this agent was built without the `nats` feature of saap",
+            ));
+        }
+    };
+    let path = db_path(workflow, &a.from.store);
+    if !path.exists() {
+        return Err(invalid(format!(
+            "no database {}; there is no run to cancel",
+            path.display()
+        )));
+    }
+    let engine = open_engine(workflow, kind, &a.from.store).await?;
+    let place = path.display().to_string();
+    let run_id = resolve_run(workflow, engine.backend(), &place, &a.run).await?;
+    let id = engine
+        .cancel(&run_id, &a.reason)
+        .await
+        .map_err(engine_fail)?;
+    let status = engine
+        .stored_snapshot(&run_id)
+        .await
+        .map_err(engine_fail)?
+        .map(|s| s.run.progress().as_str())
+        .unwrap_or("cancelled");
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let line =
+            serde_json::json!({ "run_id": run_id, "status": status, "event_id": id.to_string() });
+        writeln!(out, "{line}").map_err(io)?;
+    } else {
+        writeln!(out, "run {run_id} {status} (RunCancelledEvent {id})").map_err(io)?;
+    }
+    Ok(0)
+}
+
+/// `cancel --engine nats://…`: publishes the cancellation on the class stream for the run
+/// (its owner applies it), then follows the run's journal until it ends.
+#[cfg(feature = "nats")]
+async fn cancel_nats(workflow: &Workflow, url: &str, a: &CancelArgs) -> Result<u8, Fail> {
+    use crate::event::{Event, RunCancelledEvent};
+    use saap_protocol::hierarchy::names::{EXCEPTION_EVENT, RUN_CANCELLED_EVENT};
+
+    let (reader, opts) = open_nats_reader(workflow, url, &a.from).await?;
+    let run_id = resolve_run(workflow, &reader.backend, &reader.place, &a.run).await?;
+    let view = read_view(workflow, &reader, &run_id).await?;
+    if view.run.is_terminated() {
+        return Err(ended_run(&run_id, &view.run));
+    }
+    let from = view.run.log().len();
+    let id = saap_nats::ids::fresh_event_id();
+    // The workflow need not declare the cancellation: its lineage comes from the protocol's.
+    let mut hierarchy = workflow.compiled().hierarchy.clone();
+    if !hierarchy.contains(RUN_CANCELLED_EVENT) {
+        hierarchy
+            .register(RUN_CANCELLED_EVENT, &[EXCEPTION_EVENT])
+            .map_err(|e| internal(e.to_string()))?;
+    }
+    let mut env = saap_protocol::EventEnvelope::new(
+        &hierarchy,
+        RunCancelledEvent::NAME,
+        id,
+        saap_nats::ids::now_ns(),
+    )
+    .ok_or_else(|| internal("the cancellation event has no lineage"))?;
+    let fields = serde_json::to_value(RunCancelledEvent::new(a.reason.clone()))
+        .map_err(|e| internal(e.to_string()))?;
+    if let serde_json::Value::Object(fields) = fields {
+        for (k, v) in fields {
+            env = env.with_field(&k, v);
+        }
+    }
+    let nats = reader.nats.nats();
+    let owner = crate::nats::run_owner(nats, workflow.name(), &run_id)
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    let (agent, thread, display) = match owner {
+        Some(o) => (o.agent_id, o.thread_id, o.display_id),
+        None => ("cli".to_string(), view.thread_id.clone(), run_id.clone()),
+    };
+    let address =
+        saap_protocol::RunAddress::new(workflow.name(), &agent, &thread, &display, &run_id)
+            .map_err(|e| invalid(e.to_string()))?;
+    nats.publish_control(&address, &env)
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    eprintln!("sent RunCancelledEvent {id} to run {run_id} on the class stream");
+    let code = follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await?;
+    // A cancelled run "fails" for `follow` (an exception ended it): here that is success.
+    let view = read_view(workflow, &reader, &run_id).await?;
+    Ok(match view.run.progress() {
+        saap_dispatch::run::progress::Progress::Cancelled => 0,
+        _ => code.max(1),
+    })
+}
