@@ -178,7 +178,11 @@ fn a_run_on_nats_is_cancelled_from_another_invocation() {
         "--timeout",
         "60",
     ]);
-    assert_eq!(cancelled.code, 0, "{}\n{}", cancelled.stdout, cancelled.stderr);
+    assert_eq!(
+        cancelled.code, 0,
+        "{}\n{}",
+        cancelled.stdout, cancelled.stderr
+    );
     assert!(
         cancelled.stderr.contains("RunCancelledEvent"),
         "{}",
@@ -190,5 +194,9 @@ fn a_run_on_nats_is_cancelled_from_another_invocation() {
     assert_eq!(doc["progress"]["state"], "cancelled");
     let again = approval(&["cancel", &run_id, "--engine", &url]);
     assert_eq!(again.code, 2, "{}", again.stderr);
-    assert!(again.stderr.contains("has ended (cancelled)"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("has ended (cancelled)"),
+        "{}",
+        again.stderr
+    );
 }
