@@ -797,7 +797,7 @@ impl Shared {
         timers: Vec<(TimerRequest, Payload)>,
     ) -> Result<(), EngineError> {
         let (requests, payloads): (Vec<_>, Vec<_>) = timers.into_iter().unzip();
-        let ids: Vec<EventId> = requests.iter().map(|r| r.event.id).collect();
+        let first = st.run.timers().len();
         let mut pre = self.pre(&st.payloads, &[], &mut st.pre_cache);
         st.run
             .handle(
@@ -811,7 +811,7 @@ impl Shared {
                 run_id: slot.run_id().to_string(),
                 detail: e.to_string(),
             })?;
-        keep_timer_payloads(st, ids.into_iter().zip(payloads));
+        keep_timer_payloads(st, first, payloads);
         Ok(())
     }
 

@@ -62,7 +62,7 @@ impl Shared {
                         outputs, timers: t, ..
                     } => {
                         pending.extend(outputs.iter().flatten().map(payload));
-                        timers.extend(t.iter().map(|t| payload(&t.event)));
+                        timers.extend(t.iter().map(|t| t.event.payload.clone()));
                     }
                     StoredInput::Clock { now_ns } => {
                         take_due_payloads(&st.run, &mut st.timers, *now_ns, &mut pending)
@@ -78,6 +78,7 @@ impl Shared {
                     format!("SAAP-R003: journal entry {i} cannot be applied: {e}")
                 };
                 st.run.apply(input, &mut pre).map_err(bad)?;
+                let first_timer = st.run.timers().len();
                 if let Some(schedule) = schedule {
                     st.run.apply(schedule, &mut pre).map_err(bad)?;
                 }
@@ -87,7 +88,9 @@ impl Shared {
                     ));
                 }
                 fill_payloads(st, &mut pending);
-                keep_timer_payloads(st, timers);
+                if !timers.is_empty() {
+                    keep_timer_payloads(st, first_timer, timers);
+                }
                 if let Some((id, x)) = shown_by
                     && let Some(seq) = st.run.seq_of(&id)
                 {

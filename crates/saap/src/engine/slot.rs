@@ -79,8 +79,8 @@ pub(crate) struct RunState {
 /// A run's timers as the engine holds them (the core holds when they are due).
 #[derive(Default)]
 pub(crate) struct RunTimers {
-    /// The payload of each pending timer's event, by event id, until it fires.
-    pub(super) payloads: std::collections::HashMap<EventId, Payload>,
+    /// The payload of each timer's event by timer number (the core's), until it fires.
+    pub(super) payloads: Vec<Option<Payload>>,
     /// The due time the engine's timer queue last had for this run.
     pub(super) queued_due: Option<u64>,
 }
@@ -94,25 +94,27 @@ pub(super) fn take_due_payloads(
     pending: &mut Vec<(EventId, Payload)>,
 ) {
     let Some(t) = timers.as_mut() else { return };
-    for timer in run.timers() {
+    for (i, timer) in run.timers().iter().enumerate() {
         if timer.state == TimerState::Pending
             && timer.due_ns <= now_ns
-            && let Some(p) = t.payloads.remove(&timer.event_id)
+            && let Some(p) = t.payloads.get_mut(i).and_then(Option::take)
         {
             pending.push((timer.event_id, p));
         }
     }
 }
 
-/// Keeps the payloads of timers just set, until they fire (none on a run that ended: its
-/// timers were dropped at once).
+/// Keeps the payloads of the timers just set, numbered from `first`, until they fire (none
+/// on a run that ended: its timers were dropped at once).
 pub(super) fn keep_timer_payloads(
     st: &mut RunState,
-    timers: impl IntoIterator<Item = (EventId, Payload)>,
+    first: usize,
+    payloads: impl IntoIterator<Item = Payload>,
 ) {
     if !st.run.is_terminated() {
         let kept = &mut st.timers.get_or_insert_with(Default::default).payloads;
-        kept.extend(timers);
+        kept.resize_with(first, || None);
+        kept.extend(payloads.into_iter().map(Some));
     }
 }
 

@@ -9,6 +9,7 @@ use super::apply::Input;
 use super::ids::unix_nanos;
 use super::shared::Shared;
 use super::slot::{RunSlot, RunState};
+use super::tasks::LaunchOutcome;
 use super::timer_queue::{Next, TimerQueue};
 use std::sync::{Arc, Weak};
 
@@ -57,39 +58,69 @@ impl Shared {
         }
     }
 
-    /// Hands run `run_id` the clock if its earliest timer is due; queues it again if not
-    /// yet.
-    async fn fire_due(self: &Arc<Self>, run_id: Arc<str>) {
-        // A run that ended and left memory has no timers left to fire.
-        let Ok(slot) = self.slot(&run_id) else {
-            return;
-        };
+    /// Hands every due run of `runs` one clock reading: all applied first (their journal
+    /// entries go to the store together, one group commit), then their executions launched.
+    /// A run whose earliest timer is not due yet is queued again for it.
+    fn fire_due(self: &Arc<Self>, runs: Vec<Arc<str>>) {
         let now = unix_nanos();
-        {
-            let mut st = slot.lock();
-            match st.run.next_due() {
-                Some(due) if due <= now => {}
-                Some(due) => {
-                    // Queued for an earlier timer that is gone: queued again for this one.
-                    if let Some(t) = st.timers.as_mut() {
-                        t.queued_due = Some(due);
-                    }
-                    drop(st);
-                    self.queue_timer(due, run_id);
-                    return;
+        let mut waiting = Vec::new();
+        for run_id in runs {
+            let Some(slot) = self.due_run(run_id, now) else {
+                continue;
+            };
+            let applied = match self.apply_to_launch(&slot, Input::Clock(now)) {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::error!(run_id = %slot.run_id(), error = %e, "a due timer could not be delivered");
+                    continue;
                 }
-                None => return,
+            };
+            match self.launch_now(&slot, applied) {
+                LaunchOutcome::Done(Ok(_)) => {}
+                LaunchOutcome::Done(Err(e)) => {
+                    tracing::error!(run_id = %slot.run_id(), error = %e, "a due timer could not be delivered");
+                }
+                LaunchOutcome::WaitsForStore(applied) => waiting.push((slot, applied)),
             }
         }
-        if let Err(e) = self.submit(&slot, Input::Clock(now)).await {
-            tracing::error!(run_id = %slot.run_id(), error = %e, "a due timer could not be delivered");
+        if !waiting.is_empty() {
+            let shared = self.clone();
+            tokio::spawn(async move {
+                for (slot, applied) in waiting {
+                    if let Err(e) = shared.launch(&slot, applied).await {
+                        tracing::error!(run_id = %slot.run_id(), error = %e, "a due timer could not be delivered");
+                    }
+                }
+            });
+        }
+    }
+
+    /// The slot of run `run_id` if its earliest timer is due at `now`; else none (a run
+    /// that ended and left memory has no timers left), queued again when it is due later.
+    fn due_run(&self, run_id: Arc<str>, now: u64) -> Option<Arc<RunSlot>> {
+        let slot = self.slot(&run_id).ok()?;
+        let mut st = slot.lock();
+        match st.run.next_due() {
+            Some(due) if due <= now => {
+                drop(st);
+                Some(slot)
+            }
+            Some(due) => {
+                // Queued for an earlier timer that is gone: queued again for this one.
+                if let Some(t) = st.timers.as_mut() {
+                    t.queued_due = Some(due);
+                }
+                drop(st);
+                self.queue_timer(due, run_id);
+                None
+            }
+            None => None,
         }
     }
 }
 
 /// The queue's task: sleeps until the earliest entry is due (or an earlier one is queued),
-/// then hands every due run the clock, each on a task of its own (a run's store may make it
-/// wait). Ends when the engine is dropped.
+/// then hands every due run the clock. Ends when the engine is dropped.
 async fn serve(queue: TimerQueue, engine: Weak<Shared>) {
     loop {
         match queue.next(unix_nanos()) {
@@ -100,10 +131,7 @@ async fn serve(queue: TimerQueue, engine: Weak<Shared>) {
                 let Some(shared) = engine.upgrade() else {
                     return;
                 };
-                for run in runs {
-                    let shared = shared.clone();
-                    tokio::spawn(async move { shared.fire_due(run).await });
-                }
+                shared.fire_due(runs);
             }
         }
     }
