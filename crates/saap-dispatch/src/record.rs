@@ -115,6 +115,16 @@ pub enum Record {
     TimerFired { timer: u32 },
     /// Timer `timer` will never fire: the run ended first.
     TimerDropped { timer: u32 },
+    /// The execution delegated work to another agent: child `child` of the run (its request
+    /// event and whether it is awaited are in the run's child table,
+    /// [`crate::run::Run::children`]).
+    ChildRequested { child: u32, execution: ExecutionId },
+    /// Child `child`'s run ended: the event reporting its end is appended next (origin:
+    /// outside).
+    ChildEnded { child: u32 },
+    /// Awaited child `child` will not be waited for: the run ended first (the engine
+    /// cancels the child's run).
+    ChildAbandoned { child: u32 },
 }
 
 /// A record as a run stores it: 12 bytes where a [`Record`] takes 24, so that a large run's
@@ -159,6 +169,9 @@ const AFTER_STOP_BY: u8 = 21;
 const TIMER_SET: u8 = 22;
 const TIMER_FIRED: u8 = 23;
 const TIMER_DROPPED: u8 = 24;
+const CHILD_REQUESTED: u8 = 25;
+const CHILD_ENDED: u8 = 26;
+const CHILD_ABANDONED: u8 = 27;
 
 impl Packed {
     /// The kind of a record kept whole in the side table; `b` is its index there.
@@ -261,6 +274,11 @@ impl Packed {
             Record::TimerSet { timer, execution } => p(TIMER_SET, 0, 0, timer, execution.0),
             Record::TimerFired { timer } => p(TIMER_FIRED, 0, 0, timer, 0),
             Record::TimerDropped { timer } => p(TIMER_DROPPED, 0, 0, timer, 0),
+            Record::ChildRequested { child, execution } => {
+                p(CHILD_REQUESTED, 0, 0, child, execution.0)
+            }
+            Record::ChildEnded { child } => p(CHILD_ENDED, 0, 0, child, 0),
+            Record::ChildAbandoned { child } => p(CHILD_ABANDONED, 0, 0, child, 0),
         }
     }
 
@@ -392,6 +410,12 @@ impl Packed {
             },
             TIMER_FIRED => Record::TimerFired { timer: b },
             TIMER_DROPPED => Record::TimerDropped { timer: b },
+            CHILD_REQUESTED => Record::ChildRequested {
+                child: b,
+                execution: ExecutionId(c),
+            },
+            CHILD_ENDED => Record::ChildEnded { child: b },
+            CHILD_ABANDONED => Record::ChildAbandoned { child: b },
             // `Packed::EXTRA`: only `Packed::extra` makes it, with an index into the table.
             _ => extra[b as usize].clone(),
         }
@@ -618,6 +642,10 @@ mod tests {
             (value(), x()).prop_map(|(timer, execution)| Record::TimerSet { timer, execution }),
             value().prop_map(|timer| Record::TimerFired { timer }),
             value().prop_map(|timer| Record::TimerDropped { timer }),
+            (value(), x())
+                .prop_map(|(child, execution)| Record::ChildRequested { child, execution }),
+            value().prop_map(|child| Record::ChildEnded { child }),
+            value().prop_map(|child| Record::ChildAbandoned { child }),
         ]
     }
 

@@ -204,6 +204,20 @@ pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String
             run.timer_type_name(*timer),
             due_text(run, *timer)
         ),
+        Record::ChildRequested { child, execution } => format!(
+            "{} {execution} delegated: child {child}, {} by request {}",
+            exec_step(run, *execution),
+            child_mode(run, *child),
+            child_request(run, *child)
+        ),
+        Record::ChildEnded { child } => format!(
+            "child {child} ended (request {}): the event reporting it follows",
+            child_request(run, *child)
+        ),
+        Record::ChildAbandoned { child } => format!(
+            "child {child} abandoned: the run ended before it answered (request {})",
+            child_request(run, *child)
+        ),
     })
 }
 
@@ -335,6 +349,32 @@ pub fn record_json(run: &Run, labels: &EventLabels, r: &Record) -> Value {
         Record::TimerDropped { timer } => {
             json!({"record": "timer_dropped", "timer": timer, "event": timer_json(run, *timer)})
         }
+        Record::ChildRequested { child, execution } => {
+            json!({"record": "child_requested", "child": child, "execution": execution.to_string(),
+            "step": exec_step(run, *execution), "request": child_request(run, *child),
+            "detached": child_mode(run, *child) == "detached"})
+        }
+        Record::ChildEnded { child } => {
+            json!({"record": "child_ended", "child": child, "request": child_request(run, *child)})
+        }
+        Record::ChildAbandoned { child } => {
+            json!({"record": "child_abandoned", "child": child, "request": child_request(run, *child)})
+        }
+    }
+}
+
+/// A child's request event id (hex), or `?` for a child the run does not have.
+fn child_request(run: &Run, child: u32) -> String {
+    run.children()
+        .get(child as usize)
+        .map_or_else(|| "?".to_string(), |c| c.request.to_string())
+}
+
+/// Whether a child was requested awaited or detached.
+fn child_mode(run: &Run, child: u32) -> &'static str {
+    match run.children().get(child as usize).map(|c| c.state) {
+        Some(crate::run::ChildState::Detached) => "detached",
+        _ => "awaited",
     }
 }
 

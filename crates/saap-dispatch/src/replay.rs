@@ -190,6 +190,25 @@ pub enum HistoryInput {
     Clock {
         now_ns: u64,
     },
+    /// Requests among the execution's outputs that started child runs.
+    Delegate {
+        execution: ExecutionId,
+        children: Vec<HistoryChild>,
+    },
+    /// A child run ended; `event` reports it.
+    ChildEnded {
+        child: u32,
+        event: HistoryEvent,
+    },
+}
+
+/// A child of a [`HistoryInput::Delegate`]: its request event's id and whether it runs
+/// detached.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HistoryChild {
+    pub request: crate::ids::EventId,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub detached: bool,
 }
 
 /// A timer of a [`HistoryInput::Schedule`]: the event and when it is due.
@@ -278,6 +297,23 @@ impl History {
                             .collect(),
                     },
                     RunInput::Clock { now_ns } => HistoryInput::Clock { now_ns: *now_ns },
+                    RunInput::Delegate {
+                        execution,
+                        children,
+                    } => HistoryInput::Delegate {
+                        execution: *execution,
+                        children: children
+                            .iter()
+                            .map(|c| HistoryChild {
+                                request: c.request,
+                                detached: c.detached,
+                            })
+                            .collect(),
+                    },
+                    RunInput::ChildEnded { child, event } => HistoryInput::ChildEnded {
+                        child: *child,
+                        event: ev(event),
+                    },
                 })
                 .collect(),
             records: run.records().to_vec(),
@@ -343,6 +379,23 @@ impl History {
                             .collect::<Result<_, HistoryError>>()?,
                     },
                     HistoryInput::Clock { now_ns } => RunInput::Clock { now_ns: *now_ns },
+                    HistoryInput::Delegate {
+                        execution,
+                        children,
+                    } => RunInput::Delegate {
+                        execution: *execution,
+                        children: children
+                            .iter()
+                            .map(|c| crate::run::ChildRequest {
+                                request: c.request,
+                                detached: c.detached,
+                            })
+                            .collect(),
+                    },
+                    HistoryInput::ChildEnded { child, event } => RunInput::ChildEnded {
+                        child: *child,
+                        event: ev(index, event)?,
+                    },
                 })
             })
             .collect()

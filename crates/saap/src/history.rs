@@ -136,9 +136,10 @@ impl StoredRunView {
             if let StoredInput::Append { event, by: Some(x) } = &entry.input {
                 shown_by.push((event.id, ExecutionId(*x)));
             }
-            let (input, timers) = entry.input.core_inputs(&mut to_new);
-            inputs.push(input);
-            inputs.extend(timers);
+            let core = entry.input.core_inputs(&mut to_new);
+            inputs.push(core.input);
+            inputs.extend(core.schedule);
+            inputs.extend(core.delegate);
         }
         let run = replay(
             spec.clone(),
@@ -173,6 +174,11 @@ impl StoredRunView {
 
     pub fn outcome(&self) -> RunOutcome {
         RunOutcome::of(&self.run)
+    }
+
+    /// The runs this one delegated to.
+    pub fn children(&self) -> Vec<crate::engine::ChildView> {
+        crate::engine::child_views(&self.run, |_, id| self.payloads.get(&id))
     }
 
     /// The fields of the event at `seq` (the ExceptionEvent the core made for a failed

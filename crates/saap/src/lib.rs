@@ -36,6 +36,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod delayed;
+pub mod delegation;
 pub mod engine;
 pub mod event;
 pub mod history;
@@ -64,7 +65,10 @@ pub use cli::{agent_main, main};
 pub use config::{AgentConfig, Config, StepConfig};
 pub use context::{ContextError, RunContext, StepCtx, ThreadContext};
 pub use delayed::Delayed;
-pub use engine::{Engine, EngineError, EngineOptions, Recovery};
+pub use delegation::{
+    AgentInTheLoopExceptionEvent, AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent,
+};
+pub use engine::{ChildView, Engine, EngineError, EngineOptions, Recovery};
 pub use event::{
     ChunkEvent, CostEvent, Event, ExceptionEvent, HumanInTheLoopRequestEvent,
     HumanInTheLoopResponseEvent, Payload, RunCancelledEvent, StartEvent, StopEvent, ThoughtEvent,

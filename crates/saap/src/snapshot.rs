@@ -32,6 +32,11 @@ pub struct LoggedEventView {
 }
 
 impl RunSnapshot {
+    /// The runs this one delegated to (see [`crate::Engine::children`]).
+    pub fn children(&self) -> Vec<crate::engine::ChildView> {
+        crate::engine::child_views(&self.run, |seq, _| self.payloads.get(seq as usize))
+    }
+
     /// Every logged event in arrival order (duplicates were dropped by the core).
     pub fn events(&self) -> Vec<LoggedEventView> {
         self.run
@@ -320,11 +325,31 @@ pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]
                 run.timer_type_name(*timer),
                 saap_dispatch::render::due_text(run, *timer)
             ),
+            Record::ChildRequested { child, execution } => format!(
+                "  {} delegated: child {child}{}",
+                origin_label(run, Origin::Execution(*execution)),
+                child_label(run, *child)
+            ),
+            Record::ChildEnded { child } => {
+                format!("child {child} ended{}", child_label(run, *child))
+            }
+            Record::ChildAbandoned { child } => format!(
+                "  child {child} abandoned{}: the run ended first (its run is cancelled)",
+                child_label(run, *child)
+            ),
         };
         out.push_str(&line);
         out.push('\n');
     }
     out
+}
+
+/// A child's run id (its request's event id), as ` (run ID)`.
+fn child_label(run: &Run, child: u32) -> String {
+    match run.children().get(child as usize) {
+        Some(c) => format!(" (run {})", c.request),
+        None => String::new(),
+    }
 }
 
 /// What a run is waiting for, in words.

@@ -206,6 +206,9 @@ impl Run {
             if !r.timers.is_empty() {
                 self.drop_pending_timers();
             }
+            if self.rare.as_ref().is_some_and(|r| !r.children.is_empty()) {
+                self.abandon_awaited_children();
+            }
         }
         let counts = self.count_base as usize;
         self.slots[counts..].fill(0);

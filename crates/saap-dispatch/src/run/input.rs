@@ -1,5 +1,6 @@
 //! One way into a run: a [`RunInput`] (an outside event arrives, an execution finished, an
-//! execution is run again, an execution set timers, the clock reached a due time), applied
+//! execution is run again, an execution set timers, the clock reached a due time, an
+//! execution delegated, a child run ended), applied
 //! by [`Run::handle`]. Engines on their general (journaled)
 //! path, replay and the tools hand the core their inputs this way, and a run's journal is a
 //! list of them. The specific entry points (`append`, `complete`, `complete_returned`,
@@ -7,6 +8,8 @@
 //! engine's differential test (`crates/saap/tests/differential.rs`) holds to the same
 //! decisions. Must not decide anything itself: it only picks the entry point.
 
+use super::ChildRequest;
+use super::children::ChildError;
 use super::timers::{TimerError, TimerRequest};
 use super::{AppendError, Appended, CompleteError, NewEvent, Outcome, PreconditionEvaluator, Run};
 use crate::ids::ExecutionId;
@@ -33,6 +36,14 @@ pub enum RunInput {
     /// The engine's clock read `now_ns` (nanoseconds since the Unix epoch): the timers due
     /// by then fire.
     Clock { now_ns: u64 },
+    /// A completed execution's outputs include requests to other agents: these children
+    /// are the run's (journaled with its completion, applied right after it).
+    Delegate {
+        execution: ExecutionId,
+        children: Vec<ChildRequest>,
+    },
+    /// Child `child`'s run ended: `event` reports it (a response or an exception event).
+    ChildEnded { child: u32, event: NewEvent },
 }
 
 /// What [`Run::handle`] did with an input.
@@ -49,6 +60,8 @@ pub enum Handled {
     Scheduled { timers: u32 },
     /// This many timers fired.
     Fired { timers: u32 },
+    /// This many children were added.
+    Delegated { children: u32 },
 }
 
 /// Why [`Run::handle`] refused an input.
@@ -60,6 +73,8 @@ pub enum InputError {
     Complete(#[from] CompleteError),
     #[error(transparent)]
     Timer(#[from] TimerError),
+    #[error(transparent)]
+    Child(#[from] ChildError),
 }
 
 impl Run {
@@ -98,6 +113,15 @@ impl Run {
             RunInput::Clock { now_ns } => Ok(Handled::Fired {
                 timers: self.fire_due(now_ns, pre)?,
             }),
+            RunInput::Delegate {
+                execution,
+                children,
+            } => Ok(Handled::Delegated {
+                children: self.delegate(execution, children)?,
+            }),
+            RunInput::ChildEnded { child, event } => {
+                Ok(Handled::Appended(self.child_ended(child, event, pre)?))
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ impl Run {
             r.extra_records.clear();
             r.errors.clear();
             r.timers.clear();
+            r.children.clear();
         }
         self.ids_indexed = false;
         self.id_bits = [0; 2];

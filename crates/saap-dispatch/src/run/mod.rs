@@ -12,11 +12,14 @@
 //!
 //! Where each part lives: `input` (the one way in), `append` (an event arrives), `dispatch` (which steps a logged
 //! event starts, R1–R6), `complete` (an execution ends, its outputs logged), `timers`
-//! (events delivered at a due time), `progress` (where a run stands, derived), `memory`
+//! (events delivered at a due time), `children` (runs delegated to), `progress` (where a run stands, derived), `memory`
 //! (tables reused between runs, sizes); this file: the types, the run's state and what can
 //! be read of it. Each file is an `impl Run` of its own.
 
 mod append;
+pub mod children;
+#[cfg(test)]
+mod children_tests;
 mod complete;
 mod dispatch;
 pub mod input;
@@ -212,6 +215,42 @@ pub struct Timer {
     pub state: TimerState,
 }
 
+/// A delegation as an execution returned it: its request event (one of the same
+/// completion's outputs, so already in the log) and whether the run waits for the child's
+/// end (awaited, the default) or lets it run on its own (detached).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ChildRequest {
+    pub request: EventId,
+    pub detached: bool,
+}
+
+/// Where a child run stands, as its parent knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildState {
+    /// The parent waits for the event reporting its end.
+    Awaited,
+    /// It runs on its own: its end is never delivered to the parent.
+    Detached,
+    /// Its end was delivered: the reporting event is the log's `seq` (`None`: it was
+    /// dropped there as a duplicate).
+    Ended { seq: Option<Seq> },
+    /// The parent ended while it was awaited: the engine cancels it, and an end that
+    /// arrives later is kept as after-stop evidence.
+    Abandoned,
+}
+
+/// One child run of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Child {
+    /// The request event (engines derive the child run's id from it).
+    pub request: EventId,
+    /// Where the request is in the log.
+    pub request_seq: Seq,
+    /// The execution that returned the request.
+    pub requested_by: ExecutionId,
+    pub state: ChildState,
+}
+
 /// Errors of [`Run::append`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AppendError {
@@ -335,6 +374,8 @@ struct Rare {
     errors: FastMap<ExecutionId, Box<str>>,
     /// The run's timers, in the order they were set (see `timers`).
     timers: Vec<Timer>,
+    /// The runs it delegated to, in the order they were requested (see `children`).
+    children: Vec<Child>,
 }
 
 impl Rare {

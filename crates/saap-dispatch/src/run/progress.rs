@@ -1,6 +1,6 @@
 //! Where a run stands ([`Progress`], DESIGN §8), derived from its log every time it is
-//! asked, never stored as a second truth: not begun, running, waiting (for an event, and
-//! for a timer when one is pending), or ended — stopped, failed or cancelled, by the event
+//! asked, never stored as a second truth: not begun, running, waiting (for an event, for a
+//! timer when one is pending, for awaited children), or ended — stopped, failed or cancelled, by the event
 //! that ended it. Engines add what only they know (queued, claimed by an owner). Must not
 //! change the run.
 
@@ -14,9 +14,10 @@ pub enum Progress {
     NotStarted,
     /// Executions are in flight.
     Running { executions: u32 },
-    /// Nothing runs: the run waits for an event from outside, and for its earliest pending
-    /// timer when it has one (`timer`: due time, nanoseconds since the Unix epoch).
-    Waiting { timer: Option<u64> },
+    /// Nothing runs: the run waits for an event from outside, for its earliest pending
+    /// timer when it has one (`timer`: due time, nanoseconds since the Unix epoch), and for
+    /// the ends of its awaited children (`children`: how many).
+    Waiting { timer: Option<u64>, children: u32 },
     /// Ended by a stop event.
     Stopped,
     /// Ended by an exception event (a failed step, an engine failure, or one sent).
@@ -31,8 +32,9 @@ impl Progress {
         match self {
             Progress::NotStarted => "not_started",
             Progress::Running { .. } => "running",
-            Progress::Waiting { timer: Some(_) } => "waiting_timer",
-            Progress::Waiting { timer: None } => "waiting_event",
+            Progress::Waiting { children: 1.., .. } => "waiting_children",
+            Progress::Waiting { timer: Some(_), .. } => "waiting_timer",
+            Progress::Waiting { timer: None, .. } => "waiting_event",
             Progress::Stopped => "stopped",
             Progress::Failed => "failed",
             Progress::Cancelled => "cancelled",
@@ -66,6 +68,7 @@ impl Run {
             RunStatus::Live => match self.running().count() {
                 0 => Progress::Waiting {
                     timer: self.next_due(),
+                    children: self.awaited_child_count() as u32,
                 },
                 n => Progress::Running {
                     executions: n as u32,
@@ -137,7 +140,13 @@ mod tests {
             &mut DeclaredConditions,
         )
         .expect("completed");
-        assert_eq!(run.progress(), Progress::Waiting { timer: None });
+        assert_eq!(
+            run.progress(),
+            Progress::Waiting {
+                timer: None,
+                children: 0
+            }
+        );
         assert_eq!(run.progress().as_str(), "waiting_event");
         let late = run.spec().type_id("Late").expect("type");
         run.schedule(
@@ -148,7 +157,13 @@ mod tests {
             }],
         )
         .expect("scheduled");
-        assert_eq!(run.progress(), Progress::Waiting { timer: Some(77) });
+        assert_eq!(
+            run.progress(),
+            Progress::Waiting {
+                timer: Some(77),
+                children: 0
+            }
+        );
         assert_eq!(run.progress().as_str(), "waiting_timer");
     }
 

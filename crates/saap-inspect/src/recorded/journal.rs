@@ -14,11 +14,11 @@ use super::JournalRun;
 use crate::error::{InspectError, Result, clip};
 use saap_dispatch::record::Record;
 use saap_dispatch::replay::{
-    HISTORY_FORMAT, History, HistoryEvent, HistoryInput, HistoryTimer, RecordedPreconditions,
-    RunInput,
+    HISTORY_FORMAT, History, HistoryChild, HistoryEvent, HistoryInput, HistoryTimer,
+    RecordedPreconditions, RunInput,
 };
-use saap_dispatch::run::NewEventType;
 use saap_dispatch::run::timers::TimerRequest;
+use saap_dispatch::run::{ChildRequest, NewEventType};
 use saap_dispatch::{
     CompiledSpec, EventId, EventKind, ExecutionId, NewEvent, Outcome, Run, SkipReason, run_key,
 };
@@ -51,6 +51,9 @@ enum StoredInput {
         /// Events returned for later delivery, set with the completion.
         #[serde(default)]
         timers: Vec<StoredTimer>,
+        /// Requests among the outputs that started child runs.
+        #[serde(default)]
+        children: Vec<StoredChild>,
     },
     Retry {
         execution: u32,
@@ -58,6 +61,18 @@ enum StoredInput {
     Clock {
         now_ns: u64,
     },
+    ChildEnded {
+        child: u32,
+        event: StoredEvent,
+    },
+}
+
+/// A child run as stored with its completion.
+#[derive(Deserialize)]
+struct StoredChild {
+    request: EventId,
+    #[serde(default)]
+    detached: bool,
 }
 
 /// A timer as stored with its completion.
@@ -135,6 +150,7 @@ pub fn inputs(
                 outputs,
                 error,
                 timers,
+                children,
             } => {
                 inputs.push(RunInput::Complete {
                     execution: ExecutionId(*execution),
@@ -159,11 +175,27 @@ pub fn inputs(
                             .collect(),
                     });
                 }
+                if !children.is_empty() {
+                    inputs.push(RunInput::Delegate {
+                        execution: ExecutionId(*execution),
+                        children: children
+                            .iter()
+                            .map(|c| ChildRequest {
+                                request: c.request,
+                                detached: c.detached,
+                            })
+                            .collect(),
+                    });
+                }
             }
             StoredInput::Retry { execution } => inputs.push(RunInput::Retry {
                 execution: ExecutionId(*execution),
             }),
             StoredInput::Clock { now_ns } => inputs.push(RunInput::Clock { now_ns: *now_ns }),
+            StoredInput::ChildEnded { child, event } => inputs.push(RunInput::ChildEnded {
+                child: *child,
+                event: new_event(spec, event),
+            }),
         }
     }
     Ok((inputs, d.records))
@@ -196,6 +228,7 @@ pub fn history(run_id: &str, j: &JournalRun) -> Result<History> {
                 outputs,
                 error: None,
                 timers,
+                children,
             } => {
                 inputs.push(HistoryInput::Complete {
                     execution: ExecutionId(*execution),
@@ -214,11 +247,27 @@ pub fn history(run_id: &str, j: &JournalRun) -> Result<History> {
                             .collect(),
                     });
                 }
+                if !children.is_empty() {
+                    inputs.push(HistoryInput::Delegate {
+                        execution: ExecutionId(*execution),
+                        children: children
+                            .iter()
+                            .map(|c| HistoryChild {
+                                request: c.request,
+                                detached: c.detached,
+                            })
+                            .collect(),
+                    });
+                }
             }
             StoredInput::Retry { execution } => inputs.push(HistoryInput::Retry {
                 execution: ExecutionId(*execution),
             }),
             StoredInput::Clock { now_ns } => inputs.push(HistoryInput::Clock { now_ns: *now_ns }),
+            StoredInput::ChildEnded { child, event } => inputs.push(HistoryInput::ChildEnded {
+                child: *child,
+                event: ev(event),
+            }),
         }
     }
     Ok(History {
@@ -356,6 +405,16 @@ fn input_text(run: &Run, input: &RunInput) -> String {
             "the clock reads {}",
             saap_dispatch::render::utc_text(*now_ns)
         ),
+        RunInput::Delegate {
+            execution,
+            children,
+        } => format!(
+            "execution {execution} delegates to {} child run(s)",
+            children.len()
+        ),
+        RunInput::ChildEnded { child, event } => {
+            format!("child {child} ends: {} {} arrives", name(event), event.id)
+        }
     }
 }
 

@@ -114,6 +114,9 @@ pub enum StoredInput {
         /// entry as its completion.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         timers: Vec<StoredTimer>,
+        /// Requests among the outputs that started child runs, in the same entry.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        children: Vec<StoredChild>,
     },
     Retry {
         execution: u32,
@@ -122,6 +125,28 @@ pub enum StoredInput {
     Clock {
         now_ns: u64,
     },
+    /// Child `child`'s run ended; `event` reports it.
+    ChildEnded {
+        child: u32,
+        event: StoredEvent,
+    },
+}
+
+/// A child run as stored in the journal: the output that requested it, and whether it runs
+/// detached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredChild {
+    pub request: EventId,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub detached: bool,
+}
+
+/// The core's inputs one journal entry stands for ([`StoredInput::core_inputs`]): the input,
+/// then, for a completion, the timers and the children it set.
+pub struct CoreInputs {
+    pub input: RunInput,
+    pub schedule: Option<RunInput>,
+    pub delegate: Option<RunInput>,
 }
 
 /// A timer as stored in the journal: its event and when it is due (nanoseconds since the
@@ -133,21 +158,28 @@ pub struct StoredTimer {
 }
 
 impl StoredInput {
-    /// The core's inputs this entry stands for: one, or two for a completion that set
-    /// timers (the completion, then its timers). `event` makes a stored event the core's.
+    /// The core's inputs this entry stands for: one, or for a completion that set timers or
+    /// started children, those too (the completion, its timers, its children). `event`
+    /// makes a stored event the core's.
     pub fn core_inputs(
         &self,
         mut event: impl FnMut(&StoredEvent) -> saap_dispatch::NewEvent,
-    ) -> (RunInput, Option<RunInput>) {
+    ) -> CoreInputs {
         use saap_dispatch::{ExecutionId, Outcome};
+        let one = |input| CoreInputs {
+            input,
+            schedule: None,
+            delegate: None,
+        };
         match self {
-            StoredInput::Append { event: e, .. } => (RunInput::Append(event(e)), None),
+            StoredInput::Append { event: e, .. } => one(RunInput::Append(event(e))),
             StoredInput::Complete {
                 execution,
                 attempt,
                 outputs,
                 error,
                 timers,
+                children,
             } => {
                 let execution = ExecutionId(*execution);
                 let outcome = match (outputs, error) {
@@ -165,22 +197,34 @@ impl StoredInput {
                         })
                         .collect(),
                 });
-                (
-                    RunInput::Complete {
+                let delegate = (!children.is_empty()).then(|| RunInput::Delegate {
+                    execution,
+                    children: children
+                        .iter()
+                        .map(|c| saap_dispatch::run::ChildRequest {
+                            request: c.request,
+                            detached: c.detached,
+                        })
+                        .collect(),
+                });
+                CoreInputs {
+                    input: RunInput::Complete {
                         execution,
                         attempt: *attempt,
                         outcome,
                     },
                     schedule,
-                )
+                    delegate,
+                }
             }
-            StoredInput::Retry { execution } => (
-                RunInput::Retry {
-                    execution: ExecutionId(*execution),
-                },
-                None,
-            ),
-            StoredInput::Clock { now_ns } => (RunInput::Clock { now_ns: *now_ns }, None),
+            StoredInput::Retry { execution } => one(RunInput::Retry {
+                execution: ExecutionId(*execution),
+            }),
+            StoredInput::Clock { now_ns } => one(RunInput::Clock { now_ns: *now_ns }),
+            StoredInput::ChildEnded { child, event: e } => one(RunInput::ChildEnded {
+                child: *child,
+                event: event(e),
+            }),
         }
     }
 }
@@ -264,6 +308,7 @@ pub fn encode_entry(
             outputs,
             error,
             timers,
+            children,
         } => {
             out.extend_from_slice(b"\"complete\",\"execution\":");
             write_u32(*execution, out);
@@ -297,6 +342,21 @@ pub fn encode_entry(
                 }
                 out.push(b']');
             }
+            if !children.is_empty() {
+                out.extend_from_slice(b",\"children\":[");
+                for (i, c) in children.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(b"{\"request\":");
+                    write_id(&c.request, out);
+                    if c.detached {
+                        out.extend_from_slice(b",\"detached\":true");
+                    }
+                    out.push(b'}');
+                }
+                out.push(b']');
+            }
         }
         StoredInput::Retry { execution } => {
             out.extend_from_slice(b"\"retry\",\"execution\":");
@@ -305,6 +365,12 @@ pub fn encode_entry(
         StoredInput::Clock { now_ns } => {
             out.extend_from_slice(b"\"clock\",\"now_ns\":");
             write_u64(*now_ns, out);
+        }
+        StoredInput::ChildEnded { child, event } => {
+            out.extend_from_slice(b"\"child_ended\",\"child\":");
+            write_u32(*child, out);
+            out.extend_from_slice(b",\"event\":");
+            write_event(event, out)?;
         }
     }
     out.push(b'}');
@@ -647,9 +713,19 @@ mod tests {
                     outputs: Some(vec![ev(5, typed.clone())]),
                     error: None,
                     timers: vec![StoredTimer {
-                        event: ev(6, json),
+                        event: ev(6, json.clone()),
                         due_ns: 1_764_000_001_000_000_000,
                     }],
+                    children: vec![
+                        StoredChild {
+                            request: EventId::from_bytes([5; 12]),
+                            detached: false,
+                        },
+                        StoredChild {
+                            request: EventId::from_bytes([8; 12]),
+                            detached: true,
+                        },
+                    ],
                 },
                 preconditions: vec![false],
                 at: None,
@@ -668,8 +744,17 @@ mod tests {
                     outputs: None,
                     error: Some("step `x` failed: \"quoted\"".into()),
                     timers: Vec::new(),
+                    children: Vec::new(),
                 },
                 preconditions: vec![],
+                at: None,
+            },
+            JournalEntry {
+                input: StoredInput::ChildEnded {
+                    child: 1,
+                    event: ev(10, json),
+                },
+                preconditions: vec![true],
                 at: None,
             },
             JournalEntry {

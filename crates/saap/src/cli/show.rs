@@ -31,8 +31,9 @@ pub(super) struct ShowArgs {
     pub(super) run: String,
     #[command(flatten)]
     pub(super) from: ReadArgs,
-    /// Print JSON: {run_id, thread_id, workflow, status, events, records, executions, result,
-    /// execution_counts, owner (on NATS, the worker that owns a live run)}.
+    /// Print JSON: {run_id, thread_id, workflow, status, progress, events, records,
+    /// executions, result, execution_counts, owner (on NATS, the worker that owns a live
+    /// run), children (the runs it delegated to: agent_class, run_id, state)}.
     #[arg(long)]
     pub(super) json: bool,
     /// Also write the run as a History file (the input of `saap explain --history`).
@@ -121,6 +122,7 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
             "executions": executions,
             "execution_counts": counts_json(run),
             "owner": owner,
+            "children": view.children(),
         });
         serde_json::to_writer_pretty(&mut out, &doc)
             .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
@@ -144,6 +146,14 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
         .map_err(io)?;
     writeln!(out).map_err(io)?;
     writeln!(out, "executions: {}", counts_text(run)).map_err(io)?;
+    for c in view.children() {
+        writeln!(
+            out,
+            "child {}: {} run {} ({}, requested by {})",
+            c.child, c.agent_class, c.run_id, c.state, c.requested_by
+        )
+        .map_err(io)?;
+    }
     if let Some(w) = &owner {
         writeln!(out, "owned by worker {w}").map_err(io)?;
     }
@@ -160,14 +170,19 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
 }
 
 /// Where the run stands as the core derives it (DESIGN §8): `{state, timer_due?,
-/// executions?}`, `state` one of not_started, running, waiting_event, waiting_timer, stopped,
-/// failed, cancelled.
+/// children?, executions?}`, `state` one of not_started, running, waiting_event,
+/// waiting_timer, waiting_children, stopped, failed, cancelled.
 fn progress_json(p: saap_dispatch::run::progress::Progress) -> serde_json::Value {
     use saap_dispatch::run::progress::Progress;
     let mut v = json!({ "state": p.as_str() });
     match p {
-        Progress::Waiting { timer: Some(due) } => {
-            v["timer_due"] = json!(saap_dispatch::render::utc_text(due));
+        Progress::Waiting { timer, children } => {
+            if let Some(due) = timer {
+                v["timer_due"] = json!(saap_dispatch::render::utc_text(due));
+            }
+            if children > 0 {
+                v["children"] = json!(children);
+            }
         }
         Progress::Running { executions } => v["executions"] = json!(executions),
         _ => {}

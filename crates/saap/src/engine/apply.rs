@@ -18,13 +18,16 @@ use super::slot::{
     RunSlot, RunState, SPARE_SLOT_MAX_EVENTS, Scratch, keep_timer_payloads, scratch,
     take_due_payloads,
 };
-use crate::backend::{Pending, PersistBatch, RunMeta, StoreError, StoredInput, StoredTimer};
+use crate::backend::{
+    Pending, PersistBatch, RunMeta, StoreError, StoredChild, StoredInput, StoredTimer,
+};
 use crate::context::ContextError;
 use crate::event::Payload;
 use crate::params::{BoundEvent, OutEvent};
 use saap_dispatch::run::input::{Handled, InputError, RunInput};
 use saap_dispatch::run::progress::Progress;
 
+use saap_dispatch::run::children::ChildError;
 use saap_dispatch::run::timers::TimerRequest;
 use saap_dispatch::run::{AppendError, CompleteError};
 use saap_dispatch::{Appended, EventId, EventKind, ExecutionId, NewEvent, NewEventType, Outcome};
@@ -41,6 +44,11 @@ pub(super) enum Input {
     Retry(ExecutionId),
     /// The engine's clock (nanoseconds since the Unix epoch): the run's due timers fire.
     Clock(u64),
+    /// Child `child`'s run ended: `ev` reports it (see `delegation`).
+    ChildEnded {
+        child: u32,
+        ev: Incoming,
+    },
 }
 
 /// How [`Shared::apply_with`] binds the executions an input started.
@@ -316,6 +324,7 @@ impl Shared {
     /// inline chain moves no invocation and allocates none); the others go to `others`.
     /// When it started none, `inv` becomes `queued` (an execution of this run that the
     /// caller runs next), if given.
+    #[inline]
     pub(super) fn complete_in_place(
         &self,
         slot: &RunSlot,
@@ -327,7 +336,8 @@ impl Shared {
         let mut guard = slot.lock();
         let st = &mut *guard;
         let (waits, ended) = match outcome {
-            Ok(()) if !self.journal && st.failure.is_none() => {
+            // A workflow that delegates completes on the general path, which starts children.
+            Ok(()) if !self.journal && !self.may_delegate && st.failure.is_none() => {
                 match self.complete_unjournaled(slot, st, inv, &mut buffers.durable)? {
                     Some(done) => done,
                     // A chain link: `inv` holds the execution it started, the run goes on.
@@ -602,6 +612,7 @@ impl Shared {
         let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
         let mut retried: Option<(ExecutionId, u32)> = None;
         let mut appended = None;
+        let depth = st.delegation_depth();
         let mut pre = Pre {
             results: journal.then(Vec::new),
             ..self.pre(&st.payloads, &[], &mut st.pre_cache)
@@ -609,6 +620,8 @@ impl Shared {
         let stored_input;
         // Events a completion returned for later delivery, with their payloads.
         let mut timers: Vec<(TimerRequest, Payload)> = Vec::new();
+        // Requests among a completion's outputs that start child runs.
+        let mut children = Vec::new();
         let clock = matches!(input, Input::Clock(_));
         // The engine's input as the core's (one way in, `Run::handle`), with what the
         // journal keeps of it and the payloads of the events it brings.
@@ -637,11 +650,24 @@ impl Shared {
                     Some(e) => Err(e),
                     None => Ok(outs),
                 });
+                let mut delegations = Vec::new();
+                let outcome = match outcome {
+                    Ok(outs) if self.may_delegate => match self.delegations(depth, &outs) {
+                        Ok(d) => {
+                            delegations = d;
+                            Ok(outs)
+                        }
+                        Err(e) => Err(e),
+                    },
+                    outcome => outcome,
+                };
                 let outcome = match outcome {
                     Ok(mut outs) => {
                         let mut news = std::mem::take(&mut scratch(&mut st.scratch).news);
                         let mut stored_outs = Vec::new();
                         let mut stored_timers = Vec::new();
+                        let mut stored_children = Vec::new();
+                        let mut delegations = delegations.into_iter().peekable();
                         news.clear();
                         news.reserve(outs.len());
                         pending.reserve_exact(outs.len());
@@ -670,6 +696,19 @@ impl Shared {
                                 ));
                                 continue;
                             }
+                            if delegations.peek().is_some_and(|(at, _)| *at == i)
+                                && let Some((_, req)) = delegations.next()
+                            {
+                                // A request that starts a child: logged as any output, and
+                                // its child set with the completion.
+                                if journal {
+                                    stored_children.push(StoredChild {
+                                        request: ev.id,
+                                        detached: req.detached,
+                                    });
+                                }
+                                children.push((ev.id, req));
+                            }
                             if journal {
                                 stored_outs.push(stored(&ev));
                             }
@@ -686,6 +725,7 @@ impl Shared {
                             outputs: Some(stored_outs),
                             error: None,
                             timers: stored_timers,
+                            children: stored_children,
                         });
                         Outcome::Returned(news)
                     }
@@ -696,6 +736,7 @@ impl Shared {
                             outputs: None,
                             error: Some(msg.clone()),
                             timers: Vec::new(),
+                            children: Vec::new(),
                         });
                         Outcome::Failed(msg)
                     }
@@ -717,14 +758,29 @@ impl Shared {
                 take_due_payloads(&st.run, &mut st.timers, now_ns, &mut pending);
                 (RunInput::Clock { now_ns }, None)
             }
+            Input::ChildEnded { child, ev } => {
+                stored_input = journal.then(|| StoredInput::ChildEnded {
+                    child,
+                    event: stored(&ev),
+                });
+                pending.reserve_exact(1);
+                pending.push((ev.id, ev.payload));
+                let event = NewEvent {
+                    id: ev.id,
+                    ty: ev.ty,
+                };
+                (RunInput::ChildEnded { child, event }, None)
+            }
         };
         pre.pending = &pending;
         let (completing, retrying) = match &core_input {
             RunInput::Complete { execution, .. } => (Some(*execution), None),
             RunInput::Retry { execution } => (None, Some(*execution)),
-            RunInput::Append(_) | RunInput::Schedule { .. } | RunInput::Clock { .. } => {
-                (None, None)
-            }
+            RunInput::Append(_)
+            | RunInput::Schedule { .. }
+            | RunInput::Clock { .. }
+            | RunInput::Delegate { .. }
+            | RunInput::ChildEnded { .. } => (None, None),
         };
         match (st.run.handle(core_input, &mut pre), completing) {
             (Ok(Handled::Appended(a)), _) => {
@@ -742,7 +798,20 @@ impl Shared {
                 }
             }
             (Ok(Handled::Retried { attempt }), _) => retried = retrying.map(|x| (x, attempt)),
-            (Ok(Handled::Scheduled { .. } | Handled::Fired { .. }), _) => {}
+            (
+                Ok(Handled::Scheduled { .. } | Handled::Fired { .. } | Handled::Delegated { .. }),
+                _,
+            ) => {}
+            // A child's end delivered again (making sure of children after a restart): the
+            // first one counts.
+            (Err(InputError::Child(ChildError::AlreadyEnded { .. })), _) => {
+                return Ok(Entry {
+                    durable: Pending::Ready(Ok(())),
+                    appended: None,
+                    ended: false,
+                    retried: None,
+                });
+            }
             (Err(InputError::Append(AppendError::RunNotStarted { name, .. })), _) => {
                 return Err(EngineError::NotAStartEvent { name });
             }
@@ -768,6 +837,10 @@ impl Shared {
         if let (false, Some(execution)) = (timers.is_empty(), completing) {
             self.set_timers(slot, st, execution, timers)?;
         }
+        let starts = match (children.is_empty(), completing) {
+            (false, Some(execution)) => self.set_children(slot, st, execution, children)?,
+            _ => Vec::new(),
+        };
         fill_payloads(st, &mut pending);
         pending.clear();
         give_back_pending(st, pending);
@@ -778,7 +851,12 @@ impl Shared {
         if clock || st.timers.is_some() {
             self.note_timers(slot, st);
         }
-        let (durable, ended) = self.seal(slot, st, stored_input, &results);
+        let (mut durable, ended) = self.seal(slot, st, stored_input, &results);
+        if !starts.is_empty()
+            && let Some(me) = self.this.upgrade()
+        {
+            durable = me.start_children_after(slot, st, starts, durable);
+        }
         Ok(Entry {
             durable,
             appended,
@@ -840,6 +918,12 @@ impl Shared {
                 t.run_ended(slot, st, &self.type_names);
             }
         }
+        // What the end asks of the run's tree (its parent, its children), once durable.
+        let tree = if ended && (st.parent.is_some() || !st.run.children().is_empty()) {
+            self.end_effects(slot, st)
+        } else {
+            None
+        };
         if ended {
             st.pre_cache = None;
             // A cancelled run's running bodies are told (`StepCtx::cancellation`).
@@ -917,6 +1001,10 @@ impl Shared {
         } else {
             st.records_sent = st.run.records().len();
             Pending::Ready(Ok(()))
+        };
+        let durable = match tree {
+            Some(effects) => self.end_effects_after(effects, durable),
+            None => durable,
         };
         if ended && matches!(durable, Pending::Ready(Ok(()))) {
             st.end_durable = true;

@@ -4,21 +4,42 @@
 //! are kept as after-stop evidence — and its running bodies see their
 //! [`crate::StepCtx::cancellation`] token cancelled. Must not end a run any other way.
 
+use super::apply::Input;
 use super::error::EngineError;
 use super::incoming::Incoming;
 use super::shared::Shared;
 use super::slot::RunSlot;
 use crate::event::{Event, Payload, RunCancelledEvent};
 use saap_dispatch::run::progress::Progress;
-use saap_dispatch::{EventKind, NewEventType};
+use saap_dispatch::{EventId, EventKind, NewEventType};
 use saap_protocol::Classification;
 use saap_protocol::hierarchy::names::RUN_CANCELLED_LINEAGE;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The longest reason kept, in bytes (a longer one is cut).
 pub(super) const MAX_REASON_BYTES: usize = 4096;
 
 impl Shared {
+    /// [`crate::Engine::cancel`].
+    pub(super) async fn cancel_run(
+        self: &Arc<Self>,
+        run_id: &str,
+        reason: &str,
+    ) -> Result<EventId, EngineError> {
+        let slot = self.slot_or_ended(run_id).await?;
+        if slot.lock().run.is_terminated() {
+            return Err(already_ended(&slot));
+        }
+        let ev = self.cancellation_event(reason);
+        let id = ev.id;
+        match self.submit(&slot, Input::Append(ev)).await? {
+            // It ended meanwhile: the cancellation is only evidence.
+            Some(saap_dispatch::Appended::AfterStop { .. }) => Err(already_ended(&slot)),
+            _ => Ok(id),
+        }
+    }
+
     /// The cancellation event for a run: of the workflow's own type when it declares
     /// `RunCancelledEvent`, else as a type it does not know, classified by its lineage (an
     /// exception: it ends the run either way).

@@ -3,15 +3,75 @@
 //! its tables kept for the next run. Must not apply inputs: it moves slots, not events.
 
 use super::error::EngineError;
+use super::ids::{HexId, RunIdText, RunIds, run_id_text};
+use super::incoming::Incoming;
+use super::run_names::Thread;
 use super::run_table::{HeldRun, SPARE_SLOTS, SPARE_TABLES};
 use super::shared::Shared;
 use super::slot::{RunSlot, RunState, SPARE_SLOT_MAX_EVENTS, SpareTables};
 use crate::event::Payload;
 use parking_lot::MutexGuard;
+use saap_dispatch::Run;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 impl Shared {
+    /// Checks a start event and makes (or reuses) the slot of a new run, registered with the
+    /// engine; the start event is not applied yet. The run's id is the slot's.
+    #[inline]
+    pub(super) fn new_run(
+        &self,
+        thread_id: Option<&str>,
+        ev: &Incoming,
+        ids: RunIds,
+    ) -> Result<Arc<RunSlot>, EngineError> {
+        if !(ev.kind.is_start() && ev.kind.is_control()) {
+            return Err(EngineError::NotAStartEvent {
+                name: ev.name.to_string(),
+            });
+        }
+        if let Some(e) = &self.missing_resource {
+            return Err(e.clone().into());
+        }
+        self.workflow.validate_start(&ev.payload)?;
+        let (run_id, key) = run_id_text(&ids.run);
+        let thread = match thread_id {
+            Some(t) => Thread::Given(t.into()),
+            None => Thread::New(ids.thread),
+        };
+        let shared = self;
+        if !shared.opts.keep_ended_runs && shared.spare_slot_count.load(Ordering::Relaxed) > 0 {
+            // A kept slot (reset when it was let go) is renamed and held in one locked
+            // section.
+            let mut runs = shared.runs.write().unwrap_or_else(|p| p.into_inner());
+            if let Some(mut slot) = runs.spare.pop() {
+                shared
+                    .spare_slot_count
+                    .store(runs.spare.len(), Ordering::Relaxed);
+                // The list held the only reference.
+                if let Some(spare) = Arc::get_mut(&mut slot) {
+                    let ended_id = spare.rename(run_id, thread, key);
+                    // A slot whose tables went to the stash when its run was evicted takes
+                    // kept ones now: its first dispatch grows none. (The stash's lock
+                    // is never held while the run table's is taken.)
+                    shared.adopt_spare(spare.state.get_mut());
+                    runs.held.replace(HeldRun(slot.clone()));
+                    drop(runs);
+                    drop(ended_id);
+                    return Ok(slot);
+                }
+            }
+        }
+        let run = Run::new(shared.workflow.compiled().clone(), key);
+        let slot = Arc::new(RunSlot::new(
+            RunIdText::Hex(HexId::new(run_id)),
+            thread,
+            run,
+        ));
+        shared.insert(slot.clone());
+        Ok(slot)
+    }
+
     /// Holds `slot` under its run id (in place of a slot held under that id).
     pub(super) fn insert(&self, slot: Arc<RunSlot>) {
         self.runs

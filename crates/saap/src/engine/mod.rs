@@ -38,6 +38,7 @@ mod bind;
 mod body;
 mod cancel;
 mod ctx_host;
+mod delegation;
 pub(crate) mod error;
 mod executor;
 pub(crate) mod ids;
@@ -67,9 +68,10 @@ mod distributed;
 #[cfg(test)]
 mod tests;
 
+pub use delegation::ChildView;
+pub(crate) use delegation::child_views;
 pub use error::EngineError;
 pub use executor::{LocalSlot, StepExecutor, Work};
-pub(crate) use ids::RunIdText;
 pub use options::{EngineOptions, Recovery};
 pub(crate) use shared::Shared;
 pub(crate) use slot::RunSlot;
@@ -81,19 +83,19 @@ use crate::snapshot::RunSnapshot;
 use crate::workflow::Workflow;
 
 use apply::{Applied, Bind, Input};
-use ids::{HexId, IdGen, RunIds, run_id_text};
+use ids::{IdGen, RunIds};
 use incoming::Incoming;
 use invocation::Started;
 use local_driver::{DrivenRun, drive_local};
 use local_queue::LocalQueue;
 use run_names::Thread;
-use run_table::{HeldRun, Runs};
+use run_table::Runs;
 use saap_dispatch::run::ExecState;
-use saap_dispatch::{EventId, EventKind, ExecutionId, NewEventType, Run};
+use saap_dispatch::{EventId, EventKind, ExecutionId, NewEventType};
 use saap_protocol::{DecodeLimits, EventEnvelope};
 use shared::shares_task;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, RwLock};
 use tasks::{LaunchOutcome, drive_started, spawn_drive};
 use tokio::sync::watch;
@@ -136,7 +138,7 @@ impl Engine {
             .enumerate()
             .map(|(i, t)| (t.name.as_str().into(), i as saap_dispatch::TypeId))
             .collect();
-        let out_types = workflow
+        let out_types: Vec<shared::OutTypes> = workflow
             .spec()
             .steps
             .iter()
@@ -165,6 +167,25 @@ impl Engine {
                 EventName::Shared(_) => None,
             })
             .collect();
+        // Which types start child runs (delegation requests, by the protocol's lineage).
+        let delegating: Box<[bool]> = workflow
+            .compiled()
+            .types
+            .iter()
+            .map(|t| {
+                t.name == delegation::REQUEST_EVENT
+                    || workflow
+                        .compiled()
+                        .hierarchy
+                        .lineage(&t.name)
+                        .is_some_and(|l| l.iter().any(|n| n == delegation::REQUEST_EVENT))
+            })
+            .collect();
+        // Only a workflow with a step that returns one completes on the general path (the
+        // compiled types hold the whole protocol hierarchy, requests included).
+        let may_delegate = out_types
+            .iter()
+            .any(|outs| outs.iter().any(|(_, t)| delegating[*t as usize]));
         // A workflow cannot change once it is the engine's: what it lacks is known now.
         let missing_resource = workflow.check_resources().err();
         #[cfg(feature = "otel")]
@@ -201,6 +222,9 @@ impl Engine {
                 #[cfg(feature = "otel")]
                 telemetry,
                 timers: timer_queue::TimerQueue::default(),
+                delegating,
+                may_delegate,
+                delegates: RwLock::new(Vec::new()),
                 this: this.clone(),
             }),
         }
@@ -416,7 +440,7 @@ impl Engine {
             size,
             Some(ids.start),
         )?;
-        let slot = self.new_run(None, &ev, ids)?;
+        let slot = self.shared.new_run(None, &ev, ids)?;
         // Where this task drives all of the run's executions, the first one's inputs are
         // extracted in the start event's locked section (its body starts on this task).
         let shares = shares_task(&self.shared);
@@ -486,61 +510,6 @@ impl Engine {
         Ok(run_id)
     }
 
-    /// Checks a start event and makes (or reuses) the slot of a new run, registered with the
-    /// engine; the start event is not applied yet. The run's id is the slot's.
-    fn new_run(
-        &self,
-        thread_id: Option<&str>,
-        ev: &Incoming,
-        ids: RunIds,
-    ) -> Result<Arc<RunSlot>, EngineError> {
-        if !(ev.kind.is_start() && ev.kind.is_control()) {
-            return Err(EngineError::NotAStartEvent {
-                name: ev.name.to_string(),
-            });
-        }
-        if let Some(e) = &self.shared.missing_resource {
-            return Err(e.clone().into());
-        }
-        self.shared.workflow.validate_start(&ev.payload)?;
-        let (run_id, key) = run_id_text(&ids.run);
-        let thread = match thread_id {
-            Some(t) => Thread::Given(t.into()),
-            None => Thread::New(ids.thread),
-        };
-        let shared = &*self.shared;
-        if !shared.opts.keep_ended_runs && shared.spare_slot_count.load(Ordering::Relaxed) > 0 {
-            // A kept slot (reset when it was let go) is renamed and held in one locked
-            // section.
-            let mut runs = shared.runs.write().unwrap_or_else(|p| p.into_inner());
-            if let Some(mut slot) = runs.spare.pop() {
-                shared
-                    .spare_slot_count
-                    .store(runs.spare.len(), Ordering::Relaxed);
-                // The list held the only reference.
-                if let Some(spare) = Arc::get_mut(&mut slot) {
-                    let ended_id = spare.rename(run_id, thread, key);
-                    // A slot whose tables went to the stash when its run was evicted takes
-                    // kept ones now: its first dispatch grows none. (The stash's lock
-                    // is never held while the run table's is taken.)
-                    shared.adopt_spare(spare.state.get_mut());
-                    runs.held.replace(HeldRun(slot.clone()));
-                    drop(runs);
-                    drop(ended_id);
-                    return Ok(slot);
-                }
-            }
-        }
-        let run = Run::new(shared.workflow.compiled().clone(), key);
-        let slot = Arc::new(RunSlot::new(
-            RunIdText::Hex(HexId::new(run_id)),
-            thread,
-            run,
-        ));
-        shared.insert(slot.clone());
-        Ok(slot)
-    }
-
     /// The synchronous part of starting a run: makes its slot and applies its start event
     /// (not yet durable). Kept out of the `start_run*` futures, which stay small.
     fn begin_run(
@@ -550,9 +519,29 @@ impl Engine {
         ids: RunIds,
     ) -> Result<(Arc<RunSlot>, Applied), EngineError> {
         let ev = ev?;
-        let slot = self.new_run(thread_id, &ev, ids)?;
+        let slot = self.shared.new_run(thread_id, &ev, ids)?;
         let applied = self.shared.apply_to_launch(&slot, Input::Append(ev))?;
         Ok((slot, applied))
+    }
+
+    /// Lets this engine's runs delegate to `other`'s agent (its workflow's name is the
+    /// `agent_class` an [`crate::AgentInTheLoopRequestEvent`] names): a request starts a run
+    /// there (the child), whose end comes back as an [`crate::AgentInTheLoopResponseEvent`]
+    /// or [`crate::AgentInTheLoopExceptionEvent`]. Registering makes sure of every child of
+    /// that agent the runs held here still wait for — started, or its end delivered — so
+    /// that after a restart (open both engines, then register) nothing between the two
+    /// journals is lost. The engines may share a store or not; `other` is held weakly (keep
+    /// it alive as long as runs delegate to it). An engine may delegate to itself.
+    pub async fn delegate_to(&self, other: &Engine) {
+        self.shared.add_delegate(&other.shared).await;
+    }
+
+    /// The children of a run this engine holds: each one's number, agent, run id, whether
+    /// it is awaited, detached, ended or abandoned (see [`ChildView`]).
+    pub fn children(&self, run_id: &str) -> Result<Vec<ChildView>, EngineError> {
+        let slot = self.shared.slot(run_id)?;
+        let st = slot.lock();
+        Ok(child_views(&st.run, |seq, _| st.payloads.get(seq as usize)))
     }
 
     /// Sends an event to a live run; returns its id once it is durable. An event for a run
@@ -628,17 +617,7 @@ impl Engine {
     /// once it is durable. A run that has ended already is refused (`SAAP-E012`), an unknown
     /// one too (`SAAP-E001`).
     pub async fn cancel(&self, run_id: &str, reason: &str) -> Result<EventId, EngineError> {
-        let slot = self.shared.slot_or_ended(run_id).await?;
-        if slot.lock().run.is_terminated() {
-            return Err(cancel::already_ended(&slot));
-        }
-        let ev = self.shared.cancellation_event(reason);
-        let id = ev.id;
-        match self.shared.submit(&slot, Input::Append(ev)).await? {
-            // It ended meanwhile: the cancellation is only evidence.
-            Some(saap_dispatch::Appended::AfterStop { .. }) => Err(cancel::already_ended(&slot)),
-            _ => Ok(id),
-        }
+        self.shared.cancel_run(run_id, reason).await
     }
 
     /// A consistent copy of a run's state, for inspection.

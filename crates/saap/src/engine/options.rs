@@ -33,6 +33,10 @@ pub struct EngineOptions {
     /// How far ahead a step may set a timer ([`crate::Delayed`]); a completion with one due
     /// later fails the step with `SAAP-E011` (default 366 days).
     pub max_timer_horizon: std::time::Duration,
+    /// How deep a tree of delegations may grow (a root run's children are 1 deep); a
+    /// request that would start a run deeper fails its step with `SAAP-E014` (default 8:
+    /// agents that delegate to each other in a cycle end there).
+    pub max_delegation_depth: u32,
 }
 
 impl Default for EngineOptions {
@@ -45,6 +49,7 @@ impl Default for EngineOptions {
             #[cfg(feature = "otel")]
             telemetry: None,
             max_timer_horizon: std::time::Duration::from_secs(366 * 86_400),
+            max_delegation_depth: 8,
         }
     }
 }

@@ -67,9 +67,14 @@ impl Shared {
                     StoredInput::Clock { now_ns } => {
                         take_due_payloads(&st.run, &mut st.timers, *now_ns, &mut pending)
                     }
+                    StoredInput::ChildEnded { event, .. } => pending.push(payload(event)),
                     StoredInput::Retry { .. } => {}
                 }
-                let (input, schedule) = entry.input.core_inputs(to_new);
+                let crate::backend::CoreInputs {
+                    input,
+                    schedule,
+                    delegate,
+                } = entry.input.core_inputs(to_new);
                 let mut pre = Pre {
                     replay: Some(entry.preconditions.clone().into_iter()),
                     ..self.pre(&st.payloads, &pending, &mut st.pre_cache)
@@ -81,6 +86,9 @@ impl Shared {
                 let first_timer = st.run.timers().len();
                 if let Some(schedule) = schedule {
                     st.run.apply(schedule, &mut pre).map_err(bad)?;
+                }
+                if let Some(delegate) = delegate {
+                    st.run.apply(delegate, &mut pre).map_err(bad)?;
                 }
                 if pre.exhausted {
                     return Err(format!(

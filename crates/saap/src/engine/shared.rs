@@ -64,6 +64,12 @@ pub(crate) struct Shared {
     pub(super) telemetry: Option<super::telemetry::LiveTelemetry>,
     /// When runs have timers due (see `timers`).
     pub(super) timers: super::timer_queue::TimerQueue,
+    /// Per type id: whether its events are delegation requests (see `delegation`).
+    pub(super) delegating: Box<[bool]>,
+    /// Whether any type is: completions then take the general path, which starts children.
+    pub(super) may_delegate: bool,
+    /// The engines this one's runs delegate to, by agent class (`Engine::delegate_to`).
+    pub(super) delegates: RwLock<Vec<(Arc<str>, std::sync::Weak<Shared>)>>,
     /// This engine (for the tasks it starts that must not keep it alive).
     pub(super) this: std::sync::Weak<Shared>,
 }

@@ -74,6 +74,21 @@ pub(crate) struct RunState {
     /// The signal its running bodies watch for the run's cancellation (made when a body
     /// first asks: `StepCtx::cancellation`).
     pub(super) cancel: Option<tokio_util::sync::CancellationToken>,
+    /// Where the run reports its end, when it is an awaited child of another run (set by
+    /// the parent's engine, see `delegation`).
+    pub(super) parent: Option<Box<ParentLink>>,
+}
+
+/// Where a child run reports its end: its parent's engine and run, and its number there
+/// (see `delegation`).
+pub(crate) struct ParentLink {
+    /// The parent's engine (its `Shared`, held as `Any`: the run's state does not know the
+    /// engine's shared state, which knows it).
+    pub(super) engine: std::sync::Weak<dyn std::any::Any + Send + Sync>,
+    pub(super) run_id: Arc<str>,
+    pub(super) child: u32,
+    /// How many runs are above it (1: a child of a root run).
+    pub(super) depth: u32,
 }
 
 /// A run's timers as the engine holds them (the core holds when they are due).
@@ -298,6 +313,7 @@ impl RunState {
             waiters,
             timers,
             cancel,
+            parent,
         } = self;
         run.reset(run_key);
         Payload::recycle_all(payloads);
@@ -317,6 +333,7 @@ impl RunState {
         *pre_cache = None;
         *timers = None;
         *cancel = None;
+        *parent = None;
         // A reused slot had no holder left, so no waiter either (a waiter unregisters
         // when it stops waiting): nothing to drop, usually.
         if waiters.first.is_some() || waiters.more.is_some() {
@@ -329,6 +346,11 @@ impl RunState {
     pub(super) fn fits_a_spare_slot(&self) -> bool {
         self.run.log().len() <= SPARE_SLOT_MAX_EVENTS
             && self.payloads.capacity() <= SPARE_SLOT_MAX_EVENTS
+    }
+
+    /// How many runs are above this one (0: it is no run's awaited child).
+    pub(super) fn delegation_depth(&self) -> u32 {
+        self.parent.as_ref().map_or(0, |p| p.depth)
     }
 
     /// Ended (and the end is durable) with nothing running, or stopped by a failure.
@@ -358,6 +380,7 @@ impl RunSlot {
                 waiters: Waiters::default(),
                 timers: None,
                 cancel: None,
+                parent: None,
             }),
             version: std::sync::OnceLock::new(),
         }

@@ -1354,7 +1354,7 @@ async fn a_run_whose_start_is_not_applied_yet_is_not_listed() {
             Some(ids.start),
         )
         .unwrap();
-    let slot = engine.new_run(None, &ev, ids).unwrap();
+    let slot = engine.shared.new_run(None, &ev, ids).unwrap();
     assert!(engine.has_run(slot.run_id()), "held");
     assert_eq!(
         engine.run_ids(),

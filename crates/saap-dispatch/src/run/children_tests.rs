@@ -1,0 +1,193 @@
+//! Delegation in the core (DESIGN §8): children requested by a completed execution, awaited
+//! or detached, their ends delivered as arrivals, abandoned when the run ends first,
+//! replayed from the journal.
+
+use super::children::ChildError;
+use super::input::{Handled, InputError, RunInput};
+use super::progress::Progress;
+use super::*;
+use crate::ids::{counter_event_id, derived_event_id};
+use crate::replay::{History, replay};
+
+/// `StartEvent → ask` (returns a request to another agent), `decide(response | exception)
+/// → Done` (stop).
+const DELEGATING: &str = "name: Boss\nevents: [{name: Done, parents: [StopEvent]}]\nsteps:\n  - {name: ask, params: [{name: s, kind: required, types: [StartEvent]}], outputs: [AgentInTheLoopRequestEvent]}\n  - {name: decide, params: [{name: a, kind: required, types: [AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent]}], outputs: [Done]}\n";
+
+struct Driven {
+    run: Run,
+    inputs: Vec<RunInput>,
+}
+
+impl Driven {
+    fn ty(&self, name: &str) -> TypeId {
+        self.run.spec().type_id(name).expect("type")
+    }
+    fn input(&mut self, input: RunInput) -> Result<Handled, InputError> {
+        self.inputs.push(input.clone());
+        self.run.handle(input, &mut DeclaredConditions)
+    }
+    /// Starts the run and completes `ask`, which returns one request per entry of
+    /// `detached` and delegates each (detached or awaited as given).
+    fn asked(detached: &[bool]) -> (Driven, ExecutionId) {
+        let spec = crate::compile_spec_text(DELEGATING, crate::SpecSyntax::Yaml).expect("spec");
+        let mut d = Driven {
+            run: Run::new(Arc::new(spec), 7),
+            inputs: Vec::new(),
+        };
+        let start = NewEvent::known(counter_event_id(1), d.ty("StartEvent"));
+        d.input(RunInput::Append(start)).expect("start");
+        let x = d.run.next_started().expect("ask started");
+        let requests: Vec<NewEvent> = (0..detached.len() as u32)
+            .map(|i| {
+                NewEvent::known(
+                    derived_event_id(7, x, i),
+                    d.ty("AgentInTheLoopRequestEvent"),
+                )
+            })
+            .collect();
+        d.input(RunInput::Complete {
+            execution: x,
+            attempt: 1,
+            outcome: Outcome::Returned(requests.clone()),
+        })
+        .expect("completed");
+        let children = requests
+            .iter()
+            .zip(detached)
+            .map(|(r, detached)| ChildRequest {
+                request: r.id,
+                detached: *detached,
+            })
+            .collect();
+        let added = d.input(RunInput::Delegate {
+            execution: x,
+            children,
+        });
+        assert_eq!(
+            added,
+            Ok(Handled::Delegated {
+                children: detached.len() as u32
+            })
+        );
+        (d, x)
+    }
+    fn ended(&mut self, child: u32, n: u64, ty: &str) -> Result<Handled, InputError> {
+        let event = NewEvent::known(counter_event_id(n), self.ty(ty));
+        self.input(RunInput::ChildEnded { child, event })
+    }
+    fn records(&self) -> Vec<Record> {
+        self.run.records().to_vec()
+    }
+    /// The journal replays to the same records.
+    fn replays(&self) {
+        let recorded = self.records();
+        let spec = self.run.spec_arc().clone();
+        let again = replay(spec.clone(), 7, None, &self.inputs, &recorded).expect("replays");
+        assert_eq!(again.children(), self.run.children());
+        // Through a history file (what `explain --history` reads).
+        let history = History::new(&self.run, &self.inputs);
+        let text = serde_json::to_string(&history).expect("json");
+        let back: History = serde_json::from_str(&text).expect("parses");
+        assert_eq!(back.journal(&spec).expect("journal"), self.inputs);
+    }
+}
+
+#[test]
+fn an_awaited_child_keeps_the_run_waiting_until_its_end_is_delivered() {
+    let (mut d, ask) = Driven::asked(&[false]);
+    assert!(d.records().contains(&Record::ChildRequested {
+        child: 0,
+        execution: ask
+    }));
+    assert_eq!(
+        d.run.progress(),
+        Progress::Waiting {
+            timer: None,
+            children: 1
+        }
+    );
+    assert_eq!(d.run.progress().as_str(), "waiting_children");
+    let handled = d.ended(0, 50, "AgentInTheLoopResponseEvent");
+    assert!(matches!(
+        handled,
+        Ok(Handled::Appended(Appended::Dispatched { started: 1, .. }))
+    ));
+    assert!(d.records().contains(&Record::ChildEnded { child: 0 }));
+    assert!(matches!(
+        d.run.children()[0].state,
+        ChildState::Ended { seq: Some(_) }
+    ));
+    assert_eq!(d.run.progress(), Progress::Running { executions: 1 });
+    d.replays();
+}
+
+#[test]
+fn a_detached_child_neither_keeps_the_run_waiting_nor_reports_to_it() {
+    let (mut d, _) = Driven::asked(&[true]);
+    assert_eq!(d.run.children()[0].state, ChildState::Detached);
+    assert_eq!(d.run.progress().as_str(), "waiting_event");
+    assert_eq!(
+        d.ended(0, 50, "AgentInTheLoopResponseEvent"),
+        Err(InputError::Child(ChildError::Detached { child: 0 }))
+    );
+}
+
+#[test]
+fn a_second_end_of_a_child_is_refused() {
+    let (mut d, _) = Driven::asked(&[false]);
+    d.ended(0, 50, "AgentInTheLoopExceptionEvent")
+        .expect("first end");
+    assert_eq!(
+        d.ended(0, 51, "AgentInTheLoopResponseEvent"),
+        Err(InputError::Child(ChildError::AlreadyEnded { child: 0 }))
+    );
+    assert_eq!(
+        d.ended(3, 52, "AgentInTheLoopResponseEvent"),
+        Err(InputError::Child(ChildError::UnknownChild { child: 3 }))
+    );
+}
+
+#[test]
+fn awaited_children_are_abandoned_when_the_run_ends_first_and_a_late_end_is_evidence() {
+    let (mut d, _) = Driven::asked(&[false, true]);
+    // The run is cancelled (an exception from outside ends it).
+    let cancel = NewEvent::known(counter_event_id(60), d.ty("ExceptionEvent"));
+    d.input(RunInput::Append(cancel)).expect("ended");
+    assert!(d.records().contains(&Record::ChildAbandoned { child: 0 }));
+    assert!(!d.records().contains(&Record::ChildAbandoned { child: 1 }));
+    assert_eq!(d.run.children()[0].state, ChildState::Abandoned);
+    assert_eq!(d.run.children()[1].state, ChildState::Detached);
+    assert!(matches!(
+        d.ended(0, 61, "AgentInTheLoopResponseEvent"),
+        Ok(Handled::Appended(Appended::AfterStop { .. }))
+    ));
+    d.replays();
+}
+
+#[test]
+fn a_delegation_names_a_request_in_the_log_of_a_completed_execution() {
+    let (mut d, ask) = Driven::asked(&[]);
+    let stray = counter_event_id(99);
+    assert_eq!(
+        d.input(RunInput::Delegate {
+            execution: ask,
+            children: vec![ChildRequest {
+                request: stray,
+                detached: false
+            }],
+        }),
+        Err(InputError::Child(ChildError::UnknownRequest {
+            execution: ask,
+            request: stray
+        }))
+    );
+    assert!(matches!(
+        d.input(RunInput::Delegate {
+            execution: ExecutionId(40),
+            children: Vec::new(),
+        }),
+        Err(InputError::Child(ChildError::Complete(
+            CompleteError::UnknownExecution(_)
+        )))
+    ));
+}

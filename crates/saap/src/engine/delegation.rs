@@ -1,0 +1,621 @@
+//! Delegation between engines in one process (DESIGN §8, issue 21 §3–§4): a step's
+//! [`AgentInTheLoopRequestEvent`] output starts a run of another workflow (the child), whose
+//! end comes back to the parent as an [`AgentInTheLoopResponseEvent`] or
+//! [`AgentInTheLoopExceptionEvent`]; a run that ends cancels its abandoned children (and,
+//! when it was cancelled, its detached ones too), so a cancel covers the whole tree.
+//!
+//! The core decides (`Run::delegate`, `Run::child_ended`, abandoned children at the end);
+//! this file does what it asks, each step only once what it follows is durable: a child is
+//! started after the parent's request is in its journal, a child's end is delivered after
+//! it is in the child's. A child's run id is its request's event id, so making sure of a
+//! child (start it, or deliver its end if it has one) can be done again at any time: that
+//! is what [`crate::Engine::delegate_to`] does for every child its runs still wait for,
+//! which closes the crash windows between the two journals. Must not decide anything the
+//! core decides, nor write to a store but through the engines' inputs.
+
+use super::apply::Input;
+use super::error::EngineError;
+use super::incoming::Incoming;
+use super::shared::Shared;
+use super::slot::{ParentLink, RunSlot, RunState};
+use crate::backend::{Pending, StoreError};
+use crate::delegation::{
+    AgentInTheLoopExceptionEvent, AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent,
+};
+use crate::event::{Event, Payload};
+use crate::params::OutEvent;
+use saap_dispatch::run::{ChildRequest, ChildState, RunStatus};
+use saap_dispatch::{EventId, EventKind, ExecutionId, NewEventType, Seq};
+use saap_protocol::Classification;
+use std::future::Future;
+use std::sync::{Arc, Weak};
+
+/// The protocol's name of delegation requests: a type whose lineage holds it starts a child.
+pub(super) const REQUEST_EVENT: &str = AgentInTheLoopRequestEvent::NAME;
+
+/// A child to make sure of, as its parent's journal has it.
+pub(super) struct ChildStart {
+    child: u32,
+    request: EventId,
+    req: AgentInTheLoopRequestEvent,
+}
+
+/// Who is delegating: the parent run as its children need to know it.
+#[derive(Clone)]
+struct Parent {
+    run_id: Arc<str>,
+    thread_id: Arc<str>,
+    depth: u32,
+}
+
+/// What a run's end asks of its tree, done once the end is durable.
+pub(super) struct EndEffects {
+    /// The event reporting the end, for the parent that awaits it.
+    report: Option<ToParent>,
+    /// Children to cancel (agent class, run id), and why.
+    cancel: Vec<(String, String)>,
+    reason: String,
+}
+
+/// A child's report and where it goes: its parent's engine (see [`ParentLink`]), run and
+/// child number.
+struct ToParent {
+    engine: Weak<dyn std::any::Any + Send + Sync>,
+    run_id: Arc<str>,
+    child: u32,
+    report: Report,
+}
+
+/// The event that reports a child's end to its parent.
+struct Report {
+    name: &'static str,
+    payload: Payload,
+}
+
+impl Shared {
+    /// Whether events of type `ty` are delegation requests.
+    pub(super) fn is_delegating(&self, ty: &NewEventType) -> bool {
+        match ty {
+            NewEventType::Known(t) => self.delegating.get(*t as usize).copied().unwrap_or(false),
+            NewEventType::Foreign { .. } => false,
+        }
+    }
+
+    /// The delegation requests among a completion's outputs (by output index), read and
+    /// checked; `Err` (the step's failure message) for a request that names no agent this
+    /// engine knows, nests too deep, or does not read as a request.
+    pub(super) fn delegations(
+        &self,
+        depth: u32,
+        outs: &[OutEvent],
+    ) -> Result<Vec<(usize, AgentInTheLoopRequestEvent)>, String> {
+        let mut found = Vec::new();
+        for (i, o) in outs.iter().enumerate() {
+            if o.due_ns.is_some() || !self.is_delegating(&self.out_type(None, &o.name)) {
+                continue;
+            }
+            let req: AgentInTheLoopRequestEvent =
+                crate::event::from_payload(&o.payload).map_err(|e| {
+                    format!(
+                        "SAAP-E015: step output `{}` is a delegation request that cannot be read \
+                         ({e}); give it `agent_class`, `start_event_name` and `start_event`",
+                        o.name
+                    )
+                })?;
+            if self.delegate(&req.agent_class).is_none() {
+                return Err(format!(
+                    "SAAP-E013: step output `{}` delegates to agent `{}`, which this engine does \
+                     not know; register that agent's engine with `Engine::delegate_to` (known: {})",
+                    o.name,
+                    req.agent_class,
+                    self.delegate_names().join(", ")
+                ));
+            }
+            let depth = depth + 1;
+            if depth > self.opts.max_delegation_depth {
+                return Err(format!(
+                    "SAAP-E014: step output `{}` would start a run {depth} delegations deep, past \
+                     the limit of {} (EngineOptions::max_delegation_depth); agents that delegate \
+                     to each other need a way to stop",
+                    o.name, self.opts.max_delegation_depth
+                ));
+            }
+            found.push((i, req));
+        }
+        Ok(found)
+    }
+
+    /// Adds the children a completion asked for to the core (right after the completion,
+    /// same lock, same journal entry); returns them numbered, to be started once durable.
+    pub(super) fn set_children(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        execution: ExecutionId,
+        requests: Vec<(EventId, AgentInTheLoopRequestEvent)>,
+    ) -> Result<Vec<ChildStart>, EngineError> {
+        let first = st.run.children().len() as u32;
+        let children = requests
+            .iter()
+            .map(|(request, req)| ChildRequest {
+                request: *request,
+                detached: req.detached,
+            })
+            .collect();
+        let mut pre = self.pre(&st.payloads, &[], &mut st.pre_cache);
+        st.run
+            .handle(
+                saap_dispatch::run::input::RunInput::Delegate {
+                    execution,
+                    children,
+                },
+                &mut pre,
+            )
+            .map_err(|e| EngineError::Core {
+                run_id: slot.run_id().to_string(),
+                detail: e.to_string(),
+            })?;
+        Ok(requests
+            .into_iter()
+            .enumerate()
+            .map(|(i, (request, req))| ChildStart {
+                child: first + i as u32,
+                request,
+                req,
+            })
+            .collect())
+    }
+
+    /// Starts the children once `durable` (the parent's entry that asked for them) is.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn start_children_after(
+        self: &Arc<Self>,
+        slot: &RunSlot,
+        st: &RunState,
+        starts: Vec<ChildStart>,
+        durable: Pending<()>,
+    ) -> Pending<()> {
+        let parent = Parent {
+            run_id: slot.run_id().clone(),
+            thread_id: slot.thread_id().clone(),
+            depth: st.delegation_depth(),
+        };
+        let shared = self.clone();
+        after_durable(durable, async move {
+            for c in starts {
+                shared.ensure_child(&parent, c).await;
+            }
+        })
+    }
+
+    /// Makes sure of one child: started if it is not, its end delivered if it has one
+    /// (again harmlessly: the core refuses a second end).
+    async fn ensure_child(self: &Arc<Self>, parent: &Parent, c: ChildStart) {
+        let awaited = !c.req.detached;
+        let Some(engine) = self.delegate(&c.req.agent_class) else {
+            let why = format!(
+                "agent `{}` is not known to this process (register its engine with \
+                 `Engine::delegate_to`)",
+                c.req.agent_class
+            );
+            if awaited {
+                self.deliver(&parent.run_id, c.child, unstarted(&c, &why))
+                    .await;
+            }
+            return;
+        };
+        let this: Weak<dyn std::any::Any + Send + Sync> = self.this.clone();
+        let link = awaited.then(|| ParentLink {
+            engine: this,
+            run_id: parent.run_id.clone(),
+            child: c.child,
+            depth: parent.depth + 1,
+        });
+        let thread = c.req.share_thread_id.then(|| parent.thread_id.clone());
+        match engine.adopt_child(c.request, link, thread, &c.req).await {
+            Ok(Some(report)) if awaited => self.deliver(&parent.run_id, c.child, report).await,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(parent = %parent.run_id, child = c.child, error = %e, "a child run could not be started");
+                if awaited {
+                    self.deliver(&parent.run_id, c.child, unstarted(&c, &e.to_string()))
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// In the child's engine: the run of request `request` linked to its parent, started
+    /// when it does not exist; its end's report when it has ended already.
+    async fn adopt_child(
+        self: &Arc<Self>,
+        request: EventId,
+        link: Option<ParentLink>,
+        thread: Option<Arc<str>>,
+        req: &AgentInTheLoopRequestEvent,
+    ) -> Result<Option<Report>, EngineError> {
+        let run_id = request.to_string();
+        if let Ok(slot) = self.slot(&run_id) {
+            {
+                let mut st = slot.lock();
+                if !st.run.is_terminated() {
+                    st.parent = link.map(Box::new);
+                    return Ok(None);
+                }
+            }
+            // It ended without a link (it ended before the parent's engine was back):
+            // reported once its end is durable.
+            slot.until_quiet().await;
+            let st = slot.lock();
+            return Ok(Some(self.report(&slot, &st)));
+        }
+        if let Some(slot) = self.read_stored(&run_id).await? {
+            let st = slot.lock();
+            if st.run.is_terminated() {
+                return Ok(Some(self.report(&slot, &st)));
+            }
+        }
+        let payload = Payload::from_json(req.start_event.clone());
+        let ev = payload
+            .check_json()
+            .map_err(EngineError::from)
+            .and_then(|size| self.incoming(&req.start_event_name, payload, size, None))?;
+        // Its id is its request's event id; it is linked to its parent before its start
+        // event is applied, so that an end reached at once is reported.
+        let mut ids = self.ids.next_run();
+        ids.run = request;
+        let slot = self.new_run(thread.as_deref(), &ev, ids)?;
+        slot.lock().parent = link.map(Box::new);
+        let applied = match self.apply_to_launch(&slot, Input::Append(ev)) {
+            Ok(a) => a,
+            Err(e) => {
+                self.release(slot);
+                return Err(e);
+            }
+        };
+        let launched = self.launch(&slot, applied).await;
+        self.release(slot);
+        launched.map(|_| None)
+    }
+
+    /// The event reporting the end of run `slot` (ended) to its parent.
+    fn report(&self, slot: &RunSlot, st: &RunState) -> Report {
+        let RunStatus::Terminated { by } = st.run.status() else {
+            return Report {
+                name: AgentInTheLoopExceptionEvent::NAME,
+                payload: Payload::typed(AgentInTheLoopExceptionEvent {
+                    exception_event_name: "ExceptionEvent".into(),
+                    exception_event: serde_json::json!({
+                        "message": "the child run has not ended", "http_status_code": 500
+                    }),
+                    request_event_id: slot.run_id().to_string(),
+                    agent_class: self.workflow.name().to_string(),
+                    child_run_id: slot.run_id().to_string(),
+                }),
+            };
+        };
+        let e = &st.run.log()[by as usize];
+        let name = st.run.type_name(e.ty).to_string();
+        let fields = end_fields(st, by);
+        let (request_event_id, agent_class, child_run_id) = (
+            slot.run_id().to_string(),
+            self.workflow.name().to_string(),
+            slot.run_id().to_string(),
+        );
+        if e.kind.is_exception() {
+            Report {
+                name: AgentInTheLoopExceptionEvent::NAME,
+                payload: Payload::typed(AgentInTheLoopExceptionEvent {
+                    exception_event_name: name,
+                    exception_event: fields,
+                    request_event_id,
+                    agent_class,
+                    child_run_id,
+                }),
+            }
+        } else {
+            Report {
+                name: AgentInTheLoopResponseEvent::NAME,
+                payload: Payload::typed(AgentInTheLoopResponseEvent {
+                    stop_event_name: name,
+                    stop_event: fields,
+                    request_event_id,
+                    agent_class,
+                    child_run_id,
+                }),
+            }
+        }
+    }
+
+    /// In the parent's engine: hands the core child `child`'s end. A parent this engine no
+    /// longer holds (it ended and left memory) needs nothing.
+    async fn deliver(self: &Arc<Self>, run_id: &str, child: u32, report: Report) {
+        let Ok(slot) = self.slot(run_id) else {
+            tracing::debug!(run_id, child, "a child ended after its parent left memory");
+            return;
+        };
+        let ev = self.report_event(report);
+        match self.submit(&slot, Input::ChildEnded { child, ev }).await {
+            Ok(_) => {}
+            Err(EngineError::Core { detail, .. }) if detail.contains("was delivered already") => {}
+            Err(e) => {
+                tracing::error!(run_id, child, error = %e, "a child's end could not be delivered")
+            }
+        }
+        self.release(slot);
+    }
+
+    /// A report as an event of this workflow: of its own type when it declares it, else as a
+    /// type it does not know, classified by the protocol's lineage.
+    fn report_event(&self, report: Report) -> Incoming {
+        let Report { name, payload } = report;
+        if let Some(t) = self.type_ids.get(name) {
+            return Incoming {
+                id: self.ids.next(),
+                ty: NewEventType::Known(*t),
+                kind: self.workflow.compiled().type_info(*t).kind,
+                name: name.into(),
+                payload,
+                by: None,
+            };
+        }
+        let kind = self
+            .workflow
+            .compiled()
+            .hierarchy
+            .lineage(name)
+            .map(|l| EventKind::from_classification(Classification::from_parent_event_names(l)))
+            .unwrap_or_else(|| EventKind::from_bits(EventKind::CONTROL | EventKind::DISPLAY));
+        Incoming {
+            id: self.ids.next(),
+            ty: NewEventType::Foreign {
+                name: name.to_string(),
+                kind,
+            },
+            kind,
+            name: name.into(),
+            payload,
+            by: None,
+        }
+    }
+
+    /// What the end of run `slot` (just ended) asks of its tree: its report to an awaiting
+    /// parent, the cancellation of its abandoned children (and of its detached ones when
+    /// it was cancelled). `None` for a run outside any tree (most runs).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn end_effects(&self, slot: &RunSlot, st: &RunState) -> Option<EndEffects> {
+        let report = st.parent.as_ref().map(|p| ToParent {
+            engine: p.engine.clone(),
+            run_id: p.run_id.clone(),
+            child: p.child,
+            report: self.report(slot, st),
+        });
+        let cancelled = st.run.progress() == saap_dispatch::run::progress::Progress::Cancelled;
+        let cancel = st
+            .run
+            .children()
+            .iter()
+            .filter(|c| {
+                c.state == ChildState::Abandoned || (cancelled && c.state == ChildState::Detached)
+            })
+            .filter_map(|c| {
+                let req = self.request_of(st, c.request_seq)?;
+                Some((req.agent_class, c.request.to_string()))
+            })
+            .collect();
+        let reason = if cancelled {
+            format!("its parent run {} was cancelled", slot.run_id())
+        } else {
+            format!("its parent run {} ended", slot.run_id())
+        };
+        Some(EndEffects {
+            report,
+            cancel,
+            reason,
+        })
+    }
+
+    /// Does what a run's end asks of its tree once `durable` (the end) is.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn end_effects_after(
+        &self,
+        effects: EndEffects,
+        durable: Pending<()>,
+    ) -> Pending<()> {
+        let Some(shared) = self.this.upgrade() else {
+            return durable;
+        };
+        after_durable(durable, async move {
+            let EndEffects {
+                report,
+                cancel,
+                reason,
+            } = effects;
+            if let Some(to) = report
+                && let Some(parent) = to.engine.upgrade()
+                && let Ok(parent) = parent.downcast::<Shared>()
+            {
+                parent.deliver(&to.run_id, to.child, to.report).await;
+            }
+            for (class, run_id) in cancel {
+                let Some(engine) = shared.delegate(&class) else {
+                    continue;
+                };
+                match engine.cancel_run(&run_id, &reason).await {
+                    Ok(_) | Err(EngineError::RunEnded { .. } | EngineError::UnknownRun { .. }) => {}
+                    Err(e) => {
+                        tracing::warn!(run_id, error = %e, "a child run could not be cancelled")
+                    }
+                }
+            }
+        })
+    }
+
+    /// The request a child was started by, read from the parent's log.
+    fn request_of(&self, st: &RunState, seq: Seq) -> Option<AgentInTheLoopRequestEvent> {
+        let payload = st.payloads.get(seq as usize)?;
+        crate::event::from_payload(payload).ok()
+    }
+
+    /// The engine of agent `class`, if registered and alive.
+    pub(super) fn delegate(&self, class: &str) -> Option<Arc<Shared>> {
+        let delegates = self.delegates.read().unwrap_or_else(|p| p.into_inner());
+        delegates
+            .iter()
+            .find(|(name, _)| &**name == class)
+            .and_then(|(_, engine)| engine.upgrade())
+    }
+
+    fn delegate_names(&self) -> Vec<String> {
+        let delegates = self.delegates.read().unwrap_or_else(|p| p.into_inner());
+        delegates.iter().map(|(name, _)| name.to_string()).collect()
+    }
+
+    /// Registers `other` as the engine of its workflow's agent class, then makes sure of
+    /// every child of that class the runs held here still wait for (started, or their end
+    /// delivered): after a restart, what was between the two journals is done now.
+    pub(super) async fn add_delegate(self: &Arc<Self>, other: &Arc<Shared>) {
+        let class: Arc<str> = other.workflow.name().into();
+        {
+            let mut delegates = self.delegates.write().unwrap_or_else(|p| p.into_inner());
+            delegates.retain(|(name, _)| *name != class);
+            delegates.push((class.clone(), Arc::downgrade(other)));
+        }
+        let held: Vec<Arc<RunSlot>> = {
+            let runs = self.runs.read().unwrap_or_else(|p| p.into_inner());
+            runs.held.iter().map(|h| h.0.clone()).collect()
+        };
+        for slot in held {
+            let (parent, starts) = {
+                let st = slot.lock();
+                let starts: Vec<ChildStart> = st
+                    .run
+                    .children()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.state == ChildState::Awaited)
+                    .filter_map(|(i, c)| {
+                        let req = self.request_of(&st, c.request_seq)?;
+                        (*req.agent_class == *class).then_some(ChildStart {
+                            child: i as u32,
+                            request: c.request,
+                            req,
+                        })
+                    })
+                    .collect();
+                let parent = Parent {
+                    run_id: slot.run_id().clone(),
+                    thread_id: slot.thread_id().clone(),
+                    depth: st.delegation_depth(),
+                };
+                (parent, starts)
+            };
+            for c in starts {
+                self.ensure_child(&parent, c).await;
+            }
+        }
+    }
+}
+
+/// The report of a child that could not be started.
+fn unstarted(c: &ChildStart, why: &str) -> Report {
+    Report {
+        name: AgentInTheLoopExceptionEvent::NAME,
+        payload: Payload::typed(AgentInTheLoopExceptionEvent {
+            exception_event_name: "ExceptionEvent".into(),
+            exception_event: serde_json::json!({
+                "message": format!("the delegated run could not be started: {why}"),
+                "http_status_code": 502,
+            }),
+            request_event_id: c.request.to_string(),
+            agent_class: c.req.agent_class.clone(),
+            child_run_id: String::new(),
+        }),
+    }
+}
+
+/// The fields of the event that ended a run (an empty object when its payload is gone).
+fn end_fields(st: &RunState, seq: Seq) -> serde_json::Value {
+    st.payloads
+        .get(seq as usize)
+        .and_then(|p| p.try_json().ok())
+        .cloned()
+        .unwrap_or_else(|| serde_json::Value::Object(Default::default()))
+}
+
+/// `durable`, with `then` run (on a task of its own) once it is: at once when it is already,
+/// never when it failed.
+fn after_durable(
+    durable: Pending<()>,
+    then: impl Future<Output = ()> + Send + 'static,
+) -> Pending<()> {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        tracing::error!("delegation needs a tokio runtime: children are not started");
+        return durable;
+    };
+    match durable {
+        Pending::Ready(Ok(())) => {
+            rt.spawn(then);
+            Pending::Ready(Ok(()))
+        }
+        Pending::Ready(Err(e)) => Pending::Ready(Err(e)),
+        Pending::Wait(rx) => {
+            let (tx, waited) = tokio::sync::oneshot::channel();
+            rt.spawn(async move {
+                let r = rx.await.unwrap_or(Err(StoreError::Halted));
+                let ok = r.is_ok();
+                let _ = tx.send(r);
+                if ok {
+                    then.await;
+                }
+            });
+            Pending::Wait(waited)
+        }
+    }
+}
+
+/// One child of a run, as [`crate::Engine::children`] and `show` report it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChildView {
+    /// Its number in its parent (the order it was requested in).
+    pub child: u32,
+    /// The agent it runs (its workflow's name), as the request named it.
+    pub agent_class: String,
+    /// Its run id: the request's event id.
+    pub run_id: String,
+    /// `awaited` (the parent waits for its end), `detached`, `ended` (its end was
+    /// delivered), or `abandoned` (the parent ended first; the child was cancelled).
+    pub state: &'static str,
+    /// The execution of the parent that requested it.
+    pub requested_by: String,
+}
+
+/// The children of `run`; `payload` gives a logged event's payload (by sequence number and
+/// id), from which each request's agent is read.
+pub(crate) fn child_views<'a>(
+    run: &saap_dispatch::Run,
+    payload: impl Fn(Seq, EventId) -> Option<&'a Payload>,
+) -> Vec<ChildView> {
+    run.children()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ChildView {
+            child: i as u32,
+            agent_class: payload(c.request_seq, c.request)
+                .and_then(|p| crate::event::from_payload::<AgentInTheLoopRequestEvent>(p).ok())
+                .map(|r| r.agent_class)
+                .unwrap_or_default(),
+            run_id: c.request.to_string(),
+            state: match c.state {
+                ChildState::Awaited => "awaited",
+                ChildState::Detached => "detached",
+                ChildState::Ended { .. } => "ended",
+                ChildState::Abandoned => "abandoned",
+            },
+            requested_by: c.requested_by.to_string(),
+        })
+        .collect()
+}

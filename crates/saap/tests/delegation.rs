@@ -1,0 +1,472 @@
+//! Delegation between agents in one process (DESIGN §8, issue 21 §3–§4): a step returns an
+//! `AgentInTheLoopRequestEvent`, the engine starts the named agent's run (the child, whose
+//! run id is the request's event id), and the child's end comes back to the parent as an
+//! `AgentInTheLoopResponseEvent` or `AgentInTheLoopExceptionEvent`. Cancelling a parent
+//! cancels its children, detached ones included; an unknown agent and a cycle of
+//! delegations fail the step with a code; a child's end reaches its parent across a
+//! restart. On the in-memory store and on SQLite (both engines on one store, as a
+//! process serving several agents would have them).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::WAIT;
+use saap::backend::Backend;
+use saap::{
+    AgentInTheLoopExceptionEvent, AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent, Either,
+    Engine, EngineOptions, MemoryBackend, Required, SqliteBackend, Step, StepCtx, StepError,
+    UserMessageEvent, Workflow,
+};
+use saap_dispatch::run::progress::Progress;
+use std::sync::Arc;
+
+event!(Asked, "ControlEvent");
+event!(Go, "ControlEvent");
+
+/// The researcher's answer: ends its run.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+struct Answer {
+    text: String,
+}
+impl saap::Event for Answer {
+    const NAME: &'static str = "Answer";
+    const PARENTS: &'static [&'static str] = &["StopEvent"];
+}
+
+/// The boss's report: ends its run with what the researcher said (or why it did not).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+struct Report {
+    text: String,
+}
+impl saap::Event for Report {
+    const NAME: &'static str = "Report";
+    const PARENTS: &'static [&'static str] = &["StopEvent"];
+}
+
+/// Answers a question at once; "fail" fails the step (the run ends with an exception);
+/// "wait" waits for `Go` first.
+fn researcher() -> Workflow {
+    Workflow::builder("Researcher")
+        .step(Step::new(
+            "answer",
+            |q: Required<UserMessageEvent>, _: StepCtx| async move {
+                match q.message.as_str() {
+                    "fail" => Err(StepError::new("no sources found")),
+                    "wait" => Ok(Either::Right(Asked { n: 1 })),
+                    m => Ok(Either::Left(Answer {
+                        text: format!("about {m}: 42"),
+                    })),
+                }
+            },
+        ))
+        .step(Step::new(
+            "resume",
+            |_: (Required<Asked>, Required<Go>), _: StepCtx| async move {
+                Ok::<_, StepError>(Answer {
+                    text: "after waiting".into(),
+                })
+            },
+        ))
+        .build()
+        .unwrap()
+}
+
+/// Asks agent `class` the question it was given (detached when the question starts with
+/// "detached "), then reports the answer or the failure. A detached request is followed
+/// by `Asked`: the boss then waits for an event that never comes.
+fn boss(class: &'static str) -> Workflow {
+    Workflow::builder("Boss")
+        .step(Step::new(
+            "ask",
+            move |q: Required<UserMessageEvent>, _: StepCtx| async move {
+                let (detached, question) = match q.message.strip_prefix("detached ") {
+                    Some(rest) => (true, rest.to_string()),
+                    None => (false, q.message.clone()),
+                };
+                let req = AgentInTheLoopRequestEvent::new(class, &UserMessageEvent::new(question))?;
+                Ok::<_, StepError>(if detached {
+                    Either::Left((req.detached(), Asked { n: 2 }))
+                } else {
+                    Either::Right(req)
+                })
+            },
+        ))
+        .step(Step::new(
+            "decide",
+            |r: Required<Either<AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent>>,
+             _: StepCtx| async move {
+                let text = match &*r {
+                    Either::Left(ok) => ok.stop_event::<Answer>()?.text,
+                    Either::Right(failed) => format!("failed: {}", failed.message()),
+                };
+                Ok::<_, StepError>(Report { text })
+            },
+        ))
+        .build()
+        .unwrap()
+}
+
+/// Two engines on one store, the boss delegating to the researcher.
+struct Agents {
+    boss: Engine,
+    researcher: Engine,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn agents(sqlite: bool, class: &'static str) -> Agents {
+    let (backend, dir): (Arc<dyn Backend>, _) = if sqlite {
+        let dir = tempfile::tempdir().unwrap();
+        let b = SqliteBackend::open(dir.path().join("agents.db")).unwrap();
+        (Arc::new(b), Some(dir))
+    } else {
+        (Arc::new(MemoryBackend::new()), None)
+    };
+    let boss = Engine::new(boss(class), backend.clone(), EngineOptions::default());
+    let researcher = Engine::new(researcher(), backend, EngineOptions::default());
+    boss.delegate_to(&researcher).await;
+    Agents {
+        boss,
+        researcher,
+        _dir: dir,
+    }
+}
+
+/// The text of the boss's report, once its run has ended.
+async fn report(engine: &Engine, run_id: &str) -> String {
+    tokio::time::timeout(WAIT, engine.wait_for_end(run_id))
+        .await
+        .unwrap()
+        .unwrap();
+    let snap = engine.snapshot(run_id).unwrap();
+    let reports: Vec<Report> = snap.events_of::<Report>();
+    assert_eq!(reports.len(), 1, "{}", snap.timeline());
+    reports[0].text.clone()
+}
+
+async fn an_awaited_child_answers_its_parent(sqlite: bool) {
+    let a = agents(sqlite, "Researcher").await;
+    let run = a
+        .boss
+        .start_run(UserMessageEvent::new("ants"))
+        .await
+        .unwrap();
+    assert_eq!(report(&a.boss, &run).await, "about ants: 42");
+    let children = a.boss.children(&run).unwrap();
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].agent_class, "Researcher");
+    assert_eq!(children[0].state, "ended");
+    // The child's run id is the request's event id; it ran in the boss's thread.
+    let snap = a.boss.snapshot(&run).unwrap();
+    let request = snap.run.children()[0].request.to_string();
+    assert_eq!(children[0].run_id, request);
+    let child = a
+        .researcher
+        .stored_snapshot(&request)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(child.run.progress(), Progress::Stopped);
+    assert_eq!(child.thread_id, snap.thread_id);
+    let timeline = snap.timeline();
+    assert!(timeline.contains("delegated: child 0"), "{timeline}");
+    assert!(timeline.contains("child 0 ended"), "{timeline}");
+}
+
+async fn a_failed_child_reports_an_exception(sqlite: bool) {
+    let a = agents(sqlite, "Researcher").await;
+    let run = a
+        .boss
+        .start_run(UserMessageEvent::new("fail"))
+        .await
+        .unwrap();
+    let text = report(&a.boss, &run).await;
+    assert!(text.starts_with("failed: "), "{text}");
+    assert!(text.contains("no sources found"), "{text}");
+    // The parent ended normally: a child's failure is an event it handles, not its own.
+    let snap = a.boss.snapshot(&run).unwrap();
+    assert_eq!(snap.run.progress(), Progress::Stopped);
+}
+
+async fn a_delegation_to_an_unknown_agent_fails_the_step(sqlite: bool) {
+    let a = agents(sqlite, "Nobody").await;
+    let run = a.boss.start_run(UserMessageEvent::new("x")).await.unwrap();
+    tokio::time::timeout(WAIT, a.boss.wait_for_end(&run))
+        .await
+        .unwrap()
+        .unwrap();
+    let snap = a.boss.snapshot(&run).unwrap();
+    assert_eq!(snap.run.progress(), Progress::Failed);
+    let timeline = snap.timeline();
+    assert!(timeline.contains("SAAP-E013"), "{timeline}");
+    assert!(timeline.contains("Nobody"), "{timeline}");
+    assert!(timeline.contains("Researcher"), "{timeline}");
+    assert!(snap.run.children().is_empty());
+}
+
+async fn cancelling_a_parent_cancels_its_waiting_child(sqlite: bool) {
+    let a = agents(sqlite, "Researcher").await;
+    let run = a
+        .boss
+        .start_run(UserMessageEvent::new("wait"))
+        .await
+        .unwrap();
+    let child = wait_for_child(&a.boss, &run).await;
+    wait_for_progress(&a.researcher, &child, "waiting_event").await;
+    assert_eq!(
+        a.boss.snapshot(&run).unwrap().run.progress().as_str(),
+        "waiting_children"
+    );
+    a.boss.cancel(&run, "not needed").await.unwrap();
+    tokio::time::timeout(WAIT, a.researcher.wait_for_end(&child))
+        .await
+        .unwrap()
+        .unwrap();
+    let c = a.researcher.snapshot(&child).unwrap();
+    assert_eq!(c.run.progress(), Progress::Cancelled);
+    let why = c.events_of::<saap::RunCancelledEvent>();
+    assert!(why[0].reason.contains("was cancelled"), "{:?}", why[0]);
+    let snap = a.boss.snapshot(&run).unwrap();
+    assert_eq!(snap.run.progress(), Progress::Cancelled);
+    assert!(snap.timeline().contains("child 0 abandoned"));
+    // The child's end still comes back, as evidence after the parent's stop.
+    tokio::time::timeout(WAIT, async {
+        while !a
+            .boss
+            .snapshot(&run)
+            .unwrap()
+            .timeline()
+            .contains("child 0 ended")
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        a.boss
+            .snapshot(&run)
+            .unwrap()
+            .timeline()
+            .contains("AgentInTheLoopExceptionEvent after the stop")
+    );
+}
+
+async fn a_detached_child_runs_on_its_own_and_is_cancelled_with_its_parent(sqlite: bool) {
+    let a = agents(sqlite, "Researcher").await;
+    let run = a
+        .boss
+        .start_run(UserMessageEvent::new("detached wait"))
+        .await
+        .unwrap();
+    let child = wait_for_child(&a.boss, &run).await;
+    wait_for_progress(&a.researcher, &child, "waiting_event").await;
+    // The boss waits for an event, not for its detached child.
+    wait_for_progress(&a.boss, &run, "waiting_event").await;
+    assert_eq!(a.boss.children(&run).unwrap()[0].state, "detached");
+    a.boss.cancel(&run, "stop everything").await.unwrap();
+    tokio::time::timeout(WAIT, a.researcher.wait_for_end(&child))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        a.researcher.snapshot(&child).unwrap().run.progress(),
+        Progress::Cancelled
+    );
+}
+
+/// An agent that delegates to itself: each run asks the next, until the depth limit fails
+/// the innermost step; every run above it then reports that failure.
+async fn a_cycle_of_delegations_ends_at_the_depth_limit(sqlite: bool) {
+    let (backend, _dir): (Arc<dyn Backend>, _) = if sqlite {
+        let dir = tempfile::tempdir().unwrap();
+        let b = SqliteBackend::open(dir.path().join("loop.db")).unwrap();
+        (Arc::new(b), Some(dir))
+    } else {
+        (Arc::new(MemoryBackend::new()), None)
+    };
+    let opts = EngineOptions {
+        max_delegation_depth: 3,
+        ..EngineOptions::default()
+    };
+    let wf = Workflow::builder("Boss")
+        .step(Step::new(
+            "ask",
+            |q: Required<UserMessageEvent>, _: StepCtx| async move {
+                Ok::<_, StepError>(AgentInTheLoopRequestEvent::new("Boss", &*q)?)
+            },
+        ))
+        .step(Step::new(
+            "decide",
+            |r: Required<Either<AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent>>,
+             _: StepCtx| async move {
+                Ok::<_, StepError>(Report {
+                    text: match &*r {
+                        Either::Left(_) => "answered".to_string(),
+                        Either::Right(e) => e.message().to_string(),
+                    },
+                })
+            },
+        ))
+        .build()
+        .unwrap();
+    let engine = Engine::new(wf, backend, opts);
+    engine.delegate_to(&engine).await;
+    let run = engine
+        .start_run(UserMessageEvent::new("loop"))
+        .await
+        .unwrap();
+    // Root → 1 → 2 → 3: the third child's step is refused; its parent reports why, and
+    // every run above that one got an answer.
+    assert_eq!(report(&engine, &run).await, "answered");
+    let mut chain = vec![run.clone()];
+    while let Some(c) = engine.children(chain.last().unwrap()).unwrap().first() {
+        chain.push(c.run_id.clone());
+    }
+    assert_eq!(chain.len(), 4, "{chain:?}");
+    let deepest = engine.stored_snapshot(&chain[3]).await.unwrap().unwrap();
+    assert_eq!(deepest.run.progress(), Progress::Failed);
+    assert!(
+        deepest.timeline().contains("SAAP-E014"),
+        "{}",
+        deepest.timeline()
+    );
+    let above = report(&engine, &chain[2]).await;
+    assert!(above.contains("SAAP-E014"), "{above}");
+}
+
+/// The run id of the first child of `run`, once it has one.
+async fn wait_for_child(engine: &Engine, run: &str) -> String {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(c) = engine.children(run).unwrap().first() {
+                return c.run_id.clone();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap()
+}
+
+async fn wait_for_progress(engine: &Engine, run: &str, state: &str) {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(s) = engine.snapshot(run)
+                && s.run.progress().as_str() == state
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("run {run} never reached {state}"))
+}
+
+macro_rules! on_memory_and_sqlite {
+    ($($name:ident;)*) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(false).await
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(true).await
+                }
+            )*
+        }
+    };
+}
+
+on_memory_and_sqlite! {
+    an_awaited_child_answers_its_parent;
+    a_failed_child_reports_an_exception;
+    a_delegation_to_an_unknown_agent_fails_the_step;
+    cancelling_a_parent_cancels_its_waiting_child;
+    a_detached_child_runs_on_its_own_and_is_cancelled_with_its_parent;
+    a_cycle_of_delegations_ends_at_the_depth_limit;
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Opens both agents on the store at `path`; the boss registers the researcher only when
+/// `register`.
+async fn reopen(path: &std::path::Path, register: bool) -> (Engine, Engine) {
+    let backend: Arc<dyn Backend> = Arc::new(SqliteBackend::open(path).unwrap());
+    let (boss, rb) = Engine::open(
+        boss("Researcher"),
+        backend.clone(),
+        EngineOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(rb.failed.is_empty(), "{:?}", rb.failed);
+    let (researcher, rr) = Engine::open(researcher(), backend, EngineOptions::default())
+        .await
+        .unwrap();
+    assert!(rr.failed.is_empty(), "{:?}", rr.failed);
+    if register {
+        boss.delegate_to(&researcher).await;
+    }
+    (boss, researcher)
+}
+
+/// The processes stop while the child waits; at the next open, registering the researcher
+/// links the child to its parent again, and its end is delivered.
+#[test]
+fn a_waiting_child_reports_to_its_parent_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agents.db");
+    let (run, child) = runtime().block_on(async {
+        let (boss, researcher) = reopen(&path, true).await;
+        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
+        let child = wait_for_child(&boss, &run).await;
+        wait_for_progress(&researcher, &child, "waiting_event").await;
+        (run, child)
+    });
+    runtime().block_on(async {
+        let (boss, researcher) = reopen(&path, true).await;
+        researcher.send(&child, Go { n: 1 }).await.unwrap();
+        assert_eq!(report(&boss, &run).await, "after waiting");
+    });
+}
+
+/// The child ends while its parent's agent is not open (its end cannot be delivered): when
+/// the parent's agent opens and registers the researcher, the end is found and delivered.
+#[test]
+fn a_child_that_ended_while_its_parent_was_away_is_delivered_at_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agents.db");
+    let (run, child) = runtime().block_on(async {
+        let (boss, researcher) = reopen(&path, true).await;
+        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
+        let child = wait_for_child(&boss, &run).await;
+        wait_for_progress(&researcher, &child, "waiting_event").await;
+        (run, child)
+    });
+    runtime().block_on(async {
+        // Only the researcher's side: the child ends with nobody to tell.
+        let (_boss, researcher) = reopen(&path, false).await;
+        researcher.send(&child, Go { n: 1 }).await.unwrap();
+        tokio::time::timeout(WAIT, researcher.wait_for_end(&child))
+            .await
+            .unwrap()
+            .unwrap();
+    });
+    runtime().block_on(async {
+        let (boss, _researcher) = reopen(&path, true).await;
+        assert_eq!(report(&boss, &run).await, "after waiting");
+    });
+}
