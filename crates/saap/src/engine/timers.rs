@@ -29,6 +29,11 @@ impl Shared {
                 self.queue_timer(due, slot.run_id().clone());
             }
         }
+        // A run that now only waits (for its timer, perhaps for hours) holds no buffers:
+        // the next completion makes them again.
+        if next.is_some() && st.run.running().next().is_none() {
+            st.scratch = None;
+        }
     }
 
     /// Queues the pending timers of a run just rebuilt from its journal and held by the
@@ -119,6 +124,9 @@ impl Shared {
     }
 }
 
+/// How many due runs one task hands the clock at a time.
+const FIRE_BATCH: usize = 256;
+
 /// The queue's task: sleeps until the earliest entry is due (or an earlier one is queued),
 /// then hands every due run the clock. Ends when the engine is dropped.
 async fn serve(queue: TimerQueue, engine: Weak<Shared>) {
@@ -127,10 +135,18 @@ async fn serve(queue: TimerQueue, engine: Weak<Shared>) {
             Next::Closed => return,
             Next::Idle => queue.wait(None).await,
             Next::Sleep(d) => queue.wait(Some(d)).await,
-            Next::Fire(runs) => {
+            Next::Fire(mut runs) => {
                 let Some(shared) = engine.upgrade() else {
                     return;
                 };
+                // Many runs due together are handed the clock in batches, each on a task of
+                // its own, so that every worker thread takes some (and their bodies start
+                // while later batches are applied).
+                while runs.len() > FIRE_BATCH {
+                    let batch = runs.split_off(runs.len() - FIRE_BATCH);
+                    let shared = shared.clone();
+                    tokio::spawn(async move { shared.fire_due(batch) });
+                }
                 shared.fire_due(runs);
             }
         }
