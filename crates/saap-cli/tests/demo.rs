@@ -19,6 +19,27 @@ fn demo_runs_the_examples_and_shows_the_optional_trap() {
     // The approval's deadline: nobody answers, the engine's timer delivers the timeout.
     assert!(text.contains("timer 0 fired: ApprovalTimedOut"), "{text}");
     assert!(text.contains("→ Expired `wipe the cache`"), "{text}");
+    // Delegation: the editor's two child runs, one waiting for a human; then a cancelled tree.
+    assert!(
+        text.contains("2d. EditorAgent delegating to ResearcherAgent"),
+        "{text}"
+    );
+    assert!(text.contains("EditorAgent run "), "{text}");
+    assert!(text.contains("(waiting_children)"), "{text}");
+    assert!(
+        text.contains("ResearcherAgent run ")
+            && text.contains("(waiting_event; awaited by the parent)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Brief `ants farm aphids for honeydew; moths (per the field guide)`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(cancelled; abandoned by the parent)")
+            || text.contains("(cancelled; reported to the parent)"),
+        "{text}"
+    );
     // The same retrieval answered by the scripted model through saap::llm.
     assert!(text.contains("1b. RagModelAgent"), "{text}");
     assert!(text.contains("streamed:   "), "{text}");
@@ -49,6 +70,17 @@ fn demo_json_is_one_object() {
         .success();
     let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(v["optional_trap"][0]["variant"], "broken");
+    assert_eq!(
+        v["delegation"]["brief"],
+        "ants farm aphids for honeydew; moths (per the field guide)"
+    );
+    assert_eq!(
+        v["delegation"]["tree_after_cancel"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
     let model = &v["rag_model"];
     assert_eq!(model["model"], "scripted-rag");
     let chunks: Vec<&str> = model["chunks"]

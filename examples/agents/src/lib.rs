@@ -11,6 +11,9 @@
 //!   `LLMEvent` / `ToolEvent`.
 //! - [`approval`]: a human-approval agent — it proposes an action, the run waits for a
 //!   human's response event, then executes or declines.
+//! - [`research`]: two agents, one delegating to the other — an editor asks a researcher
+//!   about two topics (two child runs, awaited together) and writes a brief; a topic the
+//!   researcher does not know waits for a human's source, so the editor waits too.
 //! - [`broken`]: agents with a known failure pattern (DESIGN §5) and their fixed twins.
 //! - [`support`]: written with `#[agent]`: typed agent and step configs, preconditions.
 //!
@@ -22,6 +25,7 @@ pub mod approval;
 pub mod broken;
 pub mod rag;
 pub mod rag_model;
+pub mod research;
 pub mod support;
 pub mod weather;
 

@@ -1,7 +1,9 @@
 //! `saap demo`: the guided first minute. Runs the example agents on the embedded engine
 //! (SQLite in a temporary directory, no setup), prints a run's timeline and the workflow
-//! graph (Mermaid), waits on a human in the loop, then checks a broken agent statically and
-//! shows the symptom in its execution counts next to its fixed twin.
+//! graph (Mermaid), waits on a human in the loop (across a crash, and past a deadline), shows
+//! an agent delegating to another (the tree of runs, then a cancel that covers it), then
+//! checks a broken agent statically and shows the symptom in its execution counts next to
+//! its fixed twin.
 
 use anyhow::Context as _;
 use saap::ChunkEvent;
@@ -13,6 +15,7 @@ use saap_examples::approval::{self, ApprovalGiven, ApprovalRequested, Executed, 
 use saap_examples::broken::{self, Published, ReviewClosed, ReviewNotes};
 use saap_examples::rag::{self, Answered};
 use saap_examples::rag_model;
+use saap_examples::research::{self, Brief, NeedsSource, SourceGiven};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -70,6 +73,81 @@ async fn engine(dir: &Path, wf: Workflow) -> anyhow::Result<Engine> {
     let backend = Arc::new(SqliteBackend::open(&file)?);
     let (engine, _) = Engine::open(wf, backend, EngineOptions::default()).await?;
     Ok(engine)
+}
+
+/// A run of `editor` and its children in `researcher`, one line each, with where each
+/// stands.
+async fn tree_text(editor: &Engine, researcher: &Engine, run: &str) -> anyhow::Result<String> {
+    let parent = editor
+        .stored_snapshot(run)
+        .await?
+        .context("the editor's run is gone")?;
+    let mut out = format!(
+        "EditorAgent run {} ({})\n",
+        short(run),
+        parent.run.progress().as_str()
+    );
+    let children = parent.children();
+    for (i, c) in children.iter().enumerate() {
+        let state = match researcher.stored_snapshot(&c.run_id).await? {
+            Some(s) => s.run.progress().as_str(),
+            None => "not started",
+        };
+        let _ = writeln!(
+            out,
+            "  {} child {}: {} run {} ({state}; {})",
+            if i + 1 == children.len() {
+                "└"
+            } else {
+                "├"
+            },
+            c.child,
+            c.agent_class,
+            short(&c.run_id),
+            match c.state {
+                "awaited" => "awaited by the parent",
+                "ended" => "reported to the parent",
+                "abandoned" => "abandoned by the parent",
+                other => other,
+            }
+        );
+    }
+    Ok(out)
+}
+
+/// The last 8 characters of a run id (its first ones are the second it was made in, the
+/// same for the demo's runs).
+fn short(id: &str) -> &str {
+    id.get(id.len().saturating_sub(8)..).unwrap_or(id)
+}
+
+/// Waits until `n` children of the editor's run `run` wait for a source; their run ids.
+async fn wait_for_waiting_children(
+    editor: &Engine,
+    researcher: &Engine,
+    run: &str,
+    n: usize,
+) -> anyhow::Result<Vec<String>> {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let waiting: Vec<String> = editor
+                .children(run)?
+                .into_iter()
+                .filter(|c| {
+                    researcher.snapshot(&c.run_id).is_some_and(|s| {
+                        !s.events_of::<NeedsSource>().is_empty() && s.run.running().next().is_none()
+                    })
+                })
+                .map(|c| c.run_id)
+                .collect();
+            if waiting.len() >= n {
+                return Ok::<_, anyhow::Error>(waiting);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .context("the research agents did not reach their wait in time")?
 }
 
 fn indent(text: &str) -> String {
@@ -302,6 +380,66 @@ async fn demo(dir: &Path) -> anyhow::Result<Report> {
         expired.action
     );
 
+    // 2d. Delegation: an editor asks a researcher about two topics (two child runs on the
+    // same store, awaited together); one topic waits for a human's source. Then a second
+    // editor run is cancelled while both its children wait: the cancel covers the tree.
+    let backend = Arc::new(SqliteBackend::open(dir.join("ResearchAgents.db"))?);
+    let (editor, researcher) = research::agents(backend, EngineOptions::default()).await;
+    let topics = "ants, moths";
+    let run = editor.start_run(UserMessageEvent::new(topics)).await?;
+    let waiting_child = wait_for_waiting_children(&editor, &researcher, &run, 1).await?;
+    let tree_waiting = tree_text(&editor, &researcher, &run).await?;
+    researcher
+        .send(
+            &waiting_child[0],
+            SourceGiven {
+                source: "the field guide".into(),
+            },
+        )
+        .await?;
+    tokio::time::timeout(WAIT, editor.wait_for_end(&run)).await??;
+    let brief = editor
+        .snapshot(&run)
+        .and_then(|s| s.events_of::<Brief>().into_iter().next())
+        .map(|b| b.text)
+        .unwrap_or_default();
+    let tree_done = tree_text(&editor, &researcher, &run).await?;
+    let cancelled_run = editor
+        .start_run(UserMessageEvent::new("moths, wasps"))
+        .await?;
+    wait_for_waiting_children(&editor, &researcher, &cancelled_run, 2).await?;
+    editor
+        .cancel(&cancelled_run, "the issue was pulled")
+        .await?;
+    for c in editor.children(&cancelled_run)? {
+        tokio::time::timeout(WAIT, researcher.wait_for_end(&c.run_id)).await??;
+    }
+    let tree_cancelled = tree_text(&editor, &researcher, &cancelled_run).await?;
+    let _ = writeln!(
+        out,
+        "2d. EditorAgent delegating to ResearcherAgent — two child runs, awaited together"
+    );
+    let _ = writeln!(out, "   editor asks about: {topics}");
+    let _ = write!(
+        out,
+        "   while a human is asked for a source:
+{}",
+        indent(&tree_waiting)
+    );
+    let _ = write!(
+        out,
+        "   the human gives it → Brief `{brief}`
+{}",
+        indent(&tree_done)
+    );
+    let _ = write!(
+        out,
+        "   a second editor run (moths, wasps), cancelled while both children wait:
+{}
+",
+        indent(&tree_cancelled)
+    );
+
     // 3. A broken agent, its symptom and its fix.
     let mut broken_json = Vec::new();
     let _ = writeln!(out, "3. A broken agent: the optional-parameter trap");
@@ -389,6 +527,13 @@ async fn demo(dir: &Path) -> anyhow::Result<Report> {
                 "retried_executions": recovery.retried_executions,
                 "result": after.action,
             },
+        },
+        "delegation": {
+            "topics": topics,
+            "brief": brief,
+            "tree_while_waiting": tree_waiting.lines().collect::<Vec<_>>(),
+            "tree": tree_done.lines().collect::<Vec<_>>(),
+            "tree_after_cancel": tree_cancelled.lines().collect::<Vec<_>>(),
         },
         "optional_trap": broken_json,
     });
