@@ -405,21 +405,20 @@ fn runtime() -> tokio::runtime::Runtime {
 /// `register`.
 async fn reopen(path: &std::path::Path, register: bool) -> (Engine, Engine) {
     let backend: Arc<dyn Backend> = Arc::new(SqliteBackend::open(path).unwrap());
-    let (boss, rb) = Engine::open(
+    let (researcher, rr) = Engine::open(researcher(), backend.clone(), EngineOptions::default())
+        .await
+        .unwrap();
+    assert!(rr.failed.is_empty(), "{:?}", rr.failed);
+    let delegates: &[&Engine] = if register { &[&researcher] } else { &[] };
+    let (boss, rb) = Engine::open_with_delegates(
         boss("Researcher"),
-        backend.clone(),
+        backend,
         EngineOptions::default(),
+        delegates,
     )
     .await
     .unwrap();
     assert!(rb.failed.is_empty(), "{:?}", rb.failed);
-    let (researcher, rr) = Engine::open(researcher(), backend, EngineOptions::default())
-        .await
-        .unwrap();
-    assert!(rr.failed.is_empty(), "{:?}", rr.failed);
-    if register {
-        boss.delegate_to(&researcher).await;
-    }
     (boss, researcher)
 }
 

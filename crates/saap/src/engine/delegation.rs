@@ -236,7 +236,11 @@ impl Shared {
         req: &AgentInTheLoopRequestEvent,
     ) -> Result<Option<Report>, EngineError> {
         let run_id = request.to_string();
+        // One task at a time finds or makes a child (two may make sure of the same one at
+        // once: a step re-run at open, and the registration's pass over waiting children).
+        let making = self.child_starts.lock().await;
         if let Ok(slot) = self.slot(&run_id) {
+            drop(making);
             {
                 let mut st = slot.lock();
                 if !st.run.is_terminated() {
@@ -274,6 +278,8 @@ impl Shared {
                 return Err(e);
             }
         };
+        // Held by the run table now: another task finds it.
+        drop(making);
         let launched = self.launch(&slot, applied).await;
         self.release(slot);
         launched.map(|_| None)
@@ -474,16 +480,21 @@ impl Shared {
         delegates.iter().map(|(name, _)| name.to_string()).collect()
     }
 
+    /// Registers `other` as the engine of its workflow's agent class (in place of an
+    /// earlier one); returns the class.
+    pub(super) fn register_delegate(&self, other: &Arc<Shared>) -> Arc<str> {
+        let class: Arc<str> = other.workflow.name().into();
+        let mut delegates = self.delegates.write().unwrap_or_else(|p| p.into_inner());
+        delegates.retain(|(name, _)| *name != class);
+        delegates.push((class.clone(), Arc::downgrade(other)));
+        class
+    }
+
     /// Registers `other` as the engine of its workflow's agent class, then makes sure of
     /// every child of that class the runs held here still wait for (started, or their end
     /// delivered): after a restart, what was between the two journals is done now.
     pub(super) async fn add_delegate(self: &Arc<Self>, other: &Arc<Shared>) {
-        let class: Arc<str> = other.workflow.name().into();
-        {
-            let mut delegates = self.delegates.write().unwrap_or_else(|p| p.into_inner());
-            delegates.retain(|(name, _)| *name != class);
-            delegates.push((class.clone(), Arc::downgrade(other)));
-        }
+        let class = self.register_delegate(other);
         let held: Vec<Arc<RunSlot>> = {
             let runs = self.runs.read().unwrap_or_else(|p| p.into_inner());
             runs.held.iter().map(|h| h.0.clone()).collect()

@@ -225,6 +225,7 @@ impl Engine {
                 delegating,
                 may_delegate,
                 delegates: RwLock::new(Vec::new()),
+                child_starts: tokio::sync::Mutex::new(()),
                 this: this.clone(),
             }),
         }
@@ -241,8 +242,33 @@ impl Engine {
         backend: Arc<dyn Backend>,
         opts: EngineOptions,
     ) -> Result<(Engine, Recovery), EngineError> {
+        Engine::open_with_delegates(workflow, backend, opts, &[]).await
+    }
+
+    /// [`Engine::open`] for an agent that delegates: `delegates` (opened first) are
+    /// registered before any interrupted execution runs again — a step re-run at open that
+    /// delegates finds its agent — and afterwards every child the live runs wait for is
+    /// made sure of, as [`Engine::delegate_to`] does.
+    pub async fn open_with_delegates(
+        workflow: Workflow,
+        backend: Arc<dyn Backend>,
+        opts: EngineOptions,
+        delegates: &[&Engine],
+    ) -> Result<(Engine, Recovery), EngineError> {
         let engine = Engine::new(workflow, backend, opts);
-        let shared = &engine.shared;
+        for d in delegates {
+            engine.shared.register_delegate(&d.shared);
+        }
+        let recovery = engine.recover().await?;
+        for d in delegates {
+            engine.delegate_to(d).await;
+        }
+        Ok((engine, recovery))
+    }
+
+    /// The recovery of [`Engine::open`].
+    async fn recover(&self) -> Result<Recovery, EngineError> {
+        let shared = &self.shared;
         let stored = shared
             .backend
             .load_runs(shared.workflow.name(), true)
@@ -294,7 +320,7 @@ impl Engine {
                 spawn_drive(shared.clone(), slot.clone(), inv);
             }
         }
-        Ok((engine, recovery))
+        Ok(recovery)
     }
 
     pub fn workflow(&self) -> &Workflow {

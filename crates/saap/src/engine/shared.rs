@@ -70,6 +70,8 @@ pub(crate) struct Shared {
     pub(super) may_delegate: bool,
     /// The engines this one's runs delegate to, by agent class (`Engine::delegate_to`).
     pub(super) delegates: RwLock<Vec<(Arc<str>, std::sync::Weak<Shared>)>>,
+    /// Held while a child run is found or made (see `delegation`).
+    pub(super) child_starts: tokio::sync::Mutex<()>,
     /// This engine (for the tasks it starts that must not keep it alive).
     pub(super) this: std::sync::Weak<Shared>,
 }
