@@ -93,53 +93,16 @@ fn chaos_child_process() {
 }
 
 fn child(path: &std::path::Path) -> Command {
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args([
-        "chaos_child_process",
-        "--exact",
-        "--ignored",
-        "--test-threads=1",
-        "--quiet",
-    ])
-    .env("SAAP_CHAOS_DB", path)
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null());
-    c
+    common::kill::child("chaos_child_process", path)
 }
 
 #[test]
 fn kill_9_at_random_points_loses_no_run() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("chaos.db");
-    let seed = std::env::var("SAAP_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
+    let seed = common::kill::seed();
     let mut rng = fastrand::Rng::with_seed(seed);
-    eprintln!("chaos seed {seed} (set SAAP_CHAOS_SEED to replay)");
-    let mut killed = 0;
-    let wal = path.with_extension("db-wal");
-    let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-    for _ in 0..CYCLES {
-        let before = wal_len();
-        let mut c = child(&path).spawn().unwrap();
-        // The kill point: a random moment once the child writes (a child still starting
-        // up, slow on a loaded machine, would be killed before any step ran).
-        let t0 = std::time::Instant::now();
-        while wal_len() == before
-            && c.try_wait().unwrap().is_none()
-            && t0.elapsed() < Duration::from_secs(5)
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        std::thread::sleep(Duration::from_millis(rng.u64(0..80)));
-        if c.try_wait().unwrap().is_none() {
-            killed += 1;
-        }
-        c.kill().unwrap(); // SIGKILL on Unix
-        c.wait().unwrap();
-    }
-    eprintln!("{killed} of {CYCLES} children were killed while running");
+    common::kill::kill_cycles(|| child(&path), &path, CYCLES, 80, &mut rng);
     let status = child(&path).status().unwrap();
     assert!(
         status.success(),

@@ -132,20 +132,7 @@ async fn cancel_nats(workflow: &Workflow, url: &str, a: &CancelArgs) -> Result<u
             env = env.with_field(&k, v);
         }
     }
-    let nats = reader.nats.nats();
-    let owner = crate::nats::run_owner(nats, workflow.name(), &run_id)
-        .await
-        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
-    let (agent, thread, display) = match owner {
-        Some(o) => (o.agent_id, o.thread_id, o.display_id),
-        None => ("cli".to_string(), view.thread_id.clone(), run_id.clone()),
-    };
-    let address =
-        saap_protocol::RunAddress::new(workflow.name(), &agent, &thread, &display, &run_id)
-            .map_err(|e| invalid(e.to_string()))?;
-    nats.publish_control(&address, &env)
-        .await
-        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    super::send::publish_to_run(workflow, &reader, &opts, &view.thread_id, &run_id, &env).await?;
     eprintln!("sent RunCancelledEvent {id} to run {run_id} on the class stream");
     let code = follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await?;
     // A cancelled run "fails" for `follow` (an exception ended it): here that is success.

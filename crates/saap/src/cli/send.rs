@@ -131,23 +131,37 @@ pub(super) async fn send_nats(
             env = env.with_field(&k, v);
         }
     }
+    publish_to_run(workflow, &reader, &opts, &view.thread_id, &run_id, &env).await?;
+    eprintln!("sent {name} {id} to run {run_id} on the class stream");
+    follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await
+}
+
+/// Publishes `env` on the class stream to run `run_id`, at the address its owner published
+/// (else, with no owner now, the journal's thread `thread_id`): the workers dispatch it.
+#[cfg(feature = "nats")]
+pub(super) async fn publish_to_run(
+    workflow: &Workflow,
+    reader: &super::reader::NatsReader,
+    opts: &crate::nats::NatsOptions,
+    thread_id: &str,
+    run_id: &str,
+    env: &saap_protocol::EventEnvelope,
+) -> Result<(), Fail> {
     let nats = reader.nats.nats();
-    // The run's address as its owner published it; else (no owner now) the journal's.
-    let owner = crate::nats::run_owner(nats, workflow.name(), &run_id)
+    let owner = crate::nats::run_owner(nats, workflow.name(), run_id)
         .await
         .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
     let (agent, thread, display) = match owner {
         Some(o) => (o.agent_id, o.thread_id, o.display_id),
-        None => ("cli".to_string(), view.thread_id.clone(), run_id.clone()),
+        None => ("cli".to_string(), thread_id.to_string(), run_id.to_string()),
     };
     let address =
-        saap_protocol::RunAddress::new(workflow.name(), &agent, &thread, &display, &run_id)
+        saap_protocol::RunAddress::new(workflow.name(), &agent, &thread, &display, run_id)
             .map_err(|e| invalid(e.to_string()))?;
-    nats.publish_control(&address, &env)
+    nats.publish_control(&address, env)
         .await
         .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
-    eprintln!("sent {name} {id} to run {run_id} on the class stream");
-    follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await
+    Ok(())
 }
 
 /// The event of `send --event`: (type name, fields).

@@ -1,0 +1,70 @@
+//! kill -9 cycles for the chaos tests: a child process (this test binary running one ignored
+//! test) is started, SIGKILLed at a random moment once it writes to its SQLite store, and
+//! started again, a number of times.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The test binary running only `test` (an ignored test that acts as the child), with
+/// `SAAP_CHAOS_DB` set to `db`; its output is dropped unless `keep_stderr`.
+pub fn child(test: &str, db: &Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([
+        test,
+        "--exact",
+        "--ignored",
+        "--test-threads=1",
+        "--quiet",
+        "--nocapture",
+    ])
+    .env("SAAP_CHAOS_DB", db)
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    c
+}
+
+/// The seed of this test's randomness: `SAAP_CHAOS_SEED` when set (to replay), else new.
+pub fn seed() -> u64 {
+    let seed = std::env::var("SAAP_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("chaos seed {seed} (set SAAP_CHAOS_SEED to replay)");
+    seed
+}
+
+/// Runs `cycles` children of `child`, each killed (SIGKILL) a random 0..`max_ms` ms after
+/// it first writes to the store at `db` (a child still starting up, slow on a loaded
+/// machine, would be killed before any step ran). Returns how many were still running when
+/// killed.
+pub fn kill_cycles(
+    child: impl Fn() -> Command,
+    db: &Path,
+    cycles: usize,
+    max_ms: u64,
+    rng: &mut fastrand::Rng,
+) -> usize {
+    let wal = db.with_extension("db-wal");
+    let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    let mut killed = 0;
+    for _ in 0..cycles {
+        let before = wal_len();
+        let mut c = child().spawn().unwrap();
+        let t0 = Instant::now();
+        while wal_len() == before
+            && c.try_wait().unwrap().is_none()
+            && t0.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(rng.u64(0..max_ms)));
+        if c.try_wait().unwrap().is_none() {
+            killed += 1;
+        }
+        c.kill().unwrap(); // SIGKILL on Unix
+        c.wait().unwrap();
+    }
+    eprintln!("{killed} of {cycles} children were killed while running");
+    killed
+}
