@@ -122,8 +122,8 @@ pub enum Record {
     /// Child `child`'s run ended: the event reporting its end is appended next (origin:
     /// outside).
     ChildEnded { child: u32 },
-    /// Awaited child `child` will not be waited for: the run ended first (the engine
-    /// cancels the child's run).
+    /// Child `child` is given up: the run ended while it was awaited, or the run was
+    /// cancelled (the engine cancels the child's run).
     ChildAbandoned { child: u32 },
 }
 

@@ -215,7 +215,7 @@ pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String
             child_request(run, *child)
         ),
         Record::ChildAbandoned { child } => format!(
-            "child {child} abandoned: the run ended before it answered (request {})",
+            "child {child} abandoned: the run ended or was cancelled first (request {})",
             child_request(run, *child)
         ),
     })

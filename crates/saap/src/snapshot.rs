@@ -334,7 +334,7 @@ pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]
                 format!("child {child} ended{}", child_label(run, *child))
             }
             Record::ChildAbandoned { child } => format!(
-                "  child {child} abandoned{}: the run ended first (its run is cancelled)",
+                "  child {child} abandoned{}: the run ended or was cancelled first (its run is cancelled)",
                 child_label(run, *child)
             ),
         };

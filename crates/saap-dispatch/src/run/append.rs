@@ -207,7 +207,7 @@ impl Run {
                 self.drop_pending_timers();
             }
             if self.rare.as_ref().is_some_and(|r| !r.children.is_empty()) {
-                self.abandon_awaited_children();
+                self.abandon_children();
             }
         }
         let counts = self.count_base as usize;

@@ -5,7 +5,7 @@
 //! ([`Run::child_ended`]: appended as an arrival, after a `ChildEnded` record). Awaited
 //! children keep the run waiting (see [`super::progress::Progress`]); when the run ends
 //! first they are abandoned (recorded; the engine cancels their runs). Detached children
-//! only join the tree. Must not start, watch or cancel runs: engines do, and read the child
+//! only join the tree, and are abandoned only when the run is cancelled. Must not start, watch or cancel runs: engines do, and read the child
 //! table ([`Run::children`]) to know which.
 
 use super::{
@@ -160,14 +160,18 @@ impl Run {
             .count()
     }
 
-    /// Abandons the awaited children of a run that just ended (from `terminate`).
+    /// Abandons the children of a run that just ended (from `terminate`): the awaited ones,
+    /// and, when it was cancelled, the detached ones too (a cancel covers the whole tree;
+    /// a run that stopped lets its detached children run on). The engine cancels the runs of
+    /// abandoned children.
     #[cold]
     #[inline(never)]
-    pub(super) fn abandon_awaited_children(&mut self) {
+    pub(super) fn abandon_children(&mut self) {
+        let cancelled = self.progress() == super::progress::Progress::Cancelled;
         let Some(r) = &mut self.rare else { return };
         let mut abandoned = Vec::new();
         for (i, c) in r.children.iter_mut().enumerate() {
-            if c.state == ChildState::Awaited {
+            if c.state == ChildState::Awaited || (cancelled && c.state == ChildState::Detached) {
                 c.state = ChildState::Abandoned;
                 abandoned.push(i as u32);
             }

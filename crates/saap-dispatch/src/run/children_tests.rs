@@ -11,7 +11,7 @@ use crate::replay::{History, replay};
 
 /// `StartEvent → ask` (returns a request to another agent), `decide(response | exception)
 /// → Done` (stop).
-const DELEGATING: &str = "name: Boss\nevents: [{name: Done, parents: [StopEvent]}]\nsteps:\n  - {name: ask, params: [{name: s, kind: required, types: [StartEvent]}], outputs: [AgentInTheLoopRequestEvent]}\n  - {name: decide, params: [{name: a, kind: required, types: [AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent]}], outputs: [Done]}\n";
+const DELEGATING: &str = "name: Boss\nevents: [{name: Done, parents: [StopEvent]}, {name: RunCancelledEvent, parents: [ExceptionEvent]}]\nsteps:\n  - {name: ask, params: [{name: s, kind: required, types: [StartEvent]}], outputs: [AgentInTheLoopRequestEvent]}\n  - {name: decide, params: [{name: a, kind: required, types: [AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent]}], outputs: [Done]}\n";
 
 struct Driven {
     run: Run,
@@ -161,6 +161,18 @@ fn awaited_children_are_abandoned_when_the_run_ends_first_and_a_late_end_is_evid
         d.ended(0, 61, "AgentInTheLoopResponseEvent"),
         Ok(Handled::Appended(Appended::AfterStop { .. }))
     ));
+    d.replays();
+}
+
+#[test]
+fn a_cancelled_run_abandons_its_detached_children_too() {
+    let (mut d, _) = Driven::asked(&[false, true]);
+    let cancel = NewEvent::known(counter_event_id(60), d.ty("RunCancelledEvent"));
+    d.input(RunInput::Append(cancel)).expect("cancelled");
+    assert_eq!(d.run.progress(), Progress::Cancelled);
+    assert!(d.records().contains(&Record::ChildAbandoned { child: 0 }));
+    assert!(d.records().contains(&Record::ChildAbandoned { child: 1 }));
+    assert_eq!(d.run.children()[1].state, ChildState::Abandoned);
     d.replays();
 }
 

@@ -234,8 +234,8 @@ pub enum ChildState {
     /// Its end was delivered: the reporting event is the log's `seq` (`None`: it was
     /// dropped there as a duplicate).
     Ended { seq: Option<Seq> },
-    /// The parent ended while it was awaited: the engine cancels it, and an end that
-    /// arrives later is kept as after-stop evidence.
+    /// The parent ended while it was awaited, or was cancelled (awaited or detached): the
+    /// engine cancels it, and an end that arrives later is kept as after-stop evidence.
     Abandoned,
 }
 

@@ -1,8 +1,9 @@
 //! Delegation between engines in one process (DESIGN §8, issue 21 §3–§4): a step's
 //! [`AgentInTheLoopRequestEvent`] output starts a run of another workflow (the child), whose
 //! end comes back to the parent as an [`AgentInTheLoopResponseEvent`] or
-//! [`AgentInTheLoopExceptionEvent`]; a run that ends cancels its abandoned children (and,
-//! when it was cancelled, its detached ones too), so a cancel covers the whole tree.
+//! [`AgentInTheLoopExceptionEvent`]; a run that ends cancels the children the core
+//! abandoned (its awaited ones, and every one when it was cancelled), so a cancel covers
+//! the whole tree.
 //!
 //! The core decides (`Run::delegate`, `Run::child_ended`, abandoned children at the end);
 //! this file does what it asks, each step only once what it follows is durable: a child is
@@ -15,7 +16,6 @@
 
 use super::apply::Input;
 use super::error::EngineError;
-use super::incoming::Incoming;
 use super::shared::Shared;
 use super::slot::{ParentLink, RunSlot, RunState};
 use crate::backend::{Pending, StoreError};
@@ -25,8 +25,7 @@ use crate::delegation::{
 use crate::event::{Event, Payload};
 use crate::params::OutEvent;
 use saap_dispatch::run::{ChildRequest, ChildState, RunStatus};
-use saap_dispatch::{EventId, EventKind, ExecutionId, NewEventType, Seq};
-use saap_protocol::Classification;
+use saap_dispatch::{EventId, ExecutionId, NewEventType, Seq};
 use std::future::Future;
 use std::sync::{Arc, Weak};
 
@@ -193,18 +192,6 @@ impl Shared {
     /// (again harmlessly: the core refuses a second end).
     async fn ensure_child(self: &Arc<Self>, parent: &Parent, c: ChildStart) {
         let awaited = !c.req.detached;
-        let Some(engine) = self.delegate(&c.req.agent_class) else {
-            let why = format!(
-                "agent `{}` is not known to this process (register its engine with \
-                 `Engine::delegate_to`)",
-                c.req.agent_class
-            );
-            if awaited {
-                self.deliver(&parent.run_id, c.child, unstarted(&c, &why))
-                    .await;
-            }
-            return;
-        };
         let this: Weak<dyn std::any::Any + Send + Sync> = self.this.clone();
         let link = awaited.then(|| ParentLink {
             engine: this,
@@ -213,13 +200,24 @@ impl Shared {
             depth: parent.depth + 1,
         });
         let thread = c.req.share_thread_id.then(|| parent.thread_id.clone());
-        match engine.adopt_child(c.request, link, thread, &c.req).await {
+        let adopted = match self.delegate(&c.req.agent_class) {
+            Some(engine) => engine
+                .adopt_child(c.request, link, thread, &c.req)
+                .await
+                .map_err(|e| e.to_string()),
+            None => Err(format!(
+                "agent `{}` is not known to this process (register its engine with \
+                 `Engine::delegate_to`)",
+                c.req.agent_class
+            )),
+        };
+        match adopted {
             Ok(Some(report)) if awaited => self.deliver(&parent.run_id, c.child, report).await,
             Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(parent = %parent.run_id, child = c.child, error = %e, "a child run could not be started");
+            Err(why) => {
+                tracing::warn!(parent = %parent.run_id, child = c.child, error = %why, "a child run could not be started");
                 if awaited {
-                    self.deliver(&parent.run_id, c.child, unstarted(&c, &e.to_string()))
+                    self.deliver(&parent.run_id, c.child, unstarted(&c, &why))
                         .await;
                 }
             }
@@ -252,12 +250,12 @@ impl Shared {
             // reported once its end is durable.
             slot.until_quiet().await;
             let st = slot.lock();
-            return Ok(Some(self.report(&slot, &st)));
+            return Ok(self.report(&slot, &st));
         }
         if let Some(slot) = self.read_stored(&run_id).await? {
             let st = slot.lock();
             if st.run.is_terminated() {
-                return Ok(Some(self.report(&slot, &st)));
+                return Ok(self.report(&slot, &st));
             }
         }
         let payload = Payload::from_json(req.start_event.clone());
@@ -285,21 +283,10 @@ impl Shared {
         launched.map(|_| None)
     }
 
-    /// The event reporting the end of run `slot` (ended) to its parent.
-    fn report(&self, slot: &RunSlot, st: &RunState) -> Report {
+    /// The event reporting the end of run `slot` to its parent (`None` while it runs).
+    fn report(&self, slot: &RunSlot, st: &RunState) -> Option<Report> {
         let RunStatus::Terminated { by } = st.run.status() else {
-            return Report {
-                name: AgentInTheLoopExceptionEvent::NAME,
-                payload: Payload::typed(AgentInTheLoopExceptionEvent {
-                    exception_event_name: "ExceptionEvent".into(),
-                    exception_event: serde_json::json!({
-                        "message": "the child run has not ended", "http_status_code": 500
-                    }),
-                    request_event_id: slot.run_id().to_string(),
-                    agent_class: self.workflow.name().to_string(),
-                    child_run_id: slot.run_id().to_string(),
-                }),
-            };
+            return None;
         };
         let e = &st.run.log()[by as usize];
         let name = st.run.type_name(e.ty).to_string();
@@ -309,7 +296,7 @@ impl Shared {
             self.workflow.name().to_string(),
             slot.run_id().to_string(),
         );
-        if e.kind.is_exception() {
+        Some(if e.kind.is_exception() {
             Report {
                 name: AgentInTheLoopExceptionEvent::NAME,
                 payload: Payload::typed(AgentInTheLoopExceptionEvent {
@@ -331,7 +318,7 @@ impl Shared {
                     child_run_id,
                 }),
             }
-        }
+        })
     }
 
     /// In the parent's engine: hands the core child `child`'s end. A parent this engine no
@@ -341,71 +328,41 @@ impl Shared {
             tracing::debug!(run_id, child, "a child ended after its parent left memory");
             return;
         };
-        let ev = self.report_event(report);
-        match self.submit(&slot, Input::ChildEnded { child, ev }).await {
-            Ok(_) => {}
-            Err(EngineError::Core { detail, .. }) if detail.contains("was delivered already") => {}
-            Err(e) => {
-                tracing::error!(run_id, child, error = %e, "a child's end could not be delivered")
-            }
+        // The report types are the protocol's, so every workflow's types include them; the
+        // core ignores a second end of one child (a delivery made sure of again).
+        let delivered = match report.payload.check_json() {
+            Ok(size) => self.incoming(report.name, report.payload, size, None),
+            Err(e) => Err(e.into()),
+        };
+        let delivered = match delivered {
+            Ok(ev) => self.submit(&slot, Input::ChildEnded { child, ev }).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = delivered {
+            tracing::error!(run_id, child, error = %e, "a child's end could not be delivered");
         }
         self.release(slot);
     }
 
-    /// A report as an event of this workflow: of its own type when it declares it, else as a
-    /// type it does not know, classified by the protocol's lineage.
-    fn report_event(&self, report: Report) -> Incoming {
-        let Report { name, payload } = report;
-        if let Some(t) = self.type_ids.get(name) {
-            return Incoming {
-                id: self.ids.next(),
-                ty: NewEventType::Known(*t),
-                kind: self.workflow.compiled().type_info(*t).kind,
-                name: name.into(),
-                payload,
-                by: None,
-            };
-        }
-        let kind = self
-            .workflow
-            .compiled()
-            .hierarchy
-            .lineage(name)
-            .map(|l| EventKind::from_classification(Classification::from_parent_event_names(l)))
-            .unwrap_or_else(|| EventKind::from_bits(EventKind::CONTROL | EventKind::DISPLAY));
-        Incoming {
-            id: self.ids.next(),
-            ty: NewEventType::Foreign {
-                name: name.to_string(),
-                kind,
-            },
-            kind,
-            name: name.into(),
-            payload,
-            by: None,
-        }
-    }
-
     /// What the end of run `slot` (just ended) asks of its tree: its report to an awaiting
-    /// parent, the cancellation of its abandoned children (and of its detached ones when
-    /// it was cancelled). `None` for a run outside any tree (most runs).
+    /// parent, the cancellation of the children the core abandoned.
     #[cold]
     #[inline(never)]
     pub(super) fn end_effects(&self, slot: &RunSlot, st: &RunState) -> Option<EndEffects> {
-        let report = st.parent.as_ref().map(|p| ToParent {
-            engine: p.engine.clone(),
-            run_id: p.run_id.clone(),
-            child: p.child,
-            report: self.report(slot, st),
+        let report = st.parent.as_ref().and_then(|p| {
+            Some(ToParent {
+                engine: p.engine.clone(),
+                run_id: p.run_id.clone(),
+                child: p.child,
+                report: self.report(slot, st)?,
+            })
         });
         let cancelled = st.run.progress() == saap_dispatch::run::progress::Progress::Cancelled;
         let cancel = st
             .run
             .children()
             .iter()
-            .filter(|c| {
-                c.state == ChildState::Abandoned || (cancelled && c.state == ChildState::Detached)
-            })
+            .filter(|c| c.state == ChildState::Abandoned)
             .filter_map(|c| {
                 let req = self.request_of(st, c.request_seq)?;
                 Some((req.agent_class, c.request.to_string()))
@@ -598,7 +555,8 @@ pub struct ChildView {
     /// Its run id: the request's event id.
     pub run_id: String,
     /// `awaited` (the parent waits for its end), `detached`, `ended` (its end was
-    /// delivered), or `abandoned` (the parent ended first; the child was cancelled).
+    /// delivered), or `abandoned` (the parent ended first, or was cancelled; the child was
+    /// cancelled).
     pub state: &'static str,
     /// The execution of the parent that requested it.
     pub requested_by: String,
