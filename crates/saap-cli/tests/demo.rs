@@ -53,6 +53,11 @@ fn demo_runs_the_examples_and_shows_the_optional_trap() {
         "{text}"
     );
     assert!(text.contains("resumed 1 live run(s)"), "{text}");
+    assert!(
+        text.contains("carried out once, as a journaled effect")
+            && text.contains("`refund order 17` done at "),
+        "{text}"
+    );
     assert!(text.contains("[optional-trap] step `publish`"), "{text}");
     assert!(
         text.contains("publish executed 2 time(s)  ← the symptom"),

@@ -29,6 +29,8 @@ pub enum BucketKind {
     ThreadContext,
     /// Step bookkeeping: execution counters, input-set records, run markers, run ownership.
     Steps,
+    /// Journaled effects (saap's `StepCtx::effect`), one value per run.
+    Effects,
 }
 
 impl BucketKind {
@@ -38,6 +40,7 @@ impl BucketKind {
             BucketKind::RunContext => "run_context",
             BucketKind::ThreadContext => "thread_context",
             BucketKind::Steps => "steps",
+            BucketKind::Effects => "effects",
         }
     }
 }

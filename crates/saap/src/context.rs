@@ -84,6 +84,8 @@ pub(crate) trait RunHost: Send + Sync {
     /// The signal cancelled when run `run_id` is cancelled (`None`: the engine no longer
     /// holds the run).
     fn cancellation(&self, run_id: &str) -> Option<tokio_util::sync::CancellationToken>;
+    /// How much one run's effect journal may hold (`StepCtx::effect`).
+    fn effect_limits(&self) -> crate::backend::EffectLimits;
 }
 
 /// The run an execution belongs to, as its body sees it.
@@ -283,7 +285,7 @@ impl EngineRef {
 
 impl CtxRun {
     /// The engine the run belongs to.
-    fn host(&self) -> Result<Arc<dyn RunHost>, ContextError> {
+    pub(crate) fn host(&self) -> Result<Arc<dyn RunHost>, ContextError> {
         match self {
             CtxRun::Local(run) => run.host(),
             CtxRun::Remote(r) => Ok(r.host.clone()),

@@ -10,6 +10,8 @@
 //! - [`params`]: parameter kinds ([`Required`], `Option`, `Vec`, [`FixedList`]) and results;
 //! - [`workflow`]: [`Workflow`] and [`Step`] — the authoring API, which also emits the spec;
 //! - [`context`]: [`StepCtx`] with RunContext, ThreadContext and the event displayer;
+//! - [`effect`]: journaled effects — an outside call made once per execution
+//!   ([`StepCtx::effect`]), its result returned again when the execution re-runs;
 //! - `llm` (feature `llm`): model calls inside steps — `Llm`, a resource that streams the
 //!   answer as ChunkEvents and records the call as LLMEvent / LLMCostEvent;
 //! - [`semantic`]: the protocol's semantic events (`LLMEvent`, `ToolEvent`, …, `LLMCostEvent`)
@@ -37,6 +39,7 @@ pub mod config;
 pub mod context;
 pub mod delayed;
 pub mod delegation;
+pub mod effect;
 pub mod engine;
 pub mod event;
 pub mod history;
@@ -58,6 +61,7 @@ pub mod trace;
 pub mod union;
 pub mod workflow;
 
+pub use backend::EffectLimits;
 pub use backend::memory::MemoryBackend;
 pub use backend::sqlite::{SqliteBackend, SqliteOptions};
 /// The per-agent command line: `fn main() -> ExitCode { saap::main(workflow()) }`.
@@ -68,6 +72,7 @@ pub use delayed::Delayed;
 pub use delegation::{
     AgentInTheLoopExceptionEvent, AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent,
 };
+pub use effect::EffectError;
 pub use engine::{ChildView, Engine, EngineError, EngineOptions, Recovery};
 pub use event::{
     ChunkEvent, CostEvent, Event, ExceptionEvent, HumanInTheLoopRequestEvent,

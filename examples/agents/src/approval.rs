@@ -10,6 +10,11 @@
 //! The deadline is plain saap: `propose` returns the timeout event as `Delayed`, and `decide`
 //! takes `Either<ApprovalGiven, ApprovalTimedOut>`. An answer first ends the run and drops
 //! the timer; the deadline first ends it as `Expired`, and a late answer is kept as evidence.
+//!
+//! Carrying the approved action out is the agent's one outside call, so `decide` makes it as a
+//! journaled effect (`ctx.effect("carry_out", …)`): when `decide` runs again after a crash, the
+//! recorded ticket comes back and the action is not carried out twice. (Here the outside
+//! system is stood for by a ticket stamped with the time; `show RUN` lists the effect.)
 
 use crate::event;
 use saap::{Delayed, Either, Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
@@ -31,8 +36,8 @@ event!(
     ApprovalTimedOut, "ControlEvent" { action: String, after_secs: u64 }
 );
 event!(
-    /// The action was carried out; ends the run.
-    Executed, "StopEvent" { action: String, approved_by: String }
+    /// The action was carried out (`ticket`: what the outside system answered); ends the run.
+    Executed, "StopEvent" { action: String, approved_by: String, ticket: String }
 );
 event!(
     /// The human declined; ends the run.
@@ -42,6 +47,18 @@ event!(
     /// Nobody answered in time; ends the run.
     Expired, "StopEvent" { action: String }
 );
+
+/// Carries an approved action out: stands for a call to the system that does it (a change
+/// desk, a deploy API) and returns its ticket.
+fn carry_out(action: &str) -> Result<String, std::convert::Infallible> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Ok(format!(
+        "`{action}` done at {} UTC",
+        saap::history::utc_time(now.min(u32::MAX as u64) as u32)
+    ))
+}
 
 /// The agent with the default deadline of 24 hours.
 pub fn workflow() -> Workflow {
@@ -78,10 +95,13 @@ pub fn workflow_with_deadline(deadline: Duration) -> Workflow {
                     Required<ApprovalRequested>,
                     Required<Either<ApprovalGiven, ApprovalTimedOut>>,
                 ),
-                 _ctx: StepCtx| async move {
+                 ctx: StepCtx| async move {
                     let action = req.action.clone();
                     Ok::<_, StepError>(match resp.into_inner() {
                         Either::Left(given) if given.approved => Either::Left(Executed {
+                            ticket: ctx
+                                .effect("carry_out", &action, || async { carry_out(&action) })
+                                .await?,
                             action,
                             approved_by: given.by,
                         }),

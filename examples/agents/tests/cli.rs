@@ -542,6 +542,28 @@ fn a_waiting_run_is_continued_by_send_in_another_process() {
         done.stderr
     );
 
+    // Carrying the action out was a journaled effect: `show` lists it, `--json` gives it whole.
+    let shown = approval(&db, &["show", &run_id]);
+    assert!(
+        shown
+            .stdout
+            .contains("effects (1):\n  #0 carry_out (x1, attempt 1) ok in "),
+        "{}",
+        shown.stdout
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&approval(&db, &["show", &run_id, "--json"]).stdout).unwrap();
+    let effect = &json["effects"][0];
+    assert_eq!(effect["name"], "carry_out");
+    assert_eq!(effect["input"], "restart the database");
+    assert!(
+        effect["outcome"]["ok"]
+            .as_str()
+            .unwrap()
+            .starts_with("`restart the database` done at"),
+        "{effect}"
+    );
+
     let again = approval(&db, &["send", &run_id, "--event", answer]);
     assert_eq!(again.code, 2, "an ended run takes no more events");
     assert!(

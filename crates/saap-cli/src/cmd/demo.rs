@@ -317,8 +317,13 @@ async fn demo(dir: &Path) -> anyhow::Result<Report> {
     }
     let _ = writeln!(
         out,
-        "   human says yes (ApprovalGiven) → Executed `{}` approved by {}\n",
+        "   human says yes (ApprovalGiven) → Executed `{}` approved by {}",
         done.action, done.approved_by
+    );
+    let _ = writeln!(
+        out,
+        "   carried out once, as a journaled effect (a re-run gets the ticket back): {}\n",
+        done.ticket
     );
 
     // 2b. The same wait across a crash: the store is halted (as by kill -9) while the run

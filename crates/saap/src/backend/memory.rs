@@ -1,8 +1,9 @@
-//! The in-memory backend: contexts in a map, no journal (runs live in the engine and end
-//! with the process). For tests and maximum speed.
+//! The in-memory backend: contexts and live runs' effects in maps, no journal (runs live in
+//! the engine and end with the process). For tests and maximum speed.
 
 use super::{
-    Backend, Pending, PersistBatch, RunIdRef, RunPage, RunQuery, Scope, StoreError, StoredRun,
+    Backend, EffectAt, EffectOutcome, EffectRecord, EffectTake, Pending, PersistBatch, RunIdRef,
+    RunPage, RunQuery, Scope, StoreError, StoredRun,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +21,18 @@ pub struct MemoryBackend {
     run_contexts: AtomicBool,
     thread_ttl: Duration,
     halted: AtomicBool,
+    /// Each live run's effects, with the attempt that last consumed each (dropped when the
+    /// run ends: nothing here outlives the process anyway).
+    effects: Mutex<HashMap<Arc<str>, Vec<KeptEffect>>>,
+    /// An effect was recorded (never cleared): until then a run's end takes no lock for them.
+    any_effects: AtomicBool,
+}
+
+/// An effect kept in memory: the record, the attempt that last consumed it and its size.
+struct KeptEffect {
+    record: EffectRecord,
+    taken: u32,
+    size: u64,
 }
 
 impl Default for MemoryBackend {
@@ -35,6 +48,8 @@ impl MemoryBackend {
             run_contexts: AtomicBool::new(false),
             thread_ttl: Duration::from_secs(30 * 24 * 3600),
             halted: AtomicBool::new(false),
+            effects: Mutex::new(HashMap::new()),
+            any_effects: AtomicBool::new(false),
         }
     }
     /// Sets the ThreadContext time to live (default 30 days).
@@ -50,12 +65,20 @@ impl MemoryBackend {
 
     /// Drops the RunContext of an ended run, if any was ever written.
     fn drop_run_context(&self, run_id: Arc<str>) {
+        if self.any_effects.load(Ordering::Relaxed) {
+            self.effect_map().remove(&run_id);
+        }
         if self.run_contexts.load(Ordering::Relaxed) {
             let mut contexts = self.lock();
             if !contexts.is_empty() {
                 contexts.remove(&Scope::Run(run_id));
             }
         }
+    }
+
+    fn effect_map(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Vec<KeptEffect>>> {
+        // A poisoned lock only means another thread panicked mid-update of a plain map.
+        self.effects.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn check(&self) -> Result<(), StoreError> {
@@ -89,8 +112,8 @@ impl Backend for MemoryBackend {
         if let Err(e) = self.check() {
             return Pending::Ready(Err(e));
         }
-        // The id is copied (a reference count) only when a RunContext may be there.
-        if self.run_contexts.load(Ordering::Relaxed) {
+        // The id is copied (a reference count) only when a RunContext or effects may be there.
+        if self.run_contexts.load(Ordering::Relaxed) || self.any_effects.load(Ordering::Relaxed) {
             self.drop_run_context(run_id.get().clone());
         }
         Pending::Ready(Ok(()))
@@ -145,6 +168,60 @@ impl Backend for MemoryBackend {
             m.remove(key);
         }
         Pending::Ready(Ok(()))
+    }
+    fn effect_take(&self, at: &EffectAt, key: &str) -> Pending<EffectTake> {
+        if let Err(e) = self.check() {
+            return Pending::Ready(Err(e));
+        }
+        let mut map = self.effect_map();
+        let Some(records) = map.get_mut(&at.run_id) else {
+            return Pending::Ready(Ok(EffectTake::Fresh {
+                entries: 0,
+                bytes: 0,
+            }));
+        };
+        let next = records.iter_mut().find(|k| {
+            k.record.execution == at.execution
+                && k.record.key == key
+                && k.taken < at.attempt
+                && matches!(k.record.outcome, EffectOutcome::Ok(_))
+        });
+        if let Some(k) = next
+            && let EffectOutcome::Ok(v) = &k.record.outcome
+        {
+            k.taken = at.attempt;
+            return Pending::Ready(Ok(EffectTake::Recorded(v.clone())));
+        }
+        Pending::Ready(Ok(EffectTake::Fresh {
+            entries: records.len() as u64,
+            bytes: records.iter().map(|k| k.size).sum(),
+        }))
+    }
+    fn effect_record(&self, run_id: &str, mut record: EffectRecord) -> Pending<()> {
+        if let Err(e) = self.check() {
+            return Pending::Ready(Err(e));
+        }
+        self.any_effects.store(true, Ordering::Relaxed);
+        let mut map = self.effect_map();
+        let records = map.entry(Arc::from(run_id)).or_default();
+        record.seq = records.len() as u64;
+        records.push(KeptEffect {
+            taken: record.attempt,
+            size: record.size(),
+            record,
+        });
+        Pending::Ready(Ok(()))
+    }
+    fn effects(&self, run_id: &str) -> Pending<Vec<EffectRecord>> {
+        if let Err(e) = self.check() {
+            return Pending::Ready(Err(e));
+        }
+        let map = self.effect_map();
+        let records = map
+            .get(run_id)
+            .map(|rs| rs.iter().map(|k| k.record.clone()).collect())
+            .unwrap_or_default();
+        Pending::Ready(Ok(records))
     }
     fn halt(&self) {
         self.halted.store(true, Ordering::Relaxed);

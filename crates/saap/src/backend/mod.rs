@@ -6,8 +6,12 @@
 //! (DESIGN §4.9). Two implementations: [`memory::MemoryBackend`] (tests, speed; nothing
 //! survives the process) and [`sqlite::SqliteBackend`] (embedded, durable, WAL, group commit).
 
+pub mod effects;
 pub mod memory;
 pub mod sqlite;
+mod sqlite_effects;
+
+pub use effects::{EffectAt, EffectLimits, EffectOutcome, EffectRecord, EffectTake};
 
 use saap_dispatch::EventId;
 use saap_dispatch::replay::RunInput;
@@ -38,6 +42,13 @@ pub enum StoreError {
         "SAAP-S006: stored data for run `{run_id}` cannot be read ({detail}); the row was written by another version or damaged: the run is skipped and its rows are kept as they are (other runs are unaffected); restore the database from a backup to get it back"
     )]
     BadRow { run_id: String, detail: String },
+    #[error(
+        "SAAP-S007: the {store} store cannot {what} yet; run the agent on the embedded store (`--engine sqlite`) or in memory for it"
+    )]
+    Unsupported {
+        store: &'static str,
+        what: &'static str,
+    },
 }
 
 impl StoreError {
@@ -49,6 +60,7 @@ impl StoreError {
             StoreError::Io { .. } => "SAAP-S004",
             StoreError::Halted => "SAAP-S005",
             StoreError::BadRow { .. } => "SAAP-S006",
+            StoreError::Unsupported { .. } => "SAAP-S007",
         }
     }
 }
@@ -665,6 +677,31 @@ pub trait Backend: Send + Sync + 'static {
     fn ctx_get(&self, scope: Scope, key: &str) -> Pending<Option<serde_json::Value>>;
     fn ctx_set(&self, scope: Scope, key: &str, value: serde_json::Value) -> Pending<()>;
     fn ctx_delete(&self, scope: Scope, key: &str) -> Pending<()>;
+    /// Consumes, for attempt `at.attempt`, the oldest successful effect recorded under `key`
+    /// in execution `at.execution` that this attempt has not consumed yet (FIFO per key), or
+    /// says that none is left and how full the run's effect journal is.
+    fn effect_take(&self, at: &EffectAt, key: &str) -> Pending<EffectTake> {
+        let _ = (at, key);
+        Pending::Ready(Err(self.no_effects()))
+    }
+    /// Records an effect call of run `run_id` made by attempt `record.attempt` (consumed by
+    /// it), after the others (`record.seq` is set by the store); resolves once durable.
+    fn effect_record(&self, run_id: &str, record: EffectRecord) -> Pending<()> {
+        let _ = (run_id, record);
+        Pending::Ready(Err(self.no_effects()))
+    }
+    /// Every effect recorded for run `run_id`, in the order recorded.
+    fn effects(&self, run_id: &str) -> Pending<Vec<EffectRecord>> {
+        let _ = run_id;
+        Pending::Ready(Ok(Vec::new()))
+    }
+    /// The error of a store that does not journal effects.
+    fn no_effects(&self) -> StoreError {
+        StoreError::Unsupported {
+            store: self.name(),
+            what: "journal effects (`StepCtx::effect`)",
+        }
+    }
     /// Stops accepting writes at once, dropping what is not yet durable (a crash, for
     /// tests), and releases the store.
     fn halt(&self);

@@ -6,9 +6,11 @@
 //! batches, from many runs), then answers each command. A batch is acknowledged only after
 //! its commit returned, so "durable before dispatch" holds.
 
+use super::sqlite_effects as effects;
 use super::{
-    Backend, JournalEntry, Pending, PersistBatch, RecordsSummary, RunMeta, RunPage, RunQuery,
-    RunSummary, Scope, StatusFilter, StoreError, StoredRun, Termination,
+    Backend, EffectAt, EffectRecord, EffectTake, JournalEntry, Pending, PersistBatch,
+    RecordsSummary, RunMeta, RunPage, RunQuery, RunSummary, Scope, StatusFilter, StoreError,
+    StoredRun, Termination,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -34,6 +36,9 @@ enum Cmd {
     CtxGet(Scope, String, Reply<Option<serde_json::Value>>),
     CtxSet(Scope, String, serde_json::Value, Reply<()>),
     CtxDelete(Scope, String, Reply<()>),
+    EffectTake(EffectAt, String, Reply<EffectTake>),
+    EffectRecord(String, Box<EffectRecord>, Reply<()>),
+    Effects(String, Reply<Vec<EffectRecord>>),
     Halt,
 }
 
@@ -202,6 +207,7 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
          INSERT OR IGNORE INTO saap_meta(key, value) VALUES ('schema', 2);
          COMMIT;",
     )?;
+    conn.execute_batch(effects::SCHEMA)?;
     let mut v: i64 = conn.query_row("SELECT value FROM saap_meta WHERE key='schema'", [], |r| {
         r.get(0)
     })?;
@@ -327,6 +333,11 @@ enum Done {
         Reply<Option<serde_json::Value>>,
         Result<Option<serde_json::Value>, StoreError>,
     ),
+    Take(Reply<EffectTake>, Result<EffectTake, StoreError>),
+    Effects(
+        Reply<Vec<EffectRecord>>,
+        Result<Vec<EffectRecord>, StoreError>,
+    ),
 }
 
 impl Worker {
@@ -372,6 +383,18 @@ impl Worker {
                     done.push(Done::Unit(r, ctx_set(&tx, &s, &k, &v, self.ttl_ns)))
                 }
                 Cmd::CtxDelete(s, k, r) => done.push(Done::Unit(r, ctx_delete(&tx, &s, &k))),
+                Cmd::EffectTake(at, key, r) => {
+                    let v = effects::take(&tx, &at, &key).map_err(io).and_then(|v| v);
+                    done.push(Done::Take(r, v))
+                }
+                Cmd::EffectRecord(run_id, rec, r) => done.push(Done::Unit(
+                    r,
+                    effects::record(&tx, &run_id, &rec).map_err(io),
+                )),
+                Cmd::Effects(run_id, r) => {
+                    let v = effects::read(&tx, &run_id).map_err(io).and_then(|v| v);
+                    done.push(Done::Effects(r, v))
+                }
                 Cmd::Halt => {}
             }
         }
@@ -384,6 +407,8 @@ impl Worker {
                     Done::Page(r, _) => drop(r.send(Err(err.clone()))),
                     Done::One(r, _) => drop(r.send(Err(err.clone()))),
                     Done::Value(r, _) => drop(r.send(Err(err.clone()))),
+                    Done::Take(r, _) => drop(r.send(Err(err.clone()))),
+                    Done::Effects(r, _) => drop(r.send(Err(err.clone()))),
                 }
             }
             return;
@@ -396,6 +421,8 @@ impl Worker {
                 Done::Page(r, v) => drop(r.send(v)),
                 Done::One(r, v) => drop(r.send(v)),
                 Done::Value(r, v) => drop(r.send(v)),
+                Done::Take(r, v) => drop(r.send(v)),
+                Done::Effects(r, v) => drop(r.send(v)),
             }
         }
     }
@@ -403,9 +430,12 @@ impl Worker {
 
 fn fail(c: Cmd, err: StoreError) {
     match c {
-        Cmd::Persist(_, r) | Cmd::CtxSet(_, _, _, r) | Cmd::CtxDelete(_, _, r) => {
-            drop(r.send(Err(err)))
-        }
+        Cmd::Persist(_, r)
+        | Cmd::CtxSet(_, _, _, r)
+        | Cmd::CtxDelete(_, _, r)
+        | Cmd::EffectRecord(_, _, r) => drop(r.send(Err(err))),
+        Cmd::EffectTake(_, _, r) => drop(r.send(Err(err))),
+        Cmd::Effects(_, r) => drop(r.send(Err(err))),
         Cmd::LoadRuns(_, _, r) => drop(r.send(Err(err))),
         Cmd::ListRuns(_, _, r) => drop(r.send(Err(err))),
         Cmd::ReadRun(_, _, r) => drop(r.send(Err(err))),
@@ -771,6 +801,18 @@ impl Backend for SqliteBackend {
     fn ctx_delete(&self, scope: Scope, key: &str) -> Pending<()> {
         let k = key.to_string();
         self.send(|r| Cmd::CtxDelete(scope, k, r))
+    }
+    fn effect_take(&self, at: &EffectAt, key: &str) -> Pending<EffectTake> {
+        let (at, key) = (at.clone(), key.to_string());
+        self.send(|r| Cmd::EffectTake(at, key, r))
+    }
+    fn effect_record(&self, run_id: &str, record: EffectRecord) -> Pending<()> {
+        let run_id = run_id.to_string();
+        self.send(|r| Cmd::EffectRecord(run_id, Box::new(record), r))
+    }
+    fn effects(&self, run_id: &str) -> Pending<Vec<EffectRecord>> {
+        let run_id = run_id.to_string();
+        self.send(|r| Cmd::Effects(run_id, r))
     }
     fn halt(&self) {
         self.halted.store(true, Ordering::Release);

@@ -119,13 +119,23 @@ pub(super) fn where_runs(from: &ReadArgs, workflow: &Workflow) -> String {
     }
 }
 
-/// The stored run a user named (its id or a unique prefix), read whole, the store let go
-/// after; with the reader (on NATS, its connection tells a live run's owner) and the run id.
+/// A stored run a user named, read whole ([`read_named_run`]).
+pub(super) struct NamedRun {
+    /// The reader, its store let go (on NATS, its connection tells a live run's owner).
+    pub(super) reader: Reader,
+    pub(super) run_id: String,
+    pub(super) stored: crate::backend::StoredRun,
+    /// The effects its bodies journaled.
+    pub(super) effects: Vec<crate::backend::EffectRecord>,
+}
+
+/// The stored run a user named (its id or a unique prefix), read whole with its effects,
+/// the store let go after.
 pub(super) async fn read_named_run(
     workflow: &Workflow,
     from: &ReadArgs,
     given: &str,
-) -> Result<(Reader, String, crate::backend::StoredRun), Fail> {
+) -> Result<NamedRun, Fail> {
     let Some(reader) = open_reader(workflow, from).await? else {
         return Err(invalid(format!(
             "no stored run `{}` of `{}`: there is no database {}; start a run with `run`, or pass --db PATH",
@@ -142,8 +152,19 @@ pub(super) async fn read_named_run(
         .await
         .map_err(|e| internal(e.to_string()))?
         .ok_or_else(|| internal(format!("run `{run_id}` vanished from {}", reader.place)))?;
+    let effects = reader
+        .backend
+        .effects(&run_id)
+        .wait()
+        .await
+        .map_err(|e| internal(e.to_string()))?;
     reader.backend.halt();
-    Ok((reader, run_id, stored))
+    Ok(NamedRun {
+        reader,
+        run_id,
+        stored,
+        effects,
+    })
 }
 
 /// The run id a user typed (the id or a unique prefix), looked up in the store.

@@ -4,7 +4,7 @@
 use super::args::ReadArgs;
 use super::fail::{Fail, internal, io};
 use super::follow::{counts_json, counts_text};
-use super::reader::read_named_run;
+use super::reader::{NamedRun, read_named_run};
 use crate::history::{StoredRunView, utc_time};
 use crate::snapshot::timeline_with;
 use crate::workflow::Workflow;
@@ -33,7 +33,9 @@ pub(super) struct ShowArgs {
     pub(super) from: ReadArgs,
     /// Print JSON: {run_id, thread_id, workflow, status, progress, events, records,
     /// executions, result, execution_counts, owner (on NATS, the worker that owns a live
-    /// run), children (the runs it delegated to: agent_class, run_id, state)}.
+    /// run), children (the runs it delegated to: agent_class, run_id, state), effects (the
+    /// outside calls its bodies journaled: seq, execution, attempt, name, key, input,
+    /// outcome {ok|failed}, at_ns, took_ns)}.
     #[arg(long)]
     pub(super) json: bool,
     /// Also write the run as a History file (the input of `saap explain --history`).
@@ -44,7 +46,12 @@ pub(super) struct ShowArgs {
 pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
     // The reader and the id name a live run's owner on NATS only.
     #[cfg_attr(not(feature = "nats"), allow(unused_variables))]
-    let (reader, run_id, stored) = read_named_run(workflow, &a.from, &a.run).await?;
+    let NamedRun {
+        reader,
+        run_id,
+        stored,
+        effects,
+    } = read_named_run(workflow, &a.from, &a.run).await?;
     let view = &StoredRunView::rebuild(workflow, &stored).map_err(|e| internal(e.to_string()))?;
     // On NATS, the worker that owns a live run (its owner record).
     #[allow(unused_mut)]
@@ -123,6 +130,7 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
             "execution_counts": counts_json(run),
             "owner": owner,
             "children": view.children(),
+            "effects": effects,
         });
         serde_json::to_writer_pretty(&mut out, &doc)
             .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
@@ -153,6 +161,12 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
             c.child, c.agent_class, c.run_id, c.state, c.requested_by
         )
         .map_err(io)?;
+    }
+    if !effects.is_empty() {
+        writeln!(out, "effects ({}):", effects.len()).map_err(io)?;
+        for e in &effects {
+            writeln!(out, "  {}", effect_line(e)).map_err(io)?;
+        }
     }
     if let Some(w) = &owner {
         writeln!(out, "owned by worker {w}").map_err(io)?;
@@ -188,4 +202,27 @@ fn progress_json(p: saap_dispatch::run::progress::Progress) -> serde_json::Value
         _ => {}
     }
     v
+}
+
+/// One journaled effect as a line: `#seq name (execution, attempt) ok|failed in T: result`,
+/// the result cut to a line's width.
+fn effect_line(e: &crate::backend::EffectRecord) -> String {
+    use crate::backend::EffectOutcome;
+    let (status, text) = match &e.outcome {
+        EffectOutcome::Ok(v) => ("ok", v.to_string()),
+        EffectOutcome::Failed(m) => ("failed", m.clone()),
+    };
+    let text = if text.chars().count() > 60 {
+        text.chars().take(60).chain(['…']).collect()
+    } else {
+        text
+    };
+    format!(
+        "#{} {} ({}, attempt {}) {status} in {:.1} ms: {text}",
+        e.seq,
+        e.name,
+        saap_dispatch::ExecutionId(e.execution),
+        e.attempt,
+        e.took_ns as f64 / 1e6
+    )
 }

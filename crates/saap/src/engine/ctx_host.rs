@@ -54,4 +54,8 @@ impl RunHost for Shared {
         let slot = self.slot(run_id).ok()?;
         Some(self.cancellation_token(&slot))
     }
+
+    fn effect_limits(&self) -> crate::backend::EffectLimits {
+        self.opts.effect_limits
+    }
 }

@@ -570,6 +570,16 @@ impl Engine {
         Ok(child_views(&st.run, |seq, _| st.payloads.get(seq as usize)))
     }
 
+    /// The effects a run's bodies journaled (`StepCtx::effect`), in the order recorded: each
+    /// call's execution, attempt, name, content key, input, result or failure and timing.
+    /// In memory, a run's effects are dropped when it ends; the embedded store keeps them.
+    pub async fn effects(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<crate::backend::EffectRecord>, EngineError> {
+        Ok(self.shared.backend.effects(run_id).wait().await?)
+    }
+
     /// Sends an event to a live run; returns its id once it is durable. An event for a run
     /// that has ended is kept as after-stop evidence and never dispatched.
     pub async fn send<T: Event>(&self, run_id: &str, event: T) -> Result<EventId, EngineError> {

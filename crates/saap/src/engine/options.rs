@@ -37,6 +37,10 @@ pub struct EngineOptions {
     /// request that would start a run deeper fails its step with `SAAP-E014` (default 8:
     /// agents that delegate to each other in a cycle end there).
     pub max_delegation_depth: u32,
+    /// How much one run's journal of effects (`StepCtx::effect`) may hold: once it holds
+    /// this many records or bytes, a new call fails its step with `SAAP-E016` (default
+    /// 5,000 records or 8 MiB).
+    pub effect_limits: crate::backend::EffectLimits,
 }
 
 impl Default for EngineOptions {
@@ -50,6 +54,7 @@ impl Default for EngineOptions {
             telemetry: None,
             max_timer_horizon: std::time::Duration::from_secs(366 * 86_400),
             max_delegation_depth: 8,
+            effect_limits: crate::backend::EffectLimits::default(),
         }
     }
 }

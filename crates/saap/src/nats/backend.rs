@@ -11,15 +11,18 @@
 //!   `r.{run_id}`, deleted when the run ends) and `saap_{Class}_thread_context` (one object
 //!   per thread). Updates are compare-and-set loops, so concurrent steps on several workers do
 //!   not lose each other's keys.
+//! - **Effects**: KV bucket `saap_{Class}_effects`, one value per run (see `effects`).
 //! - **Outputs**: once an entry is durable, the control events a step returned are published
 //!   on the class stream (`Nats-Msg-Id` = event id, header `Saap-Journaled`), and display
 //!   events on core NATS, so other clients see the run as the protocol says (DESIGN §6).
 //!   Publication follows the journal write; an owner stopped in between leaves outputs in the
 //!   journal only, which the next owner publishes ([`NatsBackend::republish_outputs`]).
 
+use super::effects::{self, EffectsKv};
 use crate::backend::{
-    Backend, JournalEntry, Pending, PersistBatch, RecordsSummary, RunMeta, RunPage, RunQuery,
-    RunSummary, Scope, StoreError, StoredEvent, StoredInput, StoredRun,
+    Backend, EffectAt, EffectRecord, EffectTake, JournalEntry, Pending, PersistBatch,
+    RecordsSummary, RunMeta, RunPage, RunQuery, RunSummary, Scope, StoreError, StoredEvent,
+    StoredInput, StoredRun,
 };
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, consumer::pull};
@@ -101,6 +104,7 @@ struct Inner {
     hierarchy: Hierarchy,
     run_ctx: TypedKv<ContextMap>,
     thread_ctx: TypedKv<ContextMap>,
+    effects: EffectsKv,
     rt: tokio::runtime::Handle,
     halted: AtomicBool,
     /// Last journal sequence per run, written or read by this process (the fencing token).
@@ -164,6 +168,10 @@ impl NatsBackend {
             BucketSpec::for_class(class, BucketKind::ThreadContext).map_err(nats_err)?;
         thread_spec.max_age = opts.thread_ttl;
         let thread_ctx = nats.kv(&thread_spec).await.map_err(nats_err)?;
+        let effects = nats
+            .kv(&BucketSpec::for_class(class, BucketKind::Effects).map_err(nats_err)?)
+            .await
+            .map_err(nats_err)?;
         let inner = Arc::new(Inner {
             nats,
             class: class.to_string(),
@@ -171,6 +179,7 @@ impl NatsBackend {
             hierarchy,
             run_ctx,
             thread_ctx,
+            effects,
             rt: tokio::runtime::Handle::current(),
             halted: AtomicBool::new(false),
             last_seq: Mutex::new(HashMap::new()),
@@ -1272,6 +1281,20 @@ impl Backend for NatsBackend {
                 })
                 .await
         })
+    }
+    fn effect_take(&self, at: &EffectAt, key: &str) -> Pending<EffectTake> {
+        let (inner, at, key) = (self.inner.clone(), at.clone(), key.to_string());
+        self.spawn(async move {
+            effects::take(&inner.effects, &ctx_key("e", &at.run_id), &at, &key).await
+        })
+    }
+    fn effect_record(&self, run_id: &str, record: EffectRecord) -> Pending<()> {
+        let (inner, run_key) = (self.inner.clone(), ctx_key("e", run_id));
+        self.spawn(async move { effects::record(&inner.effects, &run_key, record).await })
+    }
+    fn effects(&self, run_id: &str) -> Pending<Vec<EffectRecord>> {
+        let (inner, run_key) = (self.inner.clone(), ctx_key("e", run_id));
+        self.spawn(async move { effects::read(&inner.effects, &run_key).await })
     }
     fn halt(&self) {
         self.inner.halted.store(true, Ordering::Relaxed);

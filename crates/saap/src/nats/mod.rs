@@ -29,6 +29,7 @@
 
 pub mod backend;
 pub mod connect;
+mod effects;
 mod inner;
 mod options;
 mod slots;

@@ -1,0 +1,96 @@
+//! Journaled effects as a store keeps them (DESIGN §8): what a step body's outside call
+//! (`StepCtx::effect`) returned, under its content key, per run and execution. The store is
+//! the one place that knows which recorded results an attempt has consumed, so clones of a
+//! step's context, concurrent calls and a body re-run after a crash all agree.
+//!
+//! Plain data and the rules every store follows; the stores implement them, the context
+//! calls them. Nothing here calls out or decides how a run goes on.
+
+use serde::{Deserialize, Serialize};
+
+/// Where an effect is called: which execution of which run, in which attempt (1 on the first
+/// run, higher when the execution runs again after a crash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectAt {
+    pub run_id: std::sync::Arc<str>,
+    pub execution: u32,
+    pub attempt: u32,
+}
+
+/// What [`super::Backend::effect_take`] found for a content key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EffectTake {
+    /// The oldest successful result recorded for this key in this execution that the attempt
+    /// had not consumed yet; it is now consumed by the attempt.
+    Recorded(serde_json::Value),
+    /// None left: the caller calls out. The run's effect journal holds `entries` records of
+    /// `bytes` bytes so far (what the journal caps are checked against).
+    Fresh { entries: u64, bytes: u64 },
+}
+
+/// How an effect call ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectOutcome {
+    /// Its result, as JSON: returned again instead of calling out when the execution runs
+    /// again.
+    Ok(serde_json::Value),
+    /// It failed with this message: kept as evidence, never returned again (a re-run calls
+    /// out anew).
+    Failed(String),
+}
+
+/// One journaled effect call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectRecord {
+    /// Its place in the run's effect journal (0, 1, … in the order they were recorded).
+    pub seq: u64,
+    pub execution: u32,
+    /// The attempt that called out.
+    pub attempt: u32,
+    /// The name the body gave the effect.
+    pub name: String,
+    /// The content key: the name and a digest of the canonical input.
+    pub key: String,
+    /// The input, as canonical JSON (object keys sorted).
+    pub input: serde_json::Value,
+    pub outcome: EffectOutcome,
+    /// When the call returned (nanoseconds since the Unix epoch) and how long it took.
+    pub at_ns: u64,
+    pub took_ns: u64,
+}
+
+impl EffectRecord {
+    /// The bytes it takes in the journal (input and outcome as JSON text), what the
+    /// journal's size cap counts.
+    pub fn size(&self) -> u64 {
+        let outcome = match &self.outcome {
+            EffectOutcome::Ok(v) => json_len(v),
+            EffectOutcome::Failed(m) => m.len() as u64,
+        };
+        json_len(&self.input) + outcome
+    }
+}
+
+/// The JSON text length of a value.
+pub(crate) fn json_len(v: &serde_json::Value) -> u64 {
+    serde_json::to_string(v).map_or(0, |s| s.len() as u64)
+}
+
+/// How much one run's effect journal may hold: once it holds `max_entries` records or
+/// `max_bytes` bytes, no new call starts (the step fails with `SAAP-E016`). Recorded
+/// results are always returned; a call that was made is always recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EffectLimits {
+    pub max_entries: u64,
+    pub max_bytes: u64,
+}
+
+impl Default for EffectLimits {
+    fn default() -> Self {
+        EffectLimits {
+            max_entries: 5_000,
+            max_bytes: 8 << 20,
+        }
+    }
+}
