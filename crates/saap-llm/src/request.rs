@@ -50,6 +50,12 @@ impl ChatRequest {
         self
     }
 
+    /// The request as the model is asked it (the body of a call to `model` that is not
+    /// streamed): what names one call, e.g. the content key of a journaled call.
+    pub fn wire_json(&self, model: &str) -> Result<Value, serde_json::Error> {
+        serde_json::from_slice(&self.body(model, false)?)
+    }
+
     /// The JSON body for `model`, streamed or not.
     pub(crate) fn body(&self, model: &str, stream: bool) -> Result<Vec<u8>, serde_json::Error> {
         let body = WireRequest {

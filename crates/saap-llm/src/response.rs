@@ -10,8 +10,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::message::{Message, null_as_default};
 
 /// Why the model stopped.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(into = "String")]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
 pub enum FinishReason {
     /// A natural end or a stop sequence.
     Stop,
@@ -54,6 +54,13 @@ impl FinishReason {
     }
 }
 
+impl From<String> for FinishReason {
+    /// A reason as written by [`FinishReason::as_str`] (empty text is kept as `Other`).
+    fn from(text: String) -> FinishReason {
+        FinishReason::parse(&text).unwrap_or(FinishReason::Other(text))
+    }
+}
+
 impl From<FinishReason> for String {
     fn from(reason: FinishReason) -> String {
         reason.as_str().to_owned()
@@ -93,8 +100,8 @@ impl Usage {
     }
 }
 
-/// The model's answer.
-#[derive(Clone, Debug, PartialEq)]
+/// The model's answer (serializable: a journaled call records it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Completion {
     /// The server's id of the completion, if it gave one.
     pub id: Option<String>,

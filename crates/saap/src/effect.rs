@@ -121,7 +121,7 @@ impl StepCtx {
             name: name.to_string(),
             error,
         };
-        let decode = |v: serde_json::Value| {
+        let decode = |v: &serde_json::Value| {
             T::deserialize(v).map_err(|e| EffectError::Recorded {
                 name: name.to_string(),
                 message: e.to_string(),
@@ -138,7 +138,7 @@ impl StepCtx {
             attempt: self.attempt,
         };
         match backend.effect_take(&at, &key).wait().await.map_err(store)? {
-            EffectTake::Recorded(v) => return decode(v),
+            EffectTake::Recorded(v) => return decode(&v),
             EffectTake::Fresh { entries, bytes } => {
                 let limits = host.effect_limits();
                 if entries >= limits.max_entries || bytes >= limits.max_bytes {
@@ -155,9 +155,14 @@ impl StepCtx {
         let started = Instant::now();
         let result = call().await;
         let took_ns = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+        // The answer is the recorded JSON decoded (as a re-run gets it), made before the
+        // record takes the JSON.
         let (outcome, answer) = match result {
             Ok(v) => match serde_json::to_value(&v) {
-                Ok(v) => (EffectOutcome::Ok(v.clone()), Ok(v)),
+                Ok(v) => {
+                    let decoded = decode(&v);
+                    (EffectOutcome::Ok(v), decoded)
+                }
                 Err(e) => (EffectOutcome::Failed(e.to_string()), Err(json("result", e))),
             },
             Err(error) => (
@@ -186,7 +191,7 @@ impl StepCtx {
             .wait()
             .await
             .map_err(store)?;
-        decode(answer?)
+        answer
     }
 }
 

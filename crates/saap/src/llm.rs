@@ -13,16 +13,19 @@
 //! ([`typed_tool`]) in a [`Toolbox`] (a resource too, when the tools hold handles), each call
 //! recorded as a `ToolEvent`, every round streamed and priced like `chat`.
 //!
-//! What a crash does today: the journal records a completed execution's outputs, so a step
-//! that finished is never run again; a step that crashed mid-call runs again and calls the
-//! model again (its chunks shown before the crash are not shown twice). Journaled effects,
-//! which would replay a finished call instead, come with durable runs (DESIGN §8).
+//! What a crash does: the journal records a completed execution's outputs, so a step that
+//! finished is never run again. Inside a step, every model call and every tool call is a
+//! journaled effect (`StepCtx::effect`, names `llm` and `tool`, keyed by the request as the
+//! model is asked it and by the tool call): a step that crashed after a call runs again and
+//! gets the recorded answer back — its chunks shown again with the same ids (so logged once),
+//! the model not called again. A call cut by the crash itself is made again.
 //!
 //! What this module must not do: keep a run's state on the [`Llm`] (it is shared by every run),
 //! log or record the API key (the client never hands it out; events carry the sampling
 //! parameters only), or decide anything about dispatch.
 
 use crate::context::{ContextError, StepCtx};
+use crate::effect::EffectError;
 use crate::event::ChunkEvent;
 use crate::semantic::ToolEvent;
 use crate::semantic::{LLMCostEvent, LLMEvent, LLMStopEvent};
@@ -35,6 +38,7 @@ pub use saap_llm::{
     CancellationToken, ChatRequest, Completion, FinishReason, LlmClient, LlmConfig, LlmError,
     Message, Role, StreamEvent, ToolExecution, Toolbox, Usage, typed_tool,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// A model client shared by every run of a workflow: register it once
@@ -66,6 +70,51 @@ pub enum LlmStepError {
     /// Showing a chunk or the cost: the run has ended, or the store failed.
     #[error("the model's answer could not be shown: {0}")]
     Show(#[from] ContextError),
+    /// The call could not be journaled, or its recorded answer read (the effect journal's
+    /// message, with its code).
+    #[error("{0}")]
+    Journal(String),
+}
+
+/// A model call as its effect records it: the answer, how long it took, and the byte lengths
+/// of the pieces of text shown while it streamed (the answer's text is exactly their
+/// concatenation; a replay shows them again, with the same ids). Lengths, not the pieces: a
+/// long answer is not recorded twice.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RecordedCall {
+    completion: Completion,
+    latency_ns: u64,
+    chunk_lens: Vec<u32>,
+}
+
+impl RecordedCall {
+    /// The pieces of text the call showed, cut from the answer by their lengths (the whole
+    /// text as one piece should the lengths not fit it).
+    fn chunks(&self) -> Vec<String> {
+        let text = self.completion.message.content.as_deref().unwrap_or("");
+        let mut out = Vec::with_capacity(self.chunk_lens.len());
+        let mut at = 0usize;
+        for &len in &self.chunk_lens {
+            let end = at.saturating_add(len as usize);
+            match text.get(at..end) {
+                Some(piece) => out.push(piece.to_string()),
+                None => return vec![text.to_string()],
+            }
+            at = end;
+        }
+        if at != text.len() {
+            return vec![text.to_string()];
+        }
+        out
+    }
+}
+
+/// The call's own error out of its effect's, the journal's as [`LlmStepError::Journal`].
+fn unjournaled(e: EffectError<LlmStepError>) -> LlmStepError {
+    match e {
+        EffectError::Failed { error, .. } => error,
+        other => LlmStepError::Journal(other.to_string()),
+    }
 }
 
 /// A finished call: the answer, and the events that record it.
@@ -168,32 +217,62 @@ impl Llm {
         request: &ChatRequest,
         cancel: CancellationToken,
     ) -> Result<LlmAnswer, LlmStepError> {
-        let started = Instant::now();
-        let mut stream = self.client.stream(request, cancel).await?;
-        let completion = loop {
-            match stream.next().await? {
-                Some(StreamEvent::Text(chunk)) => {
-                    if !chunk.is_empty() {
-                        ctx.display_owned(ChunkEvent { chunk }).await?;
+        let model = request
+            .model
+            .as_deref()
+            .or(self.client.config().model.as_deref())
+            .unwrap_or_default();
+        let asked = request.wire_json(model).map_err(|e| {
+            LlmStepError::Journal(format!("the request cannot be written as JSON: {e}"))
+        })?;
+        let called = AtomicBool::new(false);
+        let call = ctx
+            .effect("llm", &asked, || async {
+                called.store(true, Ordering::Relaxed);
+                let started = Instant::now();
+                let mut stream = self.client.stream(request, cancel).await?;
+                let mut chunk_lens = Vec::new();
+                let completion = loop {
+                    match stream.next().await? {
+                        Some(StreamEvent::Text(chunk)) => {
+                            if !chunk.is_empty() {
+                                chunk_lens.push(chunk.len().min(u32::MAX as usize) as u32);
+                                ctx.display_owned(ChunkEvent { chunk }).await?;
+                            }
+                        }
+                        Some(StreamEvent::ToolCall { .. }) => {}
+                        Some(StreamEvent::Finished(done)) => break *done,
+                        None => {
+                            // The stream hands out `Finished` before its end; this is a guard.
+                            return Err(LlmError::Truncated {
+                                received_bytes: 0,
+                                last_event: "(the stream ended without an answer)".to_owned(),
+                            }
+                            .into());
+                        }
                     }
-                }
-                Some(StreamEvent::ToolCall { .. }) => {}
-                Some(StreamEvent::Finished(done)) => break *done,
-                None => {
-                    // The stream hands out `Finished` before its end; this is a guard.
-                    return Err(LlmError::Truncated {
-                        received_bytes: 0,
-                        last_event: "(the stream ended without an answer)".to_owned(),
-                    }
-                    .into());
-                }
+                };
+                Ok::<_, LlmStepError>(RecordedCall {
+                    completion,
+                    latency_ns: started.elapsed().as_nanos().min(u64::MAX as u128) as u64,
+                    chunk_lens,
+                })
+            })
+            .await
+            .map_err(unjournaled)?;
+        if !called.load(Ordering::Relaxed) {
+            // Replayed: the chunks are shown again in order, with the ids they had (a chunk
+            // the crash kept from the log is logged now, the others once).
+            for chunk in call.chunks() {
+                ctx.display_owned(ChunkEvent { chunk }).await?;
             }
-        };
+        }
+        let completion = call.completion;
         let event = saap_llm::record::llm_event(
             request,
             self.client.config().model.as_deref(),
             &completion,
-            started.elapsed(),
+            std::time::Duration::from_nanos(call.latency_ns),
             self.provider.as_deref(),
         );
         let cost = match (&event.chat_model_name, &completion.usage) {
@@ -243,7 +322,12 @@ impl Llm {
                 });
             }
             for call in &message.tool_calls {
-                let execution = toolbox.execute(call, &cancel).await;
+                let execution = ctx
+                    .effect("tool", call, || async {
+                        Ok::<_, LlmStepError>(toolbox.execute(call, &cancel).await)
+                    })
+                    .await
+                    .map_err(unjournaled)?;
                 tools.push(saap_llm::record::tool_event(
                     toolbox.spec(&call.function.name),
                     &execution,
@@ -254,5 +338,45 @@ impl Llm {
             }
         }
         Err(LlmError::ToolRoundsExhausted { rounds: max_rounds }.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded(text: &str, chunk_lens: Vec<u32>) -> RecordedCall {
+        RecordedCall {
+            completion: Completion {
+                id: None,
+                model: None,
+                message: Message::assistant(text),
+                finish_reason: Some(FinishReason::Stop),
+                usage: None,
+            },
+            latency_ns: 1,
+            chunk_lens,
+        }
+    }
+
+    #[test]
+    fn a_replayed_call_shows_the_pieces_it_streamed_cut_from_its_answer() {
+        assert_eq!(
+            recorded("Grüezi mitenand", vec![4, 4, 8]).chunks(),
+            ["Grü", "ezi ", "mitenand"]
+        );
+        // Lengths that do not fit the text (a char boundary, a total): the whole text.
+        assert_eq!(recorded("Grüezi", vec![3]).chunks(), ["Grüezi"]);
+        assert_eq!(recorded("Grüezi", vec![2]).chunks(), ["Grüezi"]);
+        assert!(recorded("", vec![]).chunks().is_empty());
+    }
+
+    #[test]
+    fn a_recorded_call_reads_back_as_written() {
+        let call = recorded("hi", vec![2]);
+        let json = serde_json::to_value(&call).unwrap_or_default();
+        let back: RecordedCall = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back.completion, call.completion);
+        assert_eq!(back.chunk_lens, [2]);
     }
 }

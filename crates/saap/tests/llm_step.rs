@@ -453,3 +453,127 @@ fn the_llm_resource_does_not_show_its_key() {
         "{shown}"
     );
 }
+
+/// The tool loop of `ToolUser` as a builder step that, on its first attempt, signals
+/// `entered` once the loop is done and then never returns (the crash comes first).
+fn journaled_tool_user(entered: Option<Arc<tokio::sync::Semaphore>>) -> saap::Workflow {
+    saap::Workflow::builder("JournaledToolUser")
+        .step(
+            saap::Step::new(
+                "answer",
+                move |q: Required<UserMessageEvent>, ctx: StepCtx| {
+                    let entered = entered.clone();
+                    async move {
+                        let llm = ctx.resource::<Llm>()?;
+                        let tools = ctx.resource::<Toolbox>()?;
+                        let out = ask_with_tools(&q, &llm, &tools, &ctx, 3).await?;
+                        if let Some(entered) = entered {
+                            entered.add_permits(1);
+                            std::future::pending::<()>().await;
+                        }
+                        Ok::<_, StepError>(out)
+                    }
+                },
+            )
+            .uses_resource::<Llm>()
+            .uses_resource::<Toolbox>(),
+        )
+        .build()
+        .unwrap()
+}
+
+/// Issue 21 §6 on the model path: every model call and tool call of a step is journaled, so
+/// the step re-run after a crash gets them back — the model is not asked again, the tool not
+/// run again, the chunks not shown twice — and returns the same events.
+#[test]
+fn a_tool_loop_re_run_after_a_crash_calls_neither_the_model_nor_the_tool_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llm.db");
+    let tool_runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = {
+        let tool_runs = tool_runs.clone();
+        move || {
+            let tool_runs = tool_runs.clone();
+            Toolbox::new().with(typed_tool(
+                "weather",
+                "Today's weather in a city",
+                move |a: WeatherArgs| {
+                    tool_runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    async move { Ok::<_, String>(format!("sunny in {}", a.city)) }
+                },
+            ))
+        }
+    };
+    let rt = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let server_rt = rt();
+    let (port, seen) = server_rt.block_on(server());
+    let open = |entered| {
+        let wf = journaled_tool_user(entered)
+            .with_resource(llm(port, "tools"))
+            .with_resource(counted());
+        let path = path.clone();
+        async move {
+            let backend = Arc::new(saap::SqliteBackend::open(&path).unwrap());
+            saap::Engine::open(wf, backend, saap::EngineOptions::default())
+                .await
+                .unwrap()
+        }
+    };
+    let first = rt();
+    let run_id = first.block_on(async {
+        let entered = Arc::new(tokio::sync::Semaphore::new(0));
+        let (engine, _) = open(Some(entered.clone())).await;
+        let run = TestRunner::new(engine.clone())
+            .start(UserMessageEvent::new("Weather in Bern?"))
+            .await
+            .unwrap();
+        let _in = entered.acquire().await.unwrap();
+        engine.halt();
+        run.run_id().to_string()
+    });
+    drop(first);
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    let tools_before = tool_runs.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(tools_before >= 1, "the good call ran the tool");
+
+    let second = rt();
+    second.block_on(async {
+        let (engine, rec) = open(None).await;
+        assert_eq!(rec.retried_executions, 1, "{rec:?}");
+        let snap = TestRunner::new(engine.clone())
+            .attach(&run_id)
+            .unwrap()
+            .wait_for_end(WAIT)
+            .await
+            .unwrap();
+        assert!(!snap.has_exception(), "{}", snap.timeline());
+        assert_eq!(snap.events_of::<LLMEvent>().len(), 3);
+        assert_eq!(snap.events_of::<ToolEvent>().len(), 2);
+        let chunks: Vec<String> = snap
+            .events_of::<ChunkEvent>()
+            .into_iter()
+            .map(|c| c.chunk)
+            .collect();
+        assert_eq!(chunks, ["Sunny ", "in Bern."], "shown once each");
+        let effects = engine.effects(&run_id).await.unwrap();
+        let names: Vec<&str> = effects.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["llm", "tool", "llm", "tool", "llm"], "{effects:?}");
+        assert!(effects.iter().all(|e| e.attempt == 1));
+    });
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        3,
+        "the model was not asked again"
+    );
+    assert_eq!(
+        tool_runs.load(std::sync::atomic::Ordering::SeqCst),
+        tools_before,
+        "the tool did not run again"
+    );
+}

@@ -20,7 +20,8 @@ use crate::message::{ToolCall, ToolDefinition};
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 256 * 1024;
 
 /// How one tool call went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ExecutionStatus {
     /// The tool ran and answered.
     Ok,
@@ -36,8 +37,9 @@ pub enum ExecutionStatus {
     Cancelled,
 }
 
-/// One tool call and the answer given to the model.
-#[derive(Clone, Debug, PartialEq)]
+/// One tool call and the answer given to the model (serializable: a journaled call records
+/// it).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolExecution {
     /// The model's id of the call.
     pub call_id: String,

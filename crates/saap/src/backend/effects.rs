@@ -72,9 +72,23 @@ impl EffectRecord {
     }
 }
 
-/// The JSON text length of a value.
+/// The JSON text length of a value, counted as it is written (no text is made).
 pub(crate) fn json_len(v: &serde_json::Value) -> u64 {
-    serde_json::to_string(v).map_or(0, |s| s.len() as u64)
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, v) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
 }
 
 /// How much one run's effect journal may hold: once it holds `max_entries` records or
