@@ -577,6 +577,8 @@ pub(crate) struct WorkflowInner {
     pub steps: Vec<StepImpl>,
     /// The names of the Rust event types the workflow was built from.
     pub rust_names: Vec<&'static str>,
+    /// The agents its steps delegate to ([`Workflow::with_delegate`]), one per name.
+    pub delegates: Vec<Workflow>,
 }
 
 /// An agent: its steps and the spec generated from them. Cheap to clone.
@@ -701,6 +703,52 @@ impl Workflow {
         Workflow {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Declares an agent this one's steps delegate to (`AgentInTheLoopRequestEvent` naming
+    /// `other`'s name): an engine made or opened for this workflow makes one for `other` on
+    /// the same store, and for the agents `other` declares in turn — one engine per agent
+    /// name (the first workflow given for a name is kept; an agent that delegates to itself
+    /// needs no declaration). What the per-agent command line of a delegating agent needs:
+    /// `saap::main(editor().with_delegate(researcher()))` runs the children in process, and
+    /// `runs --tree` shows them.
+    pub fn with_delegate(self, other: Workflow) -> Workflow {
+        let mut inner = Arc::unwrap_or_clone(self.inner);
+        if other.name() != inner.spec.name
+            && !inner.delegates.iter().any(|d| d.name() == other.name())
+        {
+            inner.delegates.push(other);
+        }
+        Workflow {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The agents declared with [`Workflow::with_delegate`].
+    pub fn delegates(&self) -> &[Workflow] {
+        &self.inner.delegates
+    }
+
+    /// This workflow and every agent it delegates to, directly or through another, one per
+    /// name, this one first.
+    pub fn agent_set(&self) -> Vec<Workflow> {
+        let mut set = vec![self.clone()];
+        let mut i = 0;
+        while i < set.len() {
+            let next: Vec<Workflow> = set[i]
+                .delegates()
+                .iter()
+                .filter(|d| !set.iter().any(|w| w.name() == d.name()))
+                .cloned()
+                .collect();
+            for d in next {
+                if !set.iter().any(|w| w.name() == d.name()) {
+                    set.push(d);
+                }
+            }
+            i += 1;
+        }
+        set
     }
 
     /// The resource of type `T`, if the workflow holds one.
@@ -944,6 +992,7 @@ impl WorkflowBuilder {
                 compiled,
                 steps: impls,
                 rust_names: self.event_order,
+                delegates: Vec::new(),
             }),
         })
     }

@@ -469,3 +469,49 @@ fn a_child_that_ended_while_its_parent_was_away_is_delivered_at_registration() {
         assert_eq!(report(&boss, &run).await, "after waiting");
     });
 }
+
+/// Agents declared on the workflow (`with_delegate`) are made and opened with it: one engine
+/// per agent name, even when the declarations loop back (the researcher declares the boss),
+/// every agent registered before any recovers, and a child waiting across a restart reports
+/// to its parent.
+#[test]
+fn declared_agents_are_opened_with_the_workflow_even_when_they_loop_back() {
+    let declared =
+        || boss("Researcher").with_delegate(researcher().with_delegate(boss("Researcher")));
+    let wf = declared();
+    let set = wf.agent_set();
+    let names: Vec<&str> = set.iter().map(|w| w.name()).collect();
+    assert_eq!(names, ["Boss", "Researcher"]);
+    assert!(
+        researcher()
+            .with_delegate(researcher())
+            .delegates()
+            .is_empty(),
+        "an agent needs no declaration of itself"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("declared.db");
+    let open = |path: std::path::PathBuf| async move {
+        let backend: Arc<dyn Backend> = Arc::new(SqliteBackend::open(&path).unwrap());
+        let (boss, rec) = Engine::open(declared(), backend, EngineOptions::default())
+            .await
+            .unwrap();
+        assert!(rec.failed.is_empty(), "{:?}", rec.failed);
+        let researcher = boss.agent("Researcher").expect("made with the boss");
+        assert!(boss.agent("Boss").is_some() && boss.agent("Nobody").is_none());
+        (boss, researcher, rec)
+    };
+    let (run, child) = runtime().block_on(async {
+        let (boss, researcher, _) = open(path.clone()).await;
+        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
+        let child = wait_for_child(&boss, &run).await;
+        wait_for_progress(&researcher, &child, "waiting_event").await;
+        (run, child)
+    });
+    runtime().block_on(async {
+        let (boss, researcher, rec) = open(path.clone()).await;
+        assert_eq!(rec.resumed_runs, 2, "the boss's run and the child: {rec:?}");
+        researcher.send(&child, Go { n: 1 }).await.unwrap();
+        assert_eq!(report(&boss, &run).await, "after waiting");
+    });
+}

@@ -14,8 +14,9 @@
 //! A topic the researcher knows is answered at once; another one waits for a human to give
 //! a source (`SourceGiven`, sent to the child run), so the editor waits too. Cancelling the
 //! editor cancels its waiting children; a child that fails reaches the editor as an
-//! exception, and the brief says so. Both agents run in one process:
-//! `editor.delegate_to(&researcher)` (see [`agents`]).
+//! exception, and the brief says so. Both agents run in one process: the editor's workflow
+//! declares the researcher (`with_delegate`, [`editor_with_researcher`]), so an engine made
+//! for it makes the researcher's too (see [`agents`]); `research-agent` is the program.
 
 use crate::event;
 use saap::{
@@ -141,11 +142,17 @@ pub fn editor() -> Workflow {
     }
 }
 
+/// The editor, declaring the researcher it delegates to.
+pub fn editor_with_researcher() -> Workflow {
+    editor().with_delegate(researcher())
+}
+
 /// Both agents on one store, the editor delegating to the researcher: `(editor,
-/// researcher)`.
+/// researcher)`. The researcher's engine is made with the editor's and held by it.
 pub async fn agents(backend: Arc<dyn Backend>, opts: EngineOptions) -> (Engine, Engine) {
-    let editor = Engine::new(editor(), backend.clone(), opts.clone());
-    let researcher = Engine::new(researcher(), backend, opts);
-    editor.delegate_to(&researcher).await;
-    (editor, researcher)
+    let editor = Engine::new(editor_with_researcher(), backend, opts);
+    match editor.agent("ResearcherAgent") {
+        Some(researcher) => (editor, researcher),
+        None => panic!("the editor's engine makes the researcher's"),
+    }
 }

@@ -944,3 +944,152 @@ fn run_shows_model_and_tool_calls_in_one_line_each() {
         cost.stdout
     );
 }
+
+fn research(db: &Path, args: &[&str]) -> Out {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--db", db.to_str().unwrap()]);
+    agent("research-agent", db, &all)
+}
+
+/// The last JSON line of a `run --json`/`send --json`: the result.
+fn result_line(out: &Out) -> serde_json::Value {
+    serde_json::from_str(out.stdout.lines().last().unwrap_or("null")).unwrap()
+}
+
+/// Delegation from an agent's own program (issue 21 §3): the editor's workflow declares the
+/// researcher, so `run` runs the children in process; `runs --tree` shows the tree from the
+/// store; a child run waiting for a human is read, answered and cancelled through the
+/// editor's program.
+#[test]
+fn a_delegating_agents_program_runs_its_children_and_shows_their_tree() {
+    let (_d, db) = temp_db();
+    let done = research(&db, &["run", "--message", "ants, bees", "--json"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let last = result_line(&done);
+    assert_eq!(last["result"]["event"], "Brief", "{last}");
+    let root = last["run_id"].as_str().unwrap().to_string();
+    let tree = research(&db, &["runs", "--tree", &root[..12]]);
+    assert_eq!(tree.code, 0, "{}", tree.stderr);
+    let lines: Vec<&str> = tree.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("EditorAgent {root} stopped"),
+        "{}",
+        tree.stdout
+    );
+    assert_eq!(lines.len(), 3, "{}", tree.stdout);
+    assert!(
+        lines[1].starts_with("├── ResearcherAgent "),
+        "{}",
+        tree.stdout
+    );
+    assert!(
+        lines[2].starts_with("└── ResearcherAgent "),
+        "{}",
+        tree.stdout
+    );
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l.ends_with(" stopped (awaited, reported to the parent)")),
+        "{}",
+        tree.stdout
+    );
+
+    // A topic the researcher does not know: its child waits for a human, the editor too.
+    let waiting = research(
+        &db,
+        &[
+            "run",
+            "--message",
+            "ants, moths",
+            "--json",
+            "--timeout",
+            "1",
+        ],
+    );
+    assert_eq!(waiting.code, 1, "still live: {}", waiting.stderr);
+    let root = result_line(&waiting)["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let json: serde_json::Value =
+        serde_json::from_str(&research(&db, &["runs", "--tree", &root, "--json"]).stdout).unwrap();
+    assert_eq!(json["status"], "live");
+    assert_eq!(json["relation"], "root");
+    let children = json["children"].as_array().unwrap();
+    assert_eq!(children.len(), 2, "{json}");
+    assert_eq!(children[0]["status"], "stopped");
+    assert_eq!(children[0]["reported"], true);
+    assert_eq!(children[1]["status"], "live");
+    assert_eq!(children[1]["agent_class"], "ResearcherAgent");
+    let child = children[1]["run_id"].as_str().unwrap().to_string();
+
+    // The child is read through the editor's program, with the researcher's workflow.
+    let shown = research(&db, &["show", &child]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("of ResearcherAgent") && shown.stdout.contains("source_given"),
+        "{}",
+        shown.stdout
+    );
+
+    // Cancelling the editor covers its waiting child.
+    let cancelled = research(&db, &["cancel", &root, "--reason", "enough"]);
+    assert_eq!(cancelled.code, 0, "{}", cancelled.stderr);
+    let after = research(&db, &["runs", "--tree", &root]).stdout;
+    assert!(
+        after.starts_with(&format!("EditorAgent {root} cancelled")),
+        "{after}"
+    );
+    assert!(
+        after.contains(&format!(
+            "ResearcherAgent {child} cancelled (awaited, abandoned by the parent)"
+        )),
+        "{after}"
+    );
+
+    // Another waiting child, answered by a human through the editor's program.
+    let waiting = research(
+        &db,
+        &[
+            "run",
+            "--message",
+            "owls, moths",
+            "--json",
+            "--timeout",
+            "1",
+        ],
+    );
+    assert_eq!(waiting.code, 1, "{}", waiting.stderr);
+    let root = result_line(&waiting)["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let json: serde_json::Value =
+        serde_json::from_str(&research(&db, &["runs", "--tree", &root, "--json"]).stdout).unwrap();
+    let child = json["children"][1]["run_id"].as_str().unwrap().to_string();
+    let answer = r#"{"_event_name": "SourceGiven", "source": "the field guide"}"#;
+    let answered = research(&db, &["send", &child, "--event", answer]);
+    assert_eq!(answered.code, 0, "{}", answered.stderr);
+    assert!(answered.stdout.contains("Finding"), "{}", answered.stdout);
+
+    // Bad input: no such run, a tree on NATS.
+    let unknown = research(&db, &["runs", "--tree", "ffff"]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("no stored run `ffff`"),
+        "{}",
+        unknown.stderr
+    );
+    let nats = research(
+        &db,
+        &["runs", "--tree", &root, "--engine", "nats://127.0.0.1:1"],
+    );
+    assert_eq!(nats.code, 2, "{}", nats.stderr);
+    assert!(
+        nats.stderr.contains("reads the embedded store only"),
+        "{}",
+        nats.stderr
+    );
+}

@@ -550,6 +550,18 @@ pub struct RunSummary {
     pub journal_entries: u64,
 }
 
+impl RunSummary {
+    /// The status `runs` lists: live, stopped, failed, or ended (how it ended unknown).
+    pub fn status(&self) -> &'static str {
+        match (self.ended, self.termination) {
+            (false, _) => "live",
+            (true, Some(Termination::Stop)) => "stopped",
+            (true, Some(Termination::Exception)) => "failed",
+            (true, None) => "ended",
+        }
+    }
+}
+
 /// One page of [`Backend::list_runs`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunPage {

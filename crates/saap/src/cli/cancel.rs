@@ -8,9 +8,9 @@ use super::fail::internal;
 use super::fail::{Fail, engine_fail, invalid, io};
 #[cfg(feature = "nats")]
 use super::follow::follow_stored;
-use super::reader::resolve_run;
 #[cfg(feature = "nats")]
 use super::reader::{open_nats_reader, read_view};
+use super::reader::{resolve_agent_run, resolve_run};
 #[cfg(feature = "nats")]
 use super::send::ended_run;
 use super::store::{db_path, memory_keeps_nothing, open_engine};
@@ -72,9 +72,11 @@ pub(super) async fn cancel_cmd(workflow: &Workflow, a: CancelArgs) -> Result<u8,
             path.display()
         )));
     }
-    let engine = open_engine(workflow, kind, &a.from.store).await?;
+    let opened = open_engine(workflow, kind, &a.from.store).await?;
     let place = path.display().to_string();
-    let run_id = resolve_run(workflow, engine.backend(), &place, &a.run).await?;
+    // A child run of an agent this one delegates to is cancelled through that agent's engine.
+    let (agent, run_id) = resolve_agent_run(workflow, opened.backend(), &place, &a.run).await?;
+    let engine = opened.agent(agent.name()).unwrap_or(opened);
     let id = engine
         .cancel(&run_id, &a.reason)
         .await

@@ -70,7 +70,7 @@ pub(super) async fn export_cmd(workflow: &Workflow, a: ExportArgs) -> Result<u8,
     };
     let named = read_named_run(workflow, &a.from, &a.run).await?;
     let (run_id, stored) = (named.run_id, named.stored);
-    let spans = stored_run_spans(workflow, &stored).map_err(|e| internal(e.to_string()))?;
+    let spans = stored_run_spans(&named.agent, &stored).map_err(|e| internal(e.to_string()))?;
     let trace_id = TraceId::of_run(&run_id).to_hex();
     let mut out = std::io::stdout().lock();
     let Some(config) = config else {

@@ -32,6 +32,7 @@ mod send;
 mod show;
 mod spec;
 mod store;
+mod tree;
 
 use crate::workflow::Workflow;
 use cancel::{CancelArgs, cancel_cmd};
@@ -130,6 +131,7 @@ fn after_help(bin: &str) -> String {
   {bin} cancel RUN --reason TEXT            end a live run as cancelled
   {bin} runs                                the newest stored runs, 20 a page (--offset N)
   {bin} runs --status live                  the runs that wait for an event
+  {bin} runs --tree RUN                     RUN and the runs it delegated to
   {bin} show RUN                            the run's timeline: events and decisions
   {bin} show RUN --history-out run.json     then: saap explain agent.json --history run.json
   {bin} export RUN --endpoint http://127.0.0.1:6006/v1/traces   the run as a trace (Phoenix)

@@ -123,14 +123,16 @@ pub(super) fn where_runs(from: &ReadArgs, workflow: &Workflow) -> String {
 pub(super) struct NamedRun {
     /// The reader, its store let go (on NATS, its connection tells a live run's owner).
     pub(super) reader: Reader,
+    /// The agent whose run it is: this one, or one it delegates to.
+    pub(super) agent: Workflow,
     pub(super) run_id: String,
     pub(super) stored: crate::backend::StoredRun,
     /// The effects its bodies journaled.
     pub(super) effects: Vec<crate::backend::EffectRecord>,
 }
 
-/// The stored run a user named (its id or a unique prefix), read whole with its effects,
-/// the store let go after.
+/// The stored run a user named (its id or a unique prefix; a run of this agent or of one
+/// it delegates to), read whole with its effects, the store let go after.
 pub(super) async fn read_named_run(
     workflow: &Workflow,
     from: &ReadArgs,
@@ -144,10 +146,11 @@ pub(super) async fn read_named_run(
             where_runs(from, workflow)
         )));
     };
-    let run_id = resolve_run(workflow, &reader.backend, &reader.place, given).await?;
+    let (agent, run_id) =
+        resolve_agent_run(workflow, &reader.backend, &reader.place, given).await?;
     let stored = reader
         .backend
-        .read_run(workflow.name(), &run_id)
+        .read_run(agent.name(), &run_id)
         .wait()
         .await
         .map_err(|e| internal(e.to_string()))?
@@ -161,10 +164,32 @@ pub(super) async fn read_named_run(
     reader.backend.halt();
     Ok(NamedRun {
         reader,
+        agent,
         run_id,
         stored,
         effects,
     })
+}
+
+/// As [`resolve_run`], among the runs of this agent and then of the agents it delegates to
+/// (a child run waiting for a human is answered through its parent's program): the agent
+/// whose run it is, and the id. The error is this agent's when no agent has the run.
+pub(super) async fn resolve_agent_run(
+    workflow: &Workflow,
+    backend: &Arc<dyn Backend>,
+    place: &str,
+    given: &str,
+) -> Result<(Workflow, String), Fail> {
+    let first = match resolve_run(workflow, backend, place, given).await {
+        Ok(id) => return Ok((workflow.clone(), id)),
+        Err(e) => e,
+    };
+    for agent in workflow.agent_set().into_iter().skip(1) {
+        if let Ok(id) = resolve_run(&agent, backend, place, given).await {
+            return Ok((agent, id));
+        }
+    }
+    Err(first)
 }
 
 /// The run id a user typed (the id or a unique prefix), looked up in the store.

@@ -2,8 +2,9 @@
 //! status.
 
 use super::args::ReadArgs;
-use super::fail::{Fail, internal, io};
-use super::reader::{open_reader, where_runs};
+use super::fail::{Fail, internal, invalid, io};
+use super::reader::{open_reader, resolve_run, where_runs};
+use super::tree::{read_tree, render};
 use crate::history::utc_time;
 use crate::workflow::Workflow;
 use serde_json::{Value, json};
@@ -44,6 +45,7 @@ Examples:
   runs --after RUN                      the next page: the runs older than RUN (the last listed)
   runs --offset 20                      the same by position
   runs --json | jq -r '.runs[].run_id'  ids for scripts (the shape: see --json above)
+  runs --tree RUN                       RUN and the runs it delegated to, each with its status
   runs --engine nats://127.0.0.1:4222   the runs of the agent class on NATS JetStream
 
 Exit codes: 0 listed (an empty list too), 2 invalid flags, 3 database or server failure."
@@ -67,20 +69,15 @@ pub(super) struct RunsArgs {
     #[arg(long, value_name = "RUN")]
     pub(super) after: Option<String>,
     /// Print JSON: {runs: [{run_id, thread_id, status, started, events, journal_entries}],
-    /// offset, more, next_offset, next_after}.
+    /// offset, more, next_offset, next_after}; with --tree, the tree: {run_id, agent_class,
+    /// status, relation (root, awaited, detached), reported?, abandoned?, children, unread?}.
     #[arg(long)]
     pub(super) json: bool,
-}
-
-pub(super) fn status_of(s: &crate::backend::RunSummary) -> &'static str {
-    use crate::backend::Termination;
-
-    match (s.ended, s.termination) {
-        (false, _) => "live",
-        (true, Some(Termination::Stop)) => "stopped",
-        (true, Some(Termination::Exception)) => "failed",
-        (true, None) => "ended",
-    }
+    /// Show RUN (an id or a unique prefix) and the runs it delegated to, down the tree: each
+    /// one's agent, status, and whether it was awaited or detached, reported its end to its
+    /// parent or was abandoned (embedded store; the delegates' runs in the same database).
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["status", "after", "offset"])]
+    pub(super) tree: Option<String>,
 }
 
 pub(super) fn started_of(s: &crate::backend::RunSummary) -> Option<String> {
@@ -89,6 +86,9 @@ pub(super) fn started_of(s: &crate::backend::RunSummary) -> Option<String> {
 }
 
 pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fail> {
+    if let Some(run) = &a.tree {
+        return tree_cmd(workflow, &a, run).await;
+    }
     let offset = usize::try_from(a.offset).unwrap_or(usize::MAX);
     let query = crate::backend::RunQuery {
         status: a.status.map(StatusArg::filter),
@@ -123,7 +123,7 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
                 json!({
                     "run_id": r.run_id,
                     "thread_id": r.thread_id,
-                    "status": status_of(r),
+                    "status": r.status(),
                     "started": started_of(r),
                     "events": r.events,
                     "journal_entries": r.journal_entries,
@@ -170,7 +170,7 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
             out,
             "{:<24}  {:<8}  {:<19}  {:>6}",
             r.run_id,
-            status_of(r),
+            r.status(),
             started_of(r).unwrap_or_default(),
             r.events
         )
@@ -187,6 +187,36 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
             hint.push_str(&format!(" --limit {}", a.limit));
         }
         eprintln!("more runs: `{hint}` (or --offset {next})");
+    }
+    Ok(0)
+}
+
+/// `runs --tree RUN`.
+async fn tree_cmd(workflow: &Workflow, a: &RunsArgs, given: &str) -> Result<u8, Fail> {
+    if matches!(a.from.engine, super::args::EngineArg::Nats(_)) {
+        return Err(invalid(
+            "`runs --tree` reads the embedded store only (on NATS each agent class keeps its own journal; not yet joined); read a run's children with `show RUN`",
+        ));
+    }
+    let Some(reader) = open_reader(workflow, &a.from).await? else {
+        return Err(invalid(format!(
+            "no stored run `{}` of `{}`: there is no database {}; start a run with `run`, or pass --db PATH",
+            given.chars().take(64).collect::<String>(),
+            workflow.name(),
+            where_runs(&a.from, workflow)
+        )));
+    };
+    let run_id = resolve_run(workflow, &reader.backend, &reader.place, given).await?;
+    let tree = read_tree(&reader.backend, workflow.name(), &run_id).await;
+    reader.backend.halt();
+    let tree = tree?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &tree)
+            .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
+        writeln!(out).map_err(io)?;
+    } else {
+        out.write_all(render(&tree).as_bytes()).map_err(io)?;
     }
     Ok(0)
 }

@@ -7,9 +7,9 @@ use super::follow::follow;
 #[cfg(feature = "nats")]
 use super::follow::follow_stored;
 use super::input::json_arg;
-use super::reader::resolve_run;
 #[cfg(feature = "nats")]
 use super::reader::{open_nats_reader, read_view};
+use super::reader::{resolve_agent_run, resolve_run};
 use super::store::{db_path, flush_telemetry, memory_keeps_nothing, open_engine};
 use crate::history::RunOutcome;
 use crate::workflow::Workflow;
@@ -74,9 +74,11 @@ pub(super) async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fai
             path.display()
         )));
     }
-    let engine = open_engine(workflow, kind, &a.from.store).await?;
+    let opened = open_engine(workflow, kind, &a.from.store).await?;
     let place = path.display().to_string();
-    let run_id = resolve_run(workflow, engine.backend(), &place, &a.run).await?;
+    // A child run of an agent this one delegates to is sent to through that agent's engine.
+    let (agent, run_id) = resolve_agent_run(workflow, opened.backend(), &place, &a.run).await?;
+    let engine = opened.agent(agent.name()).unwrap_or_else(|| opened.clone());
     let snap = engine
         .stored_snapshot(&run_id)
         .await
@@ -92,7 +94,7 @@ pub(super) async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fai
         .map_err(engine_fail)?;
     eprintln!("sent {name} {id} to run {run_id}");
     let code = follow(&engine, &run_id, from, Some(id), a.timeout, a.json).await;
-    flush_telemetry(&engine);
+    flush_telemetry(&opened);
     code
 }
 

@@ -48,10 +48,13 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
     #[cfg_attr(not(feature = "nats"), allow(unused_variables))]
     let NamedRun {
         reader,
+        agent,
         run_id,
         stored,
         effects,
     } = read_named_run(workflow, &a.from, &a.run).await?;
+    // A child run is read with its own agent's workflow.
+    let workflow = &agent;
     let view = &StoredRunView::rebuild(workflow, &stored).map_err(|e| internal(e.to_string()))?;
     // On NATS, the worker that owns a live run (its owner record).
     #[allow(unused_mut)]

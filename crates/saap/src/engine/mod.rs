@@ -117,8 +117,61 @@ impl Engine {
     }
 
     /// An engine over a backend, without looking for runs to resume (use [`Engine::open`]
-    /// for a store that may hold runs).
+    /// for a store that may hold runs). The agents the workflow declares it delegates to
+    /// ([`Workflow::with_delegate`]) get engines of their own on the same store, held by this
+    /// one ([`Engine::agent`]).
     pub fn new(workflow: Workflow, backend: Arc<dyn Backend>, opts: EngineOptions) -> Engine {
+        if workflow.delegates().is_empty() {
+            return Engine::one(workflow, backend, opts);
+        }
+        Engine::agents(workflow, backend, opts).0
+    }
+
+    /// The engines of `workflow`'s agent set ([`Workflow::agent_set`]), this one's first:
+    /// each registered with the engines of the agents it declares, the others held by the
+    /// first.
+    fn agents(
+        workflow: Workflow,
+        backend: Arc<dyn Backend>,
+        opts: EngineOptions,
+    ) -> (Engine, Vec<Engine>) {
+        let engines: Vec<Engine> = workflow
+            .agent_set()
+            .into_iter()
+            .map(|w| Engine::one(w, backend.clone(), opts.clone()))
+            .collect();
+        for e in &engines {
+            for d in e.workflow().delegates() {
+                if let Some(other) = engines.iter().find(|o| o.workflow().name() == d.name()) {
+                    e.shared.register_delegate(&other.shared);
+                }
+            }
+        }
+        let root = engines[0].clone();
+        let others: Vec<Engine> = engines[1..].to_vec();
+        let held: Box<[Arc<Shared>]> = others.iter().map(|e| e.shared.clone()).collect();
+        let _ = root.shared.agents.set(held);
+        (root, others)
+    }
+
+    /// The engine of agent `name`: this one's, or one made for an agent its workflow
+    /// delegates to (to send to or read a child run of that agent).
+    pub fn agent(&self, name: &str) -> Option<Engine> {
+        if self.workflow().name() == name {
+            return Some(self.clone());
+        }
+        self.shared
+            .agents
+            .get()?
+            .iter()
+            .find(|a| a.workflow.name() == name)
+            .map(|shared| Engine {
+                shared: shared.clone(),
+            })
+    }
+
+    /// One engine for one workflow.
+    fn one(workflow: Workflow, backend: Arc<dyn Backend>, opts: EngineOptions) -> Engine {
         let fingerprint = workflow.compiled().fingerprint();
         let type_names: Arc<[EventName]> = workflow
             .compiled()
@@ -225,6 +278,7 @@ impl Engine {
                 delegating,
                 may_delegate,
                 delegates: RwLock::new(Vec::new()),
+                agents: std::sync::OnceLock::new(),
                 child_starts: tokio::sync::Mutex::new(()),
                 this: this.clone(),
             }),
@@ -245,23 +299,43 @@ impl Engine {
         Engine::open_with_delegates(workflow, backend, opts, &[]).await
     }
 
-    /// [`Engine::open`] for an agent that delegates: `delegates` (opened first) are
-    /// registered before any interrupted execution runs again — a step re-run at open that
-    /// delegates finds its agent — and afterwards every child the live runs wait for is
-    /// made sure of, as [`Engine::delegate_to`] does.
+    /// [`Engine::open`] for an agent that delegates to engines made apart: `delegates`
+    /// (opened first) are registered before any interrupted execution runs again — a step
+    /// re-run at open that delegates finds its agent — and afterwards every child the live
+    /// runs wait for is made sure of, as [`Engine::delegate_to`] does. The agents the
+    /// workflow declares ([`Workflow::with_delegate`]) are opened with it the same way: all
+    /// of them registered before any of them recovers, so agents that delegate to each
+    /// other in a cycle open too. The recovery is the sum over the agents opened.
     pub async fn open_with_delegates(
         workflow: Workflow,
         backend: Arc<dyn Backend>,
         opts: EngineOptions,
         delegates: &[&Engine],
     ) -> Result<(Engine, Recovery), EngineError> {
-        let engine = Engine::new(workflow, backend, opts);
+        let (engine, declared) = if workflow.delegates().is_empty() {
+            (Engine::one(workflow, backend, opts), Vec::new())
+        } else {
+            Engine::agents(workflow, backend, opts)
+        };
         for d in delegates {
             engine.shared.register_delegate(&d.shared);
         }
-        let recovery = engine.recover().await?;
+        let mut recovery = engine.recover().await?;
+        for e in &declared {
+            let r = e.recover().await?;
+            recovery.resumed_runs += r.resumed_runs;
+            recovery.retried_executions += r.retried_executions;
+            recovery.failed.extend(r.failed);
+        }
         for d in delegates {
             engine.delegate_to(d).await;
+        }
+        for e in std::iter::once(&engine).chain(&declared) {
+            for d in e.workflow().delegates() {
+                if let Some(other) = engine.agent(d.name()) {
+                    e.delegate_to(&other).await;
+                }
+            }
         }
         Ok((engine, recovery))
     }

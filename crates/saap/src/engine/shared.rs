@@ -70,6 +70,10 @@ pub(crate) struct Shared {
     pub(super) may_delegate: bool,
     /// The engines this one's runs delegate to, by agent class (`Engine::delegate_to`).
     pub(super) delegates: RwLock<Vec<(Arc<str>, std::sync::Weak<Shared>)>>,
+    /// The engines of the agents this one's workflow delegates to, made with it
+    /// (`Engine::new`/`open` of a workflow `with_delegate`): held here so that they live as
+    /// long as it.
+    pub(super) agents: std::sync::OnceLock<Box<[Arc<Shared>]>>,
     /// Held while a child run is found or made (see `delegation`).
     pub(super) child_starts: tokio::sync::Mutex<()>,
     /// This engine (for the tasks it starts that must not keep it alive).

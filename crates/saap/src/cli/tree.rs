@@ -1,0 +1,239 @@
+//! `<agent> runs --tree RUN`: a run and the runs it delegated to, down the tree, each with its
+//! agent, status and what became of it — read from the store's journals alone (no step runs,
+//! no spec is needed for another agent's runs: a child's run id is its request's event id,
+//! its agent the request's `agent_class`, its fate in the parent's journal and records).
+//!
+//! Bounded: at most [`MAX_TREE_RUNS`] runs read, [`MAX_TREE_DEPTH`] levels; what lies beyond
+//! is counted, not read.
+
+use super::fail::{Fail, internal};
+use crate::backend::{Backend, StoredInput, StoredRun, summarize};
+use crate::event::Event;
+use serde::Serialize;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// The most runs one tree reads.
+pub(super) const MAX_TREE_RUNS: usize = 10_000;
+/// The deepest level read (the engine's default delegation depth is 8).
+pub(super) const MAX_TREE_DEPTH: u32 = 16;
+
+/// One run of the tree.
+#[derive(Debug, Serialize)]
+pub(super) struct TreeRun {
+    pub run_id: String,
+    pub agent_class: String,
+    /// live, stopped, failed, cancelled, ended; `not stored` when the store has no such run (a child
+    /// whose start did not commit, or one kept in another store).
+    pub status: &'static str,
+    /// How its parent asked for it: `root`, `awaited` or `detached`.
+    pub relation: &'static str,
+    /// Its end reached the parent (`AgentInTheLoopResponseEvent`/`…ExceptionEvent`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reported: bool,
+    /// The parent ended first and gave it up (it was cancelled).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub abandoned: bool,
+    pub children: Vec<TreeRun>,
+    /// Children not read (past the bounds).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unread: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A child as its parent's journal names it.
+struct ChildRef {
+    run_id: String,
+    agent_class: String,
+    detached: bool,
+    reported: bool,
+    abandoned: bool,
+}
+
+/// The children run `run` requested, in the core's order (the order of the requests in its
+/// journal), with what its journal and records say of each.
+fn children_of(run: &StoredRun) -> Vec<ChildRef> {
+    let mut out: Vec<ChildRef> = Vec::new();
+    for entry in &run.journal {
+        match &entry.input {
+            StoredInput::Complete {
+                outputs, children, ..
+            } => {
+                for c in children {
+                    let agent_class = outputs
+                        .iter()
+                        .flatten()
+                        .find(|o| o.id == c.request)
+                        .and_then(|o| {
+                            o.payload
+                                .json()
+                                .get("agent_class")?
+                                .as_str()
+                                .map(String::from)
+                        })
+                        .unwrap_or_else(|| "?".to_string());
+                    out.push(ChildRef {
+                        run_id: c.request.to_string(),
+                        agent_class,
+                        detached: c.detached,
+                        reported: false,
+                        abandoned: false,
+                    });
+                }
+            }
+            StoredInput::ChildEnded { child, .. } => {
+                if let Some(c) = out.get_mut(*child as usize) {
+                    c.reported = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    for r in &run.records {
+        if r.get("record").and_then(|v| v.as_str()) == Some("child_abandoned")
+            && let Some(c) = r
+                .get("child")
+                .and_then(|v| v.as_u64())
+                .and_then(|i| out.get_mut(i as usize))
+        {
+            c.abandoned = true;
+        }
+    }
+    out
+}
+
+/// The tree under run `run_id` of agent `agent_class` in `backend`.
+pub(super) async fn read_tree(
+    backend: &Arc<dyn Backend>,
+    agent_class: &str,
+    run_id: &str,
+) -> Result<TreeRun, Fail> {
+    let mut budget = MAX_TREE_RUNS;
+    subtree(backend, agent_class, run_id, "root", 0, &mut budget).await
+}
+
+/// One run and, depth first, the runs under it while the bounds allow.
+fn subtree<'a>(
+    backend: &'a Arc<dyn Backend>,
+    agent_class: &'a str,
+    run_id: &'a str,
+    relation: &'static str,
+    depth: u32,
+    budget: &'a mut usize,
+) -> Pin<Box<dyn Future<Output = Result<TreeRun, Fail>> + Send + 'a>> {
+    Box::pin(async move {
+        *budget = budget.saturating_sub(1);
+        let stored = backend
+            .read_run(agent_class, run_id)
+            .wait()
+            .await
+            .map_err(|e| internal(e.to_string()))?;
+        let mut node = TreeRun {
+            run_id: run_id.to_string(),
+            agent_class: agent_class.to_string(),
+            status: match &stored {
+                None => "not stored",
+                Some(run) => status(run),
+            },
+            relation,
+            reported: false,
+            abandoned: false,
+            children: Vec::new(),
+            unread: 0,
+        };
+        let Some(run) = stored else {
+            return Ok(node);
+        };
+        for c in children_of(&run) {
+            if *budget == 0 || depth >= MAX_TREE_DEPTH {
+                node.unread += 1;
+                continue;
+            }
+            let relation = if c.detached { "detached" } else { "awaited" };
+            let mut child = subtree(
+                backend,
+                &c.agent_class,
+                &c.run_id,
+                relation,
+                depth + 1,
+                budget,
+            )
+            .await?;
+            child.reported = c.reported;
+            child.abandoned = c.abandoned;
+            node.children.push(child);
+        }
+        Ok(node)
+    })
+}
+
+/// A run's status as `runs` says it, but `cancelled` for a run that ended by its
+/// cancellation (its journal holds the `RunCancelledEvent` that ended it: a cancel of an
+/// ended run is refused, so one found in a failed run's journal is what ended it).
+fn status(run: &StoredRun) -> &'static str {
+    let status = summarize(run, None).status();
+    let cancelled = || {
+        run.journal.iter().any(|e| {
+            matches!(&e.input, StoredInput::Append { event, .. }
+                if event.name == crate::event::RunCancelledEvent::NAME)
+        })
+    };
+    if status == "failed" && cancelled() {
+        "cancelled"
+    } else {
+        status
+    }
+}
+
+/// The tree as lines: the root, then each child under its parent with box-drawing branches.
+pub(super) fn render(root: &TreeRun) -> String {
+    let mut out = String::new();
+    line(&mut out, root, "", "");
+    walk(&mut out, root, "");
+    out
+}
+
+fn line(out: &mut String, r: &TreeRun, lead: &str, branch: &str) {
+    let mut notes = Vec::new();
+    if r.relation != "root" {
+        notes.push(r.relation);
+    }
+    if r.reported {
+        notes.push("reported to the parent");
+    }
+    if r.abandoned {
+        notes.push("abandoned by the parent");
+    }
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join(", "))
+    };
+    out.push_str(&format!(
+        "{lead}{branch}{} {} {}{notes}\n",
+        r.agent_class, r.run_id, r.status
+    ));
+}
+
+fn walk(out: &mut String, r: &TreeRun, lead: &str) {
+    let n = r.children.len();
+    for (i, c) in r.children.iter().enumerate() {
+        let last = i + 1 == n && r.unread == 0;
+        line(out, c, lead, if last { "└── " } else { "├── " });
+        walk(
+            out,
+            c,
+            &format!("{lead}{}", if last { "    " } else { "│   " }),
+        );
+    }
+    if r.unread > 0 {
+        out.push_str(&format!(
+            "{lead}└── … {} more child run(s) not read (at most {MAX_TREE_RUNS} runs, {MAX_TREE_DEPTH} levels a tree)\n",
+            r.unread
+        ));
+    }
+}
