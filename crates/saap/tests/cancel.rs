@@ -67,6 +67,30 @@ async fn cancelling_a_waiting_run_ends_it_as_cancelled_and_drops_its_timer(kind:
     let e = again.unwrap_err();
     assert_eq!(e.code(), "SAAP-E012");
     assert!(e.to_string().contains("cancelled"), "{e}");
+    // A store that lists runs lists it as cancelled, not failed.
+    if !matches!(kind, Kind::Memory) {
+        use saap::backend::{RunQuery, StatusFilter};
+        let engine = h.runner.engine();
+        let list = |status| {
+            let query = RunQuery {
+                status: Some(status),
+                ..RunQuery::default()
+            };
+            async move {
+                engine
+                    .backend()
+                    .list_runs(engine.workflow().name(), &query)
+                    .wait()
+                    .await
+                    .unwrap()
+                    .runs
+            }
+        };
+        let cancelled = list(StatusFilter::Cancelled).await;
+        assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+        assert_eq!(cancelled[0].status(), "cancelled");
+        assert!(list(StatusFilter::Failed).await.is_empty());
+    }
 }
 
 /// `work` waits on its cancellation token, then returns `Working`: after the cancellation

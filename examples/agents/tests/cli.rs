@@ -682,6 +682,40 @@ fn runs_are_listed_newest_first_in_pages_with_status_filters() {
 fn a_waiting_run_is_cancelled_by_cancel_in_another_process() {
     let (_d, db) = temp_db();
     let run_id = waiting_approval_run(&db);
+    // Two more runs: one that waits on, one that stops.
+    let other = waiting_approval_run(&db);
+    let stopped = waiting_approval_run(&db);
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": false, "by": "ann"}"#;
+    assert_eq!(
+        approval(&db, &["send", &stopped, "--event", answer]).code,
+        0
+    );
+    // `--status waiting` reads each live run to tell (the human's deadline is a timer).
+    let waiting = approval(&db, &["runs", "--status", "waiting", "--json"]);
+    assert_eq!(waiting.code, 0, "{}", waiting.stderr);
+    let listed: serde_json::Value = serde_json::from_str(&waiting.stdout).unwrap();
+    let ids: Vec<&str> = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [other.as_str(), run_id.as_str()], "{listed}");
+    assert_eq!(listed["runs"][0]["status"], "waiting_timer");
+    // One a page: the next page reads on after the last run listed.
+    let first = approval(
+        &db,
+        &["runs", "--status", "waiting", "--limit", "1", "--json"],
+    );
+    let first: serde_json::Value = serde_json::from_str(&first.stdout).unwrap();
+    assert_eq!(first["more"], true);
+    assert_eq!(first["next_after"], other.as_str());
+    let text = approval(&db, &["runs", "--status", "waiting"]).stdout;
+    assert!(text.contains("waiting_timer"), "{text}");
+    let offset = approval(&db, &["runs", "--status", "waiting", "--offset", "1"]);
+    assert_eq!(offset.code, 2, "{}", offset.stderr);
+    assert!(offset.stderr.contains("--after RUN"), "{}", offset.stderr);
+
     let cancelled = approval(
         &db,
         &["cancel", &run_id[..12], "--reason", "not needed", "--json"],
@@ -696,6 +730,27 @@ fn a_waiting_run_is_cancelled_by_cancel_in_another_process() {
     let text = approval(&db, &["show", &run_id]).stdout;
     assert!(text.contains("RunCancelledEvent"), "{text}");
     assert!(text.contains("timer 0 dropped"), "{text}");
+    // Listed as cancelled, not failed.
+    let ids = |status: &str| -> Vec<String> {
+        let out = approval(&db, &["runs", "--status", status, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("cancelled"), [run_id.as_str()]);
+    assert!(ids("failed").is_empty());
+    assert_eq!(ids("stopped"), [stopped.as_str()]);
+    assert_eq!(ids("waiting"), [other.as_str()]);
+    let all = approval(&db, &["runs"]).stdout;
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with(&run_id) && l.contains("cancelled")),
+        "{all}"
+    );
 
     let again = approval(&db, &["cancel", &run_id]);
     assert_eq!(again.code, 2, "{}", again.stderr);

@@ -464,8 +464,10 @@ pub enum StatusFilter {
     Ended,
     /// Ended by a stop event.
     Stopped,
-    /// Ended by an exception event.
+    /// Ended by an exception event other than a cancellation.
     Failed,
+    /// Ended by its cancellation (`RunCancelledEvent`).
+    Cancelled,
 }
 
 impl StatusFilter {
@@ -475,7 +477,8 @@ impl StatusFilter {
             StatusFilter::Live => !s.ended,
             StatusFilter::Ended => s.ended,
             StatusFilter::Stopped => s.termination == Some(Termination::Stop),
-            StatusFilter::Failed => s.termination == Some(Termination::Exception),
+            StatusFilter::Failed => s.termination == Some(Termination::Exception) && !s.cancelled,
+            StatusFilter::Cancelled => s.cancelled,
         }
     }
 }
@@ -542,6 +545,8 @@ pub struct RunSummary {
     pub ended: bool,
     /// How it ended (`None` while live, or when the store cannot tell cheaply).
     pub termination: Option<Termination>,
+    /// It ended by its cancellation (an exception: `termination` says so too).
+    pub cancelled: bool,
     /// When the store first saw the run (ns since the epoch), if it records that.
     pub started_ns: Option<i64>,
     /// Events in the run's log (after-stop evidence included).
@@ -551,10 +556,12 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    /// The status `runs` lists: live, stopped, failed, or ended (how it ended unknown).
+    /// The status `runs` lists: live, stopped, failed, cancelled, or ended (how it ended
+    /// unknown).
     pub fn status(&self) -> &'static str {
         match (self.ended, self.termination) {
             (false, _) => "live",
+            (true, Some(Termination::Exception)) if self.cancelled => "cancelled",
             (true, Some(Termination::Stop)) => "stopped",
             (true, Some(Termination::Exception)) => "failed",
             (true, None) => "ended",
@@ -581,6 +588,9 @@ pub struct RecordsSummary {
     pub termination: Option<Termination>,
     /// An event arrived after the run had ended.
     pub after_stop: bool,
+    /// The run ended by its cancellation (known from the entry that ended it:
+    /// [`RecordsSummary::add_entry`]).
+    pub cancelled: bool,
 }
 
 impl RecordsSummary {
@@ -590,6 +600,19 @@ impl RecordsSummary {
         let mut s = RecordsSummary::default();
         s.add(&values);
         Ok(s)
+    }
+
+    /// Adds a journal entry (as JSON) and its records: an entry that ends the run by an
+    /// exception and appends the cancellation event is a cancellation.
+    pub fn add_entry(&mut self, entry: &serde_json::Value, records: &[serde_json::Value]) {
+        let before = self.termination;
+        self.add(records);
+        if before.is_none()
+            && self.termination == Some(Termination::Exception)
+            && appends_cancellation(entry)
+        {
+            self.cancelled = true;
+        }
     }
 
     /// Adds records (already parsed) to the summary.
@@ -612,15 +635,34 @@ impl RecordsSummary {
     }
 }
 
+/// Whether a journal entry (as JSON) appends the cancellation event (`RunCancelledEvent`).
+pub fn appends_cancellation(entry: &serde_json::Value) -> bool {
+    use crate::event::Event;
+    entry.pointer("/i/in").and_then(serde_json::Value::as_str) == Some("append")
+        && entry
+            .pointer("/i/event/n")
+            .and_then(serde_json::Value::as_str)
+            == Some(crate::event::RunCancelledEvent::NAME)
+}
+
 /// Summarizes a run from its loaded journal.
 pub fn summarize(run: &StoredRun, started_ns: Option<i64>) -> RunSummary {
+    use crate::event::Event;
     let mut s = RecordsSummary::default();
     s.add(&run.records);
+    // A cancel of an ended run is refused: a cancellation in a failed run's journal is what
+    // ended it.
+    let cancelled = s.termination == Some(Termination::Exception)
+        && run.journal.iter().any(|e| {
+            matches!(&e.input, StoredInput::Append { event, .. }
+                if event.name == crate::event::RunCancelledEvent::NAME)
+        });
     RunSummary {
         run_id: run.meta.run_id.to_string(),
         thread_id: run.meta.thread_id.to_string(),
         ended: run.ended || s.termination.is_some(),
         termination: s.termination,
+        cancelled,
         started_ns,
         events: s.max_seq.map_or(0, |m| m + 1),
         journal_entries: run.journal.len() as u64,

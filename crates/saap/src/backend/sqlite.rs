@@ -269,6 +269,13 @@ fn migrate_v1(conn: &Connection) -> Result<(), rusqlite::Error> {
     Ok(())
 }
 
+/// Whether a journal entry (JSON text) appends the cancellation event: parsed only for a run
+/// that ended by an exception, once.
+fn cancels(entry_json: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(entry_json)
+        .is_ok_and(|e| super::appends_cancellation(&e))
+}
+
 fn outcome_text(t: Termination) -> &'static str {
     match t {
         Termination::Stop => "stop",
@@ -480,11 +487,16 @@ fn persist(tx: &rusqlite::Transaction<'_>, b: &PersistBatch) -> Result<(), Store
         })
         .map_err(io)?;
     if b.ended {
-        // How it ended, from this entry's records (read once per run, at its end).
+        // How it ended, from this entry's records (read once per run, at its end); a run
+        // ended by an exception is `cancelled` when this entry appends its cancellation
+        // (stores written before kept such runs as `exception`: they list as failed).
         let outcome = RecordsSummary::of_json(&b.records_json)
             .ok()
             .and_then(|s| s.termination)
-            .map(outcome_text);
+            .map(|t| match t {
+                Termination::Exception if cancels(&b.entry_json) => "cancelled",
+                t => outcome_text(t),
+            });
         tx.prepare_cached("UPDATE runs SET ended = 1, outcome = ?2 WHERE run_id = ?1")
             .and_then(|mut s| s.execute(params![&*b.run_id, outcome]))
             .map_err(io)?;
@@ -642,6 +654,7 @@ fn list_runs(
         Some(StatusFilter::Ended) => " AND ended = 1",
         Some(StatusFilter::Stopped) => " AND ended = 1 AND outcome = 'stop'",
         Some(StatusFilter::Failed) => " AND ended = 1 AND outcome = 'exception'",
+        Some(StatusFilter::Cancelled) => " AND ended = 1 AND outcome = 'cancelled'",
     });
     // Prefix match as a range on the primary key: ids from `p` up to `p` followed by the
     // largest code point.
@@ -690,7 +703,7 @@ fn list_runs(
         let tail = journal_tail(tx, &run_id, false).map_err(io)?;
         let termination = match outcome.as_deref() {
             Some("stop") => Some(Termination::Stop),
-            Some("exception") => Some(Termination::Exception),
+            Some("exception" | "cancelled") => Some(Termination::Exception),
             _ => None,
         };
         runs.push(RunSummary {
@@ -698,6 +711,7 @@ fn list_runs(
             thread_id,
             ended: ended != 0,
             termination,
+            cancelled: outcome.as_deref() == Some("cancelled"),
             started_ns: Some(created_ns),
             events: tail.max_seq.map_or(0, |m| m + 1),
             journal_entries: tail.entries,

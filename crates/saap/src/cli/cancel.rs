@@ -8,9 +8,11 @@ use super::fail::internal;
 use super::fail::{Fail, engine_fail, invalid, io};
 #[cfg(feature = "nats")]
 use super::follow::follow_stored;
+use super::reader::resolve_agent_run;
+#[cfg(feature = "nats")]
+use super::reader::resolve_run;
 #[cfg(feature = "nats")]
 use super::reader::{open_nats_reader, read_view};
-use super::reader::{resolve_agent_run, resolve_run};
 #[cfg(feature = "nats")]
 use super::send::ended_run;
 use super::store::{db_path, memory_keeps_nothing, open_engine};

@@ -5,20 +5,26 @@ use super::args::ReadArgs;
 use super::fail::{Fail, internal, invalid, io};
 use super::reader::{open_reader, resolve_run, where_runs};
 use super::tree::{read_tree, render};
-use crate::history::utc_time;
+use crate::history::{StoredRunView, utc_time};
 use crate::workflow::Workflow;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::io::Write;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(super) enum StatusArg {
     /// Not ended: waiting for events or running steps.
     Live,
-    /// Ended (stopped or failed).
+    /// Ended (stopped, failed or cancelled).
     Ended,
     /// Ended by a stop event.
     Stopped,
-    /// Ended by an exception event.
+    /// Ended by an exception event (not a cancellation).
     Failed,
+    /// Ended by a cancellation (`cancel`, or its parent's).
+    Cancelled,
+    /// Live and not running: waiting for an event, a timer or child runs (each listed run
+    /// is rebuilt from its journal to tell).
+    Waiting,
 }
 
 impl StatusArg {
@@ -29,6 +35,9 @@ impl StatusArg {
             StatusArg::Ended => F::Ended,
             StatusArg::Stopped => F::Stopped,
             StatusArg::Failed => F::Failed,
+            StatusArg::Cancelled => F::Cancelled,
+            // Among the live runs; `runs_cmd` keeps those that wait.
+            StatusArg::Waiting => F::Live,
         }
     }
 }
@@ -40,7 +49,10 @@ record and the end of its journal, so a page costs the same however many runs ar
 
 Examples:
   runs                                  the 20 newest runs
-  runs --status live                    runs still waiting (continue one with `send RUN`)
+  runs --status live                    runs not ended yet
+  runs --status waiting                 live runs that wait (for an event, a timer or child runs;
+                                        continue one with `send RUN`)
+  runs --status cancelled               runs ended by `cancel` (or their parent's)
   runs --status failed --limit 5        the 5 newest runs that ended with an exception
   runs --after RUN                      the next page: the runs older than RUN (the last listed)
   runs --offset 20                      the same by position
@@ -53,7 +65,8 @@ Exit codes: 0 listed (an empty list too), 2 invalid flags, 3 database or server 
 pub(super) struct RunsArgs {
     #[command(flatten)]
     pub(super) from: ReadArgs,
-    /// Only runs with this status.
+    /// Only runs with this status (`waiting`: live runs not running a step, each read from
+    /// its journal to tell; page with --after).
     #[arg(long, value_enum)]
     pub(super) status: Option<StatusArg>,
     /// How many runs to list (at most 10000).
@@ -97,23 +110,53 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
         offset,
         limit: a.limit as usize,
     };
+    let waiting = a.status == Some(StatusArg::Waiting);
+    if waiting && a.offset > 0 {
+        return Err(invalid(
+            "--offset does not page `--status waiting` (each live run is read to tell whether it waits); page with --after RUN, the last run listed",
+        ));
+    }
+    // The progress of each listed run that waits (`--status waiting`).
+    let mut progress: HashMap<String, &'static str> = HashMap::new();
+    let mut resume_after: Option<String> = None;
     let (page, place) = match open_reader(workflow, &a.from).await? {
         None => (
             crate::backend::RunPage::default(),
             where_runs(&a.from, workflow),
         ),
         Some(r) => {
-            let page = r
-                .backend
-                .list_runs(workflow.name(), &query)
-                .wait()
+            let page = if waiting {
+                waiting_page(
+                    workflow,
+                    &r.backend,
+                    &query,
+                    &mut progress,
+                    &mut resume_after,
+                )
                 .await
-                .map_err(|e| internal(e.to_string()))?;
+            } else {
+                r.backend
+                    .list_runs(workflow.name(), &query)
+                    .wait()
+                    .await
+                    .map_err(|e| internal(e.to_string()))
+            };
             r.backend.halt();
-            (page, r.place)
+            (page?, r.place)
         }
     };
+    let status = |r: &crate::backend::RunSummary| -> &'static str {
+        progress
+            .get(&r.run_id)
+            .copied()
+            .unwrap_or_else(|| r.status())
+    };
     let next = offset.saturating_add(page.runs.len());
+    // Where the next page starts: after the last run listed, or (waiting runs) read.
+    let next_after = page
+        .more
+        .then(|| resume_after.or_else(|| page.runs.last().map(|r| r.run_id.clone())))
+        .flatten();
     let mut out = std::io::stdout().lock();
     if a.json {
         let runs: Vec<Value> = page
@@ -123,7 +166,7 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
                 json!({
                     "run_id": r.run_id,
                     "thread_id": r.thread_id,
-                    "status": r.status(),
+                    "status": status(r),
                     "started": started_of(r),
                     "events": r.events,
                     "journal_entries": r.journal_entries,
@@ -135,7 +178,7 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
             "offset": offset,
             "more": page.more,
             "next_offset": page.more.then_some(next),
-            "next_after": page.runs.last().filter(|_| page.more).map(|r| r.run_id.clone()),
+            "next_after": next_after,
         });
         serde_json::to_writer_pretty(&mut out, &doc)
             .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
@@ -159,36 +202,115 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
         }
         return Ok(0);
     }
+    let width = page
+        .runs
+        .iter()
+        .map(|r| status(r).len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
     writeln!(
         out,
-        "{:<24}  {:<8}  {:<19}  {:>6}",
+        "{:<24}  {:<width$}  {:<19}  {:>6}",
         "run", "status", "started (UTC)", "events"
     )
     .map_err(io)?;
     for r in &page.runs {
         writeln!(
             out,
-            "{:<24}  {:<8}  {:<19}  {:>6}",
+            "{:<24}  {:<width$}  {:<19}  {:>6}",
             r.run_id,
-            r.status(),
+            status(r),
             started_of(r).unwrap_or_default(),
             r.events
         )
         .map_err(io)?;
     }
-    if page.more
-        && let Some(last) = page.runs.last()
-    {
-        let mut hint = format!("runs --after {}", last.run_id);
+    if let Some(after) = &next_after {
+        let mut hint = format!("runs --after {after}");
         if let Some(s) = a.status {
             hint.push_str(&format!(" --status {}", status_of_arg(s)));
         }
         if a.limit != 20 {
             hint.push_str(&format!(" --limit {}", a.limit));
         }
-        eprintln!("more runs: `{hint}` (or --offset {next})");
+        if waiting {
+            eprintln!("more runs: `{hint}`");
+        } else {
+            eprintln!("more runs: `{hint}` (or --offset {next})");
+        }
     }
     Ok(0)
+}
+
+/// The most live runs `--status waiting` reads for one page.
+const MAX_WAITING_SCAN: usize = 10_000;
+
+/// A page of the live runs that wait, newest first: live runs are listed and each rebuilt from
+/// its journal through the dispatch core (no step runs) until `query.limit` wait or
+/// [`MAX_WAITING_SCAN`] were read; `progress` gets each one's (`waiting_event`,
+/// `waiting_timer`, `waiting_children`), `resume_after` the run the next page reads on from.
+async fn waiting_page(
+    workflow: &Workflow,
+    backend: &std::sync::Arc<dyn crate::backend::Backend>,
+    query: &crate::backend::RunQuery,
+    progress: &mut HashMap<String, &'static str>,
+    resume_after: &mut Option<String>,
+) -> Result<crate::backend::RunPage, Fail> {
+    let limit = query.page_size();
+    let mut found = Vec::new();
+    let mut cursor = query.after.clone();
+    let mut scanned = 0usize;
+    loop {
+        let batch = crate::backend::RunQuery {
+            status: Some(crate::backend::StatusFilter::Live),
+            after: cursor.clone(),
+            offset: 0,
+            limit: 256,
+            id_prefix: None,
+        };
+        let page = backend
+            .list_runs(workflow.name(), &batch)
+            .wait()
+            .await
+            .map_err(|e| internal(e.to_string()))?;
+        let listed = page.runs.len();
+        for (i, r) in page.runs.into_iter().enumerate() {
+            scanned += 1;
+            cursor = Some(r.run_id.clone());
+            let stored = backend
+                .read_run(workflow.name(), &r.run_id)
+                .wait()
+                .await
+                .map_err(|e| internal(e.to_string()))?;
+            let Some(stored) = stored else { continue };
+            match StoredRunView::rebuild(workflow, &stored) {
+                Ok(view) => {
+                    let p = view.run.progress();
+                    if matches!(p, saap_dispatch::run::progress::Progress::Waiting { .. }) {
+                        progress.insert(r.run_id.clone(), p.as_str());
+                        found.push(r);
+                    }
+                }
+                Err(e) => eprintln!("warning: run {} cannot be read: {e}", r.run_id),
+            }
+            let left = i + 1 < listed || page.more;
+            if found.len() == limit || (scanned >= MAX_WAITING_SCAN && left) {
+                // The next page reads on from the last run read, listed or not.
+                *resume_after = cursor;
+                return Ok(crate::backend::RunPage {
+                    runs: found,
+                    more: left,
+                });
+            }
+        }
+        if !page.more {
+            return Ok(crate::backend::RunPage {
+                runs: found,
+                more: false,
+            });
+        }
+    }
 }
 
 /// `runs --tree RUN`.
@@ -227,5 +349,7 @@ pub(super) fn status_of_arg(s: StatusArg) -> &'static str {
         StatusArg::Ended => "ended",
         StatusArg::Stopped => "stopped",
         StatusArg::Failed => "failed",
+        StatusArg::Cancelled => "cancelled",
+        StatusArg::Waiting => "waiting",
     }
 }

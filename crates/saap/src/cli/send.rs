@@ -7,9 +7,11 @@ use super::follow::follow;
 #[cfg(feature = "nats")]
 use super::follow::follow_stored;
 use super::input::json_arg;
+use super::reader::resolve_agent_run;
+#[cfg(feature = "nats")]
+use super::reader::resolve_run;
 #[cfg(feature = "nats")]
 use super::reader::{open_nats_reader, read_view};
-use super::reader::{resolve_agent_run, resolve_run};
 use super::store::{db_path, flush_telemetry, memory_keeps_nothing, open_engine};
 use crate::history::RunOutcome;
 use crate::workflow::Workflow;

@@ -8,7 +8,6 @@
 
 use super::fail::{Fail, internal};
 use crate::backend::{Backend, StoredInput, StoredRun, summarize};
-use crate::event::Event;
 use serde::Serialize;
 use std::future::Future;
 use std::pin::Pin;
@@ -137,7 +136,7 @@ fn subtree<'a>(
             agent_class: agent_class.to_string(),
             status: match &stored {
                 None => "not stored",
-                Some(run) => status(run),
+                Some(run) => summarize(run, None).status(),
             },
             relation,
             reported: false,
@@ -169,24 +168,6 @@ fn subtree<'a>(
         }
         Ok(node)
     })
-}
-
-/// A run's status as `runs` says it, but `cancelled` for a run that ended by its
-/// cancellation (its journal holds the `RunCancelledEvent` that ended it: a cancel of an
-/// ended run is refused, so one found in a failed run's journal is what ended it).
-fn status(run: &StoredRun) -> &'static str {
-    let status = summarize(run, None).status();
-    let cancelled = || {
-        run.journal.iter().any(|e| {
-            matches!(&e.input, StoredInput::Append { event, .. }
-                if event.name == crate::event::RunCancelledEvent::NAME)
-        })
-    };
-    if status == "failed" && cancelled() {
-        "cancelled"
-    } else {
-        status
-    }
 }
 
 /// The tree as lines: the root, then each child under its parent with box-drawing branches.

@@ -549,7 +549,7 @@ impl Inner {
         let mut ended = false;
         for e in &tail.b {
             if let Value::Array(rs) = &e.r {
-                s.add(rs);
+                s.add_entry(&e.e, rs);
             }
             ended |= e.end;
         }
@@ -564,6 +564,7 @@ impl Inner {
                 thread_id: meta.t,
                 ended,
                 termination: s.termination,
+                cancelled: s.cancelled,
                 started_ns,
                 events: s.max_seq.map_or(0, |m| m + 1),
                 journal_entries: entries,
