@@ -220,10 +220,10 @@ fn rules_lists_every_code() {
     insta::assert_snapshot!("rules", out.stdout);
     let json = run(saap().args(["check", "--rules", "--json"]));
     let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
-    // 17 spec checks, then 9 that only Python source shows.
-    assert_eq!(doc.as_array().unwrap().len(), 26);
+    // 19 spec checks, then 9 that only Python source shows.
+    assert_eq!(doc.as_array().unwrap().len(), 28);
     assert_eq!(doc[0]["code"], "SAAP001");
-    assert_eq!(doc[17]["code"], "SAAP101");
+    assert_eq!(doc[19]["code"], "SAAP101");
 }
 
 #[test]

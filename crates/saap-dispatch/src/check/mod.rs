@@ -28,7 +28,8 @@
 //! Where the checks are, one file per family, each an `impl Analysis` of its own: `graph`
 //! (what they build on: reachability, paths to a stop), `structure` (the workflow's shape),
 //! `termination` (how a run ends), `preconditions`, `parameters` (a step's event
-//! parameters); [`check`] below runs them in order.
+//! parameters), `in_the_loop` (waits on people, agents and bots); [`check`] below runs them
+//! in order.
 
 use crate::compiled::{CompiledCondition, CompiledSpec, CompiledStep, TypeId};
 use crate::spec::ParamKind;
@@ -36,6 +37,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 mod graph;
+mod in_the_loop;
 mod parameters;
 mod preconditions;
 #[cfg(test)]
@@ -231,6 +233,19 @@ pub const PRECONDITION_NEVER_TRUE: Rule = rule(
     "declarative precondition that can never be true",
 );
 
+pub const RESPONSE_WITHOUT_REQUEST: Rule = rule(
+    "SAAP018",
+    Severity::Warning,
+    "response-without-request",
+    "step takes an in-the-loop answer no step asks for",
+);
+pub const WAIT_WITHOUT_DEADLINE: Rule = rule(
+    "SAAP019",
+    Severity::Warning,
+    "wait-without-deadline",
+    "step waits for a person's answer with nothing to take its place",
+);
+
 /// Every check, in code order.
 pub const RULES: &[Rule] = &[
     UNREACHABLE_STEP,
@@ -250,6 +265,8 @@ pub const RULES: &[Rule] = &[
     NO_PATH_TO_STOP,
     DISPLAY_ONLY_INPUT,
     PRECONDITION_NEVER_TRUE,
+    RESPONSE_WITHOUT_REQUEST,
+    WAIT_WITHOUT_DEADLINE,
 ];
 
 /// The built-in types whose subtypes arrive from outside the workflow (DESIGN §5).
@@ -309,6 +326,8 @@ pub fn check(spec: &CompiledSpec) -> Vec<Finding> {
     cx.parent_typed_params(&mut out);
     cx.no_path_to_stop(&mut out);
     cx.display_only_inputs(&mut out);
+    cx.responses_without_requests(&mut out);
+    cx.waits_without_deadline(&mut out);
     out.finish()
 }
 

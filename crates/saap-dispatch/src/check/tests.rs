@@ -109,7 +109,73 @@ steps:
   - {name: ask, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [HumanInTheLoopInputRequestEvent]}
   - {name: answer, params: [{name: r, kind: required, types: [HumanInTheLoopInputResponseEvent]}], outputs: [StopEvent]}
 ";
-    assert_eq!(codes(y), vec![]);
+    // Not unreachable, not missing a producer: only the open wait on the human is said.
+    assert_eq!(
+        codes(y),
+        vec![("SAAP019", Some("answer".to_string()), Some("r".to_string()))]
+    );
+}
+
+// SAAP018
+#[test]
+fn a_response_no_step_asks_for_is_a_warning_naming_the_request() {
+    let y = "
+name: w
+events: [{name: Finding, parents: [StopEvent]}]
+steps:
+  - {name: plan, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Finding]}
+  - {name: report, params: [{name: r, kind: required, types: [AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent]}], outputs: [StopEvent]}
+";
+    let found = check(&spec(y));
+    let f = found
+        .iter()
+        .find(|f| f.code == RESPONSE_WITHOUT_REQUEST.code)
+        .unwrap();
+    assert_eq!(f.severity, Severity::Warning);
+    assert_eq!(
+        (f.step.as_deref(), f.param.as_deref()),
+        (Some("report"), Some("r"))
+    );
+    assert!(
+        f.message.contains("a `AgentInTheLoopRequestEvent`"),
+        "{}",
+        f.message
+    );
+    assert!(
+        f.fix.contains("AgentInTheLoopRequestEvent::new"),
+        "{}",
+        f.fix
+    );
+    // A step that delegates makes it clean.
+    let asked = y.replace(
+        "outputs: [Finding]}",
+        "outputs: [Finding, AgentInTheLoopRequestEvent]}",
+    );
+    assert_eq!(count(&asked, &RESPONSE_WITHOUT_REQUEST), 0);
+}
+
+// SAAP019
+#[test]
+fn a_wait_on_a_person_without_a_deadline_is_a_warning_and_a_deadline_clears_it() {
+    let open = "
+name: w
+events:
+  - {name: Asked, parents: [HumanInTheLoopRequestEvent]}
+  - {name: Answered, parents: [HumanInTheLoopResponseEvent]}
+  - {name: TimedOut}
+steps:
+  - {name: ask, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Asked, TimedOut]}
+  - {name: decide, params: [{name: a, kind: required, types: [Answered]}], outputs: [StopEvent]}
+";
+    assert!(has(open, &WAIT_WITHOUT_DEADLINE, "decide", Some("a")));
+    let deadline = open.replace("types: [Answered]}", "types: [Answered, TimedOut]}");
+    assert_eq!(count(&deadline, &WAIT_WITHOUT_DEADLINE), 0);
+    // An optional answer never holds the step up.
+    let optional = open.replace(
+        "{name: a, kind: required, types: [Answered]}",
+        "{name: q2, kind: required, types: [TimedOut]}, {name: a, kind: optional, types: [Answered]}",
+    );
+    assert_eq!(count(&optional, &WAIT_WITHOUT_DEADLINE), 0);
 }
 
 // SAAP002

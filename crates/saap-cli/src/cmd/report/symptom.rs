@@ -116,6 +116,18 @@ pub const MEANINGS: &[CodeMeaning] = &[
         "Precondition always false",
         &[NeverRuns, Precondition],
     ),
+    m(
+        "SAAP018",
+        "R1",
+        "in-the-loop answer no step asks for",
+        &[NeverRuns],
+    ),
+    m(
+        "SAAP019",
+        "R1",
+        "wait on a person with no deadline",
+        &[NeverRuns],
+    ),
     m("SAAP102", "R1 + R5", "Config Lie", &[Config]),
     m(
         "SAAP103",
