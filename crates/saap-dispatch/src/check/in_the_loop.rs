@@ -1,18 +1,27 @@
-//! Findings about waits on the outside (issue 21 §8): an answer taken that no step asks for
-//! (SAAP018), and a wait on a human that nothing ends but the answer (SAAP019).
+//! Findings about waits on the outside (issue 21 §8): a child run's answer taken by a
+//! workflow that never delegates (SAAP018), and a wait on a person the workflow asked that
+//! nothing ends but the answer (SAAP019).
+//!
+//! A human's or bot's answer type is also how a workflow declares any event sent from outside
+//! (`send RUN`; SAAP002's fix says so), so neither check fires on one unless a step asks a
+//! person: only a child run's end is always the answer to a request.
 
 use super::*;
 
-/// Each response root, with the request root whose answer it is.
-const ANSWERS: &[(&str, &str)] = &[
-    ("HumanInTheLoopResponseEvent", "HumanInTheLoopRequestEvent"),
-    ("AgentInTheLoopResponseEvent", "AgentInTheLoopRequestEvent"),
-    ("AgentInTheLoopExceptionEvent", "AgentInTheLoopRequestEvent"),
-    ("BotInTheLoopResponseEvent", "BotInTheLoopRequestEvent"),
+/// The roots of a child run's end as its parent receives it.
+const CHILD_ANSWERS: &[&str] = &[
+    "AgentInTheLoopResponseEvent",
+    "AgentInTheLoopExceptionEvent",
 ];
+
+/// The request that starts a child run.
+const DELEGATION: &str = "AgentInTheLoopRequestEvent";
 
 /// The roots of a person's answer: a human's, or one given through a bot (Slack, Teams).
 const PERSON_ANSWERS: &[&str] = &["HumanInTheLoopResponseEvent", "BotInTheLoopResponseEvent"];
+
+/// The roots of a question to a person.
+const PERSON_REQUESTS: &[&str] = &["HumanInTheLoopRequestEvent", "BotInTheLoopRequestEvent"];
 
 impl Analysis<'_> {
     fn is_a(&self, t: TypeId, root: &str) -> bool {
@@ -24,23 +33,19 @@ impl Analysis<'_> {
         self.outs.iter().flatten().any(|&t| self.is_a(t, root))
     }
 
-    /// SAAP018: a parameter takes the answer to an in-the-loop request no step returns.
+    /// SAAP018: a parameter takes a child run's end, and no step delegates.
     pub(super) fn responses_without_requests(&self, out: &mut Out) {
+        if self.asks(DELEGATION) {
+            return;
+        }
         for (si, s) in self.spec.steps.iter().enumerate() {
             for (pi, p) in s.params.iter().enumerate() {
-                let mut unasked: Vec<TypeId> = Vec::new();
-                let mut requests: Vec<&str> = Vec::new();
-                for &t in &p.types {
-                    if let Some((_, request)) =
-                        ANSWERS.iter().find(|(response, _)| self.is_a(t, response))
-                        && !self.asks(request)
-                    {
-                        unasked.push(t);
-                        if !requests.contains(request) {
-                            requests.push(request);
-                        }
-                    }
-                }
+                let unasked: Vec<TypeId> = p
+                    .types
+                    .iter()
+                    .copied()
+                    .filter(|&t| CHILD_ANSWERS.iter().any(|root| self.is_a(t, root)))
+                    .collect();
                 if unasked.is_empty() {
                     continue;
                 }
@@ -50,32 +55,27 @@ impl Analysis<'_> {
                     Some(si),
                     Some(pi),
                     format!(
-                        "`{}` takes {}, the answer to {}, but no step returns one: nobody is asked, so the answer comes only if something outside sends it unasked",
+                        "`{}` takes {}, the end of a child run, but no step delegates (returns an `{DELEGATION}`): no child is ever started, so none ever answers",
                         s.name,
                         self.names(&unasked),
-                        requests
-                            .iter()
-                            .map(|r| format!("a `{r}`"))
-                            .collect::<Vec<_>>()
-                            .join(" or ")
                     ),
-                    "seed 002, DESIGN §8: an in-the-loop response arrives from outside because a step asked — a request to a human, an agent (a child run) or a bot; without the request no answer is due and the step waits on nothing",
+                    "seed 002, DESIGN §8: an agent's answer reaches a run only as the end of a child run it started by returning an `AgentInTheLoopRequestEvent`; the engine makes these events, nothing else sends them",
                     format!(
-                        "return the request from the step that needs the answer (a subtype of {}; to delegate: `AgentInTheLoopRequestEvent::new(\"Agent\", &start)`), or remove the parameter",
-                        requests
-                            .iter()
-                            .map(|r| format!("`{r}`"))
-                            .collect::<Vec<_>>()
-                            .join(" or ")
+                        "return the request from the step that needs the answer (`AgentInTheLoopRequestEvent::new(\"Agent\", &start)`; a subtype of `{DELEGATION}` in a spec), or remove the parameter"
                     ),
                 );
             }
         }
     }
 
-    /// SAAP019: a step that must have a person's answer, and can have nothing else in its
-    /// place: if nobody answers, the run waits forever.
+    /// SAAP019: in a workflow that asks a person, a step that must have a person's answer and
+    /// can have nothing else in its place: if nobody answers, the run waits forever.
     pub(super) fn waits_without_deadline(&self, out: &mut Out) {
+        // Only a workflow that asks a person waits on one (otherwise the answer type is how
+        // it names an event sent from outside).
+        if !PERSON_REQUESTS.iter().any(|r| self.asks(r)) {
+            return;
+        }
         for (si, s) in self.spec.steps.iter().enumerate() {
             for (pi, p) in s.params.iter().enumerate() {
                 if !matches!(p.kind, ParamKind::Required | ParamKind::FixedList) {

@@ -237,13 +237,13 @@ pub const RESPONSE_WITHOUT_REQUEST: Rule = rule(
     "SAAP018",
     Severity::Warning,
     "response-without-request",
-    "step takes an in-the-loop answer no step asks for",
+    "step takes a child run's end, and no step delegates",
 );
 pub const WAIT_WITHOUT_DEADLINE: Rule = rule(
     "SAAP019",
     Severity::Warning,
     "wait-without-deadline",
-    "step waits for a person's answer with nothing to take its place",
+    "step waits for the person it asked, with nothing to take the answer's place",
 );
 
 /// Every check, in code order.

@@ -119,7 +119,7 @@ pub const MEANINGS: &[CodeMeaning] = &[
     m(
         "SAAP018",
         "R1",
-        "in-the-loop answer no step asks for",
+        "a child run's end taken, no step delegates",
         &[NeverRuns],
     ),
     m(
