@@ -515,3 +515,58 @@ fn declared_agents_are_opened_with_the_workflow_even_when_they_loop_back() {
         assert_eq!(report(&boss, &run).await, "after waiting");
     });
 }
+
+/// The crash window of a cancel cascade (issue 21 §7): the parent's cancellation is durable
+/// but the cancel it asks of its child is not applied (here the child's agent is not
+/// registered with the parent's, as when its process is down). The child's run record names
+/// its parent; the next open of the child's agent finds the parent ended with the child
+/// abandoned, and cancels it.
+#[test]
+fn a_child_whose_parent_was_cancelled_while_its_agent_was_away_is_cancelled_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("orphan.db");
+    let (run, child) = runtime().block_on(async {
+        let (boss, researcher) = reopen(&path, true).await;
+        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
+        let child = wait_for_child(&boss, &run).await;
+        wait_for_progress(&researcher, &child, "waiting_event").await;
+        (run, child)
+    });
+    runtime().block_on(async {
+        // The boss alone: its cancel cannot reach the child.
+        let (boss, researcher) = reopen(&path, false).await;
+        boss.cancel(&run, "enough").await.unwrap();
+        wait_for_progress(&boss, &run, "cancelled").await;
+        assert_eq!(
+            researcher.snapshot(&child).unwrap().run.progress().as_str(),
+            "waiting_event",
+            "the child is left behind"
+        );
+    });
+    runtime().block_on(async {
+        let backend: Arc<dyn Backend> = Arc::new(SqliteBackend::open(&path).unwrap());
+        let (researcher, rec) = Engine::open(researcher(), backend, EngineOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(rec.orphans_cancelled, 1, "{rec:?}");
+        assert!(rec.failed.is_empty(), "{rec:?}");
+        wait_for_progress(&researcher, &child, "cancelled").await;
+        let snap = researcher.stored_snapshot(&child).await.unwrap().unwrap();
+        let cancelled = snap.events_of::<saap::RunCancelledEvent>();
+        assert!(
+            cancelled[0]
+                .reason
+                .contains(&format!("its parent run {run}")),
+            "{:?}",
+            cancelled[0].reason
+        );
+    });
+    // Opened again, nothing is left to reconcile.
+    runtime().block_on(async {
+        let backend: Arc<dyn Backend> = Arc::new(SqliteBackend::open(&path).unwrap());
+        let (_researcher, rec) = Engine::open(researcher(), backend, EngineOptions::default())
+            .await
+            .unwrap();
+        assert_eq!((rec.resumed_runs, rec.orphans_cancelled), (0, 0), "{rec:?}");
+    });
+}

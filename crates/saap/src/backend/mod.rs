@@ -6,6 +6,7 @@
 //! (DESIGN §4.9). Two implementations: [`memory::MemoryBackend`] (tests, speed; nothing
 //! survives the process) and [`sqlite::SqliteBackend`] (embedded, durable, WAL, group commit).
 
+pub mod children;
 pub mod effects;
 pub mod memory;
 pub mod sqlite;
@@ -411,6 +412,18 @@ pub struct RunMeta {
     pub thread_id: Arc<str>,
     pub workflow: String,
     pub fingerprint: u64,
+    /// The run that delegated it, for a child run (kept so that a child whose parent ended
+    /// while its process was down can be told at the next open).
+    pub parent: Option<RunParent>,
+}
+
+/// The run that delegated a run: its id and agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunParent {
+    #[serde(rename = "r")]
+    pub run_id: String,
+    #[serde(rename = "a")]
+    pub agent_class: String,
 }
 
 /// What one engine step hands to the store, atomically.

@@ -9,8 +9,8 @@
 use super::sqlite_effects as effects;
 use super::{
     Backend, EffectAt, EffectRecord, EffectTake, JournalEntry, Pending, PersistBatch,
-    RecordsSummary, RunMeta, RunPage, RunQuery, RunSummary, Scope, StatusFilter, StoreError,
-    StoredRun, Termination,
+    RecordsSummary, RunMeta, RunPage, RunParent, RunQuery, RunSummary, Scope, StatusFilter,
+    StoreError, StoredRun, Termination,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -208,6 +208,7 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
          COMMIT;",
     )?;
     conn.execute_batch(effects::SCHEMA)?;
+    add_parent_columns(conn)?;
     let mut v: i64 = conn.query_row("SELECT value FROM saap_meta WHERE key='schema'", [], |r| {
         r.get(0)
     })?;
@@ -233,6 +234,23 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
         "DELETE FROM thread_context WHERE expires_ns < ?1",
         params![now_ns()],
     )?;
+    Ok(())
+}
+
+/// The columns that name a child run's parent (added beside the others: a database made
+/// before gains them empty, and an older saap ignores them).
+fn add_parent_columns(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let has: bool = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'parent_run_id'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has {
+        conn.execute_batch(
+            "ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+             ALTER TABLE runs ADD COLUMN parent_class TEXT;",
+        )?;
+    }
     Ok(())
 }
 
@@ -454,8 +472,9 @@ fn fail(c: Cmd, err: StoreError) {
 fn persist(tx: &rusqlite::Transaction<'_>, b: &PersistBatch) -> Result<(), StoreError> {
     if let Some(m) = &b.new_run {
         tx.prepare_cached(
-            "INSERT INTO runs(run_id, workflow, thread_id, fingerprint, ended, created_ns)
-             VALUES (?1, ?2, ?3, ?4, 0, ?5)",
+            "INSERT INTO runs(run_id, workflow, thread_id, fingerprint, ended, created_ns,
+                              parent_run_id, parent_class)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -463,7 +482,9 @@ fn persist(tx: &rusqlite::Transaction<'_>, b: &PersistBatch) -> Result<(), Store
                 m.workflow,
                 &*m.thread_id,
                 m.fingerprint as i64,
-                now_ns()
+                now_ns(),
+                m.parent.as_ref().map(|p| p.run_id.as_str()),
+                m.parent.as_ref().map(|p| p.agent_class.as_str()),
             ])
         })
         .map_err(io)?;
@@ -516,10 +537,10 @@ fn load_runs(
     // the (workflow, ended, created_ns) index: opening an engine reads the live runs only.
     let mut stmt = tx
         .prepare_cached(if live_only {
-            "SELECT run_id, thread_id, fingerprint, ended FROM runs
+            "SELECT run_id, thread_id, fingerprint, ended, parent_run_id, parent_class FROM runs
              WHERE workflow = ?1 AND ended = 0 ORDER BY created_ns, run_id"
         } else {
-            "SELECT run_id, thread_id, fingerprint, ended FROM runs
+            "SELECT run_id, thread_id, fingerprint, ended, parent_run_id, parent_class FROM runs
              WHERE workflow = ?1 ORDER BY created_ns, run_id"
         })
         .map_err(io)?;
@@ -530,13 +551,14 @@ fn load_runs(
                 r.get::<_, String>(1)?,
                 r.get::<_, i64>(2)?,
                 r.get::<_, i64>(3)?,
+                parent(r, 4)?,
             ))
         })
         .map_err(io)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(io)?;
     let mut out = Vec::with_capacity(metas.len());
-    for (run_id, thread_id, fp, ended) in metas {
+    for (run_id, thread_id, fp, ended, parent) in metas {
         out.push(load_journal(
             tx,
             workflow,
@@ -544,9 +566,26 @@ fn load_runs(
             thread_id,
             fp,
             ended != 0,
+            parent,
         )?);
     }
     Ok(out)
+}
+
+/// The parent named by columns `at` (run id) and `at + 1` (agent) of a `runs` row.
+fn parent(r: &rusqlite::Row<'_>, at: usize) -> Result<Option<RunParent>, rusqlite::Error> {
+    Ok(
+        match (
+            r.get::<_, Option<String>>(at)?,
+            r.get::<_, Option<String>>(at + 1)?,
+        ) {
+            (Some(run_id), Some(agent_class)) => Some(RunParent {
+                run_id,
+                agent_class,
+            }),
+            _ => None,
+        },
+    )
 }
 
 /// A run's journal and records, in order.
@@ -557,6 +596,7 @@ fn load_journal(
     thread_id: String,
     fingerprint: i64,
     ended: bool,
+    parent: Option<RunParent>,
 ) -> Result<StoredRun, StoreError> {
     let mut jstmt = tx
         .prepare_cached("SELECT input, records FROM journal WHERE run_id = ?1 ORDER BY idx")
@@ -599,6 +639,7 @@ fn load_journal(
             thread_id: thread_id.into(),
             workflow: workflow.to_string(),
             fingerprint: fingerprint as u64,
+            parent,
         },
         ended,
         journal,
@@ -615,7 +656,8 @@ fn read_run(
 ) -> Result<Option<StoredRun>, StoreError> {
     let meta = tx
         .prepare_cached(
-            "SELECT thread_id, fingerprint, ended FROM runs WHERE run_id = ?1 AND workflow = ?2",
+            "SELECT thread_id, fingerprint, ended, parent_run_id, parent_class FROM runs
+             WHERE run_id = ?1 AND workflow = ?2",
         )
         .and_then(|mut s| {
             s.query_row(params![run_id, workflow], |r| {
@@ -623,6 +665,7 @@ fn read_run(
                     r.get::<_, String>(0)?,
                     r.get::<_, i64>(1)?,
                     r.get::<_, i64>(2)?,
+                    parent(r, 3)?,
                 ))
             })
             .optional()
@@ -630,9 +673,16 @@ fn read_run(
         .map_err(io)?;
     match meta {
         None => Ok(None),
-        Some((thread_id, fp, ended)) => {
-            load_journal(tx, workflow, run_id.to_string(), thread_id, fp, ended != 0).map(Some)
-        }
+        Some((thread_id, fp, ended, parent)) => load_journal(
+            tx,
+            workflow,
+            run_id.to_string(),
+            thread_id,
+            fp,
+            ended != 0,
+            parent,
+        )
+        .map(Some),
     }
 }
 

@@ -3,11 +3,12 @@
 //! no spec is needed for another agent's runs: a child's run id is its request's event id,
 //! its agent the request's `agent_class`, its fate in the parent's journal and records).
 //!
-//! Bounded: at most [`MAX_TREE_RUNS`] runs read, [`MAX_TREE_DEPTH`] levels; what lies beyond
+//! The children come from `backend::children`. Bounded: at most [`MAX_TREE_RUNS`] runs read, [`MAX_TREE_DEPTH`] levels; what lies beyond
 //! is counted, not read.
 
 use super::fail::{Fail, internal};
-use crate::backend::{Backend, StoredInput, StoredRun, summarize};
+use crate::backend::children::delegated_runs;
+use crate::backend::{Backend, summarize};
 use serde::Serialize;
 use std::future::Future;
 use std::pin::Pin;
@@ -42,67 +43,6 @@ pub(super) struct TreeRun {
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
-}
-
-/// A child as its parent's journal names it.
-struct ChildRef {
-    run_id: String,
-    agent_class: String,
-    detached: bool,
-    reported: bool,
-    abandoned: bool,
-}
-
-/// The children run `run` requested, in the core's order (the order of the requests in its
-/// journal), with what its journal and records say of each.
-fn children_of(run: &StoredRun) -> Vec<ChildRef> {
-    let mut out: Vec<ChildRef> = Vec::new();
-    for entry in &run.journal {
-        match &entry.input {
-            StoredInput::Complete {
-                outputs, children, ..
-            } => {
-                for c in children {
-                    let agent_class = outputs
-                        .iter()
-                        .flatten()
-                        .find(|o| o.id == c.request)
-                        .and_then(|o| {
-                            o.payload
-                                .json()
-                                .get("agent_class")?
-                                .as_str()
-                                .map(String::from)
-                        })
-                        .unwrap_or_else(|| "?".to_string());
-                    out.push(ChildRef {
-                        run_id: c.request.to_string(),
-                        agent_class,
-                        detached: c.detached,
-                        reported: false,
-                        abandoned: false,
-                    });
-                }
-            }
-            StoredInput::ChildEnded { child, .. } => {
-                if let Some(c) = out.get_mut(*child as usize) {
-                    c.reported = true;
-                }
-            }
-            _ => {}
-        }
-    }
-    for r in &run.records {
-        if r.get("record").and_then(|v| v.as_str()) == Some("child_abandoned")
-            && let Some(c) = r
-                .get("child")
-                .and_then(|v| v.as_u64())
-                .and_then(|i| out.get_mut(i as usize))
-        {
-            c.abandoned = true;
-        }
-    }
-    out
 }
 
 /// The tree under run `run_id` of agent `agent_class` in `backend`.
@@ -147,7 +87,7 @@ fn subtree<'a>(
         let Some(run) = stored else {
             return Ok(node);
         };
-        for c in children_of(&run) {
+        for c in delegated_runs(&run) {
             if *budget == 0 || depth >= MAX_TREE_DEPTH {
                 node.unread += 1;
                 continue;
@@ -183,7 +123,8 @@ fn line(out: &mut String, r: &TreeRun, lead: &str, branch: &str) {
     if r.relation != "root" {
         notes.push(r.relation);
     }
-    if r.reported {
+    // An abandoned child's end may still reach its ended parent (as evidence): said once.
+    if r.reported && !r.abandoned {
         notes.push("reported to the parent");
     }
     if r.abandoned {

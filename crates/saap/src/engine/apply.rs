@@ -966,6 +966,7 @@ impl Shared {
                 thread_id: slot.thread_id().clone(),
                 workflow: self.workflow.name().to_string(),
                 fingerprint: self.fingerprint,
+                parent: st.delegated_by.as_deref().cloned(),
             });
             st.created = true;
             let index = st.journal_len;

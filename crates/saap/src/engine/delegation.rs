@@ -200,9 +200,13 @@ impl Shared {
             depth: parent.depth + 1,
         });
         let thread = c.req.share_thread_id.then(|| parent.thread_id.clone());
+        let by = crate::backend::RunParent {
+            run_id: parent.run_id.to_string(),
+            agent_class: self.workflow.name().to_string(),
+        };
         let adopted = match self.delegate(&c.req.agent_class) {
             Some(engine) => engine
-                .adopt_child(c.request, link, thread, &c.req)
+                .adopt_child(c.request, link, by, thread, &c.req)
                 .await
                 .map_err(|e| e.to_string()),
             None => Err(format!(
@@ -230,6 +234,7 @@ impl Shared {
         self: &Arc<Self>,
         request: EventId,
         link: Option<ParentLink>,
+        by: crate::backend::RunParent,
         thread: Option<Arc<str>>,
         req: &AgentInTheLoopRequestEvent,
     ) -> Result<Option<Report>, EngineError> {
@@ -268,7 +273,11 @@ impl Shared {
         let mut ids = self.ids.next_run();
         ids.run = request;
         let slot = self.new_run(thread.as_deref(), &ev, ids)?;
-        slot.lock().parent = link.map(Box::new);
+        {
+            let mut st = slot.lock();
+            st.parent = link.map(Box::new);
+            st.delegated_by = Some(Box::new(by));
+        }
         let applied = match self.apply_to_launch(&slot, Input::Append(ev)) {
             Ok(a) => a,
             Err(e) => {
@@ -281,6 +290,45 @@ impl Shared {
         let launched = self.launch(&slot, applied).await;
         self.release(slot);
         launched.map(|_| None)
+    }
+
+    /// At open: a live child run whose parent ended while no process had both (the parent's
+    /// end is durable, the cancel it asked of this child was not) is cancelled now, when the
+    /// parent's journal says it gave the child up (`child_abandoned`: the core's decision).
+    /// A parent that lives on, or that let a detached child run on, leaves it be. Returns
+    /// whether it was cancelled.
+    pub(super) async fn reconcile_child(
+        self: &Arc<Self>,
+        run_id: &str,
+        by: &crate::backend::RunParent,
+    ) -> Result<bool, EngineError> {
+        let Some(parent) = self
+            .backend
+            .read_run(&by.agent_class, &by.run_id)
+            .wait()
+            .await?
+        else {
+            return Ok(false);
+        };
+        if !crate::backend::summarize(&parent, None).ended {
+            return Ok(false);
+        }
+        let abandoned = crate::backend::children::delegated_runs(&parent)
+            .iter()
+            .any(|c| c.run_id == run_id && c.abandoned);
+        if !abandoned {
+            return Ok(false);
+        }
+        let reason = format!(
+            "its parent run {} ({}) ended and gave it up while this run's process was down",
+            by.run_id, by.agent_class
+        );
+        match self.cancel_run(run_id, &reason).await {
+            Ok(_) => Ok(true),
+            // It ended meanwhile: nothing to reconcile.
+            Err(EngineError::RunEnded { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// The event reporting the end of run `slot` to its parent (`None` while it runs).
@@ -391,7 +439,9 @@ impl Shared {
         let Some(shared) = self.this.upgrade() else {
             return durable;
         };
-        after_durable(durable, async move {
+        // Awaited: whoever waits for the run's end (`Engine::cancel`, a command that exits
+        // after it) waits for its tree too; a cut cascade is reconciled at the next open.
+        after_durable_awaited(durable, async move {
             let EndEffects {
                 report,
                 cancel,
@@ -543,6 +593,29 @@ fn after_durable(
             Pending::Wait(waited)
         }
     }
+}
+
+/// As [`after_durable`], but what it returns resolves once `then` is done too.
+fn after_durable_awaited(
+    durable: Pending<()>,
+    then: impl Future<Output = ()> + Send + 'static,
+) -> Pending<()> {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        tracing::error!("delegation needs a tokio runtime: a run's end does not reach its tree");
+        return durable;
+    };
+    let (tx, waited) = tokio::sync::oneshot::channel();
+    rt.spawn(async move {
+        let r = match durable {
+            Pending::Ready(r) => r,
+            Pending::Wait(rx) => rx.await.unwrap_or(Err(StoreError::Halted)),
+        };
+        if r.is_ok() {
+            then.await;
+        }
+        let _ = tx.send(r);
+    });
+    Pending::Wait(waited)
 }
 
 /// One child of a run, as [`crate::Engine::children`] and `show` report it.

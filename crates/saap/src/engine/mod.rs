@@ -325,6 +325,7 @@ impl Engine {
             let r = e.recover().await?;
             recovery.resumed_runs += r.resumed_runs;
             recovery.retried_executions += r.retried_executions;
+            recovery.orphans_cancelled += r.orphans_cancelled;
             recovery.failed.extend(r.failed);
         }
         for d in delegates {
@@ -350,8 +351,13 @@ impl Engine {
             .await?;
         let mut recovery = Recovery::default();
         let mut to_retry = Vec::new();
+        // Live child runs and who delegated them: reconciled once the retries run.
+        let mut children = Vec::new();
         for s in stored {
             let run_id = s.meta.run_id.to_string();
+            if let Some(by) = &s.meta.parent {
+                children.push((run_id.clone(), by.clone()));
+            }
             match shared.rebuild(s) {
                 Ok((slot, ended)) => {
                     if !ended {
@@ -392,6 +398,16 @@ impl Engine {
             slot.bump();
             for inv in a.started {
                 spawn_drive(shared.clone(), slot.clone(), inv);
+            }
+        }
+        for (run_id, by) in children {
+            match shared.reconcile_child(&run_id, &by).await {
+                Ok(true) => recovery.orphans_cancelled += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(run_id, error = %e, "cannot reconcile a child run with its parent");
+                    recovery.failed.push(e);
+                }
             }
         }
         Ok(recovery)

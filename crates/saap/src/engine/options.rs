@@ -67,6 +67,10 @@ pub struct Recovery {
     pub resumed_runs: usize,
     /// Executions that had started but not completed, now running again.
     pub retried_executions: usize,
+    /// Child runs cancelled because their parent had ended and given them up while no
+    /// process had both open (the parent's end was durable, the cancel it asked of the
+    /// child was not).
+    pub orphans_cancelled: usize,
     /// Runs that could not be rebuilt (they stay in the store untouched).
     pub failed: Vec<EngineError>,
 }

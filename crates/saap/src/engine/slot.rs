@@ -77,6 +77,9 @@ pub(crate) struct RunState {
     /// Where the run reports its end, when it is an awaited child of another run (set by
     /// the parent's engine, see `delegation`).
     pub(super) parent: Option<Box<ParentLink>>,
+    /// The run that delegated it, awaited or detached, as its store's run record keeps it
+    /// (set before its first entry is stored; see `delegation`).
+    pub(super) delegated_by: Option<Box<crate::backend::RunParent>>,
 }
 
 /// Where a child run reports its end: its parent's engine and run, and its number there
@@ -314,6 +317,7 @@ impl RunState {
             timers,
             cancel,
             parent,
+            delegated_by,
         } = self;
         run.reset(run_key);
         Payload::recycle_all(payloads);
@@ -334,6 +338,7 @@ impl RunState {
         *timers = None;
         *cancel = None;
         *parent = None;
+        *delegated_by = None;
         // A reused slot had no holder left, so no waiter either (a waiter unregisters
         // when it stops waiting): nothing to drop, usually.
         if waiters.first.is_some() || waiters.more.is_some() {
@@ -381,6 +386,7 @@ impl RunSlot {
                 timers: None,
                 cancel: None,
                 parent: None,
+                delegated_by: None,
             }),
             version: std::sync::OnceLock::new(),
         }

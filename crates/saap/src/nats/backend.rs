@@ -840,6 +840,7 @@ impl RunBuilder {
                 thread_id: m.t.into(),
                 workflow: m.w,
                 fingerprint: m.f,
+                parent: m.p,
             });
         }
         for e in msg.b {
@@ -882,6 +883,7 @@ impl RunBuilder {
                 thread_id: "".into(),
                 workflow: String::new(),
                 fingerprint: 0,
+                parent: None,
             });
             return Ok(Some(StoredRun {
                 meta,
@@ -908,6 +910,9 @@ struct WireMeta {
     t: String,
     w: String,
     f: u64,
+    /// The parent of a child run.
+    #[serde(default)]
+    p: Option<crate::backend::RunParent>,
 }
 
 #[derive(serde::Deserialize)]
@@ -939,8 +944,11 @@ fn encode(batches: &[PersistBatch]) -> String {
     if let Some(m) = batches.iter().find_map(|b| b.new_run.as_ref()) {
         s.push_str("\"m\":");
         s.push_str(
-            &serde_json::json!({"t": &*m.thread_id, "w": m.workflow, "f": m.fingerprint})
-                .to_string(),
+            &match &m.parent {
+                None => serde_json::json!({"t": &*m.thread_id, "w": m.workflow, "f": m.fingerprint}),
+                Some(p) => serde_json::json!({"t": &*m.thread_id, "w": m.workflow, "f": m.fingerprint, "p": p}),
+            }
+            .to_string(),
         );
         s.push(',');
     }
@@ -1325,6 +1333,10 @@ mod tests {
                 thread_id: "t1".into(),
                 workflow: "Wf".into(),
                 fingerprint: u64::MAX,
+                parent: Some(crate::backend::RunParent {
+                    run_id: "p1".into(),
+                    agent_class: "Boss".into(),
+                }),
             }),
             index,
             entry_json: r#"{"i":{"in":"retry","execution":3}}"#.into(),
@@ -1337,6 +1349,10 @@ mod tests {
         let run = rb.finish().unwrap().unwrap();
         assert_eq!(run.meta.fingerprint, u64::MAX);
         assert_eq!(&*run.meta.thread_id, "t1");
+        assert_eq!(
+            run.meta.parent.as_ref().map(|p| p.run_id.as_str()),
+            Some("p1")
+        );
         assert_eq!(run.journal.len(), 2);
         assert_eq!(run.records.len(), 4);
         assert!(run.ended);
