@@ -28,7 +28,7 @@ fn demo_runs_the_examples_and_shows_the_optional_trap() {
     assert!(text.contains("(waiting_children)"), "{text}");
     assert!(
         text.contains("ResearcherAgent run ")
-            && text.contains("(waiting_event; awaited by the parent)"),
+            && text.contains("(waiting_timer; awaited by the parent)"),
         "{text}"
     );
     assert!(

@@ -7,12 +7,15 @@
 //!                                      ResearcherAgent; the editor waits for both)
 //!   FixedList<AgentInTheLoopResponseEvent | AgentInTheLoopExceptionEvent, 2> → write → Brief (stop)
 //! ResearcherAgent:
-//!   UserMessageEvent topic → look_up → Finding (stop), or NeedsSource (waits for a human)
-//!   NeedsSource + SourceGiven → cite → Finding (stop)
+//!   UserMessageEvent topic → look_up → Finding (stop), or NeedsSource (asks a human)
+//!                                      + SourceMissing (a timer: the human's deadline)
+//!   NeedsSource + (SourceGiven | SourceMissing, whichever comes first) → cite → Finding (stop)
 //! ```
 //!
 //! A topic the researcher knows is answered at once; another one waits for a human to give
-//! a source (`SourceGiven`, sent to the child run), so the editor waits too. Cancelling the
+//! a source (`SourceGiven`, sent to the child run), so the editor waits too — until the
+//! human's deadline ([`SOURCE_DEADLINE`]), after which the finding says no source came
+//! (`saap check` warns of a wait on a person with no deadline, SAAP019). Cancelling the
 //! editor cancels its waiting children; a child that fails reaches the editor as an
 //! exception, and the brief says so. Both agents run in one process: the editor's workflow
 //! declares the researcher (`with_delegate`, [`editor_with_researcher`]), so an engine made
@@ -20,11 +23,15 @@
 
 use crate::event;
 use saap::{
-    AgentInTheLoopExceptionEvent, AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent, Either,
-    Engine, EngineOptions, FixedList, Required, Step, StepCtx, StepError, UserMessageEvent,
+    AgentInTheLoopExceptionEvent, AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent, Delayed,
+    Either, Engine, EngineOptions, FixedList, Required, Step, StepCtx, StepError, UserMessageEvent,
     Workflow, backend::Backend,
 };
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the researcher waits for a human's source.
+pub const SOURCE_DEADLINE: Duration = Duration::from_secs(3600);
 
 /// What the researcher knows without help.
 const FACTS: &[(&str, &str)] = &[
@@ -46,37 +53,62 @@ event!(
     SourceGiven, "HumanInTheLoopResponseEvent" { source: String }
 );
 event!(
+    /// Nobody gave a source in time (delivered by the engine at the deadline).
+    SourceMissing, "ControlEvent" { topic: String }
+);
+event!(
     /// The editor's brief from all answers; ends its run.
     Brief, "StopEvent" { text: String }
 );
 
-/// The researcher: answers a topic it knows, else asks a human for a source; a topic
-/// starting with `!` fails (to show a child's failure reaching its parent).
+/// The researcher: answers a topic it knows, else asks a human for a source (until
+/// [`SOURCE_DEADLINE`]); a topic starting with `!` fails (to show a child's failure reaching
+/// its parent).
 pub fn researcher() -> Workflow {
+    researcher_with_deadline(SOURCE_DEADLINE)
+}
+
+/// The researcher, giving a human `deadline` to answer.
+pub fn researcher_with_deadline(deadline: Duration) -> Workflow {
     let built = Workflow::builder("ResearcherAgent")
         .description("Answers a research question, asking a human for a source when it must")
         .step(Step::new(
             "look_up",
-            |q: Required<UserMessageEvent>, _: StepCtx| async move {
+            move |q: Required<UserMessageEvent>, _: StepCtx| async move {
                 let topic = q.message.trim().to_lowercase();
                 if let Some(bad) = topic.strip_prefix('!') {
-                    return Err(StepError::new(format!("the archive on `{bad}` is unreadable")));
+                    return Err(StepError::new(format!(
+                        "the archive on `{bad}` is unreadable"
+                    )));
                 }
                 Ok(match FACTS.iter().find(|(t, _)| *t == topic) {
                     Some((_, text)) => Either::Left(Finding {
                         topic,
                         text: (*text).to_string(),
                     }),
-                    None => Either::Right(NeedsSource { topic }),
+                    None => Either::Right((
+                        NeedsSource {
+                            topic: topic.clone(),
+                        },
+                        Delayed::after(deadline, SourceMissing { topic }),
+                    )),
                 })
             },
         ))
         .step(Step::new(
             "cite",
-            |(need, source): (Required<NeedsSource>, Required<SourceGiven>), _: StepCtx| async move {
+            |(need, source): (
+                Required<NeedsSource>,
+                Required<Either<SourceGiven, SourceMissing>>,
+            ),
+             _: StepCtx| async move {
+                let text = match source.into_inner() {
+                    Either::Left(given) => format!("{} (per {})", need.topic, given.source),
+                    Either::Right(_) => format!("{}: no source came in time", need.topic),
+                };
                 Ok::<_, StepError>(Finding {
                     topic: need.topic.clone(),
-                    text: format!("{} (per {})", need.topic, source.source),
+                    text,
                 })
             },
         ))

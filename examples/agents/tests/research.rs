@@ -129,3 +129,22 @@ async fn cancelling_the_editor_cancels_its_waiting_child() {
         assert!(snap.timeline().contains("abandoned"), "{}", snap.timeline());
     }
 }
+
+/// The human's deadline passes: the waiting child ends with a finding that says no source
+/// came, and the editor's brief carries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_that_never_comes_ends_the_child_at_its_deadline() {
+    for (backend, _dir) in stores() {
+        let wf = saap_examples::research::editor().with_delegate(
+            saap_examples::research::researcher_with_deadline(Duration::from_millis(50)),
+        );
+        let editor = Engine::new(wf, backend, EngineOptions::default());
+        let run = editor
+            .start_run(UserMessageEvent::new("ants, moths"))
+            .await
+            .unwrap();
+        let text = brief(&editor, &run).await;
+        assert!(text.contains("honeydew"), "{text}");
+        assert!(text.contains("moths: no source came in time"), "{text}");
+    }
+}
