@@ -53,7 +53,7 @@ pub enum EffectError<E: Debug + Display> {
     Failed { name: String, error: E },
     /// The run's effect journal is full: no new call starts.
     #[error(
-        "SAAP-E016: run `{run_id}` recorded {entries} effects ({bytes} bytes), the most one run may ({max_entries} effects or {max_bytes} bytes); split the job: delegate parts of it to child runs (`AgentInTheLoopRequestEvent`) or start a new run per part, or raise `EngineOptions::effect_limits`"
+        "SAAP-E016: run `{run_id}` recorded {entries} effects ({bytes} bytes), the most one run may ({max_entries} effects or {max_bytes} bytes); split the job: delegate parts of it to child runs (`AgentInTheLoopRequestEvent`) or start a new run per part, or raise the engine option `effect_limits`"
     )]
     JournalFull {
         run_id: String,

@@ -89,11 +89,7 @@ fn delegation_chaos_child_process() {
     let Ok(path) = std::env::var("SAAP_CHAOS_DB") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::kill::runtime();
     rt.block_on(async {
         let (boss, _worker, backend) = open(std::path::Path::new(&path)).await;
         let query = RunQuery {
@@ -154,21 +150,9 @@ fn kill_9_across_delegation_loses_no_child_and_delivers_once() {
     let seed = common::kill::seed();
     let mut rng = fastrand::Rng::with_seed(seed);
     common::kill::kill_cycles(|| child(&path), &path, CYCLES, 60, &mut rng);
-    let last = child(&path)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        last.status.success(),
-        "the final, uninterrupted child must finish every run (seed {seed}):\n{}",
-        String::from_utf8_lossy(&last.stderr)
-    );
+    common::kill::finish(child(&path), seed);
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::kill::runtime();
     rt.block_on(async {
         let (boss, worker, backend) = open(&path).await;
         let query = RunQuery {
@@ -295,11 +279,7 @@ fn cascade_chaos_child_process() {
     let Ok(path) = std::env::var("SAAP_CHAOS_DB") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::kill::runtime();
     rt.block_on(async {
         let backend = Arc::new(SqliteBackend::open(&path).unwrap());
         let (boss, rec) = Engine::open(cascade_boss(), backend.clone(), EngineOptions::default())
@@ -338,20 +318,8 @@ fn kill_9_during_cancel_cascades_leaves_no_child_live() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let child = || common::kill::child("cascade_chaos_child_process", &path);
     common::kill::kill_cycles(child, &path, CYCLES, 60, &mut rng);
-    let last = child()
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        last.status.success(),
-        "the final, uninterrupted child must cancel every tree (seed {seed}):\n{}",
-        String::from_utf8_lossy(&last.stderr)
-    );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    common::kill::finish(child(), seed);
+    let rt = common::kill::runtime();
     rt.block_on(async {
         let backend = Arc::new(SqliteBackend::open(&path).unwrap());
         let (boss, rec) = Engine::open(cascade_boss(), backend.clone(), EngineOptions::default())

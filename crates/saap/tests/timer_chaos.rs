@@ -46,14 +46,6 @@ fn workflow() -> Workflow {
         .unwrap()
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// The child: open the store (due timers fire), wait for the live runs, then start runs
 /// until there are RUNS, several in flight.
 #[test]
@@ -62,7 +54,7 @@ fn timer_chaos_child_process() {
     let Ok(path) = std::env::var("SAAP_CHAOS_DB") else {
         return;
     };
-    rt().block_on(async {
+    common::kill::runtime().block_on(async {
         let backend = Arc::new(SqliteBackend::open(&path).unwrap());
         let (engine, rec) = Engine::open(workflow(), backend.clone(), EngineOptions::default())
             .await
@@ -114,16 +106,8 @@ fn kill_9_across_timers_loses_no_wake_up_and_fires_once() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let child = || common::kill::child("timer_chaos_child_process", &path);
     common::kill::kill_cycles(child, &path, CYCLES, 60, &mut rng);
-    let last = child()
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        last.status.success(),
-        "the final, uninterrupted child must end every run (seed {seed}):\n{}",
-        String::from_utf8_lossy(&last.stderr)
-    );
-    rt().block_on(async {
+    common::kill::finish(child(), seed);
+    common::kill::runtime().block_on(async {
         let backend = Arc::new(SqliteBackend::open(&path).unwrap());
         let (engine, rec) = Engine::open(workflow(), backend.clone(), EngineOptions::default())
             .await

@@ -72,6 +72,49 @@ impl EffectRecord {
     }
 }
 
+/// An effect as a store that keeps whole records holds it (in memory, in a NATS value): the
+/// record, the attempt that last consumed it, and its size (the journal cap's count).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct KeptEffect {
+    pub record: EffectRecord,
+    pub taken: u32,
+    #[serde(default)]
+    pub size: u64,
+}
+
+impl KeptEffect {
+    /// A record just made by attempt `record.attempt` (which consumed it by making it).
+    pub(crate) fn new(record: EffectRecord) -> KeptEffect {
+        KeptEffect {
+            taken: record.attempt,
+            size: record.size(),
+            record,
+        }
+    }
+}
+
+/// The rule of [`super::Backend::effect_take`] over the kept effects of one run: the oldest
+/// successful record of `key` in `at`'s execution that `at`'s attempt has not consumed is
+/// consumed and returned, else how full the journal is.
+pub(crate) fn take_kept(kept: &mut [KeptEffect], at: &EffectAt, key: &str) -> EffectTake {
+    let next = kept.iter_mut().find(|k| {
+        k.record.execution == at.execution
+            && k.record.key == key
+            && k.taken < at.attempt
+            && matches!(k.record.outcome, EffectOutcome::Ok(_))
+    });
+    if let Some(k) = next
+        && let EffectOutcome::Ok(v) = &k.record.outcome
+    {
+        k.taken = at.attempt;
+        return EffectTake::Recorded(v.clone());
+    }
+    EffectTake::Fresh {
+        entries: kept.len() as u64,
+        bytes: kept.iter().map(|k| k.size).sum(),
+    }
+}
+
 /// The JSON text length of a value, counted as it is written (no text is made).
 pub(crate) fn json_len(v: &serde_json::Value) -> u64 {
     struct Count(u64);

@@ -1,9 +1,10 @@
 //! The in-memory backend: contexts and live runs' effects in maps, no journal (runs live in
 //! the engine and end with the process). For tests and maximum speed.
 
+use super::effects::{KeptEffect, take_kept};
 use super::{
-    Backend, EffectAt, EffectOutcome, EffectRecord, EffectTake, Pending, PersistBatch, RunIdRef,
-    RunPage, RunQuery, Scope, StoreError, StoredRun,
+    Backend, EffectAt, EffectRecord, EffectTake, Pending, PersistBatch, RunIdRef, RunPage,
+    RunQuery, Scope, StoreError, StoredRun,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,13 +27,6 @@ pub struct MemoryBackend {
     effects: Mutex<HashMap<Arc<str>, Vec<KeptEffect>>>,
     /// An effect was recorded (never cleared): until then a run's end takes no lock for them.
     any_effects: AtomicBool,
-}
-
-/// An effect kept in memory: the record, the attempt that last consumed it and its size.
-struct KeptEffect {
-    record: EffectRecord,
-    taken: u32,
-    size: u64,
 }
 
 impl Default for MemoryBackend {
@@ -180,22 +174,7 @@ impl Backend for MemoryBackend {
                 bytes: 0,
             }));
         };
-        let next = records.iter_mut().find(|k| {
-            k.record.execution == at.execution
-                && k.record.key == key
-                && k.taken < at.attempt
-                && matches!(k.record.outcome, EffectOutcome::Ok(_))
-        });
-        if let Some(k) = next
-            && let EffectOutcome::Ok(v) = &k.record.outcome
-        {
-            k.taken = at.attempt;
-            return Pending::Ready(Ok(EffectTake::Recorded(v.clone())));
-        }
-        Pending::Ready(Ok(EffectTake::Fresh {
-            entries: records.len() as u64,
-            bytes: records.iter().map(|k| k.size).sum(),
-        }))
+        Pending::Ready(Ok(take_kept(records, at, key)))
     }
     fn effect_record(&self, run_id: &str, mut record: EffectRecord) -> Pending<()> {
         if let Err(e) = self.check() {
@@ -205,11 +184,7 @@ impl Backend for MemoryBackend {
         let mut map = self.effect_map();
         let records = map.entry(Arc::from(run_id)).or_default();
         record.seq = records.len() as u64;
-        records.push(KeptEffect {
-            taken: record.attempt,
-            size: record.size(),
-            record,
-        });
+        records.push(KeptEffect::new(record));
         Pending::Ready(Ok(()))
     }
     fn effects(&self, run_id: &str) -> Pending<Vec<EffectRecord>> {

@@ -766,7 +766,7 @@ pub trait Backend: Send + Sync + 'static {
     fn no_effects(&self) -> StoreError {
         StoreError::Unsupported {
             store: self.name(),
-            what: "journal effects (`StepCtx::effect`)",
+            what: "journal effects (`ctx.effect`)",
         }
     }
     /// Stops accepting writes at once, dropping what is not yet durable (a crash, for

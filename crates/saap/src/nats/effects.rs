@@ -7,7 +7,8 @@
 //!
 //! Plain storage: the rules (FIFO per key, caps) are `backend::effects`'s.
 
-use crate::backend::{EffectAt, EffectOutcome, EffectRecord, EffectTake, StoreError};
+use crate::backend::effects::{KeptEffect, take_kept};
+use crate::backend::{EffectAt, EffectRecord, EffectTake, StoreError};
 use saap_nats::{NatsError, TypedKv};
 use serde::{Deserialize, Serialize};
 
@@ -18,13 +19,6 @@ const CAS_ATTEMPTS: usize = 64;
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct EffectLog {
     records: Vec<KeptEffect>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct KeptEffect {
-    record: EffectRecord,
-    /// The attempt that last consumed it.
-    taken: u32,
 }
 
 pub(crate) type EffectsKv = TypedKv<EffectLog>;
@@ -72,23 +66,9 @@ pub(crate) async fn take(
     content: &str,
 ) -> Result<EffectTake, StoreError> {
     update(kv, key, |log| {
-        let next = log.records.iter_mut().find(|k| {
-            k.record.execution == at.execution
-                && k.record.key == content
-                && k.taken < at.attempt
-                && matches!(k.record.outcome, EffectOutcome::Ok(_))
-        });
-        if let Some(k) = next
-            && let EffectOutcome::Ok(v) = &k.record.outcome
-        {
-            k.taken = at.attempt;
-            return (EffectTake::Recorded(v.clone()), true);
-        }
-        let fresh = EffectTake::Fresh {
-            entries: log.records.len() as u64,
-            bytes: log.records.iter().map(|k| k.record.size()).sum(),
-        };
-        (fresh, false)
+        let took = take_kept(&mut log.records, at, content);
+        let changed = matches!(took, EffectTake::Recorded(_));
+        (took, changed)
     })
     .await
 }
@@ -101,10 +81,7 @@ pub(crate) async fn record(
     update(kv, key, |log| {
         let mut record = record.clone();
         record.seq = log.records.len() as u64;
-        log.records.push(KeptEffect {
-            taken: record.attempt,
-            record,
-        });
+        log.records.push(KeptEffect::new(record));
         ((), true)
     })
     .await

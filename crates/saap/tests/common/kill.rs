@@ -68,3 +68,23 @@ pub fn kill_cycles(
     eprintln!("{killed} of {cycles} children were killed while running");
     killed
 }
+
+/// Runs the child once more, not killed: the test fails with its stderr unless it ends well
+/// (it must finish what the killed ones left).
+pub fn finish(mut child: Command, seed: u64) {
+    let out = child.stderr(std::process::Stdio::piped()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "the final, uninterrupted child must finish its work (seed {seed}):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A runtime of two workers, for a test's synchronous parts.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
