@@ -125,6 +125,10 @@ pub enum Record {
     /// Child `child` is given up: the run ended while it was awaited, or the run was
     /// cancelled (the engine cancels the child's run).
     ChildAbandoned { child: u32 },
+    /// The event reporting child `child`'s end (just appended) is taken by no step: what the
+    /// run waited for will never come this way, an unmet obligation kept on record instead
+    /// of a silent stall.
+    ObligationUnmet { child: u32 },
 }
 
 /// A record as a run stores it: 12 bytes where a [`Record`] takes 24, so that a large run's
@@ -172,6 +176,7 @@ const TIMER_DROPPED: u8 = 24;
 const CHILD_REQUESTED: u8 = 25;
 const CHILD_ENDED: u8 = 26;
 const CHILD_ABANDONED: u8 = 27;
+const OBLIGATION_UNMET: u8 = 28;
 
 impl Packed {
     /// The kind of a record kept whole in the side table; `b` is its index there.
@@ -279,6 +284,7 @@ impl Packed {
             }
             Record::ChildEnded { child } => p(CHILD_ENDED, 0, 0, child, 0),
             Record::ChildAbandoned { child } => p(CHILD_ABANDONED, 0, 0, child, 0),
+            Record::ObligationUnmet { child } => p(OBLIGATION_UNMET, 0, 0, child, 0),
         }
     }
 
@@ -416,6 +422,7 @@ impl Packed {
             },
             CHILD_ENDED => Record::ChildEnded { child: b },
             CHILD_ABANDONED => Record::ChildAbandoned { child: b },
+            OBLIGATION_UNMET => Record::ObligationUnmet { child: b },
             // `Packed::EXTRA`: only `Packed::extra` makes it, with an index into the table.
             _ => extra[b as usize].clone(),
         }
@@ -646,6 +653,7 @@ mod tests {
                 .prop_map(|(child, execution)| Record::ChildRequested { child, execution }),
             value().prop_map(|child| Record::ChildEnded { child }),
             value().prop_map(|child| Record::ChildAbandoned { child }),
+            value().prop_map(|child| Record::ObligationUnmet { child }),
         ]
     }
 

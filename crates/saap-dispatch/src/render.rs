@@ -218,6 +218,10 @@ pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String
             "child {child} abandoned: the run ended or was cancelled first (request {})",
             child_request(run, *child)
         ),
+        Record::ObligationUnmet { child } => format!(
+            "child {child} (request {}): no step takes the event reporting its end, an unmet obligation",
+            child_request(run, *child)
+        ),
     })
 }
 
@@ -359,6 +363,9 @@ pub fn record_json(run: &Run, labels: &EventLabels, r: &Record) -> Value {
         }
         Record::ChildAbandoned { child } => {
             json!({"record": "child_abandoned", "child": child, "request": child_request(run, *child)})
+        }
+        Record::ObligationUnmet { child } => {
+            json!({"record": "obligation_unmet", "child": child, "request": child_request(run, *child)})
         }
     }
 }

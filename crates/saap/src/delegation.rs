@@ -59,6 +59,11 @@ pub struct AgentInTheLoopRequestEvent {
     /// The delegate's topic, as the Python implementation fills it in; saap leaves it empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub other_agent_topic: String,
+    /// The type of stop event the parent needs from the child
+    /// ([`AgentInTheLoopRequestEvent::expecting`]); a child that ends any other way is
+    /// reported as an [`AgentInTheLoopExceptionEvent`] marked as an unmet obligation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_stop_event_name: Option<String>,
 }
 
 fn yes() -> bool {
@@ -77,6 +82,7 @@ impl Default for AgentInTheLoopRequestEvent {
             share_run_id: false,
             timeout_seconds: None,
             other_agent_topic: String::new(),
+            expected_stop_event_name: None,
         }
     }
 }
@@ -114,6 +120,23 @@ impl AgentInTheLoopRequestEvent {
     /// The same request, with the child in a thread of its own.
     pub fn own_thread(mut self) -> Self {
         self.share_thread_id = false;
+        self
+    }
+
+    /// The same request, owed a typed result: the child must stop with a `T`. A child that
+    /// stops with another event (or fails, or is cancelled) is reported as an
+    /// [`AgentInTheLoopExceptionEvent`] whose `unmet_obligation` is `typed_result`, so the
+    /// parent's failure path takes it instead of its success path choking on the wrong type.
+    ///
+    /// ```
+    /// use saap::{AgentInTheLoopRequestEvent, StopEvent, UserMessageEvent};
+    /// let ask = AgentInTheLoopRequestEvent::new("Researcher", &UserMessageEvent::new("why?"))?
+    ///     .expecting::<StopEvent>();
+    /// assert_eq!(ask.expected_stop_event_name.as_deref(), Some("StopEvent"));
+    /// # Ok::<(), saap::event::PayloadError>(())
+    /// ```
+    pub fn expecting<T: Event>(mut self) -> Self {
+        self.expected_stop_event_name = Some(T::NAME.to_string());
         self
     }
 }
@@ -177,6 +200,13 @@ pub struct AgentInTheLoopExceptionEvent {
     pub agent_class: String,
     #[serde(default)]
     pub child_run_id: String,
+    /// Set when the child ended without what its request was owed: `typed_result` (the
+    /// request was [`AgentInTheLoopRequestEvent::expecting`] a stop event type, and the
+    /// child stopped with another one, failed or was cancelled; a child that stopped is
+    /// reported here with its stop event in `exception_event`'s `stop_event_name` and
+    /// `stop_event`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmet_obligation: Option<String>,
 }
 
 impl Event for AgentInTheLoopExceptionEvent {

@@ -337,6 +337,10 @@ pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]
                 "  child {child} abandoned{}: the run ended or was cancelled first (its run is cancelled)",
                 child_label(run, *child)
             ),
+            Record::ObligationUnmet { child } => format!(
+                "  unmet obligation: no step takes the end of child {child}{}",
+                child_label(run, *child)
+            ),
         };
         out.push_str(&line);
         out.push('\n');
@@ -376,6 +380,18 @@ pub fn waiting_for(run: &Run, failure: Option<&str>) -> String {
             run.pending_timer_count(),
             saap_dispatch::render::utc_text(due)
         );
+    }
+    for (i, c) in run.children().iter().enumerate() {
+        if let saap_dispatch::run::ChildState::Unmet { seq } = c.state {
+            let _ = writeln!(
+                out,
+                "unmet obligation: child {i} (run {}) ended with {}, which no step takes; \
+                 the run cannot get what it delegated for (take both ends of a child: \
+                 Either<AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent>)",
+                c.request,
+                event_label(run, seq)
+            );
+        }
     }
     for x in run.running() {
         if let Some(e) = run.execution(x) {

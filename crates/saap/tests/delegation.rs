@@ -334,6 +334,125 @@ async fn a_cycle_of_delegations_ends_at_the_depth_limit(sqlite: bool) {
     assert!(above.contains("SAAP-E014"), "{above}");
 }
 
+/// Asks the researcher, owed a `T`: the request says `expecting::<T>()`.
+fn owed_boss<T: saap::Event>() -> Workflow {
+    Workflow::builder("Boss")
+        .step(Step::new(
+            "ask",
+            |q: Required<UserMessageEvent>, _: StepCtx| async move {
+                Ok::<_, StepError>(
+                    AgentInTheLoopRequestEvent::new("Researcher", &*q)?.expecting::<T>(),
+                )
+            },
+        ))
+        .step(Step::new(
+            "decide",
+            |r: Required<Either<AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent>>,
+             _: StepCtx| async move {
+                let text = match &*r {
+                    Either::Left(ok) => ok.stop_event::<Answer>()?.text,
+                    Either::Right(e) => format!(
+                        "{}: {}",
+                        e.unmet_obligation.as_deref().unwrap_or("failed"),
+                        e.message()
+                    ),
+                };
+                Ok::<_, StepError>(Report { text })
+            },
+        ))
+        .build()
+        .unwrap()
+}
+
+/// `boss` delegating to the researcher, both on a new store.
+async fn with_researcher(sqlite: bool, boss: Workflow) -> (Engine, Engine, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let backend: Arc<dyn Backend> = if sqlite {
+        Arc::new(SqliteBackend::open(dir.path().join("agents.db")).unwrap())
+    } else {
+        Arc::new(MemoryBackend::new())
+    };
+    let boss = Engine::new(boss, backend.clone(), EngineOptions::default());
+    let researcher = Engine::new(researcher(), backend, EngineOptions::default());
+    boss.delegate_to(&researcher).await;
+    (boss, researcher, dir)
+}
+
+async fn a_child_that_ends_without_the_type_it_owes_is_an_unmet_obligation(sqlite: bool) {
+    // Owed an `Answer`, the researcher gives one: a plain answer.
+    let (owed, _researcher, _dir) = with_researcher(sqlite, owed_boss::<Answer>()).await;
+    let run = owed.start_run(UserMessageEvent::new("bees")).await.unwrap();
+    assert_eq!(report(&owed, &run).await, "about bees: 42");
+    assert_eq!(owed.children(&run).unwrap()[0].unmet_obligation, None);
+
+    // Owed a `Report`, it stops with an `Answer`: the parent's failure path gets it,
+    // marked, with the child's stop event kept.
+    let (owed, _researcher, _dir) = with_researcher(sqlite, owed_boss::<Report>()).await;
+    let run = owed.start_run(UserMessageEvent::new("bees")).await.unwrap();
+    let text = report(&owed, &run).await;
+    assert_eq!(
+        text,
+        "typed_result: unmet obligation: the child stopped with `Answer`, not the `Report` its \
+         request expected"
+    );
+    let snap = owed.snapshot(&run).unwrap();
+    let failed = snap.events_of::<AgentInTheLoopExceptionEvent>();
+    assert_eq!(
+        failed[0].exception_event["stop_event"]["text"],
+        "about bees: 42"
+    );
+    let children = owed.children(&run).unwrap();
+    assert_eq!(children[0].state, "ended");
+    assert_eq!(children[0].unmet_obligation, Some("typed_result"));
+    // A failure of a child owed a type is marked too.
+    let run = owed.start_run(UserMessageEvent::new("fail")).await.unwrap();
+    let text = report(&owed, &run).await;
+    assert!(text.starts_with("typed_result: "), "{text}");
+    assert!(text.contains("no sources found"), "{text}");
+}
+
+async fn a_child_end_no_step_takes_leaves_an_unmet_obligation_not_a_silent_stall(sqlite: bool) {
+    // This boss takes only the answer: the researcher's failure reaches no step.
+    let answer_only = Workflow::builder("Boss")
+        .step(Step::new(
+            "ask",
+            |q: Required<UserMessageEvent>, _: StepCtx| async move {
+                Ok::<_, StepError>(AgentInTheLoopRequestEvent::new("Researcher", &*q)?)
+            },
+        ))
+        .step(Step::new(
+            "use",
+            |r: Required<AgentInTheLoopResponseEvent>, _: StepCtx| async move {
+                Ok::<_, StepError>(Report {
+                    text: r.stop_event::<Answer>()?.text,
+                })
+            },
+        ))
+        .build()
+        .unwrap();
+    let (boss, _researcher, _dir) = with_researcher(sqlite, answer_only).await;
+    let run = boss.start_run(UserMessageEvent::new("fail")).await.unwrap();
+    wait_for_progress(&boss, &run, "waiting_unmet").await;
+    let children = boss.children(&run).unwrap();
+    assert_eq!(children[0].state, "unmet");
+    assert_eq!(children[0].unmet_obligation, Some("untaken"));
+    let snap = boss.snapshot(&run).unwrap();
+    let why = snap.waiting_for();
+    assert!(why.contains("unmet obligation: child 0"), "{why}");
+    assert!(why.contains("AgentInTheLoopExceptionEvent"), "{why}");
+    assert!(
+        snap.timeline().contains("unmet obligation"),
+        "{}",
+        snap.timeline()
+    );
+    // It is still a live run: a cancel ends it.
+    boss.cancel(&run, "stuck").await.unwrap();
+    assert_eq!(
+        boss.snapshot(&run).unwrap().run.progress(),
+        Progress::Cancelled
+    );
+}
+
 /// The run id of the first child of `run`, once it has one.
 async fn wait_for_child(engine: &Engine, run: &str) -> String {
     tokio::time::timeout(WAIT, async {
@@ -391,6 +510,8 @@ on_memory_and_sqlite! {
     cancelling_a_parent_cancels_its_waiting_child;
     a_detached_child_runs_on_its_own_and_is_cancelled_with_its_parent;
     a_cycle_of_delegations_ends_at_the_depth_limit;
+    a_child_that_ends_without_the_type_it_owes_is_an_unmet_obligation;
+    a_child_end_no_step_takes_leaves_an_unmet_obligation_not_a_silent_stall;
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -1,6 +1,6 @@
 //! Findings about waits on the outside (issue 21 §8): a child run's answer taken by a
-//! workflow that never delegates (SAAP018), and a wait on a person the workflow asked that
-//! nothing ends but the answer (SAAP019).
+//! workflow that never delegates (SAAP018), a wait on a person the workflow asked that
+//! nothing ends but the answer (SAAP019), and a child's failure no step takes (SAAP020).
 //!
 //! A human's or bot's answer type is also how a workflow declares any event sent from outside
 //! (`send RUN`; SAAP002's fix says so), so neither check fires on one unless a step asks a
@@ -13,6 +13,12 @@ const CHILD_ANSWERS: &[&str] = &[
     "AgentInTheLoopResponseEvent",
     "AgentInTheLoopExceptionEvent",
 ];
+
+/// The root of a child run's failure (or cancellation) as its parent receives it.
+const CHILD_FAILURE: &str = "AgentInTheLoopExceptionEvent";
+
+/// The root of a child run's answer.
+const CHILD_ANSWER: &str = "AgentInTheLoopResponseEvent";
 
 /// The request that starts a child run.
 const DELEGATION: &str = "AgentInTheLoopRequestEvent";
@@ -100,6 +106,53 @@ impl Analysis<'_> {
                     ),
                     "DESIGN §8: a timeout is an event; a wait on a person ends without the answer only if the step can take something else in its place (a deadline's event) — otherwise only a cancel ends it",
                     "give the wait a deadline: have the asking step also return `Delayed::after(duration, TimedOut { … })` and take `Either<Answer, TimedOut>` (a parameter whose types include the timeout event); or accept the open wait and cancel stale runs (`<agent> cancel RUN`)".to_string(),
+                );
+            }
+        }
+    }
+
+    /// SAAP020: a workflow that delegates takes a child's answer, and no step takes a
+    /// child's failure: a child that fails or is cancelled leaves the run with an unmet
+    /// obligation, waiting for an answer that will not come.
+    pub(super) fn child_failures_untaken(&self, out: &mut Out) {
+        if !self.asks(DELEGATION) {
+            return;
+        }
+        let takes = |root: &str| {
+            self.spec
+                .steps
+                .iter()
+                .flat_map(|s| &s.params)
+                .any(|p| p.types.iter().any(|&t| self.is_a(t, root)))
+        };
+        if takes(CHILD_FAILURE) {
+            return;
+        }
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            for (pi, p) in s.params.iter().enumerate() {
+                let answers: Vec<TypeId> = p
+                    .types
+                    .iter()
+                    .copied()
+                    .filter(|&t| self.is_a(t, CHILD_ANSWER))
+                    .collect();
+                if answers.is_empty() {
+                    continue;
+                }
+                out.push(
+                    &CHILD_FAILURE_UNTAKEN,
+                    self,
+                    Some(si),
+                    Some(pi),
+                    format!(
+                        "`{}` takes a child run's answer ({}), and no step takes a child's failure (`{CHILD_FAILURE}`): a child that fails or is cancelled leaves the run waiting for an answer that will not come",
+                        s.name,
+                        self.names(&answers),
+                    ),
+                    "DESIGN §8: a child's end reaches its parent as its answer or as its failure; an end no step takes is recorded as an unmet obligation and the run waits on (`waiting_unmet`) until a cancel or an event from outside moves it",
+                    format!(
+                        "take both ends where the answer is taken: `Either<{CHILD_ANSWER}, {CHILD_FAILURE}>` (a parameter whose types include both), or a step of its own that takes `{CHILD_FAILURE}` and ends the run or tries again"
+                    ),
                 );
             }
         }

@@ -245,6 +245,12 @@ pub const WAIT_WITHOUT_DEADLINE: Rule = rule(
     "wait-without-deadline",
     "step waits for the person it asked, with nothing to take the answer's place",
 );
+pub const CHILD_FAILURE_UNTAKEN: Rule = rule(
+    "SAAP020",
+    Severity::Warning,
+    "child-failure-untaken",
+    "workflow takes a child run's answer but not its failure",
+);
 
 /// Every check, in code order.
 pub const RULES: &[Rule] = &[
@@ -267,6 +273,7 @@ pub const RULES: &[Rule] = &[
     PRECONDITION_NEVER_TRUE,
     RESPONSE_WITHOUT_REQUEST,
     WAIT_WITHOUT_DEADLINE,
+    CHILD_FAILURE_UNTAKEN,
 ];
 
 /// The built-in types whose subtypes arrive from outside the workflow (DESIGN §5).
@@ -328,6 +335,7 @@ pub fn check(spec: &CompiledSpec) -> Vec<Finding> {
     cx.display_only_inputs(&mut out);
     cx.responses_without_requests(&mut out);
     cx.waits_without_deadline(&mut out);
+    cx.child_failures_untaken(&mut out);
     out.finish()
 }
 

@@ -174,6 +174,44 @@ steps:
     assert_eq!(count(&optional, &WAIT_WITHOUT_DEADLINE), 0);
 }
 
+// SAAP020
+#[test]
+fn a_delegation_whose_failure_no_step_takes_is_a_warning_and_taking_it_clears_it() {
+    let y = "
+name: w
+events: [{name: Done, parents: [StopEvent]}]
+steps:
+  - {name: ask, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [AgentInTheLoopRequestEvent]}
+  - {name: use, params: [{name: r, kind: required, types: [AgentInTheLoopResponseEvent]}], outputs: [Done]}
+";
+    assert!(has(y, &CHILD_FAILURE_UNTAKEN, "use", Some("r")));
+    let found = check(&spec(y));
+    let f = found
+        .iter()
+        .find(|f| f.code == CHILD_FAILURE_UNTAKEN.code)
+        .unwrap();
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(
+        f.fix
+            .contains("Either<AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent>"),
+        "{}",
+        f.fix
+    );
+    // Both ends in the same parameter, or the failure in a step of its own: clean.
+    let both = y.replace(
+        "types: [AgentInTheLoopResponseEvent]}",
+        "types: [AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent]}",
+    );
+    assert_eq!(count(&both, &CHILD_FAILURE_UNTAKEN), 0);
+    let own_step = format!(
+        "{y}  - {{name: failed, params: [{{name: e, kind: required, types: [AgentInTheLoopExceptionEvent]}}], outputs: [Done]}}\n"
+    );
+    assert_eq!(count(&own_step, &CHILD_FAILURE_UNTAKEN), 0);
+    // A workflow that never delegates is SAAP018's case, not this one's.
+    let no_request = y.replace("outputs: [AgentInTheLoopRequestEvent]", "outputs: [Done]");
+    assert_eq!(count(&no_request, &CHILD_FAILURE_UNTAKEN), 0);
+}
+
 // SAAP002
 #[test]
 fn missing_producer_is_an_error() {

@@ -5,12 +5,14 @@
 //! ([`Run::child_ended`]: appended as an arrival, after a `ChildEnded` record). Awaited
 //! children keep the run waiting (see [`super::progress::Progress`]); when the run ends
 //! first they are abandoned (recorded; the engine cancels their runs). Detached children
-//! only join the tree, and are abandoned only when the run is cancelled. Must not start, watch or cancel runs: engines do, and read the child
-//! table ([`Run::children`]) to know which.
+//! only join the tree, and are abandoned only when the run is cancelled. A reported end
+//! that no step takes is an unmet obligation (recorded, and the run's wait says so) rather
+//! than a silent stall. Must not start, watch or cancel runs: engines do, and read the
+//! child table ([`Run::children`]) to know which.
 
 use super::{
     AppendError, Appended, Child, ChildRequest, ChildState, CompleteError, ExecState, NewEvent,
-    PreconditionEvaluator, Run, push_record, rare,
+    NewEventType, PreconditionEvaluator, Run, push_record, rare,
 };
 use crate::ids::ExecutionId;
 use crate::record::{Origin, Record};
@@ -122,7 +124,9 @@ impl Run {
         match self.children().get(child as usize).map(|c| c.state) {
             None => return Err(ChildError::UnknownChild { child }),
             Some(ChildState::Detached) => return Err(ChildError::Detached { child }),
-            Some(ChildState::Ended { .. }) => return Err(ChildError::AlreadyEnded { child }),
+            Some(ChildState::Ended { .. } | ChildState::Unmet { .. }) => {
+                return Err(ChildError::AlreadyEnded { child });
+            }
             Some(ChildState::Awaited | ChildState::Abandoned) => {}
         }
         push_record(
@@ -131,15 +135,29 @@ impl Run {
             Record::ChildEnded { child },
         );
         let NewEvent { id, mut ty } = event;
+        let untaken = match &ty {
+            NewEventType::Known(t) => self.spec.consumers(*t).is_empty(),
+            NewEventType::Foreign { .. } => true,
+        };
         let appended = self.append_from(id, &mut ty, Origin::Outside, pre)?;
-        let seq = match appended {
-            Appended::Duplicate { .. } => None,
+        let state = match appended {
+            Appended::Duplicate { .. } => ChildState::Ended { seq: None },
+            // Dispatched to nobody: the run waits for something that came and that it
+            // cannot take.
+            Appended::Dispatched { seq, .. } if untaken => {
+                push_record(
+                    &mut self.records,
+                    &mut self.rare,
+                    Record::ObligationUnmet { child },
+                );
+                ChildState::Unmet { seq }
+            }
             Appended::Dispatched { seq, .. }
             | Appended::Terminated { seq }
             | Appended::DisplayOnly { seq }
-            | Appended::AfterStop { seq } => Some(seq),
+            | Appended::AfterStop { seq } => ChildState::Ended { seq: Some(seq) },
         };
-        rare(&mut self.rare).children[child as usize].state = ChildState::Ended { seq };
+        rare(&mut self.rare).children[child as usize].state = state;
         Ok(appended)
     }
 
@@ -150,6 +168,14 @@ impl Run {
             Some(r) => &r.children,
             None => &[],
         }
+    }
+
+    /// How many children ended with a report no step takes (unmet obligations).
+    pub fn unmet_obligation_count(&self) -> usize {
+        self.children()
+            .iter()
+            .filter(|c| matches!(c.state, ChildState::Unmet { .. }))
+            .count()
     }
 
     /// How many children the run waits for.

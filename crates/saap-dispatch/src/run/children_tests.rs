@@ -29,7 +29,11 @@ impl Driven {
     /// Starts the run and completes `ask`, which returns one request per entry of
     /// `detached` and delegates each (detached or awaited as given).
     fn asked(detached: &[bool]) -> (Driven, ExecutionId) {
-        let spec = crate::compile_spec_text(DELEGATING, crate::SpecSyntax::Yaml).expect("spec");
+        Driven::asked_by(DELEGATING, detached)
+    }
+    /// [`Driven::asked`] with workflow `spec`.
+    fn asked_by(spec: &str, detached: &[bool]) -> (Driven, ExecutionId) {
+        let spec = crate::compile_spec_text(spec, crate::SpecSyntax::Yaml).expect("spec");
         let mut d = Driven {
             run: Run::new(Arc::new(spec), 7),
             inputs: Vec::new(),
@@ -103,7 +107,8 @@ fn an_awaited_child_keeps_the_run_waiting_until_its_end_is_delivered() {
         d.run.progress(),
         Progress::Waiting {
             timer: None,
-            children: 1
+            children: 1,
+            unmet: 0
         }
     );
     assert_eq!(d.run.progress().as_str(), "waiting_children");
@@ -119,6 +124,50 @@ fn an_awaited_child_keeps_the_run_waiting_until_its_end_is_delivered() {
     ));
     assert_eq!(d.run.progress(), Progress::Running { executions: 1 });
     d.replays();
+}
+
+#[test]
+fn a_child_end_no_step_takes_is_an_unmet_obligation_not_a_silent_stall() {
+    // `decide` takes only the child's answer: its failure reaches no step.
+    let answer_only = DELEGATING.replace(
+        "types: [AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent]",
+        "types: [AgentInTheLoopResponseEvent]",
+    );
+    let (mut d, _) = Driven::asked_by(&answer_only, &[false]);
+    let handled = d.ended(0, 50, "AgentInTheLoopExceptionEvent");
+    assert!(matches!(
+        handled,
+        Ok(Handled::Appended(Appended::Dispatched { started: 0, .. }))
+    ));
+    assert!(d.records().contains(&Record::ObligationUnmet { child: 0 }));
+    assert!(matches!(
+        d.run.children()[0].state,
+        ChildState::Unmet { .. }
+    ));
+    assert_eq!(
+        d.run.progress(),
+        Progress::Waiting {
+            timer: None,
+            children: 0,
+            unmet: 1
+        }
+    );
+    assert_eq!(d.run.progress().as_str(), "waiting_unmet");
+    // A second end of the same child is refused as before.
+    assert!(matches!(
+        d.ended(0, 51, "AgentInTheLoopResponseEvent"),
+        Err(InputError::Child(ChildError::AlreadyEnded { child: 0 }))
+    ));
+    // A refused input is not the journal's.
+    d.inputs.pop();
+    d.replays();
+
+    // The answer it takes is no obligation left unmet, even when it starts nothing yet.
+    let (mut d, _) = Driven::asked_by(&answer_only, &[false]);
+    d.ended(0, 50, "AgentInTheLoopResponseEvent")
+        .expect("ended");
+    assert!(!d.records().contains(&Record::ObligationUnmet { child: 0 }));
+    assert_eq!(d.run.unmet_obligation_count(), 0);
 }
 
 #[test]

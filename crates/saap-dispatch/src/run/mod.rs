@@ -234,6 +234,10 @@ pub enum ChildState {
     /// Its end was delivered: the reporting event is the log's `seq` (`None`: it was
     /// dropped there as a duplicate).
     Ended { seq: Option<Seq> },
+    /// Its end was delivered (the log's `seq`) and no step takes the reporting event: the
+    /// run will not get what it delegated for this way (an unmet obligation, recorded, and
+    /// shown as the run's wait until something else moves it).
+    Unmet { seq: Seq },
     /// The parent ended while it was awaited, or was cancelled (awaited or detached): the
     /// engine cancels it, and an end that arrives later is kept as after-stop evidence.
     Abandoned,

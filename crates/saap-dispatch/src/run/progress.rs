@@ -1,7 +1,7 @@
 //! Where a run stands ([`Progress`], DESIGN §8), derived from its log every time it is
 //! asked, never stored as a second truth: not begun, running, waiting (for an event, for a
-//! timer when one is pending, for awaited children), or ended — stopped, failed or cancelled, by the event
-//! that ended it. Engines add what only they know (queued, claimed by an owner). Must not
+//! timer when one is pending, for awaited children, or stuck on an unmet obligation), or
+//! ended — stopped, failed or cancelled, by the event that ended it. Engines add what only they know (queued, claimed by an owner). Must not
 //! change the run.
 
 use super::{EventTy, Run, RunStatus};
@@ -16,8 +16,14 @@ pub enum Progress {
     Running { executions: u32 },
     /// Nothing runs: the run waits for an event from outside, for its earliest pending
     /// timer when it has one (`timer`: due time, nanoseconds since the Unix epoch), and for
-    /// the ends of its awaited children (`children`: how many).
-    Waiting { timer: Option<u64>, children: u32 },
+    /// the ends of its awaited children (`children`: how many). `unmet`: how many children
+    /// ended with a report no step takes — with nothing else pending, only an event sent
+    /// from outside (or a cancel) can move such a run.
+    Waiting {
+        timer: Option<u64>,
+        children: u32,
+        unmet: u32,
+    },
     /// Ended by a stop event.
     Stopped,
     /// Ended by an exception event (a failed step, an engine failure, or one sent).
@@ -34,7 +40,8 @@ impl Progress {
             Progress::Running { .. } => "running",
             Progress::Waiting { children: 1.., .. } => "waiting_children",
             Progress::Waiting { timer: Some(_), .. } => "waiting_timer",
-            Progress::Waiting { timer: None, .. } => "waiting_event",
+            Progress::Waiting { unmet: 1.., .. } => "waiting_unmet",
+            Progress::Waiting { .. } => "waiting_event",
             Progress::Stopped => "stopped",
             Progress::Failed => "failed",
             Progress::Cancelled => "cancelled",
@@ -69,6 +76,7 @@ impl Run {
                 0 => Progress::Waiting {
                     timer: self.next_due(),
                     children: self.awaited_child_count() as u32,
+                    unmet: self.unmet_obligation_count() as u32,
                 },
                 n => Progress::Running {
                     executions: n as u32,
@@ -144,7 +152,8 @@ mod tests {
             run.progress(),
             Progress::Waiting {
                 timer: None,
-                children: 0
+                children: 0,
+                unmet: 0
             }
         );
         assert_eq!(run.progress().as_str(), "waiting_event");
@@ -161,7 +170,8 @@ mod tests {
             run.progress(),
             Progress::Waiting {
                 timer: Some(77),
-                children: 0
+                children: 0,
+                unmet: 0
             }
         );
         assert_eq!(run.progress().as_str(), "waiting_timer");

@@ -249,7 +249,8 @@ const MAX_WAITING_SCAN: usize = 10_000;
 /// A page of the live runs that wait, newest first: live runs are listed and each rebuilt from
 /// its journal through the dispatch core (no step runs) until `query.limit` wait or
 /// [`MAX_WAITING_SCAN`] were read; `progress` gets each one's (`waiting_event`,
-/// `waiting_timer`, `waiting_children`), `resume_after` the run the next page reads on from.
+/// `waiting_timer`, `waiting_children`, `waiting_unmet`), `resume_after` the run the next
+/// page reads on from.
 async fn waiting_page(
     workflow: &Workflow,
     backend: &std::sync::Arc<dyn crate::backend::Backend>,

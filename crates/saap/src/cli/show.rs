@@ -33,9 +33,9 @@ pub(super) struct ShowArgs {
     pub(super) from: ReadArgs,
     /// Print JSON: {run_id, thread_id, workflow, status, progress, events, records,
     /// executions, result, execution_counts, owner (on NATS, the worker that owns a live
-    /// run), children (the runs it delegated to: agent_class, run_id, state), effects (the
-    /// outside calls its bodies journaled: seq, execution, attempt, name, key, input,
-    /// outcome {ok|failed}, at_ns, took_ns)}.
+    /// run), children (the runs it delegated to: agent_class, run_id, state,
+    /// unmet_obligation?), effects (the outside calls its bodies journaled: seq, execution,
+    /// attempt, name, key, input, outcome {ok|failed}, at_ns, took_ns)}.
     #[arg(long)]
     pub(super) json: bool,
     /// Also write the run as a History file (the input of `saap explain --history`).
@@ -160,8 +160,16 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
     for c in view.children() {
         writeln!(
             out,
-            "child {}: {} run {} ({}, requested by {})",
-            c.child, c.agent_class, c.run_id, c.state, c.requested_by
+            "child {}: {} run {} ({}, requested by {}){}",
+            c.child,
+            c.agent_class,
+            c.run_id,
+            c.state,
+            c.requested_by,
+            match c.unmet_obligation {
+                Some(kind) => format!(" — unmet obligation: {kind}"),
+                None => String::new(),
+            }
         )
         .map_err(io)?;
     }
@@ -187,18 +195,25 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
 }
 
 /// Where the run stands as the core derives it (DESIGN §8): `{state, timer_due?,
-/// children?, executions?}`, `state` one of not_started, running, waiting_event,
-/// waiting_timer, waiting_children, stopped, failed, cancelled.
+/// children?, unmet?, executions?}`, `state` one of not_started, running, waiting_event,
+/// waiting_timer, waiting_children, waiting_unmet, stopped, failed, cancelled.
 fn progress_json(p: saap_dispatch::run::progress::Progress) -> serde_json::Value {
     use saap_dispatch::run::progress::Progress;
     let mut v = json!({ "state": p.as_str() });
     match p {
-        Progress::Waiting { timer, children } => {
+        Progress::Waiting {
+            timer,
+            children,
+            unmet,
+        } => {
             if let Some(due) = timer {
                 v["timer_due"] = json!(saap_dispatch::render::utc_text(due));
             }
             if children > 0 {
                 v["children"] = json!(children);
+            }
+            if unmet > 0 {
+                v["unmet"] = json!(unmet);
             }
         }
         Progress::Running { executions } => v["executions"] = json!(executions),

@@ -181,11 +181,16 @@ impl Shared {
             depth: st.delegation_depth(),
         };
         let shared = self.clone();
-        after_durable(durable, async move {
-            for c in starts {
-                shared.ensure_child(&parent, c).await;
-            }
-        })
+        after_durable(
+            durable,
+            Resolve::WhenDurable,
+            "children are not started",
+            async move {
+                for c in starts {
+                    shared.ensure_child(&parent, c).await;
+                }
+            },
+        )
     }
 
     /// Makes sure of one child: started if it is not, its end delivered if it has one
@@ -353,6 +358,7 @@ impl Shared {
                     request_event_id,
                     agent_class,
                     child_run_id,
+                    unmet_obligation: None,
                 }),
             }
         } else {
@@ -375,6 +381,20 @@ impl Shared {
         let Ok(slot) = self.slot(run_id) else {
             tracing::debug!(run_id, child, "a child ended after its parent left memory");
             return;
+        };
+        // What the request was owed decides the report's type: done here, before the
+        // report is journaled, so that a replay reads the same decision back.
+        let owed = {
+            let st = slot.lock();
+            st.run
+                .children()
+                .get(child as usize)
+                .and_then(|c| self.request_of(&st, c.request_seq))
+                .and_then(|req| req.expected_stop_event_name)
+        };
+        let report = match owed {
+            Some(expected) => owed_report(&expected, report),
+            None => report,
         };
         // The report types are the protocol's, so every workflow's types include them; the
         // core ignores a second end of one child (a delivery made sure of again).
@@ -441,7 +461,8 @@ impl Shared {
         };
         // Awaited: whoever waits for the run's end (`Engine::cancel`, a command that exits
         // after it) waits for its tree too; a cut cascade is reconciled at the next open.
-        after_durable_awaited(durable, async move {
+        let what = "a run's end does not reach its tree";
+        after_durable(durable, Resolve::WhenDone, what, async move {
             let EndEffects {
                 report,
                 cancel,
@@ -551,9 +572,61 @@ fn unstarted(c: &ChildStart, why: &str) -> Report {
             request_event_id: c.request.to_string(),
             agent_class: c.req.agent_class.clone(),
             child_run_id: String::new(),
+            unmet_obligation: None,
         }),
     }
 }
+
+/// A child's report for a request owed a stop event of type `expected`: a response with
+/// that type as it is; any other end as an exception marked `typed_result` (a response's
+/// stop event kept in its fields, so nothing the child said is lost).
+fn owed_report(expected: &str, report: Report) -> Report {
+    if report.name == AgentInTheLoopResponseEvent::NAME {
+        let Ok(r) = crate::event::from_payload::<AgentInTheLoopResponseEvent>(&report.payload)
+        else {
+            return report;
+        };
+        if r.stop_event_name == expected {
+            return report;
+        }
+        return Report {
+            name: AgentInTheLoopExceptionEvent::NAME,
+            payload: Payload::typed(AgentInTheLoopExceptionEvent {
+                exception_event_name: "ExceptionEvent".into(),
+                exception_event: serde_json::json!({
+                    "message": format!(
+                        "unmet obligation: the child stopped with `{}`, not the `{expected}` \
+                         its request expected",
+                        r.stop_event_name
+                    ),
+                    "stop_event_name": r.stop_event_name,
+                    "stop_event": r.stop_event,
+                }),
+                request_event_id: r.request_event_id,
+                agent_class: r.agent_class,
+                child_run_id: r.child_run_id,
+                unmet_obligation: Some(TYPED_RESULT.into()),
+            }),
+        };
+    }
+    match crate::event::from_payload::<AgentInTheLoopExceptionEvent>(&report.payload) {
+        Ok(mut e) => {
+            e.unmet_obligation = Some(TYPED_RESULT.into());
+            Report {
+                name: AgentInTheLoopExceptionEvent::NAME,
+                payload: Payload::typed(e),
+            }
+        }
+        Err(_) => report,
+    }
+}
+
+/// The kind of unmet obligation of a child that ended without the stop event type its
+/// request expected (seed 004's `typed-result`).
+pub(crate) const TYPED_RESULT: &str = "typed_result";
+
+/// The kind of unmet obligation of a child whose reported end no step of its parent takes.
+pub(crate) const UNTAKEN: &str = "untaken";
 
 /// The fields of the event that ended a run (an empty object when its payload is gone).
 fn end_fields(st: &RunState, seq: Seq) -> serde_json::Value {
@@ -564,56 +637,54 @@ fn end_fields(st: &RunState, seq: Seq) -> serde_json::Value {
         .unwrap_or_else(|| serde_json::Value::Object(Default::default()))
 }
 
-/// `durable`, with `then` run (on a task of its own) once it is: at once when it is already,
-/// never when it failed.
-fn after_durable(
-    durable: Pending<()>,
-    then: impl Future<Output = ()> + Send + 'static,
-) -> Pending<()> {
-    let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        tracing::error!("delegation needs a tokio runtime: children are not started");
-        return durable;
-    };
-    match durable {
-        Pending::Ready(Ok(())) => {
-            rt.spawn(then);
-            Pending::Ready(Ok(()))
-        }
-        Pending::Ready(Err(e)) => Pending::Ready(Err(e)),
-        Pending::Wait(rx) => {
-            let (tx, waited) = tokio::sync::oneshot::channel();
-            rt.spawn(async move {
-                let r = rx.await.unwrap_or(Err(StoreError::Halted));
-                let ok = r.is_ok();
-                let _ = tx.send(r);
-                if ok {
-                    then.await;
-                }
-            });
-            Pending::Wait(waited)
-        }
-    }
+/// What the [`Pending`] that [`after_durable`] returns waits for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resolve {
+    /// The entry being durable (children start on their own meanwhile).
+    WhenDurable,
+    /// The entry being durable and `then` done (a run's end reaching its tree: whoever
+    /// waits for the end waits for that too).
+    WhenDone,
 }
 
-/// As [`after_durable`], but what it returns resolves once `then` is done too.
-fn after_durable_awaited(
+/// `durable`, with `then` run (on a task of its own) once it is: at once when it is already,
+/// never when it failed. Needs a tokio runtime (`what` says what is lost without one).
+fn after_durable(
     durable: Pending<()>,
+    resolve: Resolve,
+    what: &str,
     then: impl Future<Output = ()> + Send + 'static,
 ) -> Pending<()> {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        tracing::error!("delegation needs a tokio runtime: a run's end does not reach its tree");
+        tracing::error!("delegation needs a tokio runtime: {what}");
         return durable;
     };
+    if resolve == Resolve::WhenDurable
+        && let Pending::Ready(r) = durable
+    {
+        if r.is_ok() {
+            rt.spawn(then);
+        }
+        return Pending::Ready(r);
+    }
     let (tx, waited) = tokio::sync::oneshot::channel();
     rt.spawn(async move {
         let r = match durable {
             Pending::Ready(r) => r,
             Pending::Wait(rx) => rx.await.unwrap_or(Err(StoreError::Halted)),
         };
-        if r.is_ok() {
-            then.await;
+        let ok = r.is_ok();
+        if resolve == Resolve::WhenDurable {
+            let _ = tx.send(r);
+            if ok {
+                then.await;
+            }
+        } else {
+            if ok {
+                then.await;
+            }
+            let _ = tx.send(r);
         }
-        let _ = tx.send(r);
     });
     Pending::Wait(waited)
 }
@@ -628,11 +699,17 @@ pub struct ChildView {
     /// Its run id: the request's event id.
     pub run_id: String,
     /// `awaited` (the parent waits for its end), `detached`, `ended` (its end was
-    /// delivered), or `abandoned` (the parent ended first, or was cancelled; the child was
+    /// delivered), `unmet` (its end was delivered and no step takes it: an unmet
+    /// obligation), or `abandoned` (the parent ended first, or was cancelled; the child was
     /// cancelled).
     pub state: &'static str,
     /// The execution of the parent that requested it.
     pub requested_by: String,
+    /// Why it left its parent without what the parent needed: `untaken` (no step takes
+    /// the event reporting its end), `typed_result` (its request expected a stop event
+    /// type it did not deliver).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmet_obligation: Option<&'static str>,
 }
 
 /// The children of `run`; `payload` gives a logged event's payload (by sequence number and
@@ -646,6 +723,20 @@ pub(crate) fn child_views<'a>(
         .enumerate()
         .map(|(i, c)| ChildView {
             child: i as u32,
+            unmet_obligation: match c.state {
+                ChildState::Unmet { .. } => Some(UNTAKEN),
+                ChildState::Ended { seq: Some(seq) } => run
+                    .log()
+                    .get(seq as usize)
+                    .and_then(|e| payload(seq, e.id))
+                    .and_then(|p| {
+                        crate::event::from_payload::<AgentInTheLoopExceptionEvent>(p).ok()
+                    })
+                    .and_then(|e| e.unmet_obligation)
+                    .filter(|kind| kind == TYPED_RESULT)
+                    .map(|_| TYPED_RESULT),
+                _ => None,
+            },
             agent_class: payload(c.request_seq, c.request)
                 .and_then(|p| crate::event::from_payload::<AgentInTheLoopRequestEvent>(p).ok())
                 .map(|r| r.agent_class)
@@ -655,6 +746,7 @@ pub(crate) fn child_views<'a>(
                 ChildState::Awaited => "awaited",
                 ChildState::Detached => "detached",
                 ChildState::Ended { .. } => "ended",
+                ChildState::Unmet { .. } => "unmet",
                 ChildState::Abandoned => "abandoned",
             },
             requested_by: c.requested_by.to_string(),

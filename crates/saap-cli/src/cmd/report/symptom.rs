@@ -128,6 +128,12 @@ pub const MEANINGS: &[CodeMeaning] = &[
         "wait on a person with no deadline",
         &[NeverRuns],
     ),
+    m(
+        "SAAP020",
+        "R1",
+        "a child's failure taken by no step",
+        &[NeverRuns],
+    ),
     m("SAAP102", "R1 + R5", "Config Lie", &[Config]),
     m(
         "SAAP103",
