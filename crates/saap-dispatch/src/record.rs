@@ -129,6 +129,10 @@ pub enum Record {
     /// run waited for will never come this way, an unmet obligation kept on record instead
     /// of a silent stall.
     ObligationUnmet { child: u32 },
+    /// Child `child`'s deadline came before its end: the deadline's event is appended next
+    /// (origin: the execution that delegated), and the child is given up (the engine
+    /// cancels its run).
+    ChildTimedOut { child: u32 },
 }
 
 /// A record as a run stores it: 12 bytes where a [`Record`] takes 24, so that a large run's
@@ -177,6 +181,7 @@ const CHILD_REQUESTED: u8 = 25;
 const CHILD_ENDED: u8 = 26;
 const CHILD_ABANDONED: u8 = 27;
 const OBLIGATION_UNMET: u8 = 28;
+const CHILD_TIMED_OUT: u8 = 29;
 
 impl Packed {
     /// The kind of a record kept whole in the side table; `b` is its index there.
@@ -285,6 +290,7 @@ impl Packed {
             Record::ChildEnded { child } => p(CHILD_ENDED, 0, 0, child, 0),
             Record::ChildAbandoned { child } => p(CHILD_ABANDONED, 0, 0, child, 0),
             Record::ObligationUnmet { child } => p(OBLIGATION_UNMET, 0, 0, child, 0),
+            Record::ChildTimedOut { child } => p(CHILD_TIMED_OUT, 0, 0, child, 0),
         }
     }
 
@@ -423,6 +429,7 @@ impl Packed {
             CHILD_ENDED => Record::ChildEnded { child: b },
             CHILD_ABANDONED => Record::ChildAbandoned { child: b },
             OBLIGATION_UNMET => Record::ObligationUnmet { child: b },
+            CHILD_TIMED_OUT => Record::ChildTimedOut { child: b },
             // `Packed::EXTRA`: only `Packed::extra` makes it, with an index into the table.
             _ => extra[b as usize].clone(),
         }
@@ -654,6 +661,7 @@ mod tests {
             value().prop_map(|child| Record::ChildEnded { child }),
             value().prop_map(|child| Record::ChildAbandoned { child }),
             value().prop_map(|child| Record::ObligationUnmet { child }),
+            value().prop_map(|child| Record::ChildTimedOut { child }),
         ]
     }
 

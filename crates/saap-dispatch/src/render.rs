@@ -222,6 +222,10 @@ pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String
             "child {child} (request {}): no step takes the event reporting its end, an unmet obligation",
             child_request(run, *child)
         ),
+        Record::ChildTimedOut { child } => format!(
+            "child {child} timed out (request {}): its deadline's event follows, its run is cancelled",
+            child_request(run, *child)
+        ),
     })
 }
 
@@ -366,6 +370,9 @@ pub fn record_json(run: &Run, labels: &EventLabels, r: &Record) -> Value {
         }
         Record::ObligationUnmet { child } => {
             json!({"record": "obligation_unmet", "child": child, "request": child_request(run, *child)})
+        }
+        Record::ChildTimedOut { child } => {
+            json!({"record": "child_timed_out", "child": child, "request": child_request(run, *child)})
         }
     }
 }

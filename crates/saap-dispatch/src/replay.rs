@@ -209,6 +209,10 @@ pub struct HistoryChild {
     pub request: crate::ids::EventId,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub detached: bool,
+    /// The event delivered in the child's end's place if that has not come by its due
+    /// time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<HistoryTimer>,
 }
 
 /// A timer of a [`HistoryInput::Schedule`]: the event and when it is due.
@@ -307,6 +311,10 @@ impl History {
                             .map(|c| HistoryChild {
                                 request: c.request,
                                 detached: c.detached,
+                                deadline: c.deadline.as_ref().map(|t| HistoryTimer {
+                                    event: ev(&t.event),
+                                    due_ns: t.due_ns,
+                                }),
                             })
                             .collect(),
                     },
@@ -386,11 +394,20 @@ impl History {
                         execution: *execution,
                         children: children
                             .iter()
-                            .map(|c| crate::run::ChildRequest {
-                                request: c.request,
-                                detached: c.detached,
+                            .map(|c| {
+                                Ok(crate::run::ChildRequest {
+                                    request: c.request,
+                                    detached: c.detached,
+                                    deadline: match &c.deadline {
+                                        Some(t) => Some(TimerRequest {
+                                            event: ev(index, &t.event)?,
+                                            due_ns: t.due_ns,
+                                        }),
+                                        None => None,
+                                    },
+                                })
                             })
-                            .collect(),
+                            .collect::<Result<_, HistoryError>>()?,
                     },
                     HistoryInput::ChildEnded { child, event } => RunInput::ChildEnded {
                         child: *child,

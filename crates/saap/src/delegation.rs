@@ -51,9 +51,13 @@ pub struct AgentInTheLoopRequestEvent {
     /// (its id is the request's event id).
     #[serde(default)]
     pub share_run_id: bool,
-    /// Kept for the Python implementation, not yet applied by saap: give the parent a
-    /// deadline with a timer instead (`Delayed::after` and
-    /// `Either<AgentInTheLoopResponseEvent, YourTimeout>`).
+    /// How long the parent waits for an awaited child (seconds, from the request's
+    /// completion). If the child has not ended by then, an [`AgentInTheLoopExceptionEvent`]
+    /// (message "the child did not end within its timeout …", `http_status_code` 504) takes
+    /// its end's place, the child's run is cancelled, and its end, when it comes, is not
+    /// delivered. A deadline is a durable timer of the parent: it fires after a restart too.
+    /// Not a number of seconds from 0 to `EngineOptions::max_timer_horizon`: the step fails
+    /// (`SAAP-E019`). Ignored on a detached request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<f64>,
     /// The delegate's topic, as the Python implementation fills it in; saap leaves it empty.
@@ -114,6 +118,13 @@ impl AgentInTheLoopRequestEvent {
     /// and is not told of its end.
     pub fn detached(mut self) -> Self {
         self.detached = true;
+        self
+    }
+
+    /// The same request, with the parent waiting at most `timeout` for the child's end
+    /// (see [`AgentInTheLoopRequestEvent::timeout_seconds`]).
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout_seconds = Some(timeout.as_secs_f64());
         self
     }
 

@@ -341,6 +341,10 @@ pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]
                 "  unmet obligation: no step takes the end of child {child}{}",
                 child_label(run, *child)
             ),
+            Record::ChildTimedOut { child } => format!(
+                "child {child} timed out{}: its deadline came first (its run is cancelled)",
+                child_label(run, *child)
+            ),
         };
         out.push_str(&line);
         out.push('\n');

@@ -453,6 +453,82 @@ async fn a_child_end_no_step_takes_leaves_an_unmet_obligation_not_a_silent_stall
     );
 }
 
+/// Asks the researcher, giving it `secs` seconds (`timeout_seconds`), and reports its
+/// answer or why there is none.
+fn timed_boss(secs: f64) -> Workflow {
+    Workflow::builder("Boss")
+        .step(Step::new(
+            "ask",
+            move |q: Required<UserMessageEvent>, _: StepCtx| async move {
+                let mut req = AgentInTheLoopRequestEvent::new("Researcher", &*q)?;
+                req.timeout_seconds = Some(secs);
+                Ok::<_, StepError>(req)
+            },
+        ))
+        .step(Step::new(
+            "decide",
+            |r: Required<Either<AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent>>,
+             _: StepCtx| async move {
+                let text = match &*r {
+                    Either::Left(ok) => ok.stop_event::<Answer>()?.text,
+                    Either::Right(failed) => format!("failed: {}", failed.message()),
+                };
+                Ok::<_, StepError>(Report { text })
+            },
+        ))
+        .build()
+        .unwrap()
+}
+
+async fn a_child_past_its_timeout_is_cancelled_and_its_parent_told(sqlite: bool) {
+    // In time: the answer, and the deadline dropped with it.
+    let (boss, _researcher, _dir) = with_researcher(sqlite, timed_boss(30.0)).await;
+    let run = boss.start_run(UserMessageEvent::new("ants")).await.unwrap();
+    assert_eq!(report(&boss, &run).await, "about ants: 42");
+    assert_eq!(boss.children(&run).unwrap()[0].state, "ended");
+    let timeline = boss.snapshot(&run).unwrap().timeline();
+    assert!(!timeline.contains("timed out"), "{timeline}");
+
+    // Too late: the deadline's event takes the answer's place, the child is cancelled.
+    let (boss, researcher, _dir) = with_researcher(sqlite, timed_boss(0.05)).await;
+    let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
+    let text = report(&boss, &run).await;
+    assert!(
+        text.starts_with("failed: the child did not end within its timeout of 0.05 s"),
+        "{text}"
+    );
+    let children = boss.children(&run).unwrap();
+    assert_eq!(children[0].state, "timed_out");
+    tokio::time::timeout(WAIT, researcher.wait_for_end(&children[0].run_id))
+        .await
+        .unwrap()
+        .unwrap();
+    let child = researcher.snapshot(&children[0].run_id).unwrap();
+    assert_eq!(child.run.progress(), Progress::Cancelled);
+    let why = child.events_of::<saap::RunCancelledEvent>();
+    assert!(why[0].reason.contains("timeout"), "{:?}", why[0]);
+    let timeline = boss.snapshot(&run).unwrap().timeline();
+    assert!(timeline.contains("child 0 timed out"), "{timeline}");
+    // The child's cancelled end never reaches the parent's steps: one report.
+    assert_eq!(report(&boss, &run).await, text);
+}
+
+async fn a_timeout_that_is_not_a_time_fails_the_step(sqlite: bool) {
+    for secs in [-1.0, f64::NAN, 1e12] {
+        let (boss, _researcher, _dir) = with_researcher(sqlite, timed_boss(secs)).await;
+        let run = boss.start_run(UserMessageEvent::new("ants")).await.unwrap();
+        tokio::time::timeout(WAIT, boss.wait_for_end(&run))
+            .await
+            .unwrap()
+            .unwrap();
+        let snap = boss.snapshot(&run).unwrap();
+        assert_eq!(snap.run.progress(), Progress::Failed);
+        let timeline = snap.timeline();
+        assert!(timeline.contains("SAAP-E019"), "{timeline}");
+        assert!(snap.run.children().is_empty());
+    }
+}
+
 /// The run id of the first child of `run`, once it has one.
 async fn wait_for_child(engine: &Engine, run: &str) -> String {
     tokio::time::timeout(WAIT, async {
@@ -512,6 +588,8 @@ on_memory_and_sqlite! {
     a_cycle_of_delegations_ends_at_the_depth_limit;
     a_child_that_ends_without_the_type_it_owes_is_an_unmet_obligation;
     a_child_end_no_step_takes_leaves_an_unmet_obligation_not_a_silent_stall;
+    a_child_past_its_timeout_is_cancelled_and_its_parent_told;
+    a_timeout_that_is_not_a_time_fails_the_step;
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -525,20 +603,21 @@ fn runtime() -> tokio::runtime::Runtime {
 /// Opens both agents on the store at `path`; the boss registers the researcher only when
 /// `register`.
 async fn reopen(path: &std::path::Path, register: bool) -> (Engine, Engine) {
+    reopen_with(path, register, boss("Researcher")).await
+}
+
+/// [`reopen`] with the boss's workflow `boss`.
+async fn reopen_with(path: &std::path::Path, register: bool, boss: Workflow) -> (Engine, Engine) {
     let backend: Arc<dyn Backend> = Arc::new(SqliteBackend::open(path).unwrap());
     let (researcher, rr) = Engine::open(researcher(), backend.clone(), EngineOptions::default())
         .await
         .unwrap();
     assert!(rr.failed.is_empty(), "{:?}", rr.failed);
     let delegates: &[&Engine] = if register { &[&researcher] } else { &[] };
-    let (boss, rb) = Engine::open_with_delegates(
-        boss("Researcher"),
-        backend,
-        EngineOptions::default(),
-        delegates,
-    )
-    .await
-    .unwrap();
+    let (boss, rb) =
+        Engine::open_with_delegates(boss, backend, EngineOptions::default(), delegates)
+            .await
+            .unwrap();
     assert!(rb.failed.is_empty(), "{:?}", rb.failed);
     (boss, researcher)
 }
@@ -588,6 +667,47 @@ fn a_child_that_ended_while_its_parent_was_away_is_delivered_at_registration() {
     runtime().block_on(async {
         let (boss, _researcher) = reopen(&path, true).await;
         assert_eq!(report(&boss, &run).await, "after waiting");
+    });
+}
+
+/// A child's deadline passes while no process runs: it fires when the boss opens, and the
+/// boss's answer is the timeout. The researcher was not open to be cancelled (the crash
+/// window between the deadline's journal entry and the child's cancel): when it opens, it
+/// finds that its parent gave the child up, and cancels it.
+#[test]
+fn a_timeout_that_passed_while_the_processes_were_down_fires_at_open_and_the_child_is_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agents.db");
+    let (run, child) = runtime().block_on(async {
+        let (boss, researcher) = reopen_with(&path, true, timed_boss(0.2)).await;
+        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
+        let child = wait_for_child(&boss, &run).await;
+        wait_for_progress(&researcher, &child, "waiting_event").await;
+        (run, child)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    runtime().block_on(async {
+        let (boss, researcher) = reopen_with(&path, false, timed_boss(0.2)).await;
+        let text = report(&boss, &run).await;
+        assert!(
+            text.starts_with("failed: the child did not end within"),
+            "{text}"
+        );
+        assert_eq!(
+            researcher.snapshot(&child).unwrap().run.progress().as_str(),
+            "waiting_event"
+        );
+    });
+    runtime().block_on(async {
+        let (_boss, researcher) = reopen_with(&path, true, timed_boss(0.2)).await;
+        tokio::time::timeout(WAIT, researcher.wait_for_end(&child))
+            .await
+            .unwrap()
+            .unwrap();
+        let c = researcher.snapshot(&child).unwrap();
+        assert_eq!(c.run.progress(), Progress::Cancelled);
+        let why = c.events_of::<saap::RunCancelledEvent>();
+        assert!(why[0].reason.contains("timeout passed"), "{:?}", why[0]);
     });
 }
 

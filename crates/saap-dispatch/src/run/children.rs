@@ -7,7 +7,9 @@
 //! first they are abandoned (recorded; the engine cancels their runs). Detached children
 //! only join the tree, and are abandoned only when the run is cancelled. A reported end
 //! that no step takes is an unmet obligation (recorded, and the run's wait says so) rather
-//! than a silent stall. Must not start, watch or cancel runs: engines do, and read the
+//! than a silent stall. An awaited child may have a deadline: a timer of the run
+//! ([`super::Timer::for_child`]) that its end drops, and that, firing first, delivers its
+//! event in the end's place and gives the child up (`ChildTimedOut`). Must not start, watch or cancel runs: engines do, and read the
 //! child table ([`Run::children`]) to know which.
 
 use super::{
@@ -37,12 +39,19 @@ pub enum ChildError {
     },
     #[error("the run already has {MAX_CHILDREN} children; delegate to an agent that fans out")]
     TooManyChildren,
+    #[error(
+        "the children's deadlines would pass the run's limit of {} pending timers; give fewer children deadlines",
+        super::timers::MAX_PENDING_TIMERS
+    )]
+    TooManyDeadlines,
     #[error("the run has no child {child}")]
     UnknownChild { child: u32 },
     #[error("child {child} runs detached: its end is not delivered to its parent")]
     Detached { child: u32 },
     #[error("the end of child {child} was delivered already")]
     AlreadyEnded { child: u32 },
+    #[error("child {child} timed out: its deadline's event took its end's place")]
+    TimedOut { child: u32 },
     #[error(transparent)]
     Complete(#[from] CompleteError),
     #[error(transparent)]
@@ -82,6 +91,12 @@ impl Run {
         }
         let ended = self.is_terminated();
         let n = requests.len() as u32;
+        let deadlines = requests.iter().filter(|r| r.deadline.is_some()).count();
+        if deadlines > 0
+            && self.pending_timer_count() + deadlines > super::timers::MAX_PENDING_TIMERS
+        {
+            return Err(ChildError::TooManyDeadlines);
+        }
         for (r, request_seq) in requests.into_iter().zip(seqs) {
             let table = &mut rare(&mut self.rare).children;
             let child = table.len() as u32;
@@ -108,6 +123,23 @@ impl Run {
                     Record::ChildAbandoned { child },
                 );
             }
+            if let (Some(deadline), ChildState::Awaited) = (r.deadline, state) {
+                let timers = &mut rare(&mut self.rare).timers;
+                let timer = timers.len() as u32;
+                timers.push(super::Timer {
+                    event_id: deadline.event.id,
+                    ty: deadline.event.ty,
+                    due_ns: deadline.due_ns,
+                    set_by: execution,
+                    state: super::TimerState::Pending,
+                    for_child: Some(child),
+                });
+                push_record(
+                    &mut self.records,
+                    &mut self.rare,
+                    Record::TimerSet { timer, execution },
+                );
+            }
         }
         Ok(n)
     }
@@ -127,8 +159,10 @@ impl Run {
             Some(ChildState::Ended { .. } | ChildState::Unmet { .. }) => {
                 return Err(ChildError::AlreadyEnded { child });
             }
+            Some(ChildState::TimedOut { .. }) => return Err(ChildError::TimedOut { child }),
             Some(ChildState::Awaited | ChildState::Abandoned) => {}
         }
+        self.drop_deadline(child);
         push_record(
             &mut self.records,
             &mut self.rare,
@@ -168,6 +202,54 @@ impl Run {
             Some(r) => &r.children,
             None => &[],
         }
+    }
+
+    /// Drops child `child`'s pending deadline, if it has one (its end came first).
+    fn drop_deadline(&mut self, child: u32) {
+        let Some(r) = &mut self.rare else { return };
+        let Some(timer) = r
+            .timers
+            .iter()
+            .position(|t| t.for_child == Some(child) && t.state == super::TimerState::Pending)
+        else {
+            return;
+        };
+        r.timers[timer].state = super::TimerState::Dropped;
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::TimerDropped {
+                timer: timer as u32,
+            },
+        );
+    }
+
+    /// Whether child `child`'s deadline, come due, is delivered: only while the run still
+    /// waits for the child (its end, which drops the deadline, has not come).
+    pub(super) fn deadline_would_fire(&self, child: u32) -> bool {
+        self.children()
+            .get(child as usize)
+            .is_some_and(|c| c.state == ChildState::Awaited)
+    }
+
+    /// Child `child`'s deadline fired (from `fire_due`, after its `TimerFired`): the child
+    /// is given up; its deadline's event is appended next.
+    pub(super) fn deadline_reached(&mut self, child: u32) {
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::ChildTimedOut { child },
+        );
+        rare(&mut self.rare).children[child as usize].state = ChildState::TimedOut { seq: None };
+    }
+
+    /// The children whose deadline came first (the engine cancels their runs).
+    pub fn timed_out_children(&self) -> impl Iterator<Item = u32> + '_ {
+        self.children()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c.state, ChildState::TimedOut { .. }))
+            .map(|(i, _)| i as u32)
     }
 
     /// How many children ended with a report no step takes (unmet obligations).

@@ -33,6 +33,14 @@ impl Driven {
     }
     /// [`Driven::asked`] with workflow `spec`.
     fn asked_by(spec: &str, detached: &[bool]) -> (Driven, ExecutionId) {
+        Driven::asked_with(spec, detached, None)
+    }
+    /// [`Driven::asked_by`], each awaited child with a deadline due at `deadline_ns`.
+    fn asked_with(
+        spec: &str,
+        detached: &[bool],
+        deadline_ns: Option<u64>,
+    ) -> (Driven, ExecutionId) {
         let spec = crate::compile_spec_text(spec, crate::SpecSyntax::Yaml).expect("spec");
         let mut d = Driven {
             run: Run::new(Arc::new(spec), 7),
@@ -58,9 +66,17 @@ impl Driven {
         let children = requests
             .iter()
             .zip(detached)
-            .map(|(r, detached)| ChildRequest {
+            .enumerate()
+            .map(|(i, (r, detached))| ChildRequest {
                 request: r.id,
                 detached: *detached,
+                deadline: deadline_ns.map(|due_ns| TimerRequest {
+                    event: NewEvent::known(
+                        counter_event_id(900 + i as u64),
+                        d.ty("AgentInTheLoopExceptionEvent"),
+                    ),
+                    due_ns,
+                }),
             })
             .collect();
         let added = d.input(RunInput::Delegate {
@@ -171,6 +187,47 @@ fn a_child_end_no_step_takes_is_an_unmet_obligation_not_a_silent_stall() {
 }
 
 #[test]
+fn a_child_deadline_is_dropped_by_its_end_and_takes_its_place_when_first() {
+    // The end first: the deadline is dropped, nothing is left pending.
+    let (mut d, _) = Driven::asked_with(DELEGATING, &[false], Some(1_000));
+    assert_eq!(d.run.next_due(), Some(1_000));
+    assert_eq!(d.run.progress().as_str(), "waiting_children");
+    d.ended(0, 50, "AgentInTheLoopResponseEvent")
+        .expect("ended");
+    assert!(d.records().contains(&Record::TimerDropped { timer: 0 }));
+    assert_eq!(d.run.next_due(), None);
+    d.input(RunInput::Clock { now_ns: 2_000 }).expect("clock");
+    assert!(!d.records().contains(&Record::ChildTimedOut { child: 0 }));
+    d.replays();
+
+    // The deadline first: its event takes the end's place and the child is given up.
+    let (mut d, _) = Driven::asked_with(DELEGATING, &[false], Some(1_000));
+    d.input(RunInput::Clock { now_ns: 999 }).expect("clock");
+    assert_eq!(d.run.progress().as_str(), "waiting_children");
+    let fired = d.input(RunInput::Clock { now_ns: 1_000 });
+    assert_eq!(fired, Ok(Handled::Fired { timers: 1 }));
+    assert!(d.records().contains(&Record::ChildTimedOut { child: 0 }));
+    assert!(matches!(
+        d.run.children()[0].state,
+        ChildState::TimedOut { seq: Some(_) }
+    ));
+    assert_eq!(d.run.timed_out_children().collect::<Vec<_>>(), vec![0]);
+    // `decide` took the deadline's event.
+    assert_eq!(d.run.progress(), Progress::Running { executions: 1 });
+    // The child's late end is refused: the run has what took its place.
+    assert_eq!(
+        d.ended(0, 51, "AgentInTheLoopResponseEvent"),
+        Err(InputError::Child(ChildError::TimedOut { child: 0 }))
+    );
+    d.inputs.pop();
+    d.replays();
+
+    // A detached child has no deadline to keep.
+    let (d, _) = Driven::asked_with(DELEGATING, &[true], Some(1_000));
+    assert_eq!(d.run.next_due(), None);
+}
+
+#[test]
 fn a_detached_child_neither_keeps_the_run_waiting_nor_reports_to_it() {
     let (mut d, _) = Driven::asked(&[true]);
     assert_eq!(d.run.children()[0].state, ChildState::Detached);
@@ -234,7 +291,8 @@ fn a_delegation_names_a_request_in_the_log_of_a_completed_execution() {
             execution: ask,
             children: vec![ChildRequest {
                 request: stray,
-                detached: false
+                detached: false,
+                deadline: None,
             }],
         }),
         Err(InputError::Child(ChildError::UnknownRequest {

@@ -213,15 +213,21 @@ pub struct Timer {
     /// The execution that returned it (the origin its event is appended with).
     pub set_by: ExecutionId,
     pub state: TimerState,
+    /// The child whose deadline it is ([`ChildRequest::deadline`]): dropped when the
+    /// child's end comes first; when it fires first, the child is given up.
+    pub for_child: Option<u32>,
 }
 
 /// A delegation as an execution returned it: its request event (one of the same
 /// completion's outputs, so already in the log) and whether the run waits for the child's
-/// end (awaited, the default) or lets it run on its own (detached).
+/// end (awaited, the default) or lets it run on its own (detached). An awaited child may
+/// have a deadline: an event (reporting the timeout) delivered at a due time in place of the
+/// child's end, if that has not come by then.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ChildRequest {
     pub request: EventId,
     pub detached: bool,
+    pub deadline: Option<TimerRequest>,
 }
 
 /// Where a child run stands, as its parent knows it.
@@ -238,6 +244,10 @@ pub enum ChildState {
     /// run will not get what it delegated for this way (an unmet obligation, recorded, and
     /// shown as the run's wait until something else moves it).
     Unmet { seq: Seq },
+    /// Its deadline came first: the deadline's event is the log's `seq` (`None`: dropped
+    /// there as a duplicate); the engine cancels its run, and its end, if it comes, is not
+    /// delivered.
+    TimedOut { seq: Option<Seq> },
     /// The parent ended while it was awaited, or was cancelled (awaited or detached): the
     /// engine cancels it, and an end that arrives later is kept as after-stop evidence.
     Abandoned,

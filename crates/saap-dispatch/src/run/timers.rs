@@ -68,6 +68,7 @@ impl Run {
                 } else {
                     TimerState::Pending
                 },
+                for_child: None,
             });
             push_record(
                 &mut self.records,
@@ -96,13 +97,29 @@ impl Run {
         let mut fired = 0;
         while let Some(timer) = self.next_due_timer(now_ns) {
             let t = &mut rare(&mut self.rare).timers[timer as usize];
-            t.state = TimerState::Fired { seq: None };
+            let for_child = t.for_child;
             let (id, mut ty, origin) = (t.event_id, t.ty.clone(), Origin::Execution(t.set_by));
+            // A child's deadline whose child no longer waits is dropped, not delivered.
+            if let Some(child) = for_child
+                && !self.deadline_would_fire(child)
+            {
+                rare(&mut self.rare).timers[timer as usize].state = TimerState::Dropped;
+                push_record(
+                    &mut self.records,
+                    &mut self.rare,
+                    Record::TimerDropped { timer },
+                );
+                continue;
+            }
+            rare(&mut self.rare).timers[timer as usize].state = TimerState::Fired { seq: None };
             push_record(
                 &mut self.records,
                 &mut self.rare,
                 Record::TimerFired { timer },
             );
+            if let Some(child) = for_child {
+                self.deadline_reached(child);
+            }
             let seq = match self.append_from(id, &mut ty, origin, pre)? {
                 super::Appended::Duplicate { .. } => None,
                 super::Appended::Dispatched { seq, .. }
@@ -111,6 +128,10 @@ impl Run {
                 | super::Appended::AfterStop { seq } => Some(seq),
             };
             rare(&mut self.rare).timers[timer as usize].state = TimerState::Fired { seq };
+            if let Some(child) = for_child {
+                rare(&mut self.rare).children[child as usize].state =
+                    super::ChildState::TimedOut { seq };
+            }
             fired += 1;
         }
         Ok(fired)

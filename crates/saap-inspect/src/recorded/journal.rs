@@ -73,6 +73,9 @@ struct StoredChild {
     request: EventId,
     #[serde(default)]
     detached: bool,
+    /// The event delivered in the child's end's place if that has not come by then.
+    #[serde(default)]
+    deadline: Option<StoredTimer>,
 }
 
 /// A timer as stored with its completion.
@@ -183,6 +186,10 @@ pub fn inputs(
                             .map(|c| ChildRequest {
                                 request: c.request,
                                 detached: c.detached,
+                                deadline: c.deadline.as_ref().map(|t| TimerRequest {
+                                    event: new_event(spec, &t.event),
+                                    due_ns: t.due_ns,
+                                }),
                             })
                             .collect(),
                     });
@@ -255,6 +262,10 @@ pub fn history(run_id: &str, j: &JournalRun) -> Result<History> {
                             .map(|c| HistoryChild {
                                 request: c.request,
                                 detached: c.detached,
+                                deadline: c.deadline.as_ref().map(|t| HistoryTimer {
+                                    event: ev(&t.event),
+                                    due_ns: t.due_ns,
+                                }),
                             })
                             .collect(),
                     });

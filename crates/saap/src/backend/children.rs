@@ -1,7 +1,7 @@
 //! The child runs a stored run delegated to, read from its journal and records alone (no
 //! replay, no spec of the children's agents): a child's run id is its request's event id,
 //! its agent the request's `agent_class`, its end the parent's `child_ended` input, and a
-//! `child_abandoned` record says the parent gave it up. What `runs --tree` draws and what
+//! `child_abandoned` (or `child_timed_out`) record says the parent gave it up. What `runs --tree` draws and what
 //! opening a store reconciles (a child whose parent ended while its process was down).
 
 use super::{StoredInput, StoredRun};
@@ -20,6 +20,8 @@ pub struct DelegatedRun {
     /// The parent ended first and gave it up (a run's end abandons its awaited children,
     /// and a cancelled run's detached ones too).
     pub abandoned: bool,
+    /// Its deadline came first: the parent, live or not, gave it up.
+    pub timed_out: bool,
 }
 
 /// The children run `run` requested, in the core's order (the order of the requests in its
@@ -51,6 +53,7 @@ pub fn delegated_runs(run: &StoredRun) -> Vec<DelegatedRun> {
                         detached: c.detached,
                         reported: false,
                         abandoned: false,
+                        timed_out: false,
                     });
                 }
             }
@@ -63,13 +66,20 @@ pub fn delegated_runs(run: &StoredRun) -> Vec<DelegatedRun> {
         }
     }
     for r in &run.records {
-        if r.get("record").and_then(|v| v.as_str()) == Some("child_abandoned")
-            && let Some(c) = r
-                .get("child")
-                .and_then(|v| v.as_u64())
-                .and_then(|i| out.get_mut(i as usize))
+        let record = r.get("record").and_then(|v| v.as_str());
+        if !matches!(record, Some("child_abandoned" | "child_timed_out")) {
+            continue;
+        }
+        if let Some(c) = r
+            .get("child")
+            .and_then(|v| v.as_u64())
+            .and_then(|i| out.get_mut(i as usize))
         {
-            c.abandoned = true;
+            if record == Some("child_abandoned") {
+                c.abandoned = true;
+            } else {
+                c.timed_out = true;
+            }
         }
     }
     out

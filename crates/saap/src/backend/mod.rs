@@ -145,13 +145,16 @@ pub enum StoredInput {
     },
 }
 
-/// A child run as stored in the journal: the output that requested it, and whether it runs
-/// detached.
+/// A child run as stored in the journal: the output that requested it, whether it runs
+/// detached, and its deadline (the event delivered in its end's place if that has not come
+/// by then: the request's `timeout_seconds`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredChild {
     pub request: EventId,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub detached: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<StoredTimer>,
 }
 
 /// The core's inputs one journal entry stands for ([`StoredInput::core_inputs`]): the input,
@@ -217,6 +220,12 @@ impl StoredInput {
                         .map(|c| saap_dispatch::run::ChildRequest {
                             request: c.request,
                             detached: c.detached,
+                            deadline: c.deadline.as_ref().map(|t| {
+                                saap_dispatch::run::timers::TimerRequest {
+                                    event: event(&t.event),
+                                    due_ns: t.due_ns,
+                                }
+                            }),
                         })
                         .collect(),
                 });
@@ -365,6 +374,13 @@ pub fn encode_entry(
                     write_id(&c.request, out);
                     if c.detached {
                         out.extend_from_slice(b",\"detached\":true");
+                    }
+                    if let Some(t) = &c.deadline {
+                        out.extend_from_slice(b",\"deadline\":{\"event\":");
+                        write_event(&t.event, out)?;
+                        out.extend_from_slice(b",\"due_ns\":");
+                        write_u64(t.due_ns, out);
+                        out.push(b'}');
                     }
                     out.push(b'}');
                 }
@@ -824,10 +840,15 @@ mod tests {
                         StoredChild {
                             request: EventId::from_bytes([5; 12]),
                             detached: false,
+                            deadline: Some(StoredTimer {
+                                event: ev(9, json.clone()),
+                                due_ns: 1_764_000_002_000_000_000,
+                            }),
                         },
                         StoredChild {
                             request: EventId::from_bytes([8; 12]),
                             detached: true,
+                            deadline: None,
                         },
                     ],
                 },

@@ -35,6 +35,10 @@ pub(super) struct TreeRun {
     /// The parent ended first and gave it up (it was cancelled).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub abandoned: bool,
+    /// Its deadline (`timeout_seconds`) came before its end: the parent stopped waiting
+    /// and cancelled it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
     pub children: Vec<TreeRun>,
     /// Children not read (past the bounds).
     #[serde(skip_serializing_if = "is_zero")]
@@ -81,6 +85,7 @@ fn subtree<'a>(
             relation,
             reported: false,
             abandoned: false,
+            timed_out: false,
             children: Vec::new(),
             unread: 0,
         };
@@ -104,6 +109,7 @@ fn subtree<'a>(
             .await?;
             child.reported = c.reported;
             child.abandoned = c.abandoned;
+            child.timed_out = c.timed_out;
             node.children.push(child);
         }
         Ok(node)
@@ -129,6 +135,9 @@ fn line(out: &mut String, r: &TreeRun, lead: &str, branch: &str) {
     }
     if r.abandoned {
         notes.push("abandoned by the parent");
+    }
+    if r.timed_out {
+        notes.push("timed out: the parent stopped waiting");
     }
     let notes = if notes.is_empty() {
         String::new()

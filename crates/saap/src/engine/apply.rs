@@ -696,18 +696,35 @@ impl Shared {
                                 ));
                                 continue;
                             }
-                            if delegations.peek().is_some_and(|(at, _)| *at == i)
-                                && let Some((_, req)) = delegations.next()
+                            if delegations.peek().is_some_and(|d| d.output == i)
+                                && let Some(d) = delegations.next()
                             {
                                 // A request that starts a child: logged as any output, and
-                                // its child set with the completion.
+                                // its child (with its deadline) set with the completion.
+                                let deadline = d.deadline.map(|due_ns| {
+                                    let at = i as u32;
+                                    let ev = self.deadline_event(
+                                        slot.run_key,
+                                        execution,
+                                        at,
+                                        ev.id,
+                                        &d.req,
+                                    );
+                                    (ev, due_ns)
+                                });
                                 if journal {
                                     stored_children.push(StoredChild {
                                         request: ev.id,
-                                        detached: req.detached,
+                                        detached: d.req.detached,
+                                        deadline: deadline.as_ref().map(|(ev, due_ns)| {
+                                            StoredTimer {
+                                                event: stored(ev),
+                                                due_ns: *due_ns,
+                                            }
+                                        }),
                                     });
                                 }
-                                children.push((ev.id, req));
+                                children.push((ev.id, d.req, deadline));
                             }
                             if journal {
                                 stored_outs.push(stored(&ev));
@@ -782,6 +799,7 @@ impl Shared {
             | RunInput::Delegate { .. }
             | RunInput::ChildEnded { .. } => (None, None),
         };
+        let records_before = if clock { st.run.records().len() } else { 0 };
         match (st.run.handle(core_input, &mut pre), completing) {
             (Ok(Handled::Appended(a)), _) => {
                 if let (Some(x), Appended::DisplayOnly { seq } | Appended::AfterStop { seq }) =
@@ -803,8 +821,14 @@ impl Shared {
                 _,
             ) => {}
             // A child's end delivered again (making sure of children after a restart): the
-            // first one counts.
-            (Err(InputError::Child(ChildError::AlreadyEnded { .. })), _) => {
+            // first one counts. A child whose deadline came first: its end is not the
+            // run's any more.
+            (
+                Err(InputError::Child(
+                    ChildError::AlreadyEnded { .. } | ChildError::TimedOut { .. },
+                )),
+                _,
+            ) => {
                 return Ok(Entry {
                     durable: Pending::Ready(Ok(())),
                     appended: None,
@@ -851,11 +875,28 @@ impl Shared {
         if clock || st.timers.is_some() {
             self.note_timers(slot, st);
         }
+        // Children whose deadline this clock reading passed: cancelled once it is durable.
+        let timed_out: Vec<u32> = if clock {
+            st.run
+                .records()
+                .slice(records_before..)
+                .iter()
+                .filter_map(|r| match r {
+                    saap_dispatch::Record::ChildTimedOut { child } => Some(child),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let (mut durable, ended) = self.seal(slot, st, stored_input, &results);
         if !starts.is_empty()
             && let Some(me) = self.this.upgrade()
         {
             durable = me.start_children_after(slot, st, starts, durable);
+        }
+        if !timed_out.is_empty() {
+            durable = self.cancel_timed_out_after(slot, st, &timed_out, durable);
         }
         Ok(Entry {
             durable,

@@ -16,6 +16,7 @@
 
 use super::apply::Input;
 use super::error::EngineError;
+use super::incoming::Incoming;
 use super::shared::Shared;
 use super::slot::{ParentLink, RunSlot, RunState};
 use crate::backend::{Pending, StoreError};
@@ -24,13 +25,30 @@ use crate::delegation::{
 };
 use crate::event::{Event, Payload};
 use crate::params::OutEvent;
+use saap_dispatch::run::timers::TimerRequest;
 use saap_dispatch::run::{ChildRequest, ChildState, RunStatus};
-use saap_dispatch::{EventId, ExecutionId, NewEventType, Seq};
+use saap_dispatch::{EventId, ExecutionId, NewEvent, NewEventType, Seq};
 use std::future::Future;
 use std::sync::{Arc, Weak};
 
 /// The protocol's name of delegation requests: a type whose lineage holds it starts a child.
 pub(super) const REQUEST_EVENT: &str = AgentInTheLoopRequestEvent::NAME;
+
+/// The output index a child's deadline event is made as: its request's index with the top
+/// bit set, so that its id is derived like an output's and is no output's.
+const DEADLINE_OUTPUT: u32 = 1 << 31;
+
+/// A delegation request among a completion's outputs: its output index, the request, and
+/// its deadline's due time.
+pub(super) struct Delegation {
+    pub(super) output: usize,
+    pub(super) req: AgentInTheLoopRequestEvent,
+    pub(super) deadline: Option<u64>,
+}
+
+/// A child a completion asks for: its request's event id, the request, and its deadline
+/// (the event and its due time).
+pub(super) type NewChild = (EventId, AgentInTheLoopRequestEvent, Option<(Incoming, u64)>);
 
 /// A child to make sure of, as its parent's journal has it.
 pub(super) struct ChildStart {
@@ -81,13 +99,15 @@ impl Shared {
     }
 
     /// The delegation requests among a completion's outputs (by output index), read and
-    /// checked; `Err` (the step's failure message) for a request that names no agent this
-    /// engine knows, nests too deep, or does not read as a request.
+    /// checked, each with its deadline's due time (nanoseconds since the Unix epoch) when it
+    /// is awaited and has `timeout_seconds`; `Err` (the step's failure message) for a
+    /// request that names no agent this engine knows, nests too deep, does not read as a
+    /// request, or has a timeout that is not a number of seconds within the timer horizon.
     pub(super) fn delegations(
         &self,
         depth: u32,
         outs: &[OutEvent],
-    ) -> Result<Vec<(usize, AgentInTheLoopRequestEvent)>, String> {
+    ) -> Result<Vec<Delegation>, String> {
         let mut found = Vec::new();
         for (i, o) in outs.iter().enumerate() {
             if o.due_ns.is_some() || !self.is_delegating(&self.out_type(None, &o.name)) {
@@ -119,9 +139,70 @@ impl Shared {
                     o.name, self.opts.max_delegation_depth
                 ));
             }
-            found.push((i, req));
+            let deadline = match req.timeout_seconds {
+                Some(secs) if !req.detached => Some(self.deadline_ns(&o.name, secs)?),
+                _ => None,
+            };
+            found.push(Delegation {
+                output: i,
+                req,
+                deadline,
+            });
         }
         Ok(found)
+    }
+
+    /// When a child given `secs` seconds must have ended.
+    fn deadline_ns(&self, output: &str, secs: f64) -> Result<u64, String> {
+        let horizon = self.opts.max_timer_horizon;
+        if !secs.is_finite() || secs < 0.0 || secs > horizon.as_secs_f64() {
+            return Err(format!(
+                "SAAP-E019: step output `{output}` gives its child `timeout_seconds` {secs}, \
+                 which is not a number of seconds from 0 to the engine's timer horizon of {} \
+                 days (EngineOptions::max_timer_horizon); give the child a time it can keep",
+                horizon.as_secs() / 86_400
+            ));
+        }
+        Ok(super::ids::unix_nanos().saturating_add((secs * 1e9) as u64))
+    }
+
+    /// The event that takes a child's end's place when its deadline comes first: an
+    /// exception its parent's failure path takes, made as output `index` of `execution`
+    /// (an index no step output has).
+    pub(super) fn deadline_event(
+        &self,
+        run_key: u64,
+        execution: ExecutionId,
+        index: u32,
+        request: EventId,
+        req: &AgentInTheLoopRequestEvent,
+    ) -> Incoming {
+        let secs = req.timeout_seconds.unwrap_or_default();
+        let timed_out = AgentInTheLoopExceptionEvent {
+            exception_event_name: "ExceptionEvent".into(),
+            exception_event: serde_json::json!({
+                "message": format!(
+                    "the child did not end within its timeout of {secs} s (timeout_seconds); \
+                     its run is cancelled"
+                ),
+                "http_status_code": 504,
+                "timeout_seconds": secs,
+            }),
+            request_event_id: request.to_string(),
+            agent_class: req.agent_class.clone(),
+            child_run_id: request.to_string(),
+            unmet_obligation: req
+                .expected_stop_event_name
+                .as_ref()
+                .map(|_| TYPED_RESULT.to_string()),
+        };
+        self.output(
+            None,
+            run_key,
+            execution,
+            DEADLINE_OUTPUT | index,
+            OutEvent::new(timed_out),
+        )
     }
 
     /// Adds the children a completion asked for to the core (right after the completion,
@@ -131,16 +212,32 @@ impl Shared {
         slot: &RunSlot,
         st: &mut RunState,
         execution: ExecutionId,
-        requests: Vec<(EventId, AgentInTheLoopRequestEvent)>,
+        requests: Vec<NewChild>,
     ) -> Result<Vec<ChildStart>, EngineError> {
         let first = st.run.children().len() as u32;
-        let children = requests
-            .iter()
-            .map(|(request, req)| ChildRequest {
-                request: *request,
+        let first_timer = st.run.timers().len();
+        let mut deadline_payloads = Vec::new();
+        let mut children = Vec::with_capacity(requests.len());
+        let mut requests_kept = Vec::with_capacity(requests.len());
+        for (request, req, deadline) in requests {
+            let deadline = deadline.map(|(ev, due_ns)| {
+                deadline_payloads.push(ev.payload);
+                TimerRequest {
+                    event: NewEvent {
+                        id: ev.id,
+                        ty: ev.ty,
+                    },
+                    due_ns,
+                }
+            });
+            children.push(ChildRequest {
+                request,
                 detached: req.detached,
-            })
-            .collect();
+                deadline,
+            });
+            requests_kept.push((request, req));
+        }
+        let requests = requests_kept;
         let mut pre = self.pre(&st.payloads, &[], &mut st.pre_cache);
         st.run
             .handle(
@@ -154,6 +251,11 @@ impl Shared {
                 run_id: slot.run_id().to_string(),
                 detail: e.to_string(),
             })?;
+        // The core set a timer for each deadline (awaited children only: a request that
+        // runs detached is given none), numbered after the run's timers.
+        if !deadline_payloads.is_empty() {
+            super::slot::keep_timer_payloads(st, first_timer, deadline_payloads);
+        }
         Ok(requests
             .into_iter()
             .enumerate()
@@ -297,11 +399,12 @@ impl Shared {
         launched.map(|_| None)
     }
 
-    /// At open: a live child run whose parent ended while no process had both (the parent's
-    /// end is durable, the cancel it asked of this child was not) is cancelled now, when the
-    /// parent's journal says it gave the child up (`child_abandoned`: the core's decision).
-    /// A parent that lives on, or that let a detached child run on, leaves it be. Returns
-    /// whether it was cancelled.
+    /// At open: a live child run whose parent gave it up while no process had both (the
+    /// parent's end, or the clock reading that passed the child's deadline, is durable; the
+    /// cancel it asked of this child was not) is cancelled now, when the parent's journal
+    /// says so (`child_abandoned` or `child_timed_out`: the core's decisions). A parent that
+    /// still waits for it, or that let a detached child run on, leaves it be. Returns whether
+    /// it was cancelled.
     pub(super) async fn reconcile_child(
         self: &Arc<Self>,
         run_id: &str,
@@ -315,19 +418,25 @@ impl Shared {
         else {
             return Ok(false);
         };
-        if !crate::backend::summarize(&parent, None).ended {
+        let ended = crate::backend::summarize(&parent, None).ended;
+        let children = crate::backend::children::delegated_runs(&parent);
+        let Some(c) = children.iter().find(|c| c.run_id == run_id) else {
             return Ok(false);
-        }
-        let abandoned = crate::backend::children::delegated_runs(&parent)
-            .iter()
-            .any(|c| c.run_id == run_id && c.abandoned);
-        if !abandoned {
+        };
+        let reason = if c.timed_out {
+            format!(
+                "its parent run {} ({}) stopped waiting for it (its timeout passed) while this \
+                 run's process was down",
+                by.run_id, by.agent_class
+            )
+        } else if ended && c.abandoned {
+            format!(
+                "its parent run {} ({}) ended and gave it up while this run's process was down",
+                by.run_id, by.agent_class
+            )
+        } else {
             return Ok(false);
-        }
-        let reason = format!(
-            "its parent run {} ({}) ended and gave it up while this run's process was down",
-            by.run_id, by.agent_class
-        );
+        };
         match self.cancel_run(run_id, &reason).await {
             Ok(_) => Ok(true),
             // It ended meanwhile: nothing to reconcile.
@@ -474,18 +583,57 @@ impl Shared {
             {
                 parent.deliver(&to.run_id, to.child, to.report).await;
             }
-            for (class, run_id) in cancel {
-                let Some(engine) = shared.delegate(&class) else {
-                    continue;
-                };
-                match engine.cancel_run(&run_id, &reason).await {
-                    Ok(_) | Err(EngineError::RunEnded { .. } | EngineError::UnknownRun { .. }) => {}
-                    Err(e) => {
-                        tracing::warn!(run_id, error = %e, "a child run could not be cancelled")
-                    }
+            shared.cancel_children(cancel, &reason).await;
+        })
+    }
+
+    /// Cancels the runs of children whose deadline came first (`timed_out`, just recorded
+    /// by the core) once `durable` (the clock reading that passed it) is. A cancel cut by a
+    /// crash is made at the next open ([`Shared::reconcile_child`]).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn cancel_timed_out_after(
+        &self,
+        slot: &RunSlot,
+        st: &RunState,
+        timed_out: &[u32],
+        durable: Pending<()>,
+    ) -> Pending<()> {
+        let Some(shared) = self.this.upgrade() else {
+            return durable;
+        };
+        let cancel: Vec<(String, String)> = timed_out
+            .iter()
+            .filter_map(|&child| {
+                let c = st.run.children().get(child as usize)?;
+                let req = self.request_of(st, c.request_seq)?;
+                Some((req.agent_class, c.request.to_string()))
+            })
+            .collect();
+        let reason = format!(
+            "its parent run {} stopped waiting for it: its timeout (timeout_seconds) passed",
+            slot.run_id()
+        );
+        let what = "a timed-out child is not cancelled";
+        after_durable(durable, Resolve::WhenDurable, what, async move {
+            shared.cancel_children(cancel, &reason).await;
+        })
+    }
+
+    /// Cancels child runs (agent class, run id), each on its agent's engine; one that ended
+    /// meanwhile or is unknown needs nothing.
+    async fn cancel_children(&self, cancel: Vec<(String, String)>, reason: &str) {
+        for (class, run_id) in cancel {
+            let Some(engine) = self.delegate(&class) else {
+                continue;
+            };
+            match engine.cancel_run(&run_id, reason).await {
+                Ok(_) | Err(EngineError::RunEnded { .. } | EngineError::UnknownRun { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(run_id, error = %e, "a child run could not be cancelled")
                 }
             }
-        })
+        }
     }
 
     /// The request a child was started by, read from the parent's log.
@@ -700,8 +848,9 @@ pub struct ChildView {
     pub run_id: String,
     /// `awaited` (the parent waits for its end), `detached`, `ended` (its end was
     /// delivered), `unmet` (its end was delivered and no step takes it: an unmet
-    /// obligation), or `abandoned` (the parent ended first, or was cancelled; the child was
-    /// cancelled).
+    /// obligation), `timed_out` (its deadline came first: the deadline's event took its
+    /// end's place and the child was cancelled), or `abandoned` (the parent ended first, or
+    /// was cancelled; the child was cancelled).
     pub state: &'static str,
     /// The execution of the parent that requested it.
     pub requested_by: String,
@@ -747,6 +896,7 @@ pub(crate) fn child_views<'a>(
                 ChildState::Detached => "detached",
                 ChildState::Ended { .. } => "ended",
                 ChildState::Unmet { .. } => "unmet",
+                ChildState::TimedOut { .. } => "timed_out",
                 ChildState::Abandoned => "abandoned",
             },
             requested_by: c.requested_by.to_string(),

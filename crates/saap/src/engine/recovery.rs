@@ -59,10 +59,21 @@ impl Shared {
                         pending.push(payload(event));
                     }
                     StoredInput::Complete {
-                        outputs, timers: t, ..
+                        outputs,
+                        timers: t,
+                        children,
+                        ..
                     } => {
                         pending.extend(outputs.iter().flatten().map(payload));
                         timers.extend(t.iter().map(|t| t.event.payload.clone()));
+                        // Children's deadlines: timers the core sets after those (awaited
+                        // children only, as the engine gives no detached child one).
+                        timers.extend(
+                            children
+                                .iter()
+                                .filter_map(|c| c.deadline.as_ref())
+                                .map(|t| t.event.payload.clone()),
+                        );
                     }
                     StoredInput::Clock { now_ns } => {
                         take_due_payloads(&st.run, &mut st.timers, *now_ns, &mut pending)
