@@ -434,3 +434,35 @@ async fn a_schema_1_database_is_migrated_when_opened() {
         "a run ended after the migration"
     );
 }
+
+/// A build before this one added the parent columns one statement at a time: a process
+/// killed between the two left a database with only `parent_run_id`, which every later open
+/// refused ("no such column: parent_class", found by `tests/timer_chaos.rs`). Opening it now
+/// adds the missing column, and its runs read and resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_left_with_half_its_parent_columns_is_repaired_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("half.db");
+    let ids = {
+        let (engine, _) = open(&path).await;
+        let ids = start(&engine, &["a", "wait"]).await;
+        engine.halt();
+        ids
+    };
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("ALTER TABLE runs DROP COLUMN parent_class;")
+            .unwrap();
+    }
+    let (engine, backend) = open(&path).await;
+    let page = backend
+        .list_runs("Reads", &query(None, 0, 10))
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(page.runs.len(), 2);
+    assert_eq!(engine.run_ids(), vec![ids[1].clone()]);
+    engine.send(&ids[1], Answer { n: 2 }).await.unwrap();
+    engine.wait_for_end(&ids[1]).await.unwrap();
+    engine.halt();
+}

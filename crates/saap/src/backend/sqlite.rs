@@ -238,20 +238,29 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
 }
 
 /// The columns that name a child run's parent (added beside the others: a database made
-/// before gains them empty, and an older saap ignores them).
+/// before gains them empty, and an older saap ignores them). Each is added if missing, all
+/// in one immediate transaction: a process killed halfway leaves both or neither (an
+/// earlier build added them one statement at a time, so a database it left with only the
+/// first gains the second here), and two processes opening one database at once do not
+/// both add them.
 fn add_parent_columns(conn: &Connection) -> Result<(), rusqlite::Error> {
-    let has: bool = conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'parent_run_id'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
-    )?;
-    if !has {
-        conn.execute_batch(
-            "ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
-             ALTER TABLE runs ADD COLUMN parent_class TEXT;",
-        )?;
+    let has = |name: &str| -> Result<bool, rusqlite::Error> {
+        conn.query_row(
+            "SELECT count(*) FROM pragma_table_info('runs') WHERE name = ?1",
+            [name],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )
+    };
+    if has("parent_run_id")? && has("parent_class")? {
+        return Ok(());
     }
-    Ok(())
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+    for column in ["parent_run_id", "parent_class"] {
+        if !has(column)? {
+            tx.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {column} TEXT;"))?;
+        }
+    }
+    tx.commit()
 }
 
 /// Version 1 → 2, in one transaction: the `outcome` column, filled in for runs that had
