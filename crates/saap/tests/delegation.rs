@@ -91,19 +91,23 @@ fn boss(class: &'static str) -> Workflow {
                 })
             },
         ))
-        .step(Step::new(
-            "decide",
-            |r: Required<Either<AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent>>,
-             _: StepCtx| async move {
-                let text = match &*r {
-                    Either::Left(ok) => ok.stop_event::<Answer>()?.text,
-                    Either::Right(failed) => format!("failed: {}", failed.message()),
-                };
-                Ok::<_, StepError>(Report { text })
-            },
-        ))
+        .step(decide())
         .build()
         .unwrap()
+}
+
+/// The child's answer (or `failed: ` and why there is none) as the boss's report.
+type Answered = Required<Either<AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent>>;
+
+/// The boss's last step: reports the researcher's answer, or why there is none.
+fn decide() -> Step<Answered> {
+    Step::new("decide", |r: Answered, _: StepCtx| async move {
+        let text = match &*r {
+            Either::Left(ok) => ok.stop_event::<Answer>()?.text,
+            Either::Right(failed) => format!("failed: {}", failed.message()),
+        };
+        Ok::<_, StepError>(Report { text })
+    })
 }
 
 /// Two engines on one store, the boss delegating to the researcher.
@@ -465,17 +469,7 @@ fn timed_boss(secs: f64) -> Workflow {
                 Ok::<_, StepError>(req)
             },
         ))
-        .step(Step::new(
-            "decide",
-            |r: Required<Either<AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent>>,
-             _: StepCtx| async move {
-                let text = match &*r {
-                    Either::Left(ok) => ok.stop_event::<Answer>()?.text,
-                    Either::Right(failed) => format!("failed: {}", failed.message()),
-                };
-                Ok::<_, StepError>(Report { text })
-            },
-        ))
+        .step(decide())
         .build()
         .unwrap()
 }

@@ -15,9 +15,11 @@
 //! A topic the researcher knows is answered at once; another one waits for a human to give
 //! a source (`SourceGiven`, sent to the child run), so the editor waits too — until the
 //! human's deadline ([`SOURCE_DEADLINE`]), after which the finding says no source came
-//! (`saap check` warns of a wait on a person with no deadline, SAAP019). Cancelling the
-//! editor cancels its waiting children; a child that fails reaches the editor as an
-//! exception, and the brief says so. Both agents run in one process: the editor's workflow
+//! (`saap check` warns of a wait on a person with no deadline, SAAP019). The editor gives
+//! each researcher [`RESEARCH_TIMEOUT`] too, and is owed a `Finding` (`expecting`): a child
+//! that ends any other way reaches it as an exception. Cancelling the editor cancels its
+//! waiting children; a child that fails reaches the editor as an exception, and the brief
+//! says so. Both agents run in one process: the editor's workflow
 //! declares the researcher (`with_delegate`, [`editor_with_researcher`]), so an engine made
 //! for it makes the researcher's too (see [`agents`]); `research-agent` is the program.
 
@@ -32,6 +34,11 @@ use std::time::Duration;
 
 /// How long the researcher waits for a human's source.
 pub const SOURCE_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// How long the editor waits for each researcher (`timeout_seconds`): longer than the
+/// researcher's own deadline, so a researcher that keeps it always answers in time; one
+/// that does not is cancelled and the brief says so.
+pub const RESEARCH_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
 
 /// What the researcher knows without help.
 const FACTS: &[(&str, &str)] = &[
@@ -142,6 +149,7 @@ pub fn editor() -> Workflow {
                             "ResearcherAgent",
                             &UserMessageEvent::new(topic),
                         )
+                        .map(|r| r.expecting::<Finding>().timeout(RESEARCH_TIMEOUT))
                     };
                     Ok::<_, StepError>((ask(a)?, ask(b)?))
                 },

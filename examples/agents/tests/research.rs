@@ -86,10 +86,11 @@ async fn an_unknown_topic_waits_for_a_human_and_a_failure_is_reported() {
             .await
             .unwrap();
         let child = waiting_child(&editor, &researcher, &run).await;
-        assert_eq!(
-            editor.snapshot(&run).unwrap().run.progress().as_str(),
-            "waiting_children"
-        );
+        let snap = editor.snapshot(&run).unwrap();
+        assert_eq!(snap.run.progress().as_str(), "waiting_children");
+        // The child that waits keeps its deadline (RESEARCH_TIMEOUT) pending; the one that
+        // failed at once dropped its own.
+        assert_eq!(snap.run.pending_timer_count(), 1);
         researcher
             .send(
                 &child,
