@@ -305,6 +305,7 @@ impl Shared {
             run_id: parent.run_id.clone(),
             child: c.child,
             depth: parent.depth + 1,
+            expects: c.req.expected_stop_event_name.as_deref().map(Box::from),
         });
         let thread = c.req.share_thread_id.then(|| parent.thread_id.clone());
         let by = crate::backend::RunParent {
@@ -323,13 +324,19 @@ impl Shared {
             )),
         };
         match adopted {
-            Ok(Some(report)) if awaited => self.deliver(&parent.run_id, c.child, report).await,
+            Ok(Some(report)) if awaited => {
+                let report = owed(c.req.expected_stop_event_name.as_deref(), report);
+                self.deliver(&parent.run_id, c.child, report).await
+            }
             Ok(_) => {}
             Err(why) => {
                 tracing::warn!(parent = %parent.run_id, child = c.child, error = %why, "a child run could not be started");
                 if awaited {
-                    self.deliver(&parent.run_id, c.child, unstarted(&c, &why))
-                        .await;
+                    let report = owed(
+                        c.req.expected_stop_event_name.as_deref(),
+                        unstarted(&c, &why),
+                    );
+                    self.deliver(&parent.run_id, c.child, report).await;
                 }
             }
         }
@@ -491,20 +498,6 @@ impl Shared {
             tracing::debug!(run_id, child, "a child ended after its parent left memory");
             return;
         };
-        // What the request was owed decides the report's type: done here, before the
-        // report is journaled, so that a replay reads the same decision back.
-        let owed = {
-            let st = slot.lock();
-            st.run
-                .children()
-                .get(child as usize)
-                .and_then(|c| self.request_of(&st, c.request_seq))
-                .and_then(|req| req.expected_stop_event_name)
-        };
-        let report = match owed {
-            Some(expected) => owed_report(&expected, report),
-            None => report,
-        };
         // The report types are the protocol's, so every workflow's types include them; the
         // core ignores a second end of one child (a delivery made sure of again).
         let delivered = match report.payload.check_json() {
@@ -531,7 +524,7 @@ impl Shared {
                 engine: p.engine.clone(),
                 run_id: p.run_id.clone(),
                 child: p.child,
-                report: self.report(slot, st)?,
+                report: owed(p.expects.as_deref(), self.report(slot, st)?),
             })
         });
         let cancelled = st.run.progress() == saap_dispatch::run::progress::Progress::Cancelled;
@@ -722,6 +715,15 @@ fn unstarted(c: &ChildStart, why: &str) -> Report {
             child_run_id: String::new(),
             unmet_obligation: None,
         }),
+    }
+}
+
+/// A child's report for its parent, given what its request is owed (`expecting`): decided
+/// before the parent journals it, so that a replay of the parent reads the same decision.
+fn owed(expected: Option<&str>, report: Report) -> Report {
+    match expected {
+        Some(expected) => owed_report(expected, report),
+        None => report,
     }
 }
 

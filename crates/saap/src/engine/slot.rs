@@ -92,6 +92,9 @@ pub(crate) struct ParentLink {
     pub(super) child: u32,
     /// How many runs are above it (1: a child of a root run).
     pub(super) depth: u32,
+    /// The stop event type its request is owed (`expecting`): an end without it is
+    /// reported as an unmet obligation.
+    pub(super) expects: Option<Box<str>>,
 }
 
 /// A run's timers as the engine holds them (the core holds when they are due).
