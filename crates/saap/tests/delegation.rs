@@ -507,6 +507,32 @@ async fn a_child_past_its_timeout_is_cancelled_and_its_parent_told(sqlite: bool)
     assert_eq!(report(&boss, &run).await, text);
 }
 
+async fn a_child_that_starts_after_its_deadline_fired_is_cancelled(sqlite: bool) {
+    // No time at all: the deadline fires as soon as the clock is read, which races the
+    // child's start (made once the request is durable). Whichever comes first, the child
+    // must not be left waiting.
+    let (boss, researcher, _dir) = with_researcher(sqlite, timed_boss(0.0)).await;
+    let mut runs = Vec::new();
+    for _ in 0..20 {
+        runs.push(boss.start_run(UserMessageEvent::new("wait")).await.unwrap());
+    }
+    for run in &runs {
+        let text = report(&boss, run).await;
+        assert!(text.starts_with("failed: the child did not end"), "{text}");
+    }
+    tokio::time::timeout(WAIT, async {
+        while researcher.run_ids().iter().any(|id| {
+            researcher
+                .snapshot(id)
+                .is_some_and(|s| !s.run.is_terminated())
+        }) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("every child that started was cancelled");
+}
+
 async fn a_timeout_that_is_not_a_time_fails_the_step(sqlite: bool) {
     for secs in [-1.0, f64::NAN, 1e12] {
         let (boss, _researcher, _dir) = with_researcher(sqlite, timed_boss(secs)).await;
@@ -584,6 +610,7 @@ on_memory_and_sqlite! {
     a_child_end_no_step_takes_leaves_an_unmet_obligation_not_a_silent_stall;
     a_child_past_its_timeout_is_cancelled_and_its_parent_told;
     a_timeout_that_is_not_a_time_fails_the_step;
+    a_child_that_starts_after_its_deadline_fired_is_cancelled;
 }
 
 fn runtime() -> tokio::runtime::Runtime {

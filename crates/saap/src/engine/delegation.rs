@@ -328,6 +328,17 @@ impl Shared {
                 let report = owed(c.req.expected_stop_event_name.as_deref(), report);
                 self.deliver(&parent.run_id, c.child, report).await
             }
+            // Started (or found live): the parent may have given it up while it was being
+            // made (its deadline fired, or it ended), when a cancel found no run to cancel.
+            Ok(None) if self.gave_up(&parent.run_id, c.child, awaited) => {
+                let reason = format!(
+                    "its parent run {} gave it up before it had started",
+                    parent.run_id
+                );
+                let run_id = c.request.to_string();
+                self.cancel_children(vec![(c.req.agent_class, run_id)], &reason)
+                    .await;
+            }
             Ok(_) => {}
             Err(why) => {
                 tracing::warn!(parent = %parent.run_id, child = c.child, error = %why, "a child run could not be started");
@@ -340,6 +351,26 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Whether parent run `run_id` gave child `child` up (its deadline came first, or the
+    /// parent ended or was cancelled first). A parent no longer held ended: it gave up its
+    /// awaited children.
+    fn gave_up(&self, run_id: &str, child: u32, awaited: bool) -> bool {
+        let Ok(slot) = self.slot(run_id) else {
+            return awaited;
+        };
+        let state = slot
+            .lock()
+            .run
+            .children()
+            .get(child as usize)
+            .map(|c| c.state);
+        self.release(slot);
+        matches!(
+            state,
+            Some(ChildState::TimedOut { .. } | ChildState::Abandoned)
+        )
     }
 
     /// In the child's engine: the run of request `request` linked to its parent, started
