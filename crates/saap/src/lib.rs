@@ -61,6 +61,11 @@ pub mod trace;
 pub mod union;
 pub mod workflow;
 
+/// The guide to durable runs (`docs/durable-runs.md`): deadlines, delegation, cancellation,
+/// with examples that run as this crate's doc tests.
+#[doc = include_str!("../../../docs/durable-runs.md")]
+pub mod guide_durable_runs {}
+
 pub use backend::EffectLimits;
 pub use backend::memory::MemoryBackend;
 pub use backend::sqlite::{SqliteBackend, SqliteOptions};
