@@ -293,16 +293,8 @@ fn cascade_chaos_child_process() {
                 boss.cancel(&id, "chaos").await.unwrap();
             }
         }
-        let query = RunQuery {
-            limit: TREES,
-            ..Default::default()
-        };
-        let stored = backend
-            .list_runs("CascadeBoss", &query)
-            .wait()
-            .await
-            .unwrap();
-        for _ in stored.runs.len()..TREES {
+        let stored = common::kill::stored_runs(&*backend, "CascadeBoss", TREES).await;
+        for _ in stored.len()..TREES {
             let id = boss.start_run(UserMessageEvent::new("x")).await.unwrap();
             until_waiting(&boss, &id).await;
             boss.cancel(&id, "chaos").await.unwrap();
@@ -326,32 +318,15 @@ fn kill_9_during_cancel_cascades_leaves_no_child_live() {
             .await
             .unwrap();
         assert_eq!(rec.resumed_runs, 0, "nothing live (seed {seed}): {rec:?}");
-        let query = RunQuery {
-            limit: TREES * 10,
-            ..Default::default()
-        };
-        let parents = backend
-            .list_runs("CascadeBoss", &query)
-            .wait()
-            .await
-            .unwrap();
-        assert_eq!(parents.runs.len(), TREES, "seed {seed}");
+        let parents = common::kill::stored_runs(&*backend, "CascadeBoss", TREES * 10).await;
+        assert_eq!(parents.len(), TREES, "seed {seed}");
         assert!(
-            parents.runs.iter().all(|r| r.status() == "cancelled"),
-            "seed {seed}: {:?}",
-            parents.runs
+            parents.iter().all(|r| r.status() == "cancelled"),
+            "seed {seed}: {parents:?}"
         );
-        let waiters = backend
-            .list_runs("CascadeWaiter", &query)
-            .wait()
-            .await
-            .unwrap();
-        assert_eq!(
-            waiters.runs.len(),
-            TREES * 3,
-            "three per tree (seed {seed})"
-        );
-        for w in &waiters.runs {
+        let waiters = common::kill::stored_runs(&*backend, "CascadeWaiter", TREES * 10).await;
+        assert_eq!(waiters.len(), TREES * 3, "three per tree (seed {seed})");
+        for w in &waiters {
             assert!(w.ended, "no child left live (seed {seed}): {}", w.run_id);
             let snap = boss
                 .agent("CascadeWaiter")
@@ -422,25 +397,10 @@ fn deadline_chaos_child_process() {
             .await
             .unwrap();
         assert!(rec.failed.is_empty(), "{:?}", rec.failed);
+        common::kill::finish_live(&boss).await;
         let runner = TestRunner::new(boss.clone());
-        for id in boss.run_ids() {
-            runner
-                .attach(&id)
-                .unwrap()
-                .wait_for_end(Duration::from_secs(20))
-                .await
-                .unwrap();
-        }
-        let query = RunQuery {
-            limit: TREES,
-            ..Default::default()
-        };
-        let stored = backend
-            .list_runs("DeadlineBoss", &query)
-            .wait()
-            .await
-            .unwrap();
-        for i in stored.runs.len()..TREES {
+        let stored = common::kill::stored_runs(&*backend, "DeadlineBoss", TREES).await;
+        for i in stored.len()..TREES {
             let ms = (i * 7) % 21;
             let id = boss
                 .start_run(UserMessageEvent::new(ms.to_string()))
@@ -472,17 +432,9 @@ fn kill_9_across_delegation_deadlines_cancels_every_late_child() {
             .await
             .unwrap();
         assert_eq!(rec.resumed_runs, 0, "nothing live (seed {seed}): {rec:?}");
-        let query = RunQuery {
-            limit: TREES * 10,
-            ..Default::default()
-        };
-        let parents = backend
-            .list_runs("DeadlineBoss", &query)
-            .wait()
-            .await
-            .unwrap();
-        assert_eq!(parents.runs.len(), TREES, "seed {seed}");
-        for r in &parents.runs {
+        let parents = common::kill::stored_runs(&*backend, "DeadlineBoss", TREES * 10).await;
+        assert_eq!(parents.len(), TREES, "seed {seed}");
+        for r in &parents {
             let snap = boss.stored_snapshot(&r.run_id).await.unwrap().unwrap();
             assert_eq!(
                 snap.events_of::<Reported>(),
@@ -510,13 +462,9 @@ fn kill_9_across_delegation_deadlines_cancels_every_late_child() {
                 snap.timeline()
             );
         }
-        let waiters = backend
-            .list_runs("CascadeWaiter", &query)
-            .wait()
-            .await
-            .unwrap();
-        assert!(waiters.runs.len() <= TREES, "at most one child per parent");
-        for w in &waiters.runs {
+        let waiters = common::kill::stored_runs(&*backend, "CascadeWaiter", TREES * 10).await;
+        assert!(waiters.len() <= TREES, "at most one child per parent");
+        for w in &waiters {
             assert_eq!(
                 w.status(),
                 "cancelled",

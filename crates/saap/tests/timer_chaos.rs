@@ -60,26 +60,11 @@ fn timer_chaos_child_process() {
             .await
             .unwrap();
         assert!(rec.failed.is_empty(), "{:?}", rec.failed);
+        common::kill::finish_live(&engine).await;
         let runner = TestRunner::new(engine.clone());
-        for id in engine.run_ids() {
-            runner
-                .attach(&id)
-                .unwrap()
-                .wait_for_end(Duration::from_secs(20))
-                .await
-                .unwrap();
-        }
-        let query = RunQuery {
-            limit: RUNS,
-            ..Default::default()
-        };
-        let stored = backend
-            .list_runs("TimerChaos", &query)
-            .wait()
-            .await
-            .unwrap();
+        let stored = common::kill::stored_runs(&*backend, "TimerChaos", RUNS).await;
         let mut started = Vec::new();
-        for i in stored.runs.len()..RUNS {
+        for i in stored.len()..RUNS {
             let run = runner
                 .start(UserMessageEvent::new("x".repeat(i % 40 + 1)))
                 .await

@@ -88,3 +88,30 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// In a chaos child: waits for every run a killed process left live to end (their due
+/// timers and re-run steps finish them).
+pub async fn finish_live(engine: &saap::Engine) {
+    let runner = saap::testing::TestRunner::new(engine.clone());
+    for id in engine.run_ids() {
+        runner
+            .attach(&id)
+            .unwrap()
+            .wait_for_end(Duration::from_secs(20))
+            .await
+            .unwrap();
+    }
+}
+
+/// The runs of agent `class` in `backend`, newest first, at most `limit`.
+pub async fn stored_runs(
+    backend: &dyn saap::backend::Backend,
+    class: &str,
+    limit: usize,
+) -> Vec<saap::backend::RunSummary> {
+    let query = saap::backend::RunQuery {
+        limit,
+        ..Default::default()
+    };
+    backend.list_runs(class, &query).wait().await.unwrap().runs
+}
