@@ -643,19 +643,25 @@ async fn reopen_with(path: &std::path::Path, register: bool, boss: Workflow) -> 
     (boss, researcher)
 }
 
+/// Opens both agents on the store at `path` (the boss running `boss`), starts a boss run
+/// whose child waits for `Go`, and stops the processes once it does: `(run, child)`.
+fn left_waiting(path: &std::path::Path, boss: Workflow) -> (String, String) {
+    runtime().block_on(async {
+        let (boss, researcher) = reopen_with(path, true, boss).await;
+        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
+        let child = wait_for_child(&boss, &run).await;
+        wait_for_progress(&researcher, &child, "waiting_event").await;
+        (run, child)
+    })
+}
+
 /// The processes stop while the child waits; at the next open, registering the researcher
 /// links the child to its parent again, and its end is delivered.
 #[test]
 fn a_waiting_child_reports_to_its_parent_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agents.db");
-    let (run, child) = runtime().block_on(async {
-        let (boss, researcher) = reopen(&path, true).await;
-        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
-        let child = wait_for_child(&boss, &run).await;
-        wait_for_progress(&researcher, &child, "waiting_event").await;
-        (run, child)
-    });
+    let (run, child) = left_waiting(&path, boss("Researcher"));
     runtime().block_on(async {
         let (boss, researcher) = reopen(&path, true).await;
         researcher.send(&child, Go { n: 1 }).await.unwrap();
@@ -669,13 +675,7 @@ fn a_waiting_child_reports_to_its_parent_after_a_restart() {
 fn a_child_that_ended_while_its_parent_was_away_is_delivered_at_registration() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agents.db");
-    let (run, child) = runtime().block_on(async {
-        let (boss, researcher) = reopen(&path, true).await;
-        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
-        let child = wait_for_child(&boss, &run).await;
-        wait_for_progress(&researcher, &child, "waiting_event").await;
-        (run, child)
-    });
+    let (run, child) = left_waiting(&path, boss("Researcher"));
     runtime().block_on(async {
         // Only the researcher's side: the child ends with nobody to tell.
         let (_boss, researcher) = reopen(&path, false).await;
@@ -699,13 +699,7 @@ fn a_child_that_ended_while_its_parent_was_away_is_delivered_at_registration() {
 fn a_timeout_that_passed_while_the_processes_were_down_fires_at_open_and_the_child_is_cancelled() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agents.db");
-    let (run, child) = runtime().block_on(async {
-        let (boss, researcher) = reopen_with(&path, true, timed_boss(0.2)).await;
-        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
-        let child = wait_for_child(&boss, &run).await;
-        wait_for_progress(&researcher, &child, "waiting_event").await;
-        (run, child)
-    });
+    let (run, child) = left_waiting(&path, timed_boss(0.2));
     std::thread::sleep(std::time::Duration::from_millis(300));
     runtime().block_on(async {
         let (boss, researcher) = reopen_with(&path, false, timed_boss(0.2)).await;
@@ -787,13 +781,7 @@ fn declared_agents_are_opened_with_the_workflow_even_when_they_loop_back() {
 fn a_child_whose_parent_was_cancelled_while_its_agent_was_away_is_cancelled_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("orphan.db");
-    let (run, child) = runtime().block_on(async {
-        let (boss, researcher) = reopen(&path, true).await;
-        let run = boss.start_run(UserMessageEvent::new("wait")).await.unwrap();
-        let child = wait_for_child(&boss, &run).await;
-        wait_for_progress(&researcher, &child, "waiting_event").await;
-        (run, child)
-    });
+    let (run, child) = left_waiting(&path, boss("Researcher"));
     runtime().block_on(async {
         // The boss alone: its cancel cannot reach the child.
         let (boss, researcher) = reopen(&path, false).await;

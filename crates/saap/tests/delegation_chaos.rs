@@ -15,7 +15,6 @@ use saap::{
     AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent, Engine, EngineOptions, Required,
     SqliteBackend, Step, StepCtx, StepError, UserMessageEvent, Workflow,
 };
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -139,18 +138,13 @@ fn delegation_chaos_child_process() {
     });
 }
 
-fn child(path: &std::path::Path) -> Command {
-    common::kill::child("delegation_chaos_child_process", path)
-}
-
 #[test]
 fn kill_9_across_delegation_loses_no_child_and_delivers_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("chaos.db");
-    let seed = common::kill::seed();
-    let mut rng = fastrand::Rng::with_seed(seed);
-    common::kill::kill_cycles(|| child(&path), &path, CYCLES, 60, &mut rng);
-    common::kill::finish(child(&path), seed);
+    let common::kill::Survivor {
+        dir: _dir,
+        path,
+        seed,
+    } = common::kill::survive("delegation_chaos_child_process", "chaos.db", CYCLES, 60);
 
     let rt = common::kill::runtime();
     rt.block_on(async {
@@ -304,13 +298,11 @@ fn cascade_chaos_child_process() {
 
 #[test]
 fn kill_9_during_cancel_cascades_leaves_no_child_live() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cascade.db");
-    let seed = common::kill::seed();
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let child = || common::kill::child("cascade_chaos_child_process", &path);
-    common::kill::kill_cycles(child, &path, CYCLES, 60, &mut rng);
-    common::kill::finish(child(), seed);
+    let common::kill::Survivor {
+        dir: _dir,
+        path,
+        seed,
+    } = common::kill::survive("cascade_chaos_child_process", "cascade.db", CYCLES, 60);
     let rt = common::kill::runtime();
     rt.block_on(async {
         let backend = Arc::new(SqliteBackend::open(&path).unwrap());
@@ -418,13 +410,11 @@ fn deadline_chaos_child_process() {
 
 #[test]
 fn kill_9_across_delegation_deadlines_cancels_every_late_child() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deadline.db");
-    let seed = common::kill::seed();
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let child = || common::kill::child("deadline_chaos_child_process", &path);
-    common::kill::kill_cycles(child, &path, CYCLES, 60, &mut rng);
-    common::kill::finish(child(), seed);
+    let common::kill::Survivor {
+        dir: _dir,
+        path,
+        seed,
+    } = common::kill::survive("deadline_chaos_child_process", "deadline.db", CYCLES, 60);
     let rt = common::kill::runtime();
     rt.block_on(async {
         let backend = Arc::new(SqliteBackend::open(&path).unwrap());

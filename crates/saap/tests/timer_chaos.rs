@@ -85,13 +85,11 @@ fn timer_chaos_child_process() {
 
 #[test]
 fn kill_9_across_timers_loses_no_wake_up_and_fires_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("timers.db");
-    let seed = common::kill::seed();
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let child = || common::kill::child("timer_chaos_child_process", &path);
-    common::kill::kill_cycles(child, &path, CYCLES, 60, &mut rng);
-    common::kill::finish(child(), seed);
+    let common::kill::Survivor {
+        dir: _dir,
+        path,
+        seed,
+    } = common::kill::survive("timer_chaos_child_process", "timers.db", CYCLES, 60);
     common::kill::runtime().block_on(async {
         let backend = Arc::new(SqliteBackend::open(&path).unwrap());
         let (engine, rec) = Engine::open(workflow(), backend.clone(), EngineOptions::default())

@@ -224,14 +224,6 @@ impl Run {
         );
     }
 
-    /// Whether child `child`'s deadline, come due, is delivered: only while the run still
-    /// waits for the child (its end, which drops the deadline, has not come).
-    pub(super) fn deadline_would_fire(&self, child: u32) -> bool {
-        self.children()
-            .get(child as usize)
-            .is_some_and(|c| c.state == ChildState::Awaited)
-    }
-
     /// Child `child`'s deadline fired (from `fire_due`, after its `TimerFired`): the child
     /// is given up; its deadline's event is appended next.
     pub(super) fn deadline_reached(&mut self, child: u32) {
@@ -241,15 +233,6 @@ impl Run {
             Record::ChildTimedOut { child },
         );
         rare(&mut self.rare).children[child as usize].state = ChildState::TimedOut { seq: None };
-    }
-
-    /// The children whose deadline came first (the engine cancels their runs).
-    pub fn timed_out_children(&self) -> impl Iterator<Item = u32> + '_ {
-        self.children()
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| matches!(c.state, ChildState::TimedOut { .. }))
-            .map(|(i, _)| i as u32)
     }
 
     /// How many children ended with a report no step takes (unmet obligations).

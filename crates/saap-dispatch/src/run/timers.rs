@@ -97,21 +97,11 @@ impl Run {
         let mut fired = 0;
         while let Some(timer) = self.next_due_timer(now_ns) {
             let t = &mut rare(&mut self.rare).timers[timer as usize];
+            t.state = TimerState::Fired { seq: None };
+            // A child's deadline is pending only while the run waits for the child: the
+            // child's end drops it, and so does the run's end.
             let for_child = t.for_child;
             let (id, mut ty, origin) = (t.event_id, t.ty.clone(), Origin::Execution(t.set_by));
-            // A child's deadline whose child no longer waits is dropped, not delivered.
-            if let Some(child) = for_child
-                && !self.deadline_would_fire(child)
-            {
-                rare(&mut self.rare).timers[timer as usize].state = TimerState::Dropped;
-                push_record(
-                    &mut self.records,
-                    &mut self.rare,
-                    Record::TimerDropped { timer },
-                );
-                continue;
-            }
-            rare(&mut self.rare).timers[timer as usize].state = TimerState::Fired { seq: None };
             push_record(
                 &mut self.records,
                 &mut self.rare,

@@ -159,7 +159,8 @@ impl Shared {
             return Err(format!(
                 "SAAP-E019: step output `{output}` gives its child `timeout_seconds` {secs}, \
                  which is not a number of seconds from 0 to the engine's timer horizon of {} \
-                 days (EngineOptions::max_timer_horizon); give the child a time it can keep",
+                 days (the engine option `max_timer_horizon`); give the child a time it can \
+                 keep",
                 horizon.as_secs() / 86_400
             ));
         }
@@ -191,10 +192,7 @@ impl Shared {
             request_event_id: request.to_string(),
             agent_class: req.agent_class.clone(),
             child_run_id: request.to_string(),
-            unmet_obligation: req
-                .expected_stop_event_name
-                .as_ref()
-                .map(|_| TYPED_RESULT.to_string()),
+            unmet_obligation: owed_kind(req.expected_stop_event_name.as_deref()),
         };
         self.output(
             None,
@@ -324,10 +322,7 @@ impl Shared {
             )),
         };
         match adopted {
-            Ok(Some(report)) if awaited => {
-                let report = owed(c.req.expected_stop_event_name.as_deref(), report);
-                self.deliver(&parent.run_id, c.child, report).await
-            }
+            Ok(Some(report)) if awaited => self.deliver(&parent.run_id, c.child, report).await,
             // Started (or found live): the parent may have given it up while it was being
             // made (its deadline fired, or it ended), when a cancel found no run to cancel.
             Ok(None) if self.gave_up(&parent.run_id, c.child, awaited) => {
@@ -343,11 +338,8 @@ impl Shared {
             Err(why) => {
                 tracing::warn!(parent = %parent.run_id, child = c.child, error = %why, "a child run could not be started");
                 if awaited {
-                    let report = owed(
-                        c.req.expected_stop_event_name.as_deref(),
-                        unstarted(&c, &why),
-                    );
-                    self.deliver(&parent.run_id, c.child, report).await;
+                    self.deliver(&parent.run_id, c.child, unstarted(&c, &why))
+                        .await;
                 }
             }
         }
@@ -384,6 +376,7 @@ impl Shared {
         req: &AgentInTheLoopRequestEvent,
     ) -> Result<Option<Report>, EngineError> {
         let run_id = request.to_string();
+        let expected = req.expected_stop_event_name.as_deref();
         // One task at a time finds or makes a child (two may make sure of the same one at
         // once: a step re-run at open, and the registration's pass over waiting children).
         let making = self.child_starts.lock().await;
@@ -400,12 +393,12 @@ impl Shared {
             // reported once its end is durable.
             slot.until_quiet().await;
             let st = slot.lock();
-            return Ok(self.report(&slot, &st));
+            return Ok(self.report(&slot, &st, expected));
         }
         if let Some(slot) = self.read_stored(&run_id).await? {
             let st = slot.lock();
             if st.run.is_terminated() {
-                return Ok(self.report(&slot, &st));
+                return Ok(self.report(&slot, &st, expected));
             }
         }
         let payload = Payload::from_json(req.start_event.clone());
@@ -484,7 +477,11 @@ impl Shared {
     }
 
     /// The event reporting the end of run `slot` to its parent (`None` while it runs).
-    fn report(&self, slot: &RunSlot, st: &RunState) -> Option<Report> {
+    /// `expected`: the stop event type the request is owed (`expecting`); any other end is
+    /// reported as an exception marked `typed_result` (a stop event of another type kept in
+    /// its fields, so nothing the child said is lost). Decided before the parent journals
+    /// the report, so that a replay of the parent reads the same decision.
+    fn report(&self, slot: &RunSlot, st: &RunState, expected: Option<&str>) -> Option<Report> {
         let RunStatus::Terminated { by } = st.run.status() else {
             return None;
         };
@@ -496,16 +493,31 @@ impl Shared {
             self.workflow.name().to_string(),
             slot.run_id().to_string(),
         );
-        Some(if e.kind.is_exception() {
+        let wrong_type = !e.kind.is_exception() && expected.is_some_and(|t| t != name);
+        Some(if e.kind.is_exception() || wrong_type {
+            let (exception_event_name, exception_event) = match expected {
+                Some(t) if wrong_type => (
+                    "ExceptionEvent".to_string(),
+                    serde_json::json!({
+                        "message": format!(
+                            "unmet obligation: the child stopped with `{name}`, not the `{t}` \
+                             its request expected"
+                        ),
+                        "stop_event_name": name,
+                        "stop_event": fields,
+                    }),
+                ),
+                _ => (name, fields),
+            };
             Report {
                 name: AgentInTheLoopExceptionEvent::NAME,
                 payload: Payload::typed(AgentInTheLoopExceptionEvent {
-                    exception_event_name: name,
-                    exception_event: fields,
+                    exception_event_name,
+                    exception_event,
                     request_event_id,
                     agent_class,
                     child_run_id,
-                    unmet_obligation: None,
+                    unmet_obligation: owed_kind(expected),
                 }),
             }
         } else {
@@ -555,7 +567,7 @@ impl Shared {
                 engine: p.engine.clone(),
                 run_id: p.run_id.clone(),
                 child: p.child,
-                report: owed(p.expects.as_deref(), self.report(slot, st)?),
+                report: self.report(slot, st, p.expects.as_deref())?,
             })
         });
         let cancelled = st.run.progress() == saap_dispatch::run::progress::Progress::Cancelled;
@@ -744,62 +756,15 @@ fn unstarted(c: &ChildStart, why: &str) -> Report {
             request_event_id: c.request.to_string(),
             agent_class: c.req.agent_class.clone(),
             child_run_id: String::new(),
-            unmet_obligation: None,
+            unmet_obligation: owed_kind(c.req.expected_stop_event_name.as_deref()),
         }),
     }
 }
 
-/// A child's report for its parent, given what its request is owed (`expecting`): decided
-/// before the parent journals it, so that a replay of the parent reads the same decision.
-fn owed(expected: Option<&str>, report: Report) -> Report {
-    match expected {
-        Some(expected) => owed_report(expected, report),
-        None => report,
-    }
-}
-
-/// A child's report for a request owed a stop event of type `expected`: a response with
-/// that type as it is; any other end as an exception marked `typed_result` (a response's
-/// stop event kept in its fields, so nothing the child said is lost).
-fn owed_report(expected: &str, report: Report) -> Report {
-    if report.name == AgentInTheLoopResponseEvent::NAME {
-        let Ok(r) = crate::event::from_payload::<AgentInTheLoopResponseEvent>(&report.payload)
-        else {
-            return report;
-        };
-        if r.stop_event_name == expected {
-            return report;
-        }
-        return Report {
-            name: AgentInTheLoopExceptionEvent::NAME,
-            payload: Payload::typed(AgentInTheLoopExceptionEvent {
-                exception_event_name: "ExceptionEvent".into(),
-                exception_event: serde_json::json!({
-                    "message": format!(
-                        "unmet obligation: the child stopped with `{}`, not the `{expected}` \
-                         its request expected",
-                        r.stop_event_name
-                    ),
-                    "stop_event_name": r.stop_event_name,
-                    "stop_event": r.stop_event,
-                }),
-                request_event_id: r.request_event_id,
-                agent_class: r.agent_class,
-                child_run_id: r.child_run_id,
-                unmet_obligation: Some(TYPED_RESULT.into()),
-            }),
-        };
-    }
-    match crate::event::from_payload::<AgentInTheLoopExceptionEvent>(&report.payload) {
-        Ok(mut e) => {
-            e.unmet_obligation = Some(TYPED_RESULT.into());
-            Report {
-                name: AgentInTheLoopExceptionEvent::NAME,
-                payload: Payload::typed(e),
-            }
-        }
-        Err(_) => report,
-    }
+/// The unmet obligation of a child owed a stop event type (`expected`) that it did not
+/// deliver: `typed_result`; none when nothing was owed.
+fn owed_kind(expected: Option<&str>) -> Option<String> {
+    expected.map(|_| TYPED_RESULT.to_string())
 }
 
 /// The kind of unmet obligation of a child that ended without the stop event type its

@@ -115,3 +115,24 @@ pub async fn stored_runs(
     };
     backend.list_runs(class, &query).wait().await.unwrap().runs
 }
+
+/// A store that went through a chaos test's kills: `dir` holds it (keep it alive while the
+/// store at `path` is read), `seed` replays the kills.
+pub struct Survivor {
+    pub dir: tempfile::TempDir,
+    pub path: std::path::PathBuf,
+    pub seed: u64,
+}
+
+/// Runs chaos child `test` on a new store named `file`: `cycles` times killed a random
+/// 0..`max_ms` ms after it first writes ([`kill_cycles`]), then once more to its end
+/// ([`finish`]).
+pub fn survive(test: &str, file: &str, cycles: usize, max_ms: u64) -> Survivor {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(file);
+    let seed = seed();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    kill_cycles(|| child(test, &path), &path, cycles, max_ms, &mut rng);
+    finish(child(test, &path), seed);
+    Survivor { dir, path, seed }
+}
