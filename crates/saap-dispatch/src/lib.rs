@@ -40,7 +40,7 @@ pub use ids::{
     run_key,
 };
 pub use load::{SpecError, SpecSyntax, parse_spec};
-pub use record::{Origin, Record, RecordIter, Records, SkipReason, Termination};
+pub use record::{BudgetLimit, Origin, Record, RecordIter, Records, SkipReason, Termination};
 pub use run::{
     Appended, Bound, DeclaredConditions, NewEvent, NewEventType, Outcome, PreconditionCall,
     PreconditionEvaluator, Run, RunStatus, RunTables,

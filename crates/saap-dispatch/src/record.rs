@@ -133,6 +133,30 @@ pub enum Record {
     /// (origin: the execution that delegated), and the child is given up (the engine
     /// cancels its run).
     ChildTimedOut { child: u32 },
+    /// A budget was granted (at the start, or by a resume): the limits now in force. Held
+    /// executions it covers run now.
+    BudgetGranted {
+        /// How many executions may run in all; `None`: no limit.
+        max_executions: Option<u32>,
+        /// When the wall time ends (nanoseconds since the Unix epoch); `None`: no limit.
+        until_ns: Option<u64>,
+    },
+    /// The budget is spent: executions from `held_from` on are started as decided but held
+    /// (not run) until a grant releases them; the run waits for a person to resume it.
+    BudgetSpent {
+        limit: BudgetLimit,
+        held_from: ExecutionId,
+    },
+}
+
+/// Which part of a run's budget was spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "limit")]
+pub enum BudgetLimit {
+    /// `max` executions ran.
+    Executions { max: u32 },
+    /// The wall time ended at `until_ns` (nanoseconds since the Unix epoch).
+    WallTime { until_ns: u64 },
 }
 
 /// A record as a run stores it: 12 bytes where a [`Record`] takes 24, so that a large run's
@@ -291,6 +315,8 @@ impl Packed {
             Record::ChildAbandoned { child } => p(CHILD_ABANDONED, 0, 0, child, 0),
             Record::ObligationUnmet { child } => p(OBLIGATION_UNMET, 0, 0, child, 0),
             Record::ChildTimedOut { child } => p(CHILD_TIMED_OUT, 0, 0, child, 0),
+            // Rare: kept whole.
+            Record::BudgetGranted { .. } | Record::BudgetSpent { .. } => None,
         }
     }
 
@@ -662,6 +688,26 @@ mod tests {
             value().prop_map(|child| Record::ChildAbandoned { child }),
             value().prop_map(|child| Record::ObligationUnmet { child }),
             value().prop_map(|child| Record::ChildTimedOut { child }),
+            (
+                proptest::option::of(value()),
+                proptest::option::of(any::<u64>())
+            )
+                .prop_map(|(max_executions, until_ns)| Record::BudgetGranted {
+                    max_executions,
+                    until_ns,
+                }),
+            (x(), value(), any::<u64>(), any::<bool>()).prop_map(
+                |(held_from, max, until_ns, wall)| {
+                    Record::BudgetSpent {
+                        limit: if wall {
+                            BudgetLimit::WallTime { until_ns }
+                        } else {
+                            BudgetLimit::Executions { max }
+                        },
+                        held_from,
+                    }
+                }
+            ),
         ]
     }
 

@@ -226,6 +226,28 @@ pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String
             "child {child} timed out (request {}): its deadline's event follows, its run is cancelled",
             child_request(run, *child)
         ),
+        Record::BudgetGranted {
+            max_executions,
+            until_ns,
+        } => format!(
+            "budget granted: {}, {}",
+            max_executions.map_or_else(
+                || "executions unlimited".to_string(),
+                |n| format!("{n} executions in all")
+            ),
+            until_ns.map_or_else(
+                || "time unlimited".to_string(),
+                |t| format!("until {}", utc_text(t))
+            )
+        ),
+        Record::BudgetSpent { limit, held_from } => format!(
+            "budget spent ({}): {held_from} and later executions wait until the run is resumed",
+            match limit {
+                crate::record::BudgetLimit::Executions { max } => format!("{max} executions ran"),
+                crate::record::BudgetLimit::WallTime { until_ns } =>
+                    format!("its time ended at {}", utc_text(*until_ns)),
+            }
+        ),
     })
 }
 
@@ -373,6 +395,23 @@ pub fn record_json(run: &Run, labels: &EventLabels, r: &Record) -> Value {
         }
         Record::ChildTimedOut { child } => {
             json!({"record": "child_timed_out", "child": child, "request": child_request(run, *child)})
+        }
+        Record::BudgetGranted {
+            max_executions,
+            until_ns,
+        } => {
+            json!({"record": "budget_granted", "max_executions": max_executions,
+            "until": until_ns.map(utc_text), "until_ns": until_ns})
+        }
+        Record::BudgetSpent { limit, held_from } => {
+            let (limit, max, until_ns) = match limit {
+                crate::record::BudgetLimit::Executions { max } => ("executions", Some(*max), None),
+                crate::record::BudgetLimit::WallTime { until_ns } => {
+                    ("wall_time", None, Some(*until_ns))
+                }
+            };
+            json!({"record": "budget_spent", "limit": limit, "max_executions": max,
+            "until_ns": until_ns, "held_from": held_from.to_string()})
         }
     }
 }

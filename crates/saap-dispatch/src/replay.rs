@@ -200,6 +200,15 @@ pub enum HistoryInput {
         child: u32,
         event: HistoryEvent,
     },
+    /// A budget was granted: this many more executions, this much more wall time
+    /// (nanoseconds), at the clock reading `now_ns`.
+    Budget {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        executions: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wall_ns: Option<u64>,
+        now_ns: u64,
+    },
 }
 
 /// A child of a [`HistoryInput::Delegate`]: its request event's id and whether it runs
@@ -322,6 +331,11 @@ impl History {
                         child: *child,
                         event: ev(event),
                     },
+                    RunInput::Budget(g) => HistoryInput::Budget {
+                        executions: g.executions,
+                        wall_ns: g.wall_ns,
+                        now_ns: g.now_ns,
+                    },
                 })
                 .collect(),
             records: run.records().to_vec(),
@@ -413,6 +427,15 @@ impl History {
                         child: *child,
                         event: ev(index, event)?,
                     },
+                    HistoryInput::Budget {
+                        executions,
+                        wall_ns,
+                        now_ns,
+                    } => RunInput::Budget(crate::run::budget::BudgetGrant {
+                        executions: *executions,
+                        wall_ns: *wall_ns,
+                        now_ns: *now_ns,
+                    }),
                 })
             })
             .collect()

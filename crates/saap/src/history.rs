@@ -133,10 +133,14 @@ impl StoredRunView {
         };
         let mut inputs: Vec<RunInput> = Vec::with_capacity(stored.journal.len());
         for entry in &stored.journal {
-            if let StoredInput::Append { event, by: Some(x) } = &entry.input {
+            if let StoredInput::Append {
+                event, by: Some(x), ..
+            } = &entry.input
+            {
                 shown_by.push((event.id, ExecutionId(*x)));
             }
             let core = entry.input.core_inputs(&mut to_new);
+            inputs.extend(core.grant);
             inputs.push(core.input);
             inputs.extend(core.schedule);
             inputs.extend(core.delegate);

@@ -78,7 +78,9 @@ pub use delegation::{
     AgentInTheLoopExceptionEvent, AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent,
 };
 pub use effect::EffectError;
-pub use engine::{ChildView, Engine, EngineError, EngineOptions, Recovery};
+pub use engine::{
+    ChildView, Engine, EngineError, EngineOptions, Raise, Recovery, Resumed, RunBudget,
+};
 pub use event::{
     ChunkEvent, CostEvent, Event, ExceptionEvent, HumanInTheLoopRequestEvent,
     HumanInTheLoopResponseEvent, Payload, RunCancelledEvent, StartEvent, StopEvent, ThoughtEvent,

@@ -345,11 +345,71 @@ pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]
                 "child {child} timed out{}: its deadline came first (its run is cancelled)",
                 child_label(run, *child)
             ),
+            Record::BudgetGranted { .. } | Record::BudgetSpent { .. } => {
+                budget_line(&r).unwrap_or_default()
+            }
         };
         out.push_str(&line);
         out.push('\n');
     }
     out
+}
+
+/// A budget record as a timeline line.
+fn budget_line(r: &Record) -> Option<String> {
+    use saap_dispatch::BudgetLimit;
+    use saap_dispatch::render::utc_text;
+    Some(match r {
+        Record::BudgetGranted {
+            max_executions,
+            until_ns,
+        } => format!(
+            "budget granted: {}, {}",
+            max_executions.map_or_else(
+                || "executions unlimited".to_string(),
+                |n| format!("{n} executions in all")
+            ),
+            until_ns.map_or_else(
+                || "time unlimited".to_string(),
+                |t| format!("until {}", utc_text(t))
+            )
+        ),
+        Record::BudgetSpent { limit, held_from } => format!(
+            "  budget spent ({}): {held_from} and later executions wait for a resume",
+            match limit {
+                BudgetLimit::Executions { max } => format!("{max} executions ran"),
+                BudgetLimit::WallTime { until_ns } => format!("time ended {}", utc_text(*until_ns)),
+            }
+        ),
+        _ => return None,
+    })
+}
+
+/// Why a run whose budget is spent waits, what it holds and how to go on.
+pub fn budget_spent_text(run: &Run) -> String {
+    let held: Vec<String> = run
+        .held()
+        .filter_map(|x| {
+            run.execution(x)
+                .map(|e| format!("`{}` ({x})", step_name(run, e.step)))
+        })
+        .collect();
+    let why = match run.budget() {
+        Some(b) if b.wall_spent => "its wall time ended".to_string(),
+        Some(b) => format!(
+            "it ran the {} executions it was granted",
+            b.max_executions.unwrap_or_default()
+        ),
+        None => "its budget is spent".to_string(),
+    };
+    let held = if held.is_empty() {
+        "nothing is held yet: what it runs next will wait".to_string()
+    } else {
+        format!("held, not run: {}", held.join(", "))
+    };
+    format!(
+        "budget spent: {why}; {held}. Resume it with `resume RUN` (the first budget again) or `resume RUN --raise executions=N --raise time=DURATION`"
+    )
 }
 
 /// A child's run id (its request's event id), as ` (run ID)`.
@@ -377,7 +437,10 @@ pub fn waiting_for(run: &Run, failure: Option<&str>) -> String {
         }
         RunStatus::Live => {}
     }
-    if let Some(due) = run.next_due() {
+    if run.budget_spent() {
+        let _ = writeln!(out, "{}", budget_spent_text(run));
+    }
+    if let Some(due) = run.next_timer_due() {
         let _ = writeln!(
             out,
             "{} timer(s) pending, the next due {}",

@@ -102,6 +102,17 @@ impl TestRun {
         self.engine.send(&self.run_id, event).await
     }
 
+    /// Resumes the run when its budget is spent (see [`Engine::resume`]).
+    pub async fn resume(&self, raise: crate::Raise) -> Result<crate::Resumed, EngineError> {
+        self.engine.resume(&self.run_id, raise).await
+    }
+
+    /// Where the run stands (`running`, `waiting_budget`, `stopped`…), as the core derives
+    /// it from the log.
+    pub fn status(&self) -> &'static str {
+        self.snapshot().run.progress().as_str()
+    }
+
     /// A copy of the run's current state.
     pub fn snapshot(&self) -> RunSnapshot {
         // The run exists: TestRun is only made for runs the engine knows (an engine that

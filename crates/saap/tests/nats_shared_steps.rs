@@ -687,7 +687,7 @@ async fn a_body_from_the_work_queue_reaches_config_contexts_and_the_displayer() 
             .journal
             .iter()
             .filter(|e| {
-                matches!(&e.input, saap::backend::StoredInput::Append { event, by: Some(_) }
+                matches!(&e.input, saap::backend::StoredInput::Append { event, by: Some(_), .. }
                     if event.name == "ThoughtEvent")
             })
             .collect();

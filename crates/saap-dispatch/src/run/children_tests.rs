@@ -124,7 +124,8 @@ fn an_awaited_child_keeps_the_run_waiting_until_its_end_is_delivered() {
         Progress::Waiting {
             timer: None,
             children: 1,
-            unmet: 0
+            unmet: 0,
+            budget: false
         }
     );
     assert_eq!(d.run.progress().as_str(), "waiting_children");
@@ -165,7 +166,8 @@ fn a_child_end_no_step_takes_is_an_unmet_obligation_not_a_silent_stall() {
         Progress::Waiting {
             timer: None,
             children: 0,
-            unmet: 1
+            unmet: 1,
+            budget: false
         }
     );
     assert_eq!(d.run.progress().as_str(), "waiting_unmet");

@@ -276,6 +276,7 @@ impl Run {
         }
         self.bindings.push(Bound::One(seq));
         self.push_execution(step, seq, bind_start);
+        self.note_held(next);
         if self.executions.len() >= self.index_sets_at as usize {
             self.index_input_sets();
         }
@@ -381,6 +382,9 @@ impl Run {
         if x.state != ExecState::Running {
             return Err(CompleteError::AlreadyFinished(execution));
         }
+        if execution.0 >= self.held_from {
+            return Err(CompleteError::Held(execution));
+        }
         x.attempt += 1;
         let attempt = x.attempt;
         push_record(
@@ -402,6 +406,9 @@ impl Run {
             .ok_or(CompleteError::UnknownExecution(execution))?;
         if x.state != ExecState::Running {
             return Err(CompleteError::AlreadyFinished(execution));
+        }
+        if execution.0 >= self.held_from {
+            return Err(CompleteError::Held(execution));
         }
         if x.attempt != attempt {
             return Err(CompleteError::StaleAttempt {

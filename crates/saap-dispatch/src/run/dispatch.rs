@@ -404,6 +404,7 @@ impl Run {
                 trigger,
             },
         );
+        self.note_held(execution);
         if self.executions.len() >= self.index_sets_at as usize {
             self.index_input_sets();
         }

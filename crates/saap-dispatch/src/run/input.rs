@@ -1,6 +1,6 @@
 //! One way into a run: a [`RunInput`] (an outside event arrives, an execution finished, an
 //! execution is run again, an execution set timers, the clock reached a due time, an
-//! execution delegated, a child run ended), applied
+//! execution delegated, a child run ended, a budget was granted), applied
 //! by [`Run::handle`]. Engines on their general (journaled)
 //! path, replay and the tools hand the core their inputs this way, and a run's journal is a
 //! list of them. The specific entry points (`append`, `complete`, `complete_returned`,
@@ -9,6 +9,7 @@
 //! decisions. Must not decide anything itself: it only picks the entry point.
 
 use super::ChildRequest;
+use super::budget::{BudgetError, BudgetGrant};
 use super::children::ChildError;
 use super::timers::{TimerError, TimerRequest};
 use super::{AppendError, Appended, CompleteError, NewEvent, Outcome, PreconditionEvaluator, Run};
@@ -44,6 +45,8 @@ pub enum RunInput {
     },
     /// Child `child`'s run ended: `event` reports it (a response or an exception event).
     ChildEnded { child: u32, event: NewEvent },
+    /// A budget was granted (before the start event, or by a resume).
+    Budget(BudgetGrant),
 }
 
 /// What [`Run::handle`] did with an input.
@@ -62,6 +65,8 @@ pub enum Handled {
     Fired { timers: u32 },
     /// This many children were added.
     Delegated { children: u32 },
+    /// The budget was granted; this many held executions were released.
+    Granted { released: u32 },
 }
 
 /// Why [`Run::handle`] refused an input.
@@ -75,6 +80,8 @@ pub enum InputError {
     Timer(#[from] TimerError),
     #[error(transparent)]
     Child(#[from] ChildError),
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
 }
 
 impl Run {
@@ -122,6 +129,9 @@ impl Run {
             RunInput::ChildEnded { child, event } => {
                 Ok(Handled::Appended(self.child_ended(child, event, pre)?))
             }
+            RunInput::Budget(grant) => Ok(Handled::Granted {
+                released: self.grant(grant)?,
+            }),
         }
     }
 }

@@ -27,6 +27,7 @@ impl Run {
             r.errors.clear();
             r.timers.clear();
             r.children.clear();
+            r.budget = None;
         }
         self.ids_indexed = false;
         self.id_bits = [0; 2];
@@ -52,6 +53,7 @@ impl Run {
         self.bindings.clear();
         self.records.clear();
         self.untaken = 0;
+        self.held_from = u32::MAX;
     }
 
     /// Gives a run that has not begun — new, or just [`Run::reset`] — another key: the

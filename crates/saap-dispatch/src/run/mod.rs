@@ -12,11 +12,15 @@
 //!
 //! Where each part lives: `input` (the one way in), `append` (an event arrives), `dispatch` (which steps a logged
 //! event starts, R1–R6), `complete` (an execution ends, its outputs logged), `timers`
-//! (events delivered at a due time), `children` (runs delegated to), `progress` (where a run stands, derived), `memory`
+//! (events delivered at a due time), `children` (runs delegated to), `budget` (how much a run may
+//! run before it waits for a person), `progress` (where a run stands, derived), `memory`
 //! (tables reused between runs, sizes); this file: the types, the run's state and what can
 //! be read of it. Each file is an `impl Run` of its own.
 
 mod append;
+pub mod budget;
+#[cfg(test)]
+mod budget_tests;
 pub mod children;
 #[cfg(test)]
 mod children_tests;
@@ -230,6 +234,34 @@ pub struct ChildRequest {
     pub deadline: Option<TimerRequest>,
 }
 
+/// What a grant adds to a run's budget (see `budget`). `None` leaves that part as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct BudgetGrant {
+    /// This many more executions (counted from the run's limit, or, on a run with none yet,
+    /// from the executions released so far).
+    pub executions: Option<u32>,
+    /// This much more wall time, in nanoseconds, from `now_ns`.
+    pub wall_ns: Option<u64>,
+    /// The clock reading the grant was made at (nanoseconds since the Unix epoch).
+    pub now_ns: u64,
+}
+
+/// A run's budget as grants left it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Budget {
+    /// How many executions may run in all (those numbered below it); `None`: no limit.
+    pub max_executions: Option<u32>,
+    /// When the wall time ends (nanoseconds since the Unix epoch); `None`: no limit.
+    pub until_ns: Option<u64>,
+    /// The wall time ended (a clock reading reached `until_ns`) and no grant since gave
+    /// more: executions from [`Budget::wall_held_from`] on are held.
+    pub wall_spent: bool,
+    /// The first execution the spent wall time holds.
+    pub wall_held_from: u32,
+    /// The run's first grant: what a resume without amounts grants again.
+    pub first: BudgetGrant,
+}
+
 /// Where a child run stands, as its parent knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChildState {
@@ -294,6 +326,10 @@ pub enum CompleteError {
     UnknownExecution(ExecutionId),
     #[error("execution {0} already finished; a completion was delivered twice")]
     AlreadyFinished(ExecutionId),
+    #[error(
+        "execution {0} is held for the run's budget and has not run; a completion cannot come before a grant releases it"
+    )]
+    Held(ExecutionId),
     #[error(
         "stale completion for execution {execution}: attempt {given} finished, but attempt {current} is the live one"
     )]
@@ -390,6 +426,8 @@ struct Rare {
     timers: Vec<Timer>,
     /// The runs it delegated to, in the order they were requested (see `children`).
     children: Vec<Child>,
+    /// The run's budget, once one was granted (see `budget`).
+    budget: Option<Box<Budget>>,
 }
 
 impl Rare {
@@ -518,6 +556,9 @@ pub struct Run {
     /// Executions from this index on have not been taken by [`Run::take_started`] (the
     /// started executions are always the tail of `executions`).
     untaken: u32,
+    /// Executions from this index on are held for the budget (see `budget`): not handed
+    /// out until a grant releases them. `u32::MAX` when nothing is held.
+    held_from: u32,
 }
 
 /// The four tables a run grows as it executes — log, executions, bindings, records — and
@@ -606,6 +647,7 @@ impl Run {
             // dispatch of a chain records 4 (start, append, candidate, execution start).
             records: Vec::with_capacity((4 * steps + 3).min(FIRST_RECORDS)),
             untaken: 0,
+            held_from: u32::MAX,
         }
     }
 
@@ -772,9 +814,10 @@ impl Run {
     pub fn execution_count(&self, step: StepIdx) -> usize {
         self.executions.iter().filter(|x| x.step == step).count()
     }
-    /// Executions that started and have not finished (to run again after a restart).
+    /// Executions that started and have not finished (to run again after a restart); not
+    /// those held for the budget ([`Run::held`]).
     pub fn running(&self) -> impl Iterator<Item = ExecutionId> + '_ {
-        self.executions
+        self.executions[..self.released_len() as usize]
             .iter()
             .enumerate()
             .filter(|(_, x)| x.state == ExecState::Running)
@@ -790,7 +833,7 @@ impl Run {
     /// Takes the earliest started execution not taken yet (one at a time what
     /// [`Run::drain_started_into`] takes at once).
     pub fn next_started(&mut self) -> Option<ExecutionId> {
-        if (self.untaken as usize) < self.executions.len() {
+        if self.untaken < self.released_len() {
             self.untaken += 1;
             Some(ExecutionId(self.untaken - 1))
         } else {
@@ -807,7 +850,7 @@ impl Run {
     pub fn take_sole_started(&mut self) -> Option<(ExecutionId, StepIdx)> {
         let n = self.executions.len();
         let last = self.executions.last()?;
-        if self.untaken as usize + 1 != n {
+        if self.untaken as usize + 1 != n || n as u32 > self.held_from {
             return None;
         }
         self.untaken = n as u32;
@@ -816,13 +859,13 @@ impl Run {
 
     /// Like [`Run::take_started`], as an iterator over the ids (no buffer).
     pub fn drain_started(&mut self) -> impl Iterator<Item = ExecutionId> + use<> {
-        let end = self.executions.len() as u32;
+        let end = self.released_len();
         let from = std::mem::replace(&mut self.untaken, end);
         (from..end).map(ExecutionId)
     }
     /// Like [`Run::take_started`], into a caller's buffer (no allocation).
     pub fn drain_started_into(&mut self, out: &mut Vec<ExecutionId>) {
-        let end = self.executions.len() as u32;
+        let end = self.released_len();
         out.extend((self.untaken..end).map(ExecutionId));
         self.untaken = end;
     }

@@ -1,6 +1,7 @@
 //! Where a run stands ([`Progress`], DESIGN §8), derived from its log every time it is
 //! asked, never stored as a second truth: not begun, running, waiting (for an event, for a
-//! timer when one is pending, for awaited children, or stuck on an unmet obligation), or
+//! timer when one is pending, for awaited children, stuck on an unmet obligation, or for a
+//! person to resume it when its budget is spent), or
 //! ended — stopped, failed or cancelled, by the event that ended it. Engines add what only they know (queued, claimed by an owner). Must not
 //! change the run.
 
@@ -18,11 +19,13 @@ pub enum Progress {
     /// timer when it has one (`timer`: due time, nanoseconds since the Unix epoch), and for
     /// the ends of its awaited children (`children`: how many). `unmet`: how many children
     /// ended with a report no step takes — with nothing else pending, only an event sent
-    /// from outside (or a cancel) can move such a run.
+    /// from outside (or a cancel) can move such a run. `budget`: its budget is spent (see
+    /// `budget`): what it runs next waits for a grant (a person resuming it).
     Waiting {
         timer: Option<u64>,
         children: u32,
         unmet: u32,
+        budget: bool,
     },
     /// Ended by a stop event.
     Stopped,
@@ -38,6 +41,7 @@ impl Progress {
         match self {
             Progress::NotStarted => "not_started",
             Progress::Running { .. } => "running",
+            Progress::Waiting { budget: true, .. } => "waiting_budget",
             Progress::Waiting { children: 1.., .. } => "waiting_children",
             Progress::Waiting { timer: Some(_), .. } => "waiting_timer",
             Progress::Waiting { unmet: 1.., .. } => "waiting_unmet",
@@ -74,9 +78,10 @@ impl Run {
             }
             RunStatus::Live => match self.running().count() {
                 0 => Progress::Waiting {
-                    timer: self.next_due(),
+                    timer: self.next_timer_due(),
                     children: self.awaited_child_count() as u32,
                     unmet: self.unmet_obligation_count() as u32,
+                    budget: self.budget_spent(),
                 },
                 n => Progress::Running {
                     executions: n as u32,
@@ -153,7 +158,8 @@ mod tests {
             Progress::Waiting {
                 timer: None,
                 children: 0,
-                unmet: 0
+                unmet: 0,
+                budget: false
             }
         );
         assert_eq!(run.progress().as_str(), "waiting_event");
@@ -171,7 +177,8 @@ mod tests {
             Progress::Waiting {
                 timer: Some(77),
                 children: 0,
-                unmet: 0
+                unmet: 0,
+                budget: false
             }
         );
         assert_eq!(run.progress().as_str(), "waiting_timer");

@@ -88,12 +88,15 @@ impl Run {
 
     /// Fires every pending timer due at `now_ns` (in order of due time, then of setting):
     /// each one's event is appended as its execution's output and dispatched. Returns how
-    /// many fired. A fired event that ends the run drops the timers still pending.
+    /// many fired. A fired event that ends the run drops the timers still pending. A wall-time
+    /// budget that ended by `now_ns` is spent first (see `budget`): what the timers start
+    /// waits for a grant.
     pub fn fire_due(
         &mut self,
         now_ns: u64,
         pre: &mut dyn PreconditionEvaluator,
     ) -> Result<u32, AppendError> {
+        self.spend_wall_time(now_ns);
         let mut fired = 0;
         while let Some(timer) = self.next_due_timer(now_ns) {
             let t = &mut rare(&mut self.rare).timers[timer as usize];
@@ -127,9 +130,23 @@ impl Run {
         Ok(fired)
     }
 
-    /// The earliest due time of a pending timer: when the engine should pass the run a
-    /// clock reading next.
+    /// The earliest due time of a pending timer, or the end of the run's wall-time budget
+    /// when that comes first: when the engine should pass the run a clock reading next.
     pub fn next_due(&self) -> Option<u64> {
+        let timer = self
+            .timers()
+            .iter()
+            .filter(|t| t.state == TimerState::Pending)
+            .map(|t| t.due_ns)
+            .min();
+        match (timer, self.wall_due()) {
+            (Some(t), Some(w)) => Some(t.min(w)),
+            (t, w) => t.or(w),
+        }
+    }
+
+    /// The earliest due time of a pending timer (not the budget's end).
+    pub fn next_timer_due(&self) -> Option<u64> {
         self.timers()
             .iter()
             .filter(|t| t.state == TimerState::Pending)

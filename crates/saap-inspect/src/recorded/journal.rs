@@ -40,6 +40,9 @@ struct StoredEvent {
 enum StoredInput {
     Append {
         event: StoredEvent,
+        /// A start event's budget, granted before it.
+        #[serde(default)]
+        budget: Option<StoredGrant>,
     },
     Complete {
         execution: u32,
@@ -65,6 +68,35 @@ enum StoredInput {
         child: u32,
         event: StoredEvent,
     },
+    /// More budget for the run (a resume).
+    Budget(StoredGrant),
+}
+
+/// A budget grant as stored.
+#[derive(Deserialize, Clone, Copy)]
+struct StoredGrant {
+    #[serde(default)]
+    executions: Option<u32>,
+    #[serde(default)]
+    wall_ns: Option<u64>,
+    now_ns: u64,
+}
+
+impl StoredGrant {
+    fn input(self) -> RunInput {
+        RunInput::Budget(saap_dispatch::run::budget::BudgetGrant {
+            executions: self.executions,
+            wall_ns: self.wall_ns,
+            now_ns: self.now_ns,
+        })
+    }
+    fn history(self) -> HistoryInput {
+        HistoryInput::Budget {
+            executions: self.executions,
+            wall_ns: self.wall_ns,
+            now_ns: self.now_ns,
+        }
+    }
 }
 
 /// A child run as stored with its completion.
@@ -146,7 +178,11 @@ pub fn inputs(
     let mut inputs = Vec::with_capacity(d.inputs.len());
     for i in &d.inputs {
         match i {
-            StoredInput::Append { event } => inputs.push(RunInput::Append(new_event(spec, event))),
+            StoredInput::Append { event, budget } => {
+                inputs.extend(budget.map(StoredGrant::input));
+                inputs.push(RunInput::Append(new_event(spec, event)));
+            }
+            StoredInput::Budget(g) => inputs.push(g.input()),
             StoredInput::Complete {
                 execution,
                 attempt,
@@ -218,7 +254,11 @@ pub fn history(run_id: &str, j: &JournalRun) -> Result<History> {
     let mut inputs = Vec::with_capacity(d.inputs.len());
     for i in &d.inputs {
         match i {
-            StoredInput::Append { event } => inputs.push(HistoryInput::Append { event: ev(event) }),
+            StoredInput::Append { event, budget } => {
+                inputs.extend(budget.map(StoredGrant::history));
+                inputs.push(HistoryInput::Append { event: ev(event) });
+            }
+            StoredInput::Budget(g) => inputs.push(g.history()),
             StoredInput::Complete {
                 execution,
                 attempt,
@@ -426,6 +466,15 @@ fn input_text(run: &Run, input: &RunInput) -> String {
         RunInput::ChildEnded { child, event } => {
             format!("child {child} ends: {} {} arrives", name(event), event.id)
         }
+        RunInput::Budget(g) => format!(
+            "a budget is granted: {} more execution(s), {} more",
+            g.executions
+                .map_or_else(|| "no".to_string(), |n| n.to_string()),
+            g.wall_ns.map_or_else(
+                || "no time".to_string(),
+                |ns| format!("{:.1} s", ns as f64 / 1e9)
+            )
+        ),
     }
 }
 

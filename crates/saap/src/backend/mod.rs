@@ -115,6 +115,9 @@ pub enum StoredInput {
         /// The execution that showed this display event, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<u32>,
+        /// The budget a run's start event starts it with (granted before the event).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget: Option<StoredGrant>,
     },
     Complete {
         execution: u32,
@@ -143,6 +146,39 @@ pub enum StoredInput {
         child: u32,
         event: StoredEvent,
     },
+    /// More budget was granted to the run (a resume).
+    Budget(StoredGrant),
+}
+
+/// A budget grant as stored: this many more executions, this much more wall time
+/// (nanoseconds), at the clock reading `now_ns` (see `saap_dispatch::run::budget`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredGrant {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executions: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ns: Option<u64>,
+    pub now_ns: u64,
+}
+
+impl StoredGrant {
+    /// The core's grant.
+    pub fn grant(self) -> saap_dispatch::run::budget::BudgetGrant {
+        saap_dispatch::run::budget::BudgetGrant {
+            executions: self.executions,
+            wall_ns: self.wall_ns,
+            now_ns: self.now_ns,
+        }
+    }
+
+    /// The stored form of a core grant.
+    pub fn of(g: saap_dispatch::run::budget::BudgetGrant) -> StoredGrant {
+        StoredGrant {
+            executions: g.executions,
+            wall_ns: g.wall_ns,
+            now_ns: g.now_ns,
+        }
+    }
 }
 
 /// A child run as stored in the journal: the output that requested it, whether it runs
@@ -157,9 +193,11 @@ pub struct StoredChild {
     pub deadline: Option<StoredTimer>,
 }
 
-/// The core's inputs one journal entry stands for ([`StoredInput::core_inputs`]): the input,
-/// then, for a completion, the timers and the children it set.
+/// The core's inputs one journal entry stands for ([`StoredInput::core_inputs`]): for a start
+/// event with a budget, the grant first; the input; then, for a completion, the timers and
+/// the children it set.
 pub struct CoreInputs {
+    pub grant: Option<RunInput>,
     pub input: RunInput,
     pub schedule: Option<RunInput>,
     pub delegate: Option<RunInput>,
@@ -183,12 +221,19 @@ impl StoredInput {
     ) -> CoreInputs {
         use saap_dispatch::{ExecutionId, Outcome};
         let one = |input| CoreInputs {
+            grant: None,
             input,
             schedule: None,
             delegate: None,
         };
         match self {
-            StoredInput::Append { event: e, .. } => one(RunInput::Append(event(e))),
+            StoredInput::Append {
+                event: e, budget, ..
+            } => CoreInputs {
+                grant: budget.map(|g| RunInput::Budget(g.grant())),
+                ..one(RunInput::Append(event(e)))
+            },
+            StoredInput::Budget(g) => one(RunInput::Budget(g.grant())),
             StoredInput::Complete {
                 execution,
                 attempt,
@@ -230,6 +275,7 @@ impl StoredInput {
                         .collect(),
                 });
                 CoreInputs {
+                    grant: None,
                     input: RunInput::Complete {
                         execution,
                         attempt: *attempt,
@@ -306,6 +352,24 @@ fn write_event(e: &StoredEvent, out: &mut Vec<u8>) -> Result<(), crate::event::P
     Ok(())
 }
 
+/// Appends a grant as `{"executions":…,"wall_ns":…,"now_ns":…}` (absent parts left out).
+fn write_grant(g: &StoredGrant, out: &mut Vec<u8>) {
+    out.push(b'{');
+    if let Some(n) = g.executions {
+        out.extend_from_slice(b"\"executions\":");
+        write_u32(n, out);
+        out.push(b',');
+    }
+    if let Some(w) = g.wall_ns {
+        out.extend_from_slice(b"\"wall_ns\":");
+        write_u64(w, out);
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"now_ns\":");
+    write_u64(g.now_ns, out);
+    out.push(b'}');
+}
+
 /// Encodes a journal entry as the JSON that `JournalEntry`'s `Deserialize` reads (the same
 /// text serde would write, built directly: payloads go from their typed value to text).
 pub fn encode_entry(
@@ -316,13 +380,27 @@ pub fn encode_entry(
 ) -> Result<(), crate::event::PayloadError> {
     out.extend_from_slice(b"{\"i\":{\"in\":");
     match input {
-        StoredInput::Append { event, by } => {
+        StoredInput::Append { event, by, budget } => {
             out.extend_from_slice(b"\"append\",\"event\":");
             write_event(event, out)?;
             if let Some(x) = by {
                 out.extend_from_slice(b",\"by\":");
                 write_u32(*x, out);
             }
+            if let Some(g) = budget {
+                out.extend_from_slice(b",\"budget\":");
+                write_grant(g, out);
+            }
+        }
+        StoredInput::Budget(g) => {
+            // The grant's fields beside the tag (how serde writes a newtype variant of an
+            // internally tagged enum).
+            out.extend_from_slice(b"\"budget\"");
+            let mut fields = Vec::new();
+            write_grant(g, &mut fields);
+            // `{...}` without its braces, after a comma.
+            out.push(b',');
+            out.extend_from_slice(&fields[1..fields.len() - 1]);
         }
         StoredInput::Complete {
             execution,
@@ -814,6 +892,7 @@ mod tests {
                 input: StoredInput::Append {
                     event: ev(1, typed.clone()),
                     by: Some(3),
+                    budget: None,
                 },
                 preconditions: vec![true, false],
                 at: Some(1_764_000_000_123_456_789),
@@ -822,7 +901,30 @@ mod tests {
                 input: StoredInput::Append {
                     event: ev(2, json.clone()),
                     by: None,
+                    budget: Some(StoredGrant {
+                        executions: Some(3),
+                        wall_ns: Some(5_000),
+                        now_ns: 1_764_000_000_000_000_000,
+                    }),
                 },
+                preconditions: vec![],
+                at: None,
+            },
+            JournalEntry {
+                input: StoredInput::Budget(StoredGrant {
+                    executions: None,
+                    wall_ns: Some(60_000_000_000),
+                    now_ns: 1_764_000_003_000_000_000,
+                }),
+                preconditions: vec![],
+                at: Some(1_764_000_003_000_000_001),
+            },
+            JournalEntry {
+                input: StoredInput::Budget(StoredGrant {
+                    executions: Some(1),
+                    wall_ns: None,
+                    now_ns: 0,
+                }),
                 preconditions: vec![],
                 at: None,
             },

@@ -195,8 +195,9 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
 }
 
 /// Where the run stands as the core derives it (DESIGN §8): `{state, timer_due?,
-/// children?, unmet?, executions?}`, `state` one of not_started, running, waiting_event,
-/// waiting_timer, waiting_children, waiting_unmet, stopped, failed, cancelled.
+/// children?, unmet?, held?, executions?}`, `state` one of not_started, running,
+/// waiting_event, waiting_timer, waiting_children, waiting_unmet, waiting_budget, stopped,
+/// failed, cancelled.
 fn progress_json(p: saap_dispatch::run::progress::Progress) -> serde_json::Value {
     use saap_dispatch::run::progress::Progress;
     let mut v = json!({ "state": p.as_str() });
@@ -205,6 +206,7 @@ fn progress_json(p: saap_dispatch::run::progress::Progress) -> serde_json::Value
             timer,
             children,
             unmet,
+            budget: _,
         } => {
             if let Some(due) = timer {
                 v["timer_due"] = json!(saap_dispatch::render::utc_text(due));

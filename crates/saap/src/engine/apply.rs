@@ -19,7 +19,7 @@ use super::slot::{
     take_due_payloads,
 };
 use crate::backend::{
-    Pending, PersistBatch, RunMeta, StoreError, StoredChild, StoredInput, StoredTimer,
+    Pending, PersistBatch, RunMeta, StoreError, StoredChild, StoredGrant, StoredInput, StoredTimer,
 };
 use crate::context::ContextError;
 use crate::event::Payload;
@@ -27,6 +27,7 @@ use crate::params::{BoundEvent, OutEvent};
 use saap_dispatch::run::input::{Handled, InputError, RunInput};
 use saap_dispatch::run::progress::Progress;
 
+use saap_dispatch::run::budget::BudgetGrant;
 use saap_dispatch::run::children::ChildError;
 use saap_dispatch::run::timers::TimerRequest;
 use saap_dispatch::run::{AppendError, CompleteError};
@@ -35,6 +36,14 @@ use std::sync::Arc;
 
 pub(super) enum Input {
     Append(Incoming),
+    /// A run's start event with the budget the run starts with (granted first, in the
+    /// same journal entry).
+    Start {
+        ev: Incoming,
+        budget: BudgetGrant,
+    },
+    /// More budget for the run (a resume).
+    Budget(BudgetGrant),
     Complete {
         execution: ExecutionId,
         attempt: u32,
@@ -62,6 +71,17 @@ pub(super) enum Bind {
     /// starts on this thread: [`Engine::run`] on a task that drives all of the run's
     /// executions); when there are several, as `Events`.
     Extract,
+}
+
+/// The core's input for an outside event; its payload goes to `pending` (offered with it).
+fn appended_input(ev: Incoming, pending: &mut Vec<(EventId, Payload)>) -> RunInput {
+    // Exact: the scratch lives as long as the run.
+    pending.reserve_exact(1);
+    pending.push((ev.id, ev.payload));
+    RunInput::Append(NewEvent {
+        id: ev.id,
+        ty: ev.ty,
+    })
 }
 
 /// What [`Shared::apply_locked`] did: the journal entry's durability, the append's result,
@@ -623,22 +643,33 @@ impl Shared {
         // Requests among a completion's outputs that start child runs.
         let mut children = Vec::new();
         let clock = matches!(input, Input::Clock(_));
+        let granted = matches!(input, Input::Start { .. } | Input::Budget(_));
         // The engine's input as the core's (one way in, `Run::handle`), with what the
         // journal keeps of it and the payloads of the events it brings.
         let (core_input, by) = match input {
+            Input::Budget(grant) => {
+                stored_input = journal.then(|| StoredInput::Budget(StoredGrant::of(grant)));
+                (RunInput::Budget(grant), None)
+            }
+            Input::Start { ev, budget } => {
+                // Granted before the start event (the run has not begun, so only an empty
+                // grant is refused), kept in the start event's journal entry.
+                st.run.grant(budget).map_err(|e| core_err(&e))?;
+                stored_input = journal.then(|| StoredInput::Append {
+                    event: stored(&ev),
+                    by: None,
+                    budget: Some(StoredGrant::of(budget)),
+                });
+                (appended_input(ev, &mut pending), None)
+            }
             Input::Append(ev) => {
                 stored_input = journal.then(|| StoredInput::Append {
                     event: stored(&ev),
                     by: ev.by.map(|x| x.0),
+                    budget: None,
                 });
-                // Exact: the scratch lives as long as the run.
-                pending.reserve_exact(1);
-                pending.push((ev.id, ev.payload));
-                let new = NewEvent {
-                    id: ev.id,
-                    ty: ev.ty,
-                };
-                (RunInput::Append(new), ev.by)
+                let by = ev.by;
+                (appended_input(ev, &mut pending), by)
             }
             Input::Complete {
                 execution,
@@ -797,7 +828,8 @@ impl Shared {
             | RunInput::Schedule { .. }
             | RunInput::Clock { .. }
             | RunInput::Delegate { .. }
-            | RunInput::ChildEnded { .. } => (None, None),
+            | RunInput::ChildEnded { .. }
+            | RunInput::Budget(_) => (None, None),
         };
         let records_before = if clock { st.run.records().len() } else { 0 };
         match (st.run.handle(core_input, &mut pre), completing) {
@@ -817,7 +849,12 @@ impl Shared {
             }
             (Ok(Handled::Retried { attempt }), _) => retried = retrying.map(|x| (x, attempt)),
             (
-                Ok(Handled::Scheduled { .. } | Handled::Fired { .. } | Handled::Delegated { .. }),
+                Ok(
+                    Handled::Scheduled { .. }
+                    | Handled::Fired { .. }
+                    | Handled::Delegated { .. }
+                    | Handled::Granted { .. },
+                ),
                 _,
             ) => {}
             // A child's end delivered again (making sure of children after a restart): the
@@ -872,7 +909,8 @@ impl Shared {
             st.shown_by().extend(display_by);
         }
 
-        if clock || st.timers.is_some() {
+        // A grant of time makes its end due (the run is woken then to spend it).
+        if clock || granted || st.timers.is_some() {
             self.note_timers(slot, st);
         }
         // Children whose deadline this clock reading passed: cancelled once it is durable.

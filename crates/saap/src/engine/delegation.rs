@@ -416,7 +416,7 @@ impl Shared {
             st.parent = link.map(Box::new);
             st.delegated_by = Some(Box::new(by));
         }
-        let applied = match self.apply_to_launch(&slot, Input::Append(ev)) {
+        let applied = match self.apply_to_launch(&slot, self.start_input(ev)) {
             Ok(a) => a,
             Err(e) => {
                 self.release(slot);

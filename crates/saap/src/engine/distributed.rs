@@ -56,8 +56,15 @@ impl Engine {
             super::Thread::Given(thread_id.into()),
             run,
         ));
-        let slot = self.shared.insert_if_absent(fresh);
-        self.shared.submit(&slot, Input::Append(ev)).await?;
+        let slot = self.shared.insert_if_absent(fresh.clone());
+        // The run's budget comes with its first start only (a start delivered again is a
+        // duplicate, granted nothing).
+        let input = if Arc::ptr_eq(&slot, &fresh) {
+            self.shared.start_input(ev)
+        } else {
+            Input::Append(ev)
+        };
+        self.shared.submit(&slot, input).await?;
         Ok(id)
     }
 

@@ -49,6 +49,14 @@ pub enum EngineError {
         "SAAP-E012: run `{run_id}` has already ended ({outcome}); there is nothing to cancel (an event sent to it now is only kept as evidence)"
     )]
     RunEnded { run_id: String, outcome: String },
+    #[error("SAAP-E020: run `{run_id}` is not paused on its budget ({state}); {hint}")]
+    NotPaused {
+        run_id: String,
+        state: String,
+        hint: String,
+    },
+    #[error("SAAP-E021: {0}")]
+    BadRaise(String),
 }
 
 impl EngineError {
@@ -64,6 +72,8 @@ impl EngineError {
             EngineError::Replay { .. } => "SAAP-E007",
             EngineError::Core { .. } => "SAAP-E008",
             EngineError::RunEnded { .. } => "SAAP-E012",
+            EngineError::NotPaused { .. } => "SAAP-E020",
+            EngineError::BadRaise(_) => "SAAP-E021",
             EngineError::Config(e) => e.code(),
             EngineError::Resource(e) => e.code(),
         }

@@ -36,6 +36,7 @@
 mod apply;
 mod bind;
 mod body;
+mod budget;
 mod cancel;
 mod ctx_host;
 mod delegation;
@@ -68,11 +69,12 @@ mod distributed;
 #[cfg(test)]
 mod tests;
 
+pub use budget::{Raise, Resumed};
 pub use delegation::ChildView;
 pub(crate) use delegation::child_views;
 pub use error::EngineError;
 pub use executor::{LocalSlot, StepExecutor, Work};
-pub use options::{EngineOptions, Recovery};
+pub use options::{EngineOptions, Recovery, RunBudget};
 pub(crate) use shared::Shared;
 pub(crate) use slot::RunSlot;
 
@@ -561,9 +563,8 @@ impl Engine {
         // extracted in the start event's locked section (its body starts on this task).
         let shares = shares_task(&self.shared);
         let bind = if shares { Bind::Extract } else { Bind::Events };
-        let applied = self
-            .shared
-            .apply_with(&slot, Input::Append(ev), Vec::new(), bind)?;
+        let input = self.shared.start_input(ev);
+        let applied = self.shared.apply_with(&slot, input, Vec::new(), bind)?;
         let stored = match applied.durable {
             Pending::Ready(r) => r,
             waiting => waiting.wait().await,
@@ -636,7 +637,9 @@ impl Engine {
     ) -> Result<(Arc<RunSlot>, Applied), EngineError> {
         let ev = ev?;
         let slot = self.shared.new_run(thread_id, &ev, ids)?;
-        let applied = self.shared.apply_to_launch(&slot, Input::Append(ev))?;
+        let applied = self
+            .shared
+            .apply_to_launch(&slot, self.shared.start_input(ev))?;
         Ok((slot, applied))
     }
 
@@ -744,6 +747,15 @@ impl Engine {
     /// one too (`SAAP-E001`).
     pub async fn cancel(&self, run_id: &str, reason: &str) -> Result<EventId, EngineError> {
         self.shared.cancel_run(run_id, reason).await
+    }
+
+    /// Resumes a run whose budget is spent ([`EngineOptions::run_budget`]; its status is
+    /// `waiting_budget`): grants `raise` — each spent part it leaves `None` is granted again
+    /// as the run first had it — journaled like any input, and runs the executions it
+    /// releases. A run that is not paused on its budget is refused (`SAAP-E020`, ended runs
+    /// included), a raise of nothing (`executions: Some(0)`) too (`SAAP-E021`).
+    pub async fn resume(&self, run_id: &str, raise: Raise) -> Result<Resumed, EngineError> {
+        self.shared.resume_run(run_id, raise).await
     }
 
     /// A consistent copy of a run's state, for inspection.

@@ -41,6 +41,41 @@ pub struct EngineOptions {
     /// this many records or bytes, a new call fails its step with `SAAP-E016` (default
     /// 5,000 records or 8 MiB).
     pub effect_limits: crate::backend::EffectLimits,
+    /// The budget every run starts with (DESIGN §8; default: none). A run that spends it
+    /// parks in `waiting_budget` — what it would run next is held, nothing is lost — until
+    /// [`crate::Engine::resume`] grants more.
+    pub run_budget: RunBudget,
+}
+
+/// How much a run may run before it waits for a person ([`EngineOptions::run_budget`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunBudget {
+    /// The most executions the run may run (retries of one execution count once).
+    pub max_executions: Option<u32>,
+    /// The longest the run may run, from its start (wall-clock time: a run that waits
+    /// spends it too). Executions running when it ends finish; later ones are held.
+    pub max_wall_time: Option<std::time::Duration>,
+}
+
+impl RunBudget {
+    /// No limit.
+    pub fn is_unlimited(&self) -> bool {
+        self.max_executions.is_none() && self.max_wall_time.is_none()
+    }
+
+    /// The core's grant of this budget at the clock reading `now_ns` (none if unlimited).
+    pub fn grant(&self, now_ns: u64) -> Option<saap_dispatch::run::budget::BudgetGrant> {
+        (!self.is_unlimited()).then(|| saap_dispatch::run::budget::BudgetGrant {
+            executions: self.max_executions,
+            wall_ns: self.max_wall_time.map(duration_ns),
+            now_ns,
+        })
+    }
+}
+
+/// A duration in nanoseconds, saturating.
+pub(crate) fn duration_ns(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Default for EngineOptions {
@@ -55,6 +90,7 @@ impl Default for EngineOptions {
             max_timer_horizon: std::time::Duration::from_secs(366 * 86_400),
             max_delegation_depth: 8,
             effect_limits: crate::backend::EffectLimits::default(),
+            run_budget: RunBudget::default(),
         }
     }
 }

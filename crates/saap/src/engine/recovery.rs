@@ -54,7 +54,7 @@ impl Shared {
                 let mut timers = Vec::new();
                 // The payloads of the events this entry logs (and of the timers it sets).
                 match &entry.input {
-                    StoredInput::Append { event, by } => {
+                    StoredInput::Append { event, by, .. } => {
                         shown_by = by.map(|x| (event.id, ExecutionId(x)));
                         pending.push(payload(event));
                     }
@@ -79,9 +79,10 @@ impl Shared {
                         take_due_payloads(&st.run, &mut st.timers, *now_ns, &mut pending)
                     }
                     StoredInput::ChildEnded { event, .. } => pending.push(payload(event)),
-                    StoredInput::Retry { .. } => {}
+                    StoredInput::Retry { .. } | StoredInput::Budget(_) => {}
                 }
                 let crate::backend::CoreInputs {
+                    grant,
                     input,
                     schedule,
                     delegate,
@@ -93,6 +94,9 @@ impl Shared {
                 let bad = |e: saap_dispatch::run::input::InputError| {
                     format!("SAAP-R003: journal entry {i} cannot be applied: {e}")
                 };
+                if let Some(grant) = grant {
+                    st.run.apply(grant, &mut pre).map_err(bad)?;
+                }
                 st.run.apply(input, &mut pre).map_err(bad)?;
                 let first_timer = st.run.timers().len();
                 if let Some(schedule) = schedule {

@@ -37,10 +37,11 @@ impl Shared {
     }
 
     /// Queues the pending timers of a run just rebuilt from its journal and held by the
-    /// engine (one due while no engine had the run fires at once).
+    /// engine (one due while no engine had the run fires at once), and the end of its
+    /// wall-time budget.
     pub(super) fn arm_timers(&self, slot: &RunSlot) {
         let mut st = slot.lock();
-        if st.timers.is_some() {
+        if st.timers.is_some() || st.run.next_due().is_some() {
             self.note_timers(slot, &mut st);
         }
     }

@@ -681,7 +681,9 @@ impl Inner {
                     .filter(|e| e.kind & saap_dispatch::EventKind::DISPLAY != 0)
                     .collect(),
             ),
-            StoredInput::Append { event, by: Some(_) } => (Vec::new(), vec![event]),
+            StoredInput::Append {
+                event, by: Some(_), ..
+            } => (Vec::new(), vec![event]),
             _ => return,
         };
         for ev in controls {

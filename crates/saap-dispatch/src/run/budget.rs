@@ -1,0 +1,173 @@
+//! Run budgets (DESIGN §8): how many executions a run may run and until when. A budget is
+//! granted by an input ([`Run::grant`], journaled: at the start with the start event, later
+//! by a person resuming the run); once it is spent the run parks in `waiting: budget`.
+//!
+//! Parking never changes a decision: executions are still started as R1–R6 decide (their
+//! records, counts and input sets are the same as without a budget), but those past the
+//! budget are *held* — the engine is not handed them ([`Run::next_started`] and the other
+//! take functions stop at the first held one) until a grant releases them. Executions are
+//! numbered in start order, so the held ones are always a tail: everything from
+//! `held_from` on. An executions budget spends when an execution past it is started; a
+//! wall-time budget spends when a clock reading reaches its end (the engine is asked to
+//! come back then through [`Run::next_due`]): executions already running finish, new ones
+//! are held. Must not read a clock: time comes in with the grant and the clock inputs.
+
+pub use super::{Budget, BudgetGrant};
+use super::{ExecState, Run, push_record, rare};
+use crate::ids::ExecutionId;
+use crate::record::{BudgetLimit, Record};
+
+/// Why [`Run::grant`] refused a grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    #[error("the run has ended: a budget cannot be granted to it")]
+    RunEnded,
+    #[error("a grant must give more executions or more time (it gave neither)")]
+    Empty,
+}
+
+impl Run {
+    /// Grants a budget (the first grant sets it, later ones add to it) and releases the
+    /// held executions it now covers, recording `BudgetGranted`. Returns how many were
+    /// released (taken with [`Run::next_started`] as if they had just started).
+    pub fn grant(&mut self, grant: BudgetGrant) -> Result<u32, BudgetError> {
+        if self.is_terminated() {
+            return Err(BudgetError::RunEnded);
+        }
+        if grant.executions.is_none() && grant.wall_ns.is_none() {
+            return Err(BudgetError::Empty);
+        }
+        let released_before = self.released_len();
+        let b = rare(&mut self.rare).budget.get_or_insert_with(|| {
+            Box::new(Budget {
+                first: grant,
+                ..Budget::default()
+            })
+        });
+        if let Some(n) = grant.executions {
+            b.max_executions = Some(
+                b.max_executions
+                    .unwrap_or(released_before)
+                    .saturating_add(n),
+            );
+        }
+        if let Some(w) = grant.wall_ns {
+            b.until_ns = Some(grant.now_ns.saturating_add(w));
+            b.wall_spent = false;
+        }
+        let (max_executions, until_ns) = (b.max_executions, b.until_ns);
+        self.held_from = b.held_from();
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::BudgetGranted {
+                max_executions,
+                until_ns,
+            },
+        );
+        Ok(self.released_len() - released_before)
+    }
+
+    /// The run's budget, if it was granted one.
+    pub fn budget(&self) -> Option<&Budget> {
+        self.rare.as_ref()?.budget.as_deref()
+    }
+
+    /// Whether the budget is spent: executions wait for it, or its wall time ended (what the
+    /// run does next would wait). Only a grant changes that.
+    pub fn budget_spent(&self) -> bool {
+        self.held().next().is_some() || self.budget().is_some_and(|b| b.wall_spent)
+    }
+
+    /// The executions started and held for the budget, in start order.
+    pub fn held(&self) -> impl Iterator<Item = ExecutionId> + '_ {
+        let from = (self.held_from as usize).min(self.executions.len());
+        self.executions[from..]
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.state == ExecState::Running)
+            .map(move |(i, _)| ExecutionId((from + i) as u32))
+    }
+
+    /// Whether `execution` is held for the budget (started, not released).
+    pub fn is_held(&self, execution: ExecutionId) -> bool {
+        execution.0 >= self.held_from
+    }
+
+    /// How many executions the engine may be handed: those before the first held one.
+    #[inline(always)]
+    pub(super) fn released_len(&self) -> u32 {
+        (self.executions.len() as u32).min(self.held_from)
+    }
+
+    /// After execution `x` started: when the budget holds it, the record of the budget
+    /// being spent, made by the first execution an executions budget holds. Inlined: one
+    /// comparison when nothing is held.
+    #[inline(always)]
+    pub(super) fn note_held(&mut self, x: ExecutionId) {
+        if x.0 >= self.held_from {
+            self.execution_held(x);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn execution_held(&mut self, x: ExecutionId) {
+        let Some(b) = self.budget() else { return };
+        // The wall time's end recorded the spending already.
+        if b.wall_spent || b.max_executions != Some(x.0) {
+            return;
+        }
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::BudgetSpent {
+                limit: BudgetLimit::Executions { max: x.0 },
+                held_from: x,
+            },
+        );
+    }
+
+    /// When the wall time ends, if it has not ended yet (for [`Run::next_due`]).
+    pub(super) fn wall_due(&self) -> Option<u64> {
+        match self.budget() {
+            Some(b) if !b.wall_spent && !self.is_terminated() => b.until_ns,
+            _ => None,
+        }
+    }
+
+    /// A clock reading at `now_ns`: when it reaches the wall time's end, the budget is
+    /// spent — the executions started from now on are held — and `BudgetSpent` recorded.
+    pub(super) fn spend_wall_time(&mut self, now_ns: u64) {
+        let Some(until_ns) = self.wall_due().filter(|u| *u <= now_ns) else {
+            return;
+        };
+        let next = self.executions.len() as u32;
+        let Some(b) = rare(&mut self.rare).budget.as_mut() else {
+            return;
+        };
+        b.wall_spent = true;
+        b.wall_held_from = next;
+        self.held_from = b.held_from();
+        push_record(
+            &mut self.records,
+            &mut self.rare,
+            Record::BudgetSpent {
+                limit: BudgetLimit::WallTime { until_ns },
+                held_from: ExecutionId(next),
+            },
+        );
+    }
+}
+
+impl Budget {
+    /// The first execution the budget holds (`u32::MAX`: none).
+    fn held_from(&self) -> u32 {
+        let wall = if self.wall_spent {
+            self.wall_held_from
+        } else {
+            u32::MAX
+        };
+        wall.min(self.max_executions.unwrap_or(u32::MAX))
+    }
+}
