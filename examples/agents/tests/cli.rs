@@ -1148,3 +1148,95 @@ fn a_delegating_agents_program_runs_its_children_and_shows_their_tree() {
         nats.stderr
     );
 }
+
+#[test]
+fn a_run_that_spends_its_budget_pauses_and_resume_continues_it_in_another_process() {
+    let (_d, db) = temp_db();
+    let dbs = db.to_str().unwrap();
+    // plan fans out to three searches: the budget of 3 runs plan and two of them.
+    let out = rag(
+        &db,
+        &[
+            "run",
+            "--message",
+            "reset",
+            "--max-executions",
+            "3",
+            "--json",
+        ],
+    );
+    assert_eq!(out.code, 1, "paused, not stopped: {}", out.stderr);
+    let last: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["status"], "live");
+    assert_eq!(last["state"], "waiting_budget");
+    let run_id = last["run_id"].as_str().unwrap().to_string();
+    let waiting_for = last["waiting_for"].as_str().unwrap();
+    assert!(
+        waiting_for.contains("budget spent: it ran the 3 executions it was granted"),
+        "{waiting_for}"
+    );
+    assert!(waiting_for.contains("`search`"), "{waiting_for}");
+    let text = rag(&db, &["run", "--message", "x", "--max-executions", "1"]);
+    assert!(
+        text.stderr.contains("is paused: its budget is spent") && text.stderr.contains("`resume "),
+        "{}",
+        text.stderr
+    );
+
+    // Listed among the waiting runs, as waiting for its budget.
+    let listed = rag(&db, &["runs", "--status", "waiting", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    let mine = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == run_id.as_str())
+        .unwrap();
+    assert_eq!(mine["status"], "waiting_budget");
+    let shown: serde_json::Value =
+        serde_json::from_str(&rag(&db, &["show", &run_id, "--json"]).stdout).unwrap();
+    assert_eq!(shown["progress"]["state"], "waiting_budget");
+    let timeline = rag(&db, &["show", &run_id]).stdout;
+    assert!(
+        timeline.contains("budget spent (3 executions ran)"),
+        "{timeline}"
+    );
+
+    // A raise that is not one, and a raise of a part twice: invalid input.
+    let bad = agent(
+        "rag-agent",
+        &db,
+        &["resume", &run_id, "--raise", "tokens=5", "--db", dbs],
+    );
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("raise `executions` or `time`"),
+        "{}",
+        bad.stderr
+    );
+
+    // Resumed in another process: the same budget again (3 more) finishes the run.
+    let resumed = agent(
+        "rag-agent",
+        &db,
+        &["resume", &run_id[..12], "--db", dbs, "--json"],
+    );
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(
+        resumed
+            .stderr
+            .contains("3 more execution(s); 1 held execution(s) now run"),
+        "{}",
+        resumed.stderr
+    );
+    let last: serde_json::Value =
+        serde_json::from_str(resumed.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["status"], "stopped");
+    assert_eq!(last["result"]["event"], "Answered");
+
+    // Nothing left to resume.
+    let again = agent("rag-agent", &db, &["resume", &run_id, "--db", dbs]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(again.stderr.contains("SAAP-E020"), "{}", again.stderr);
+    assert!(again.stderr.contains("(stopped)"), "{}", again.stderr);
+}

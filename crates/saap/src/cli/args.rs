@@ -141,3 +141,37 @@ pub(super) struct ReadArgs {
     #[command(flatten)]
     pub(super) nats: NatsArgs,
 }
+
+/// The budget a run starts with (`run --max-executions N --max-time DURATION`): spent, the
+/// run parks as `waiting_budget` until `resume` grants more.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(super) struct BudgetArgs {
+    /// The most executions the run may run before it waits for `resume`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(super) max_executions: Option<u32>,
+    /// The longest the run may run (wall-clock, from its start: 90s, 30m, 1h 30m) before
+    /// what it runs next waits for `resume`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(super) max_time: Option<std::time::Duration>,
+}
+
+impl BudgetArgs {
+    pub(super) fn budget(&self) -> crate::engine::RunBudget {
+        crate::engine::RunBudget {
+            max_executions: self.max_executions,
+            max_wall_time: self.max_time,
+        }
+    }
+}
+
+/// A duration as people write it: `90s`, `30m`, `1h 30m`, `2days`; more than zero.
+pub(super) fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(value.trim()) {
+        Ok(d) if d.is_zero() => Err("the duration must be more than zero".into()),
+        Ok(d) => Ok(d),
+        Err(_) => Err(format!(
+            "`{}` is not a duration: write it like 90s, 30m or 1h 30m",
+            value.chars().take(64).collect::<String>()
+        )),
+    }
+}

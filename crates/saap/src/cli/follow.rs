@@ -119,7 +119,9 @@ pub(super) async fn follow(
         }
         shown = shown.max(snap.run.log().len());
         let ended = snap.run.is_terminated() && snap.running() == 0;
-        if ended || snap.failure.is_some() {
+        // A run paused on its budget waits for a person (`resume`), not for this process.
+        let paused = snap.run.budget_spent() && snap.running() == 0;
+        if ended || paused || snap.failure.is_some() {
             break snap;
         }
         match tokio::time::timeout_at(deadline, watch.changed()).await {
@@ -153,6 +155,7 @@ pub(super) fn report(
             "run_id": run_id,
             "thread_id": snap.thread_id,
             "status": outcome.as_str(),
+            "state": snap.run.progress().as_str(),
             "result": result.as_ref().map(|(n, f)| json!({"event": n, "fields": f})),
             "executions": counts_json(&snap.run),
             "waiting_for": (outcome == RunOutcome::Live).then(|| snap.waiting_for()),
@@ -167,6 +170,12 @@ pub(super) fn report(
                     outcome.as_str(),
                     n,
                     counts_text(&snap.run)
+                );
+            }
+            None if snap.run.budget_spent() => {
+                eprintln!(
+                    "run {run_id} is paused: its budget is spent; it stays stored: `show {run_id}` reads it, `resume {run_id}` continues it.\n{}",
+                    snap.waiting_for()
                 );
             }
             None => {

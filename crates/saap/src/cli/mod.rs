@@ -1,5 +1,5 @@
 //! The per-agent command line: one call gives every agent binary `spec`, `check`, `run`,
-//! `send`, `cancel`, `runs`, `show` and `export`.
+//! `send`, `cancel`, `resume`, `runs`, `show` and `export`.
 //!
 //! ```no_run
 //! # fn workflow() -> saap::Workflow { unimplemented!() }
@@ -26,6 +26,7 @@ mod fail;
 mod follow;
 mod input;
 mod reader;
+mod resume;
 mod run;
 mod runs;
 mod send;
@@ -40,6 +41,7 @@ pub use check::render_check;
 use check::{CheckArgs, check_cmd};
 use clap::{Parser, Subcommand};
 use fail::{Fail, internal};
+use resume::{ResumeArgs, resume_cmd};
 use run::{RunArgs, run_cmd};
 use runs::{RunsArgs, runs_cmd};
 use send::{SendArgs, send_cmd};
@@ -167,6 +169,8 @@ enum Command {
     Send(SendArgs),
     /// Cancel a stored live run: it ends with a RunCancelledEvent and its steps are told.
     Cancel(CancelArgs),
+    /// Grant more budget to a stored run paused on its own (waiting_budget) and follow it.
+    Resume(ResumeArgs),
     /// List stored runs, newest first, a page at a time, with their status.
     Runs(RunsArgs),
     /// Show one stored run: its events and the dispatcher's decisions.
@@ -183,6 +187,7 @@ fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
         Command::Run(a) => block_on(run_cmd(workflow, a)),
         Command::Send(a) => block_on(send_cmd(workflow, a)),
         Command::Cancel(a) => block_on(cancel_cmd(workflow, a)),
+        Command::Resume(a) => block_on(resume_cmd(workflow, a)),
         Command::Runs(a) => block_on(runs_cmd(workflow, a)),
         Command::Show(a) => block_on(show_cmd(workflow, a)),
         #[cfg(feature = "otel")]

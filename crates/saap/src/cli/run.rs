@@ -1,7 +1,7 @@
 //! `<agent> run`: start a run and follow it, or serve the agent's class as a NATS worker
 //! (`--engine nats://…`).
 
-use super::args::{EngineArg, StoreArgs, parse_engine_arg};
+use super::args::{BudgetArgs, EngineArg, StoreArgs, parse_engine_arg};
 #[cfg(feature = "nats")]
 use super::args::{NatsArgs, StepsArgs, worker_options};
 #[cfg(feature = "nats")]
@@ -10,10 +10,8 @@ use super::fail::{Fail, engine_fail, invalid};
 use super::follow::follow;
 use super::input::json_arg;
 #[cfg(feature = "nats")]
-use super::store::engine_options;
-#[cfg(feature = "nats")]
 use super::store::nats_options;
-use super::store::{flush_telemetry, open_engine};
+use super::store::{engine_options, flush_telemetry, open_engine_with};
 use crate::workflow::Workflow;
 use serde_json::Value;
 #[derive(clap::Args)]
@@ -23,6 +21,10 @@ with `_event_name` (a start event type of the agent) and the event's fields. --e
 the JSON from a file, --event - from stdin. --config JSON (or @FILE) is the run's config: it
 travels in the start event's `_config`, is merged over the agent's defaults and is checked
 before the run starts (SAAP-C001/C002, exit 2).
+
+--max-executions N and --max-time DURATION give the run a budget: once it is spent, what the
+run would run next is held (nothing is lost) and the run waits as `waiting_budget` until
+`resume RUN` grants more (the same budget again, or `--raise executions=N --raise time=1h`).
 
 Display events (chunks, thoughts, costs, questions) are printed as they arrive; chunks are
 streamed as text. With --json every display event is one JSON line, and the last line is the
@@ -51,6 +53,8 @@ pub(super) struct RunArgs {
     pub(super) engine: EngineArg,
     #[command(flatten)]
     pub(super) store: StoreArgs,
+    #[command(flatten)]
+    pub(super) budget: BudgetArgs,
     #[cfg(feature = "nats")]
     #[command(flatten)]
     pub(super) nats: NatsArgs,
@@ -78,7 +82,11 @@ pub(super) async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail>
         }
     };
     let (name, fields) = start_event(&a)?;
-    let engine = open_engine(workflow, kind, &a.store).await?;
+    let opts = crate::EngineOptions {
+        run_budget: a.budget.budget(),
+        ..engine_options(workflow)?
+    };
+    let engine = open_engine_with(workflow, kind, &a.store, opts).await?;
     let run_id = engine
         .start_run_named(
             a.thread.as_deref(),
@@ -99,6 +107,11 @@ pub(super) async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail>
 #[cfg(feature = "nats")]
 pub(super) async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> Result<u8, Fail> {
     use crate::nats::Worker;
+    if !a.budget.budget().is_unlimited() {
+        return Err(invalid(
+            "run budgets (--max-executions, --max-time) are not yet supported on the NATS engine; use the embedded engine (the default) for budgeted runs",
+        ));
+    }
     let opts = nats_options(url, &a.nats)?;
     let worker = Worker::connect(
         &opts,

@@ -59,7 +59,16 @@ pub(super) async fn open_engine(
     kind: EngineKind,
     store: &StoreArgs,
 ) -> Result<Engine, Fail> {
-    let opts = engine_options(workflow)?;
+    open_engine_with(workflow, kind, store, engine_options(workflow)?).await
+}
+
+/// [`open_engine`] with these options.
+pub(super) async fn open_engine_with(
+    workflow: &Workflow,
+    kind: EngineKind,
+    store: &StoreArgs,
+    opts: EngineOptions,
+) -> Result<Engine, Fail> {
     Ok(match kind {
         EngineKind::Memory => Engine::new(
             workflow.clone(),

@@ -1,0 +1,179 @@
+//! `<agent> resume RUN`: grants more budget to a stored run paused on its own (status
+//! `waiting_budget`, DESIGN §8) through `Engine::resume`, then follows the run as `run`
+//! does. Must not change a run that is not paused: the engine refuses (`SAAP-E020`).
+
+use super::args::{EngineArg, EngineKind, ReadArgs, parse_duration};
+use super::fail::{Fail, engine_fail, invalid};
+use super::follow::follow;
+use super::reader::resolve_agent_run;
+use super::store::{db_path, flush_telemetry, memory_keeps_nothing, open_engine};
+use crate::engine::Raise;
+use crate::workflow::Workflow;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "A run started with a budget (`run --max-executions N --max-time DURATION`, or the engine
+option `run_budget`) that spent it waits as `waiting_budget`: what it would run next is held,
+nothing is lost. `resume` grants more and runs what was held, then follows the run until it
+ends, pauses again or --timeout passes.
+
+Without --raise, each spent part of the budget is granted again as the run first had it (ten
+more executions for a run started with --max-executions 10). --raise names an amount instead;
+repeat it to raise both:
+  --raise executions=N      N more executions
+  --raise time=DURATION     this much more time from now (90s, 30m, 1h 30m)
+
+Examples:
+  runs --status waiting                       find paused runs (status waiting_budget)
+  resume RUN                                  the same budget again
+  resume RUN --raise executions=20 --raise time=1h --json
+
+Exit codes: 0 the run stopped, 1 it failed, paused again or still waits after --timeout,
+2 unknown run, a run that is not paused (SAAP-E020) or a bad --raise (SAAP-E021), 3 database
+failure."
+)]
+pub(super) struct ResumeArgs {
+    /// The run id (or a unique prefix of it), as printed by `run` and `runs`.
+    pub(super) run: String,
+    /// More budget: `executions=N` or `time=DURATION` (repeatable).
+    #[arg(long, value_name = "PART=AMOUNT", value_parser = parse_raise)]
+    pub(super) raise: Vec<RaisePart>,
+    #[command(flatten)]
+    pub(super) from: ReadArgs,
+    /// Seconds to wait for the run to end.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub(super) timeout: f64,
+    /// Print JSON lines (display events, then the result).
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+/// One `--raise`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RaisePart {
+    Executions(u32),
+    Time(Duration),
+}
+
+fn parse_raise(value: &str) -> Result<RaisePart, String> {
+    let shown = || value.chars().take(64).collect::<String>();
+    let Some((part, amount)) = value.split_once('=') else {
+        return Err(format!(
+            "`{}` is not a raise: write executions=N or time=DURATION",
+            shown()
+        ));
+    };
+    match part.trim() {
+        "executions" => match amount.trim().parse::<u32>() {
+            Ok(0) => Err("executions=0 adds nothing: give at least 1".into()),
+            Ok(n) => Ok(RaisePart::Executions(n)),
+            Err(_) => Err(format!(
+                "`{}`: executions takes a whole number, like executions=20",
+                shown()
+            )),
+        },
+        "time" => parse_duration(amount).map(RaisePart::Time),
+        other => Err(format!(
+            "`{}` is not a part of a budget: raise `executions` or `time`",
+            other.chars().take(64).collect::<String>()
+        )),
+    }
+}
+
+/// The `--raise` flags as one raise; a part given twice is refused.
+fn raise_of(parts: &[RaisePart]) -> Result<Raise, Fail> {
+    let mut raise = Raise::default();
+    for p in parts {
+        match *p {
+            RaisePart::Executions(n) if raise.executions.is_none() => raise.executions = Some(n),
+            RaisePart::Time(d) if raise.time.is_none() => raise.time = Some(d),
+            _ => {
+                return Err(invalid(
+                    "--raise names the same part twice: give executions and time once each",
+                ));
+            }
+        }
+    }
+    Ok(raise)
+}
+
+pub(super) async fn resume_cmd(workflow: &Workflow, a: ResumeArgs) -> Result<u8, Fail> {
+    let raise = raise_of(&a.raise)?;
+    let kind = match &a.from.engine {
+        EngineArg::Local(EngineKind::Memory) => return Err(memory_keeps_nothing("resume")),
+        EngineArg::Local(kind) => *kind,
+        EngineArg::Nats(_) => {
+            return Err(invalid(
+                "run budgets are not yet supported on the NATS engine, so no run there is paused on one",
+            ));
+        }
+    };
+    let path = db_path(workflow, &a.from.store);
+    if !path.exists() {
+        return Err(invalid(format!(
+            "no database {}; there is no run to resume",
+            path.display()
+        )));
+    }
+    let opened = open_engine(workflow, kind, &a.from.store).await?;
+    let place = path.display().to_string();
+    // A child run of an agent this one delegates to is resumed through that agent's engine.
+    let (agent, run_id) = resolve_agent_run(workflow, opened.backend(), &place, &a.run).await?;
+    let engine = opened.agent(agent.name()).unwrap_or_else(|| opened.clone());
+    let from = engine.snapshot(&run_id).map_or(0, |s| s.run.log().len());
+    let resumed = engine.resume(&run_id, raise).await.map_err(engine_fail)?;
+    let mut granted = Vec::new();
+    if let Some(n) = resumed.grant.executions {
+        granted.push(format!("{n} more execution(s)"));
+    }
+    if let Some(ns) = resumed.grant.wall_ns {
+        let d = Duration::from_nanos(ns);
+        granted.push(format!("{} more", humantime::format_duration(d)));
+    }
+    eprintln!(
+        "resumed run {run_id}: {}; {} held execution(s) now run",
+        granted.join(", "),
+        resumed.released
+    );
+    let code = follow(&engine, &run_id, from, None, a.timeout, a.json).await;
+    flush_telemetry(&opened);
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raises_are_read_as_people_write_them() {
+        assert_eq!(parse_raise("executions=20"), Ok(RaisePart::Executions(20)));
+        assert_eq!(
+            parse_raise("time=1h 30m"),
+            Ok(RaisePart::Time(Duration::from_secs(5400)))
+        );
+        for bad in [
+            "executions=0",
+            "executions=-1",
+            "executions",
+            "time=soon",
+            "time=0s",
+            "tokens=5",
+        ] {
+            let e = parse_raise(bad).expect_err(bad);
+            assert!(!e.contains("ParseIntError"), "{e}");
+        }
+        assert!(raise_of(&[RaisePart::Executions(1), RaisePart::Executions(2)]).is_err());
+        assert_eq!(
+            raise_of(&[
+                RaisePart::Time(Duration::from_secs(1)),
+                RaisePart::Executions(2)
+            ])
+            .ok(),
+            Some(Raise {
+                executions: Some(2),
+                time: Some(Duration::from_secs(1))
+            })
+        );
+    }
+}
