@@ -107,6 +107,11 @@ fn rag() {
 }
 
 #[test]
+fn deadline_race() {
+    example("deadline-race", 0);
+}
+
+#[test]
 fn every_example_has_a_snapshot_test() {
     let src = include_str!("check_cli.rs");
     for entry in std::fs::read_dir(workspace_root().join("examples/specs")).unwrap() {

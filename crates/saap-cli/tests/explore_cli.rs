@@ -95,6 +95,7 @@ examples! {
     example_rag => "rag",
     example_same_type_two_params => "same-type-two-params",
     example_step_never_reached => "step-never-reached",
+    example_deadline_race => "deadline-race",
 }
 
 const RACE: &str = r#"

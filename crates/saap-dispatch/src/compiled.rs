@@ -142,6 +142,10 @@ pub struct CompiledStep {
     /// Output types one execution may return more than once (`outputs` entries with a
     /// `max`), with their bound.
     pub output_max: Vec<(TypeId, OutputMax)>,
+    /// Output types returned for later delivery (timers; see [`crate::spec::StepSpec::delayed`]).
+    /// Not part of the fingerprint: when an event arrives is the engine's input, not a
+    /// dispatch decision.
+    pub delayed: Vec<TypeId>,
     pub returns_together: Vec<Vec<TypeId>>,
     pub max_executions_per_run: Option<u32>,
     pub stop_on_error: bool,
@@ -398,6 +402,20 @@ impl CompiledSpec {
                 }
                 output_max.push((outputs[i], *max));
             }
+            let delayed = s
+                .delayed
+                .iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    if !s.outputs.contains(o) {
+                        return Err(SpecError::invalid(
+                            format!("{sp}.delayed[{i}]"),
+                            format!("`{o}` is delayed but is not one of the step's outputs"),
+                        ));
+                    }
+                    lookup(&|| format!("{sp}.delayed[{i}]"), o)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let returns_together = s
                 .returns_together
                 .iter()
@@ -449,6 +467,7 @@ impl CompiledSpec {
                 params,
                 outputs,
                 output_max,
+                delayed,
                 returns_together,
                 max_executions_per_run: s.max_executions_per_run,
                 stop_on_error: s.stop_on_error,

@@ -9,6 +9,7 @@ use crate::ids::StepIdx;
 use crate::ids::{EventId, ExecutionId, run_key};
 use crate::ids::{counter_event_id, derived_event_id};
 use crate::replay::RunInput;
+use crate::run::timers::TimerRequest;
 use crate::run::{
     CompleteError, DeclaredConditions, NewEvent, Outcome, PreconditionEvaluator, Run,
 };
@@ -81,11 +82,67 @@ pub fn outcome_for(run: &Run, exec: ExecutionId) -> Outcome {
     outcome_for_nth(run, exec, nth)
 }
 
-/// [`outcome_for`] for the `nth` execution (from 1) of its step.
+/// [`outcome_for`] for the `nth` execution (from 1) of its step. What it returns for later
+/// delivery (its step's `delayed` outputs) is left out: [`timers_for_nth`] gives it.
 pub fn outcome_for_nth(run: &Run, exec: ExecutionId, nth: u32) -> Outcome {
+    match returned(run, exec, nth) {
+        Err(m) => Outcome::Failed(m),
+        Ok(all) => Outcome::Returned(
+            all.into_iter()
+                .filter(|(_, later)| !later)
+                .map(|(e, _)| e)
+                .collect(),
+        ),
+    }
+}
+
+/// The timers execution `exec` (the `nth` of its step) sets when it completes: the events of
+/// its step's `delayed` outputs it returns, each due after every timer the run set before
+/// (due times are their order: a clock reading of a timer's due time fires it and those
+/// set before it, never one set after). Call it once the execution has completed.
+pub fn timers_for_nth(run: &Run, exec: ExecutionId, nth: u32) -> Vec<TimerRequest> {
+    let first = run.timers().len() as u64 + 1;
+    match returned(run, exec, nth) {
+        Err(_) => Vec::new(),
+        Ok(all) => all
+            .into_iter()
+            .filter(|(_, later)| *later)
+            .enumerate()
+            .map(|(k, (event, _))| TimerRequest {
+                event,
+                due_ns: first + k as u64,
+            })
+            .collect(),
+    }
+}
+
+/// [`timers_for_nth`], counting which execution of its step `exec` is.
+pub fn timers_for(run: &Run, exec: ExecutionId) -> Vec<TimerRequest> {
+    let Some(x) = run.execution(exec) else {
+        return Vec::new();
+    };
+    let nth = run.executions()[..=exec.0 as usize]
+        .iter()
+        .filter(|e| e.step == x.step)
+        .count() as u32;
+    timers_for_nth(run, exec, nth)
+}
+
+/// Fires the run's earliest pending timer (and only it, see [`timers_for_nth`]) with a
+/// clock reading of its due time; the input, or `None` when no timer is pending.
+pub fn fire_next_timer(run: &mut Run, pre: &mut dyn PreconditionEvaluator) -> Option<RunInput> {
+    let now_ns = run.next_timer_due()?;
+    // A timer's event is appended like an output; a refusal cannot happen on a live run.
+    let _ = run.fire_due(now_ns, pre);
+    Some(RunInput::Clock { now_ns })
+}
+
+/// Everything execution `exec` returns, each with whether it is delivered later (a type
+/// its step declares `delayed`), or the message it fails with.
+fn returned(run: &Run, exec: ExecutionId, nth: u32) -> Result<Vec<(NewEvent, bool)>, String> {
     let spec = run.spec();
     let Some(x) = run.execution(exec) else {
-        return Outcome::Failed(format!("no execution {exec}"));
+        return Err(format!("no execution {exec}"));
     };
     let step = &spec.steps[x.step as usize];
     let behaviour = spec
@@ -95,23 +152,25 @@ pub fn outcome_for_nth(run: &Run, exec: ExecutionId, nth: u32) -> Outcome {
         .and_then(|s| s.behaviour.get(&step.name));
     let types: Vec<TypeId> = match behaviour {
         Some(b) => match b.executions.get(&nth) {
-            Some(ExecutionBehaviour::Fail(m)) => return Outcome::Failed(m.clone()),
+            Some(ExecutionBehaviour::Fail(m)) => return Err(m.clone()),
             Some(ExecutionBehaviour::Emit(list)) => names_to_types(spec, list),
             None => match (&b.fail, &b.emit) {
-                (Some(m), _) => return Outcome::Failed(m.clone()),
+                (Some(m), _) => return Err(m.clone()),
                 (None, Some(list)) => names_to_types(spec, list),
                 (None, None) => declared_result(spec, x.step),
             },
         },
         None => declared_result(spec, x.step),
     };
-    Outcome::Returned(
-        types
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| NewEvent::known(derived_event_id(run.run_key(), exec, i as u32), t))
-            .collect(),
-    )
+    let delayed = &step.delayed;
+    Ok(types
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let e = NewEvent::known(derived_event_id(run.run_key(), exec, i as u32), t);
+            (e, delayed.contains(&t))
+        })
+        .collect())
 }
 
 /// What an execution of `step` returns in simulation when the spec says nothing else: what
@@ -242,6 +301,39 @@ impl NthCounter {
     }
 }
 
+/// Sets the timers a completed execution returned (journaled), firing the earliest pending
+/// ones first when the run already has as many as it may (it would have waited for them).
+fn schedule(
+    run: &mut Run,
+    x: ExecutionId,
+    timers: Vec<TimerRequest>,
+    journal: &mut Vec<RunInput>,
+    pre: &mut dyn PreconditionEvaluator,
+) -> Result<(), CompleteError> {
+    use crate::run::timers::{MAX_PENDING_TIMERS, TimerError};
+    while run.pending_timer_count() + timers.len() > MAX_PENDING_TIMERS {
+        match fire_next_timer(run, pre) {
+            Some(clock) => journal.push(clock),
+            None => break,
+        }
+    }
+    journal.push(RunInput::Schedule {
+        execution: x,
+        timers: timers.clone(),
+    });
+    match run.schedule(x, timers) {
+        Ok(_) => Ok(()),
+        Err(TimerError::Complete(e)) => Err(e),
+        // Not completed (it failed: it set nothing) or still too many (more than the limit
+        // in one completion): the simulation goes on without them, as an engine would
+        // fail that step.
+        Err(TimerError::NotCompleted { .. } | TimerError::TooManyTimers) => {
+            journal.pop();
+            Ok(())
+        }
+    }
+}
+
 /// Bounds a simulation: a workflow that loops forever is cut after this many completions.
 pub const DEFAULT_MAX_COMPLETIONS: usize = 100_000;
 
@@ -284,6 +376,10 @@ pub fn simulate(
                 outcome: outcome.clone(),
             });
             run.complete(x, 1, outcome, pre)?;
+            let timers = timers_for_nth(run, x, counts.nth(x));
+            if !timers.is_empty() {
+                schedule(run, x, timers, journal, pre)?;
+            }
             completions += 1;
             counts.started(run, running);
         }
@@ -300,6 +396,13 @@ pub fn simulate(
         }
     }
     drain(&mut run, &mut running, &mut journal, &mut pre)?;
+    // Time passes last: the timers still pending fire one at a time, in order, each when
+    // the run has nothing else to do (the answers came in time; `explore` tries every order).
+    // (Bounded: once the completions are spent, firing starts executions but sets no timer.)
+    while let Some(clock) = fire_next_timer(&mut run, &mut pre) {
+        journal.push(clock);
+        drain(&mut run, &mut running, &mut journal, &mut pre)?;
+    }
     let unfinished = run.running().collect();
     Ok(Simulation {
         run,

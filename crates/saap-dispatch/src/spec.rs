@@ -184,8 +184,10 @@ pub struct ParamSpec {
 ///
 /// In a spec file an entry of `outputs` is a type name (at most one event of it per
 /// execution) or `{event: Name, max: N}` / `{event: Name, max: unbounded}` for a step that
-/// returns several (a `Vec` result is `unbounded`). The model keeps the names in
-/// [`StepSpec::outputs`] and the larger bounds in [`StepSpec::output_max`].
+/// returns several (a `Vec` result is `unbounded`), and `{event: Name, delayed: true}` for
+/// one it returns to be delivered later (a timer: `Delayed<Name>`). The model keeps the
+/// names in [`StepSpec::outputs`], the larger bounds in [`StepSpec::output_max`] and the
+/// delayed types in [`StepSpec::delayed`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "StepDecl", into = "StepDecl")]
 pub struct StepSpec {
@@ -198,6 +200,10 @@ pub struct StepSpec {
     /// are [`OutputMax::Unbounded`]. A type of `outputs` that is not here is at most one
     /// event per execution (or as many as a `returns_together` group lists it).
     pub output_max: BTreeMap<String, OutputMax>,
+    /// Output types the step returns for later delivery (`Delayed<T>`: timers). They are
+    /// outputs like the others for the checks; `simulate` and `explore` deliver them as a
+    /// clock reading would, after the completion (`explore`: at any later point).
+    pub delayed: Vec<String>,
     /// Output groups that the step returns *together* in one result (e.g. `[[Done, Note]]`).
     /// Only needed for the dangling-stop check when a step returns several events at once.
     pub returns_together: Vec<Vec<String>>,
@@ -216,6 +222,7 @@ impl StepSpec {
             params: Vec::new(),
             outputs: Vec::new(),
             output_max: BTreeMap::new(),
+            delayed: Vec::new(),
             returns_together: Vec::new(),
             max_executions_per_run: None,
             stop_on_error: true,
@@ -299,22 +306,29 @@ impl<'de> Deserialize<'de> for OutputMax {
     }
 }
 
-/// One entry of `outputs` as written: a name, or `{event, max}`.
+/// One entry of `outputs` as written: a name, or `{event, max, delayed}`.
 #[derive(Debug, Clone, PartialEq)]
 struct OutputEntry {
     event: String,
     max: OutputMax,
+    delayed: bool,
 }
 
 #[derive(Serialize, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "an output: an event type name, or a map `{event: Name, max: N}` (`max: unbounded` for any number)"
+    expecting = "an output: an event type name, or a map `{event: Name, max: N, delayed: true}` (`max: unbounded` for any number; `delayed` for an event delivered later)"
 )]
 struct OutputEntryMap {
     event: String,
-    #[serde(default = "one")]
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     max: OutputMax,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    delayed: bool,
+}
+
+fn is_one(m: &OutputMax) -> bool {
+    *m == one()
 }
 
 fn one() -> OutputMax {
@@ -323,12 +337,13 @@ fn one() -> OutputMax {
 
 impl Serialize for OutputEntry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.max == OutputMax::AtMost(1) {
+        if self.max == OutputMax::AtMost(1) && !self.delayed {
             s.serialize_str(&self.event)
         } else {
             OutputEntryMap {
                 event: self.event.clone(),
                 max: self.max,
+                delayed: self.delayed,
             }
             .serialize(s)
         }
@@ -341,12 +356,13 @@ impl<'de> Deserialize<'de> for OutputEntry {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = OutputEntry;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an output: an event type name, or a map `{event: Name, max: N}` (`max: unbounded` for any number)")
+                f.write_str("an output: an event type name, or a map `{event: Name, max: N, delayed: true}` (`max: unbounded` for any number; `delayed` for an event delivered later)")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<OutputEntry, E> {
                 Ok(OutputEntry {
                     event: v.to_string(),
                     max: one(),
+                    delayed: false,
                 })
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
@@ -358,6 +374,7 @@ impl<'de> Deserialize<'de> for OutputEntry {
                 Ok(OutputEntry {
                     event: m.event,
                     max: m.max,
+                    delayed: m.delayed,
                 })
             }
         }
@@ -398,7 +415,11 @@ impl TryFrom<StepDecl> for StepSpec {
     fn try_from(d: StepDecl) -> Result<Self, String> {
         let mut outputs = Vec::with_capacity(d.outputs.len());
         let mut output_max = BTreeMap::new();
+        let mut delayed: Vec<String> = Vec::new();
         for o in &d.outputs {
+            if o.delayed && !delayed.contains(&o.event) {
+                delayed.push(o.event.clone());
+            }
             if o.max != one() {
                 if d.outputs.iter().filter(|p| p.event == o.event).count() > 1 {
                     return Err(format!(
@@ -415,6 +436,7 @@ impl TryFrom<StepDecl> for StepSpec {
             params: d.params,
             outputs,
             output_max,
+            delayed,
             returns_together: d.returns_together,
             max_executions_per_run: d.max_executions_per_run,
             stop_on_error: d.stop_on_error,
@@ -432,6 +454,7 @@ impl From<StepSpec> for StepDecl {
             .map(|o| OutputEntry {
                 event: o.clone(),
                 max: s.output_max.get(o).copied().unwrap_or_else(one),
+                delayed: s.delayed.contains(o),
             })
             .collect();
         // A bound for a type `outputs` does not list still says the type is an output.
@@ -440,6 +463,17 @@ impl From<StepSpec> for StepDecl {
                 outputs.push(OutputEntry {
                     event: name.clone(),
                     max: *max,
+                    delayed: s.delayed.contains(name),
+                });
+            }
+        }
+        // So does a delayed type.
+        for name in &s.delayed {
+            if !outputs.iter().any(|o| &o.event == name) {
+                outputs.push(OutputEntry {
+                    event: name.clone(),
+                    max: one(),
+                    delayed: true,
                 });
             }
         }

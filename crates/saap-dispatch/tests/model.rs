@@ -80,6 +80,7 @@ fn arb_step(i: usize) -> impl Strategy<Value = StepSpec> {
                 params,
                 outputs: outputs.into_iter().map(String::from).collect(),
                 output_max: Default::default(),
+                delayed: Vec::new(),
                 returns_together: vec![],
                 max_executions_per_run: max,
                 stop_on_error,

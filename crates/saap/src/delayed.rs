@@ -78,10 +78,11 @@ impl<E: Event> Delayed<E> {
 }
 
 /// The event is declared as an output of the step like a plain `E` (it does arrive in the
-/// run, later), so `saap check` sees a producer for the step that waits for it.
+/// run, later), so `saap check` sees a producer for the step that waits for it, and marked
+/// `delayed` in the spec, so `simulate` and `explore` deliver it as a timer.
 impl<E: Event> Outputs for Delayed<E> {
     fn declare(decl: &mut OutputDecl) {
-        decl.add::<E>();
+        decl.add_delayed::<E>();
     }
     fn collect(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
         let due_ns = Some(self.due_ns());
@@ -96,9 +97,46 @@ impl<E: Event> Outputs for Delayed<E> {
 impl<E: Event> TupleOutput for Delayed<E> {
     const NAME: &'static str = E::NAME;
     fn declare(decl: &mut OutputDecl) {
-        decl.add::<E>();
+        decl.add_delayed::<E>();
     }
     fn push(self, out: &mut Vec<OutEvent>) -> Result<(), PayloadError> {
         self.collect(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{StopEvent, UserMessageEvent};
+
+    #[test]
+    fn a_delayed_output_is_declared_as_an_output_and_as_delayed() {
+        let mut d = OutputDecl::default();
+        <(UserMessageEvent, Delayed<StopEvent>)>::declare(&mut d);
+        assert_eq!(d.types.len(), 2);
+        assert_eq!(d.delayed, ["StopEvent"]);
+        let mut d = OutputDecl::default();
+        <Delayed<UserMessageEvent> as Outputs>::declare(&mut d);
+        assert_eq!(d.delayed, ["UserMessageEvent"]);
+        assert_eq!(d.types[0].0, "UserMessageEvent");
+    }
+
+    #[test]
+    fn the_exported_spec_marks_a_delayed_output() {
+        use crate::{Required, Step, StepCtx, StepError, Workflow};
+        let wf = Workflow::builder("Later")
+            .step(Step::new(
+                "ask",
+                |_: Required<UserMessageEvent>, _: StepCtx| async move {
+                    Ok::<_, StepError>(Delayed::after(Duration::from_secs(60), StopEvent {}))
+                },
+            ))
+            .build()
+            .expect("workflow");
+        let spec = serde_json::to_value(wf.spec()).expect("spec");
+        assert_eq!(
+            spec["steps"][0]["outputs"],
+            serde_json::json!([{"event": "StopEvent", "delayed": true}])
+        );
     }
 }

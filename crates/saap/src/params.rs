@@ -728,12 +728,23 @@ pub struct OutputDecl {
     /// `max: unbounded` for them. The others are at most one per result (or as many as a
     /// group lists).
     pub unbounded: Vec<&'static str>,
+    /// Types returned for later delivery (`Delayed<T>`): the spec marks them `delayed`, and
+    /// `simulate`/`explore` deliver them as timers.
+    pub delayed: Vec<&'static str>,
 }
 
 impl OutputDecl {
     pub fn add<T: Event>(&mut self) {
         if !self.types.iter().any(|(n, _)| *n == T::NAME) {
             self.types.push((T::NAME, T::PARENTS));
+        }
+    }
+
+    /// Declares `T` as returned for later delivery (a timer), and as an output.
+    pub fn add_delayed<T: Event>(&mut self) {
+        self.add::<T>();
+        if !self.delayed.contains(&T::NAME) {
+            self.delayed.push(T::NAME);
         }
     }
 }

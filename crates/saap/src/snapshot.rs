@@ -606,6 +606,7 @@ mod tests {
                 ],
                 outputs: vec!["StopEvent".into()],
                 output_max: Default::default(),
+                delayed: Vec::new(),
                 returns_together: vec![],
                 max_executions_per_run: Some(1),
                 stop_on_error: true,

@@ -914,6 +914,7 @@ impl WorkflowBuilder {
                 .iter()
                 .map(|n| (n.to_string(), OutputMax::Unbounded))
                 .collect(),
+            delayed: step.outputs.delayed.iter().map(|n| n.to_string()).collect(),
             returns_together: step
                 .outputs
                 .together

@@ -39,11 +39,15 @@ pub enum FailOn {
 execution returns (or that it fails); a step without an entry returns each of its declared
 outputs once. Every order in which arrivals come and running executions finish is tried;
 equal states are merged and independent completions are not branched on (docs/explore.md).
+An output a step returns for later delivery (`{event: T, delayed: true}`, `Delayed<T>` in
+Rust) is a timer: it fires at every point after the execution that set it, until the run
+ends. --cancel also cancels the run at every point while it is live.
 
 Examples:
   saap explore examples/specs/race-condition.yaml
   saap explore examples/specs/list-reruns.yaml --json | jq '.steps[] | {step, worst}'
   saap explore agent.yaml --permute-arrivals --max-states 1000000
+  saap explore approval.yaml --cancel        what a cancellation at any point leaves behind
   saap explore agent.yaml --fail-on stall,after-stop,exception,bound   (for CI)
 
 Exit codes: 0 explored, 1 a state named by --fail-on is reachable, 2 invalid input.
@@ -65,6 +69,9 @@ pub struct ExploreArgs {
     /// Let outside arrivals come in any order, not only the declared one.
     #[arg(long)]
     pub permute_arrivals: bool,
+    /// Also cancel the run (a RunCancelledEvent from outside) at every point while it is live.
+    #[arg(long)]
+    pub cancel: bool,
     /// Exit with 1 when such a state is reachable, or with `bound` when a bound was hit
     /// (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "KINDS")]
@@ -83,6 +90,7 @@ pub fn run(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         permute_arrivals: args.permute_arrivals,
         dedup: !args.no_reductions,
         partial_order: !args.no_reductions,
+        cancel: args.cancel,
     };
     let mut bar = ProgressLine::new(std::io::stderr().is_terminal());
     let result = explore(spec.clone(), &options, &mut |p| bar.update(p));
@@ -163,10 +171,11 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// The human report.
 fn render_text(spec: &str, arrivals: usize, x: &Exploration) -> String {
     let mut s = String::new();
-    let order = if x.options.permute_arrivals {
-        "in every order"
-    } else {
-        "in declared order"
+    let order = match (x.options.permute_arrivals, x.options.cancel) {
+        (true, false) => "in every order",
+        (false, false) => "in declared order",
+        (true, true) => "in every order, and a cancellation at every point",
+        (false, true) => "in declared order, and a cancellation at every point",
     };
     s.push_str(&format!(
         "explore `{}` ({spec}): {} {order}\n",

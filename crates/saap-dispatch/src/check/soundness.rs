@@ -81,6 +81,7 @@ fn build(steps: Vec<StepGen>, arrivals: Vec<bool>) -> WorkflowSpec {
             params,
             outputs: outs,
             output_max: Default::default(),
+            delayed: Vec::new(),
             returns_together: vec![],
             max_executions_per_run: max,
             stop_on_error: true,

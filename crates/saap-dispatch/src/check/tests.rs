@@ -1006,6 +1006,7 @@ fn large_specs_are_checked() {
         }],
         outputs: vec![output],
         output_max: Default::default(),
+        delayed: Vec::new(),
         returns_together: vec![],
         max_executions_per_run: None,
         stop_on_error: true,

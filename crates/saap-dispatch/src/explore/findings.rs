@@ -30,6 +30,9 @@ pub struct ExploreOptions {
     pub dedup: bool,
     /// Apply reductions 2–4. Off only to test soundness.
     pub partial_order: bool,
+    /// Also cancel the run, at every point while it is live (a cancellation is an outside
+    /// arrival that may come at any time).
+    pub cancel: bool,
 }
 
 impl Default for ExploreOptions {
@@ -40,6 +43,7 @@ impl Default for ExploreOptions {
             permute_arrivals: false,
             dedup: true,
             partial_order: true,
+            cancel: false,
         }
     }
 }
@@ -89,6 +93,14 @@ pub enum TraceAction {
         message: String,
         stop_on_error: bool,
     },
+    /// A timer came due: the event an execution returned for later delivery arrived.
+    Fire {
+        event: String,
+        execution: ExecutionId,
+        step: String,
+    },
+    /// The run was cancelled (a `RunCancelledEvent` arrived).
+    Cancel,
 }
 
 /// An execution named in a trace.

@@ -6,11 +6,14 @@
 //!
 //! A state is a [`Run`] plus the outside arrivals not yet delivered. From a state, the
 //! actions are: deliver the next outside arrival (in declared order, or any remaining one
-//! with [`ExploreOptions::permute_arrivals`]), or complete any running execution (each
+//! with [`ExploreOptions::permute_arrivals`]), complete any running execution (each
 //! running execution may finish next; what it returns or whether it fails comes from the
-//! spec's `simulation.behaviour`, see [`crate::sim::outcome_for`]). A *final* state has no
-//! arrival left and no execution running. Every decision is made by [`Run`] itself; the
-//! explorer only chooses the order.
+//! spec's `simulation.behaviour`, see [`crate::sim::outcome_for`]), fire the earliest
+//! pending timer (a step's `delayed` outputs, set when its execution completes: a clock
+//! reading), and, with [`ExploreOptions::cancel`], cancel the run. A *final* state has no
+//! arrival left, no execution running and no timer pending (a cancellation may still come:
+//! it is explored, and the state is reported as final). Every decision is made by [`Run`]
+//! itself; the explorer only chooses the order.
 //!
 //! # Reductions (and why they are sound)
 //!
@@ -35,8 +38,10 @@
 //!    `stop_on_error: false`) is completed alone, without branching. Completing it changes
 //!    no parameter's list, starts nothing and ends nothing, and nothing else changes its
 //!    outcome (fixed when it started), so it commutes with every other action and stays
-//!    enabled until taken; the state graph is acyclic (every action consumes an arrival or
-//!    finishes an execution), so all final states are still reached. The one thing its
+//!    enabled until taken (a completion that sets a timer is never invisible, and a
+//!    cancellation is tried before an invisible one too); the state graph is acyclic
+//!    (every action consumes an arrival, finishes an execution, fires a timer or ends the
+//!    run), so all final states are still reached. The one thing its
 //!    position changes is whether its outputs land *after a stop*: whenever a run
 //!    terminates, every earlier invisible completion that returned events is reported as an
 //!    event after stop, with a witness in which that completion is moved after the stop

@@ -15,6 +15,10 @@ use std::sync::Arc;
 pub(super) enum Act {
     Arrive(u32),
     Complete(ExecutionId),
+    /// The earliest pending timer fires (timers fire in the order they were set).
+    Fire,
+    /// A cancellation arrives ([`ExploreOptions::cancel`]).
+    Cancel,
 }
 
 /// A kept state: the action that first reached it.
@@ -32,6 +36,22 @@ pub(super) struct State {
     pub(super) run: Run,
     /// Arrival indexes not delivered yet, ascending.
     pub(super) remaining: Vec<u32>,
+}
+
+/// The cancellation an explored run receives: `RunCancelledEvent`, an exception whether or
+/// not the workflow declares it (as the engine sends it).
+fn cancellation() -> crate::run::NewEvent {
+    use saap_protocol::hierarchy::names::{RUN_CANCELLED_EVENT, RUN_CANCELLED_LINEAGE};
+    let kind = crate::compiled::EventKind::from_classification(
+        saap_protocol::Classification::from_parent_event_names(RUN_CANCELLED_LINEAGE),
+    );
+    crate::run::NewEvent {
+        id: crate::ids::counter_event_id(u64::MAX),
+        ty: crate::run::NewEventType::Foreign {
+            name: RUN_CANCELLED_EVENT.to_string(),
+            kind,
+        },
+    }
 }
 
 /// The spec, its resolved arrivals and precomputed tables.
@@ -129,6 +149,24 @@ impl Model {
                         action: format!("complete {x}"),
                         message: e.to_string(),
                     })?;
+                let timers = sim::timers_for(&st.run, x);
+                if !timers.is_empty() {
+                    st.run.schedule(x, timers).map_err(|e| ExploreError::Core {
+                        action: format!("complete {x} (its timers)"),
+                        message: e.to_string(),
+                    })?;
+                }
+            }
+            Act::Fire => {
+                sim::fire_next_timer(&mut st.run, &mut pre);
+            }
+            Act::Cancel => {
+                st.run
+                    .append(cancellation(), &mut pre)
+                    .map_err(|e| ExploreError::Core {
+                        action: "cancel".to_string(),
+                        message: e.to_string(),
+                    })?;
             }
         }
         st.run.take_started();
@@ -136,7 +174,8 @@ impl Model {
     }
 
     /// Whether completing `x` appends nothing a step consumes and nothing terminal
-    /// (reduction 2). Also returns whether it appends anything at all.
+    /// (reduction 2). Also returns whether it appends anything at all. One that sets timers
+    /// is not invisible: their firing is an action it enables, so it cannot be moved later.
     pub(super) fn invisible(&self, run: &Run, x: ExecutionId) -> Option<bool> {
         let step = run.execution(x)?.step;
         // The outcome depends only on the step and which of its executions this is.
@@ -158,6 +197,9 @@ impl Model {
         x: ExecutionId,
         step: StepIdx,
     ) -> Option<bool> {
+        if !sim::timers_for(run, x).is_empty() {
+            return None;
+        }
         match sim::outcome_for(run, x) {
             Outcome::Failed(_) => (!self.spec.steps[step as usize].stop_on_error).then_some(false),
             Outcome::Returned(events) => {
@@ -177,6 +219,15 @@ impl Model {
     /// The actions to explore from a state, and whether a reduction chose them.
     pub(super) fn enabled(&self, st: &State, opts: &ExploreOptions) -> (Vec<Act>, bool) {
         let running: Vec<ExecutionId> = st.run.running().collect();
+        // Time and cancellation come from outside, at any point while the run is live.
+        let live = st.run.status() == RunStatus::Live;
+        let outside: Vec<Act> = [
+            (live && st.run.next_timer_due().is_some()).then_some(Act::Fire),
+            (live && opts.cancel).then_some(Act::Cancel),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         if opts.partial_order {
             if st.run.is_terminated() {
                 // Reduction 3: after the end, one fixed order.
@@ -191,9 +242,16 @@ impl Model {
                 .iter()
                 .find(|x| self.invisible(&st.run, **x).is_some())
             {
+                // A cancellation does not commute with it (it ends the run, so the
+                // completion's outputs come after the stop, and it can leave nothing to
+                // cancel): both orders are explored.
+                let mut acts = vec![Act::Complete(*x)];
+                if outside.contains(&Act::Cancel) {
+                    acts.push(Act::Cancel);
+                }
                 return (
-                    vec![Act::Complete(*x)],
-                    running.len() > 1 || !st.remaining.is_empty(),
+                    acts,
+                    running.len() > 1 || !st.remaining.is_empty() || !outside.is_empty(),
                 );
             }
             // Reduction 4: a re-delivery of an event already in the log is a no-op.
@@ -226,6 +284,15 @@ impl Model {
             acts.push(Act::Arrive(i));
         }
         acts.extend(running.into_iter().map(Act::Complete));
+        let timer = outside.contains(&Act::Fire);
+        if timer {
+            acts.push(Act::Fire);
+        }
+        // A cancellation may come at any point while the run is live, also when nothing
+        // else can move it (that state is still final: a stall, see `search`).
+        if outside.contains(&Act::Cancel) {
+            acts.push(Act::Cancel);
+        }
         (acts, false)
     }
 

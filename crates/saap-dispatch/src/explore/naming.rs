@@ -130,10 +130,36 @@ impl Model {
         key.push(match run.status() {
             RunStatus::NotStarted => 0,
             RunStatus::Live => 1,
+            // A cancelled run apart from one that ended by itself.
+            RunStatus::Terminated { .. }
+                if run.progress() == crate::run::progress::Progress::Cancelled =>
+            {
+                3
+            }
             RunStatus::Terminated { .. } => 2,
         });
         key.push(st.remaining.len() as u32);
         key.extend_from_slice(&st.remaining);
+        // The pending timers, in the order they fire: by the execution that set them and
+        // the type of their event.
+        let pending = run
+            .timers()
+            .iter()
+            .filter(|t| t.state == crate::run::TimerState::Pending);
+        key.push(pending.clone().count() as u32);
+        for t in pending {
+            key.push(
+                naming
+                    .xn
+                    .get(t.set_by.0 as usize)
+                    .copied()
+                    .unwrap_or(u32::MAX),
+            );
+            key.push(match &t.ty {
+                crate::run::NewEventType::Known(ty) => *ty,
+                crate::run::NewEventType::Foreign { .. } => u32::MAX,
+            });
+        }
         self.fill_slots(run, slots);
         // Only what readiness and binding can still read (§4.3, §4.4): a single parameter
         // binds the latest event, a fixed list the set of its first N, a list the set of

@@ -81,9 +81,10 @@ pub fn explore(
     stats.states = 1;
     let (acts, reduced) = model.enabled(&root, &opts);
     stats.reduced += usize::from(reduced);
-    if acts.is_empty() {
+    if only_cancel(&acts) {
         on_final(&model, &root, 0, &mut found, &mut stats);
-    } else {
+    }
+    if !acts.is_empty() {
         stack.push(Frame {
             node: 0,
             state: root,
@@ -150,9 +151,11 @@ pub fn explore(
         nodes.push(Node { parent, act, depth });
         stats.states += 1;
         let (acts, reduced) = model.enabled(&child, &opts);
-        if acts.is_empty() {
+        if only_cancel(&acts) {
             on_final(&model, &child, id, &mut found, &mut stats);
-            continue;
+            if acts.is_empty() {
+                continue;
+            }
         }
         if depth as usize >= opts.max_depth {
             if stats.cut_at_depth == 0 {
@@ -272,6 +275,12 @@ pub fn explore(
         exceptions,
         cycle,
     })
+}
+
+/// Whether nothing but a cancellation can move a state (it is final: a stall when the run
+/// is live; the cancellation is still explored).
+fn only_cancel(acts: &[Act]) -> bool {
+    acts.iter().all(|a| *a == Act::Cancel)
 }
 
 /// What changed between consecutive executions of `step` in a witness.

@@ -676,7 +676,11 @@ mod random_specs {
                 (1usize..=2).prop_flat_map(|n| {
                     (0..n).map(arb_param).collect::<Vec<_>>()
                 }),
-                proptest::sample::subsequence(OUTPUTS.to_vec(), 0..=2),
+                (
+                    proptest::sample::subsequence(OUTPUTS.to_vec(), 0..=2),
+                    // Its first output returned for later delivery (a timer).
+                    prop_oneof![3 => Just(false), 1 => Just(true)],
+                ),
                 prop_oneof![Just(None), (1u32..=2).prop_map(Some)],
                 any::<bool>(),
                 prop_oneof![
@@ -698,11 +702,17 @@ mod random_specs {
                     })),
                 ],
             )
-                .prop_map(move |(params, outputs, max, stop_on_error, when, behaviour)| {
+                .prop_map(move |(params, (outputs, later), max, stop_on_error, when, behaviour)| {
                     (
                         StepSpec {
                             name: format!("s{i}"),
                             params,
+                            delayed: outputs
+                                .first()
+                                .filter(|_| later)
+                                .map(|o| o.to_string())
+                                .into_iter()
+                                .collect(),
                             outputs: outputs.into_iter().map(String::from).collect(),
                             output_max: Default::default(),
                             returns_together: Vec::new(),
@@ -778,7 +788,11 @@ mod random_specs {
         /// Every reduction, alone and together, gives the results of the plain
         /// enumeration of the interleaving tree (when that finishes within its bounds).
         #[test]
-        fn reductions_are_sound_on_random_specs(ws in arb_spec(), permute in any::<bool>()) {
+        fn reductions_are_sound_on_random_specs(
+            ws in arb_spec(),
+            permute in any::<bool>(),
+            cancel in any::<bool>(),
+        ) {
             let spec = Arc::new(CompiledSpec::compile(&ws).unwrap());
             let bounded = |dedup, partial_order| ExploreOptions {
                 max_states: 20_000,
@@ -786,6 +800,7 @@ mod random_specs {
                 permute_arrivals: permute,
                 dedup,
                 partial_order,
+                cancel,
             };
             let full = explore(spec.clone(), &bounded(false, false), &mut |_| {}).unwrap();
             prop_assume!(full.is_complete());
@@ -861,4 +876,183 @@ fn exploration_is_deterministic() {
     let a = run(RACE);
     let b = run(RACE);
     assert_eq!(a, b);
+}
+
+/// An approval with a deadline whose decision does not end the run: `ask` returns `Asked`
+/// now and `TimedOut` later; `decide` takes whichever of `Answer` and `TimedOut` comes, and
+/// `close` ends the run on `Decided`. When both come, `decide` runs twice.
+const DEADLINE: &str = r#"
+name: deadline
+events:
+  - {name: Asked}
+  - {name: Answer}
+  - {name: TimedOut}
+  - {name: Decided}
+  - {name: Done, parents: [StopEvent]}
+steps:
+  - name: ask
+    params: [{name: q, kind: required, types: [UserMessageEvent]}]
+    outputs: [Asked, {event: TimedOut, delayed: true}]
+  - name: decide
+    params: [{name: a, kind: required, types: [Answer, TimedOut]}]
+    outputs: [Decided]
+  - name: close
+    params: [{name: d, kind: list, types: [Decided]}]
+    outputs: [Done]
+    precondition: {name: after_two, when: {count_at_least: {param: d, n: 2}}}
+simulation:
+  arrivals: [{event: UserMessageEvent, label: q}, {event: Answer, label: yes}]
+"#;
+
+#[test]
+fn a_timer_fires_at_every_point_after_it_was_set() {
+    let x = run(DEADLINE);
+    assert!(x.is_complete(), "{:?}", x.bounds_hit);
+    // The answer and the deadline both reach `decide`: twice at worst, never fewer than twice
+    // (the timer always fires in the end, the answer always arrives).
+    let decide = step(&x, "decide");
+    assert_eq!(decide.worst, Some(2));
+    let fired: Vec<&str> = decide
+        .worst_witness
+        .iter()
+        .map(|t| t.text.as_str())
+        .filter(|t| t.starts_with("timer of ask#x0 fires"))
+        .collect();
+    assert_eq!(fired.len(), 1, "{:#?}", decide.worst_witness);
+    assert!(fired[0].contains("TimedOut"), "{fired:?}");
+    assert!(
+        decide
+            .worst_witness
+            .iter()
+            .any(|t| matches!(&t.action, TraceAction::Fire { event, step, .. } if event == "TimedOut" && step == "ask")),
+        "{:#?}",
+        decide.worst_witness
+    );
+}
+
+#[test]
+fn a_timer_dies_with_the_run_and_never_fires_after_the_end() {
+    // `decide` ends the run: whichever comes first wins, the other is after-stop evidence
+    // (the answer) or never delivered (the timer, dropped with the run).
+    let yaml = DEADLINE
+        .replace("    outputs: [Decided]\n", "    outputs: [Done]\n")
+        .replace(
+            "  - name: close\n    params: [{name: d, kind: list, types: [Decided]}]\n    outputs: [Done]\n    precondition: {name: after_two, when: {count_at_least: {param: d, n: 2}}}\n",
+            "",
+        );
+    let x = run(&yaml);
+    assert!(x.is_complete());
+    // Twice at worst: the deadline fired while the answer's decision ran (a race the
+    // explorer finds), once at best.
+    let decide = step(&x, "decide");
+    assert_eq!((decide.best, decide.worst), (Some(1), Some(2)));
+    assert!(
+        decide
+            .worst_witness
+            .iter()
+            .any(|t| t.text.starts_with("timer of ask#x0 fires")),
+        "{:#?}",
+        decide.worst_witness
+    );
+    assert!(x.stalls.is_empty(), "{:?}", x.stalls);
+    // The answer after the timeout's decision is kept as evidence.
+    assert!(
+        x.after_stop.iter().any(|a| a.event == "Answer"),
+        "{:?}",
+        x.after_stop
+    );
+    for w in x.steps.iter().flat_map(|s| &s.worst_witness) {
+        assert!(
+            !(w.text.contains("fires") && w.notes.iter().any(|n| n.contains("after stop"))),
+            "a timer never fires after the end: {}",
+            w.text
+        );
+    }
+}
+
+#[test]
+fn a_cancellation_is_explored_at_every_point_while_the_run_is_live() {
+    let opts = ExploreOptions {
+        cancel: true,
+        ..ExploreOptions::default()
+    };
+    let x = run_with(RACE, opts);
+    assert!(x.is_complete());
+    // Cancelled before `answer` ran: it ran 0 times at best.
+    assert_eq!(step(&x, "answer").best, Some(0));
+    assert_eq!(
+        run(RACE)
+            .steps
+            .iter()
+            .find(|s| s.step == "answer")
+            .unwrap()
+            .best,
+        Some(1)
+    );
+    // The cancellation is an exception event from outside, and its witness cancels.
+    let cancelled = x
+        .exceptions
+        .iter()
+        .find(|e| e.event == "RunCancelledEvent" && e.step.is_none())
+        .expect("the cancellation");
+    let last = cancelled.witness.last().unwrap();
+    assert_eq!(last.action, TraceAction::Cancel);
+    assert!(
+        last.text
+            .starts_with("cancel the run → RunCancelledEvent; run ended by"),
+        "{}",
+        last.text
+    );
+    // A run with nothing left to do is a stall, not cancelled.
+    let stalled = run_with(
+        "name: w\nevents: [{name: A}, {name: Never}, {name: Done, parents: [StopEvent]}]\nsteps:\n  - {name: a, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [A]}\n  - {name: b, params: [{name: a, kind: required, types: [A]}, {name: n, kind: required, types: [Never]}], outputs: [Done]}\nsimulation:\n  arrivals: [UserMessageEvent]\n",
+        opts,
+    );
+    assert_eq!(stalled.stalls.len(), 1, "{:?}", stalled.stalls);
+}
+
+#[test]
+fn the_simulator_fires_timers_when_the_run_has_nothing_else_to_do() {
+    let s = sim::simulate(spec(DEADLINE), sim::Policy::Fifo, 1_000).unwrap();
+    // The answer came first (in time), then the deadline: `decide` ran for both.
+    let decide = s.run.spec().step_index("decide").unwrap();
+    assert_eq!(s.run.execution_count(decide), 2);
+    assert!(s.run.is_terminated());
+    let timeline: Vec<Record> = s.run.records().to_vec();
+    assert!(
+        timeline
+            .iter()
+            .any(|r| matches!(r, Record::TimerSet { .. }))
+    );
+    assert!(
+        timeline
+            .iter()
+            .any(|r| matches!(r, Record::TimerFired { .. }))
+    );
+    // The journal replays.
+    crate::replay::replay(
+        s.run.spec_arc().clone(),
+        s.run.run_key(),
+        None,
+        &s.journal,
+        &timeline,
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_delayed_output_must_be_an_output_and_reads_back_as_written() {
+    let ws: crate::WorkflowSpec = crate::parse_spec(DEADLINE, SpecSyntax::Yaml).unwrap();
+    assert_eq!(ws.steps[0].delayed, vec!["TimedOut".to_string()]);
+    let json = serde_json::to_value(&ws).unwrap();
+    assert_eq!(
+        json["steps"][0]["outputs"],
+        serde_json::json!(["Asked", {"event": "TimedOut", "delayed": true}])
+    );
+    let back: crate::WorkflowSpec = serde_json::from_value(json).unwrap();
+    assert_eq!(back, ws);
+    let mut bad = ws.clone();
+    bad.steps[0].delayed.push("Nope".into());
+    let e = CompiledSpec::compile(&bad).unwrap_err();
+    assert!(e.to_string().contains("delayed"), "{e}");
 }

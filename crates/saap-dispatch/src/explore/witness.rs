@@ -124,6 +124,29 @@ impl Model {
                         event,
                     }
                 }
+                Act::Fire => {
+                    let timer = st.run.timers().iter().find(|t| {
+                        t.state == crate::run::TimerState::Pending
+                            && Some(t.due_ns) == st.run.next_timer_due()
+                    });
+                    let execution = timer.map_or(ExecutionId(0), |t| t.set_by);
+                    let event = match timer.map(|t| &t.ty) {
+                        Some(crate::run::NewEventType::Known(t)) => self.type_name(*t).to_string(),
+                        Some(crate::run::NewEventType::Foreign { name, .. }) => name.clone(),
+                        None => String::new(),
+                    };
+                    let step = st
+                        .run
+                        .execution(execution)
+                        .map(|e| self.step_name(e.step).to_string())
+                        .unwrap_or_default();
+                    TraceAction::Fire {
+                        event,
+                        execution,
+                        step,
+                    }
+                }
+                Act::Cancel => TraceAction::Cancel,
                 Act::Complete(x) => {
                     let step = st
                         .run
@@ -227,6 +250,19 @@ impl Model {
                     };
                     format!("complete {step}#{execution} → {outs}")
                 }
+                TraceAction::Fire {
+                    event,
+                    execution,
+                    step,
+                } => {
+                    let label = run
+                        .log()
+                        .get(log_before)
+                        .map(|_| self.event_label(run, log_before as u32))
+                        .unwrap_or_else(|| event.clone());
+                    format!("timer of {step}#{execution} fires → {label}")
+                }
+                TraceAction::Cancel => "cancel the run → RunCancelledEvent".to_string(),
                 TraceAction::Fail {
                     execution,
                     step,
