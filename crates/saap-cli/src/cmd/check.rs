@@ -20,7 +20,7 @@ pub enum Deny {
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Each finding names a stable code (SAAP001…SAAP020, see docs/checks.md), the step and
+    after_help = "Each finding names a stable code (SAAP001…SAAP021, see docs/checks.md), the step and
 parameter, what is wrong, why it breaks at runtime (rules R1-R6, DESIGN §4) and the fix.
 
 Examples:

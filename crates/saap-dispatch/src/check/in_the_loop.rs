@@ -1,6 +1,7 @@
 //! Findings about waits on the outside (issue 21 §8): a child run's answer taken by a
 //! workflow that never delegates (SAAP018), a wait on a person the workflow asked that
-//! nothing ends but the answer (SAAP019), and a child's failure no step takes (SAAP020).
+//! nothing ends but the answer (SAAP019), a child's failure no step takes (SAAP020), and a
+//! step that takes a deadline beside what it stands in for and runs for both (SAAP021).
 //!
 //! A human's or bot's answer type is also how a workflow declares any event sent from outside
 //! (`send RUN`; SAAP002's fix says so), so neither check fires on one unless a step asks a
@@ -106,6 +107,64 @@ impl Analysis<'_> {
                     ),
                     "DESIGN §8: a timeout is an event; a wait on a person ends without the answer only if the step can take something else in its place (a deadline's event) — otherwise only a cancel ends it",
                     "give the wait a deadline: have the asking step also return `Delayed::after(duration, TimedOut { … })` and take `Either<Answer, TimedOut>` (a parameter whose types include the timeout event); or accept the open wait and cancel stale runs (`<agent> cancel RUN`)".to_string(),
+                );
+            }
+        }
+    }
+
+    /// SAAP021: a parameter takes a deadline — an event some step returns for later delivery
+    /// (a timer) — together with other types (the answer it stands in for), and nothing
+    /// keeps its step to one decision: when both come (an answer after the deadline, or the
+    /// deadline while the answer's decision runs), the step runs for each.
+    pub(super) fn deadlines_deciding_twice(&self, out: &mut Out) {
+        let delayed: BTreeSet<TypeId> = self
+            .spec
+            .steps
+            .iter()
+            .flat_map(|s| s.delayed.iter().copied())
+            .collect();
+        if delayed.is_empty() {
+            return;
+        }
+        for (si, s) in self.spec.steps.iter().enumerate() {
+            // One execution at most, or a precondition that can say no to the second.
+            if s.max_executions_per_run == Some(1) || s.precondition.is_some() {
+                continue;
+            }
+            for (pi, p) in s.params.iter().enumerate() {
+                if !matches!(p.kind, ParamKind::Required | ParamKind::Optional) {
+                    continue;
+                }
+                let (deadlines, others): (Vec<TypeId>, Vec<TypeId>) =
+                    p.types.iter().partition(|t| delayed.contains(t));
+                if deadlines.is_empty() || others.is_empty() {
+                    continue;
+                }
+                let setters: Vec<&str> = self
+                    .spec
+                    .steps
+                    .iter()
+                    .filter(|o| o.delayed.iter().any(|t| deadlines.contains(t)))
+                    .map(|o| o.name.as_str())
+                    .collect();
+                out.push(
+                    &DEADLINE_DECIDES_TWICE,
+                    self,
+                    Some(si),
+                    Some(pi),
+                    format!(
+                        "`{}` takes the deadline {} (a timer `{}` sets) in place of {}: when both come — the answer after the deadline, or the deadline while the answer's decision still runs — `{}` runs for each and decides twice",
+                        s.name,
+                        self.names(&deadlines),
+                        setters.join("`, `"),
+                        self.names(&others),
+                        s.name,
+                    ),
+                    "DESIGN §8, R2: a timer is dropped only when the run ends; until then its event arrives like any other and starts the steps that take it, so an answer and its deadline are two triggers",
+                    format!(
+                        "let whichever comes first decide: `max_executions_per_run: 1` on `{}` (`#[step(max_executions_per_run = 1)]`, `Step::max_executions_per_run(1)`); ending the run in `{}` drops the timer but leaves the race while it runs",
+                        s.name, s.name
+                    ),
                 );
             }
         }

@@ -251,6 +251,12 @@ pub const CHILD_FAILURE_UNTAKEN: Rule = rule(
     "child-failure-untaken",
     "workflow takes a child run's answer but not its failure",
 );
+pub const DEADLINE_DECIDES_TWICE: Rule = rule(
+    "SAAP021",
+    Severity::Warning,
+    "deadline-decides-twice",
+    "step takes a deadline and what it stands in for, and can run for both",
+);
 
 /// Every check, in code order.
 pub const RULES: &[Rule] = &[
@@ -274,6 +280,7 @@ pub const RULES: &[Rule] = &[
     RESPONSE_WITHOUT_REQUEST,
     WAIT_WITHOUT_DEADLINE,
     CHILD_FAILURE_UNTAKEN,
+    DEADLINE_DECIDES_TWICE,
 ];
 
 /// The built-in types whose subtypes arrive from outside the workflow (DESIGN §5).
@@ -336,6 +343,7 @@ pub fn check(spec: &CompiledSpec) -> Vec<Finding> {
     cx.responses_without_requests(&mut out);
     cx.waits_without_deadline(&mut out);
     cx.child_failures_untaken(&mut out);
+    cx.deadlines_deciding_twice(&mut out);
     out.finish()
 }
 

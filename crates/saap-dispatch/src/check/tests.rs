@@ -212,6 +212,44 @@ steps:
     assert_eq!(count(&no_request, &CHILD_FAILURE_UNTAKEN), 0);
 }
 
+// SAAP021
+#[test]
+fn a_step_that_takes_a_deadline_and_its_answer_without_a_limit_is_a_warning() {
+    let y = "
+name: w
+events: [{name: Asked}, {name: Answer}, {name: TimedOut}, {name: Done, parents: [StopEvent]}]
+steps:
+  - {name: ask, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [Asked, {event: TimedOut, delayed: true}]}
+  - {name: decide, params: [{name: a, kind: required, types: [Answer, TimedOut]}], outputs: [Done]}
+";
+    assert!(has(y, &DEADLINE_DECIDES_TWICE, "decide", Some("a")));
+    let found = check(&spec(y));
+    let f = found
+        .iter()
+        .find(|f| f.code == DEADLINE_DECIDES_TWICE.code)
+        .unwrap();
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(f.message.contains("a timer `ask` sets"), "{}", f.message);
+    assert!(f.fix.contains("max_executions_per_run: 1"), "{}", f.fix);
+    // One decision at most, or a precondition to refuse the second: clean.
+    let once = y.replace(
+        "outputs: [Done]}",
+        "outputs: [Done], max_executions_per_run: 1}",
+    );
+    assert_eq!(count(&once, &DEADLINE_DECIDES_TWICE), 0);
+    let guarded = y.replace(
+        "outputs: [Done]}",
+        "outputs: [Done], precondition: {name: first_only}}",
+    );
+    assert_eq!(count(&guarded, &DEADLINE_DECIDES_TWICE), 0);
+    // The same event not delivered later is no deadline (a plain output): clean.
+    let now = y.replace("{event: TimedOut, delayed: true}", "TimedOut");
+    assert_eq!(count(&now, &DEADLINE_DECIDES_TWICE), 0);
+    // A step that takes only the deadline decides once per deadline: clean.
+    let alone = y.replace("types: [Answer, TimedOut]", "types: [TimedOut]");
+    assert_eq!(count(&alone, &DEADLINE_DECIDES_TWICE), 0);
+}
+
 // SAAP002
 #[test]
 fn missing_producer_is_an_error() {

@@ -134,6 +134,12 @@ pub const MEANINGS: &[CodeMeaning] = &[
         "a child's failure taken by no step",
         &[NeverRuns],
     ),
+    m(
+        "SAAP021",
+        "R2",
+        "a deadline and its answer both decide",
+        &[RunsTwice],
+    ),
     m("SAAP102", "R1 + R5", "Config Lie", &[Config]),
     m(
         "SAAP103",
