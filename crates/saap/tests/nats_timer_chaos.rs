@@ -1,16 +1,19 @@
-//! kill -9 chaos across timer firings on NATS (issue 21 §7, the distributed engine): worker
-//! processes of a class whose first step sets a timer of a few milliseconds and whose second
-//! step takes the timer's event are SIGKILLed at random points — before a timer is due, while
-//! it fires, between its firing and the step it wakes — and the next worker takes their runs
-//! over when their lease ends (a timer due meanwhile fires at takeover). Verified from the
-//! JetStream journal: every run ended once, with its timer fired exactly once and its second
-//! step started once. 0 lost wake-ups, 0 double deliveries. Bounded (10 kill cycles); no
-//! timed assertions.
+//! kill -9 chaos across timer firings and cancellations on NATS (issue 21 §7, the
+//! distributed engine): worker processes of a class whose first step sets a timer of a few
+//! milliseconds and whose second step takes the timer's event are SIGKILLed at random points
+//! — before a timer is due, while it fires, between its firing and the step it wakes, while a
+//! cancellation is applied — and the next worker takes their runs over when their lease ends
+//! (a timer due meanwhile fires at takeover). Every third run waits an hour for its timer and
+//! is cancelled after the first kill. Verified from the JetStream journal: every run ended
+//! once; the others with their timer fired exactly once and their second step started once;
+//! the cancelled ones by their cancellation, their timer dropped, never fired. 0 lost
+//! wake-ups, 0 double deliveries, 0 lost cancellations. Bounded (10 kill cycles); no timed
+//! assertions.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use common::nats::{ended_runs, publish, reader};
+use common::nats::{address, ended_runs, publish, reader};
 use saap::nats::{NatsOptions, Worker, WorkerOptions};
 use saap::{Delayed, Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
 use saap_nats::testing::{NatsServer, connect};
@@ -25,14 +28,20 @@ const CYCLES: usize = 10;
 /// Short, so that the next worker takes a killed one's runs over soon.
 const LEASE: Duration = Duration::from_millis(1500);
 
-/// `ask` sets a timer of 1–30 ms (from the message's length); `done` takes its event.
+/// `ask` sets a timer of 1–204 ms from the message's length (runs stay live across kills),
+/// or of an hour for a message longer than 40 (a run only a cancellation ends); `done` takes
+/// its event.
 fn workflow() -> Workflow {
     Workflow::builder("NatsTimerChaos")
         .step(Step::new(
             "ask",
             |q: Required<UserMessageEvent>, _: StepCtx| async move {
                 let n = q.message.len() as u32;
-                let delay = Duration::from_millis(1 + u64::from(n % 30));
+                let delay = if n > 40 {
+                    Duration::from_secs(3600)
+                } else {
+                    Duration::from_millis(1 + 7 * u64::from(n % 30))
+                };
                 Ok::<_, StepError>((Asked { n }, Delayed::after(delay, Fired { n })))
             },
         ))
@@ -48,7 +57,7 @@ fn workflow() -> Workflow {
 
 /// The child: a worker of the class, serving until it is killed.
 #[test]
-#[ignore = "run by kill_9_of_workers_across_timers_loses_no_wake_up_and_fires_once"]
+#[ignore = "run by kill_9_of_workers_across_timers_and_cancels_loses_no_wake_up_and_fires_once"]
 fn nats_timer_worker_process() {
     let Ok(url) = std::env::var("SAAP_CHAOS_NATS") else {
         return;
@@ -103,7 +112,7 @@ fn count(run: &saap::backend::StoredRun, kind: &str, step: Option<u64>) -> usize
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_of_workers_across_timers_loses_no_wake_up_and_fires_once() {
+async fn kill_9_of_workers_across_timers_and_cancels_loses_no_wake_up_and_fires_once() {
     let seed = common::kill::seed();
     let mut rng = fastrand::Rng::with_seed(seed);
     let server = NatsServer::start();
@@ -111,12 +120,21 @@ async fn kill_9_of_workers_across_timers_loses_no_wake_up_and_fires_once() {
     let client = connect(&server).await;
     client.ensure_stream(wf.name()).await.unwrap();
     for i in 0..RUNS {
-        let start = UserMessageEvent::new("x".repeat(i % 40 + 1));
+        // Every third run waits an hour for its timer: only its cancellation ends it.
+        let len = if i.is_multiple_of(3) { 41 } else { i % 40 + 1 };
+        let start = UserMessageEvent::new("x".repeat(len));
         publish(&client, &wf, &format!("t{i}"), &start).await;
     }
     let store = reader(connect(&server).await, &wf).await;
     let mut killed = 0;
-    for _ in 0..CYCLES {
+    for cycle in 0..CYCLES {
+        if cycle == 1 {
+            // After the first kill: every third run is cancelled (one that has ended by then
+            // keeps the cancellation as evidence only).
+            for i in (0..RUNS).step_by(3) {
+                cancel(&client, &wf, &format!("t{i}")).await;
+            }
+        }
         // Killed a random moment after it first wrote (a worker still connecting would be
         // killed before any step ran).
         let before = journal_seq(&store).await;
@@ -141,18 +159,20 @@ async fn kill_9_of_workers_across_timers_loses_no_wake_up_and_fires_once() {
     last.kill().unwrap();
     last.wait().unwrap();
     assert_eq!(runs.len(), RUNS, "0 lost runs (seed {seed})");
+    let mut ended_by_cancel = 0;
     for r in &runs {
         let text = || format!("seed {seed}: {}", common::nats::record_text(r));
         assert!(r.ended, "{}", text());
-        assert_eq!(count(r, "timer_set", None), 1, "{}", text());
-        assert_eq!(count(r, "timer_fired", None), 1, "fired once: {}", text());
         assert_eq!(
-            count(r, "execution_started", Some(1)),
+            count(r, "run_terminated", None),
             1,
-            "`done` started once: {}",
+            "ended once: {}",
             text()
         );
-        assert_eq!(count(r, "run_terminated", None), 1, "{}", text());
+        let cancelled = r
+            .records
+            .iter()
+            .any(|x| x["record"] == "run_terminated" && x["by"] == "exception");
         let dones = r
             .journal
             .iter()
@@ -164,6 +184,57 @@ async fn kill_9_of_workers_across_timers_loses_no_wake_up_and_fires_once() {
                 _ => None,
             })
             .sum::<usize>();
+        let index: usize = r.meta.run_id[1..].parse().unwrap();
+        if index.is_multiple_of(3) {
+            // Waiting an hour: ended by its cancellation, its timer dropped, never done.
+            assert!(cancelled, "ended by its cancellation: {}", text());
+            ended_by_cancel += 1;
+            assert_eq!(count(r, "timer_fired", None), 0, "{}", text());
+            assert_eq!(count(r, "timer_dropped", None), 1, "{}", text());
+            assert_eq!(count(r, "execution_started", Some(1)), 0, "{}", text());
+            assert_eq!(dones, 0, "{}", text());
+            continue;
+        }
+        assert!(!cancelled, "{}", text());
+        assert_eq!(count(r, "timer_set", None), 1, "{}", text());
+        assert_eq!(count(r, "timer_fired", None), 1, "fired once: {}", text());
+        assert_eq!(
+            count(r, "execution_started", Some(1)),
+            1,
+            "`done` started once: {}",
+            text()
+        );
         assert_eq!(dones, 1, "one Done: {}", text());
     }
+    eprintln!("{ended_by_cancel} runs ended by their cancellation (seed {seed})");
+}
+
+/// Publishes a `RunCancelledEvent` to run `run` as `<agent> cancel` does (the workflow need
+/// not declare it: its lineage comes from the protocol).
+async fn cancel(client: &saap_nats::SaapNats, wf: &Workflow, run: &str) {
+    use saap::Event;
+    use saap_protocol::hierarchy::names::{EXCEPTION_EVENT, RUN_CANCELLED_EVENT};
+    let mut hierarchy = wf.compiled().hierarchy.clone();
+    if !hierarchy.contains(RUN_CANCELLED_EVENT) {
+        hierarchy
+            .register(RUN_CANCELLED_EVENT, &[EXCEPTION_EVENT])
+            .unwrap();
+    }
+    let mut env = saap_protocol::EventEnvelope::new(
+        &hierarchy,
+        saap::RunCancelledEvent::NAME,
+        saap_nats::ids::fresh_event_id(),
+        saap_nats::ids::now_ns(),
+    )
+    .unwrap();
+    let fields = serde_json::to_value(saap::RunCancelledEvent::new("chaos")).unwrap();
+    if let serde_json::Value::Object(fields) = fields {
+        for (k, v) in fields {
+            env = env.with_field(&k, v);
+        }
+    }
+    client
+        .publish_control(&address(wf.name(), run), &env)
+        .await
+        .unwrap();
 }
