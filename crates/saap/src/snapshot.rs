@@ -385,6 +385,44 @@ fn budget_line(r: &Record) -> Option<String> {
     })
 }
 
+/// A run's budget in one line (`None`: it has none): its limits, what it used, what is held.
+pub fn budget_text(run: &Run) -> Option<String> {
+    let b = run.budget()?;
+    let started = run.executions().len();
+    let held = run.held().count();
+    let executions = match b.max_executions {
+        Some(max) => format!(
+            "{max} executions in all ({} ran, {held} held)",
+            started - held
+        ),
+        None => "executions unlimited".to_string(),
+    };
+    let time = match b.until_ns {
+        Some(t) if b.wall_spent => format!("time ended {}", saap_dispatch::render::utc_text(t)),
+        Some(t) => format!("time until {}", saap_dispatch::render::utc_text(t)),
+        None => "time unlimited".to_string(),
+    };
+    let state = if run.budget_spent() && !run.is_terminated() {
+        "; spent: `resume RUN` grants more"
+    } else {
+        ""
+    };
+    Some(format!("budget: {executions}, {time}{state}"))
+}
+
+/// A run's budget as JSON (`None`: it has none): `{max_executions, executions, held, until,
+/// spent}`.
+pub fn budget_json(run: &Run) -> Option<serde_json::Value> {
+    let b = run.budget()?;
+    Some(serde_json::json!({
+        "max_executions": b.max_executions,
+        "executions": run.executions().len(),
+        "held": run.held().map(|x| x.to_string()).collect::<Vec<_>>(),
+        "until": b.until_ns.map(saap_dispatch::render::utc_text),
+        "spent": run.budget_spent(),
+    }))
+}
+
 /// Why a run whose budget is spent waits, what it holds and how to go on.
 pub fn budget_spent_text(run: &Run) -> String {
     let held: Vec<String> = run

@@ -1196,9 +1196,24 @@ fn a_run_that_spends_its_budget_pauses_and_resume_continues_it_in_another_proces
     let shown: serde_json::Value =
         serde_json::from_str(&rag(&db, &["show", &run_id, "--json"]).stdout).unwrap();
     assert_eq!(shown["progress"]["state"], "waiting_budget");
+    assert_eq!(shown["budget"]["max_executions"], 3);
+    assert_eq!(shown["budget"]["executions"], 4);
+    assert_eq!(shown["budget"]["spent"], true);
+    assert_eq!(shown["budget"]["held"].as_array().unwrap().len(), 1);
+    let held = shown["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["state"] == "Held")
+        .count();
+    assert_eq!(held, 1, "{shown}");
     let timeline = rag(&db, &["show", &run_id]).stdout;
     assert!(
         timeline.contains("budget spent (3 executions ran)"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("budget: 3 executions in all (3 ran, 1 held), time unlimited; spent: `resume RUN` grants more"),
         "{timeline}"
     );
 

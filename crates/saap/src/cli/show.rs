@@ -110,11 +110,17 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
             .iter()
             .enumerate()
             .map(|(i, x)| {
+                let id = saap_dispatch::ExecutionId(i as u32);
+                // Started on record, not run: held for the budget.
+                let state = match x.state {
+                    saap_dispatch::run::ExecState::Running if run.is_held(id) => "Held".to_string(),
+                    s => format!("{s:?}"),
+                };
                 json!({
-                    "execution": saap_dispatch::ExecutionId(i as u32).to_string(),
+                    "execution": id.to_string(),
                     "step": run.spec().steps[x.step as usize].name,
                     "trigger": x.trigger,
-                    "state": format!("{:?}", x.state),
+                    "state": state,
                     "attempt": x.attempt,
                     "error": run.execution_error(saap_dispatch::ExecutionId(i as u32)),
                 })
@@ -126,6 +132,7 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
             "workflow": view.workflow,
             "status": view.outcome().as_str(),
             "progress": progress_json(run.progress()),
+            "budget": crate::snapshot::budget_json(run),
             "result": view.result().map(|(n, f)| json!({"event": n, "fields": f})),
             "events": events,
             "records": run.records(),
@@ -157,6 +164,9 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
         .map_err(io)?;
     writeln!(out).map_err(io)?;
     writeln!(out, "executions: {}", counts_text(run)).map_err(io)?;
+    if let Some(b) = crate::snapshot::budget_text(run) {
+        writeln!(out, "{b}").map_err(io)?;
+    }
     for c in view.children() {
         writeln!(
             out,
