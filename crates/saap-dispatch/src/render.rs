@@ -226,6 +226,14 @@ pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String
             "child {child} timed out (request {}): its deadline's event follows, its run is cancelled",
             child_request(run, *child)
         ),
+        Record::BudgetGranted { .. } | Record::BudgetSpent { .. } => budget_text(r)?,
+    })
+}
+
+/// A budget record in words (`None` for any other record): what `show`, `explain` and
+/// `simulate` print for it.
+pub fn budget_text(r: &Record) -> Option<String> {
+    Some(match r {
         Record::BudgetGranted {
             max_executions,
             until_ns,
@@ -245,9 +253,10 @@ pub fn record_text(run: &Run, labels: &EventLabels, r: &Record) -> Option<String
             match limit {
                 crate::record::BudgetLimit::Executions { max } => format!("{max} executions ran"),
                 crate::record::BudgetLimit::WallTime { until_ns } =>
-                    format!("its time ended at {}", utc_text(*until_ns)),
+                    format!("time ended {}", utc_text(*until_ns)),
             }
         ),
+        _ => return None,
     })
 }
 

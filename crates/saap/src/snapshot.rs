@@ -345,44 +345,18 @@ pub fn timeline_with(run: &Run, display_by: &[(u32, saap_dispatch::ExecutionId)]
                 "child {child} timed out{}: its deadline came first (its run is cancelled)",
                 child_label(run, *child)
             ),
-            Record::BudgetGranted { .. } | Record::BudgetSpent { .. } => {
-                budget_line(&r).unwrap_or_default()
+            Record::BudgetGranted { .. } => {
+                saap_dispatch::render::budget_text(&r).unwrap_or_default()
             }
+            Record::BudgetSpent { .. } => format!(
+                "  {}",
+                saap_dispatch::render::budget_text(&r).unwrap_or_default()
+            ),
         };
         out.push_str(&line);
         out.push('\n');
     }
     out
-}
-
-/// A budget record as a timeline line.
-fn budget_line(r: &Record) -> Option<String> {
-    use saap_dispatch::BudgetLimit;
-    use saap_dispatch::render::utc_text;
-    Some(match r {
-        Record::BudgetGranted {
-            max_executions,
-            until_ns,
-        } => format!(
-            "budget granted: {}, {}",
-            max_executions.map_or_else(
-                || "executions unlimited".to_string(),
-                |n| format!("{n} executions in all")
-            ),
-            until_ns.map_or_else(
-                || "time unlimited".to_string(),
-                |t| format!("until {}", utc_text(t))
-            )
-        ),
-        Record::BudgetSpent { limit, held_from } => format!(
-            "  budget spent ({}): {held_from} and later executions wait for a resume",
-            match limit {
-                BudgetLimit::Executions { max } => format!("{max} executions ran"),
-                BudgetLimit::WallTime { until_ns } => format!("time ended {}", utc_text(*until_ns)),
-            }
-        ),
-        _ => return None,
-    })
 }
 
 /// A run's budget in one line (`None`: it has none): its limits, what it used, what is held.

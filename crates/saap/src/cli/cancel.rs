@@ -5,17 +5,17 @@
 use super::args::{EngineArg, EngineKind, ReadArgs};
 #[cfg(feature = "nats")]
 use super::fail::internal;
-use super::fail::{Fail, engine_fail, invalid, io};
+use super::fail::{Fail, engine_fail, io};
 #[cfg(feature = "nats")]
 use super::follow::follow_stored;
-use super::reader::resolve_agent_run;
+use super::reader::engine_of_run;
 #[cfg(feature = "nats")]
 use super::reader::resolve_run;
 #[cfg(feature = "nats")]
 use super::reader::{open_nats_reader, read_view};
 #[cfg(feature = "nats")]
 use super::send::ended_run;
-use super::store::{db_path, memory_keeps_nothing, open_engine};
+use super::store::memory_keeps_nothing;
 use crate::workflow::Workflow;
 use std::io::Write;
 
@@ -62,23 +62,19 @@ pub(super) async fn cancel_cmd(workflow: &Workflow, a: CancelArgs) -> Result<u8,
         EngineArg::Nats(url) => return cancel_nats(workflow, url, &a).await,
         #[cfg(not(feature = "nats"))]
         EngineArg::Nats(_) => {
-            return Err(invalid(
+            return Err(super::fail::invalid(
                 "this agent was built without the `nats` feature of saap",
             ));
         }
     };
-    let path = db_path(workflow, &a.from.store);
-    if !path.exists() {
-        return Err(invalid(format!(
-            "no database {}; there is no run to cancel",
-            path.display()
-        )));
-    }
-    let opened = open_engine(workflow, kind, &a.from.store).await?;
-    let place = path.display().to_string();
-    // A child run of an agent this one delegates to is cancelled through that agent's engine.
-    let (agent, run_id) = resolve_agent_run(workflow, opened.backend(), &place, &a.run).await?;
-    let engine = opened.agent(agent.name()).unwrap_or(opened);
+    let (engine, _, run_id) = engine_of_run(
+        workflow,
+        kind,
+        &a.from.store,
+        &a.run,
+        "there is no run to cancel",
+    )
+    .await?;
     let id = engine
         .cancel(&run_id, &a.reason)
         .await

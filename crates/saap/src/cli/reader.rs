@@ -171,6 +171,29 @@ pub(super) async fn read_named_run(
     })
 }
 
+/// The embedded engine that holds stored run `given` (its id or a unique prefix), opened to
+/// act on it (`send`, `cancel`, `resume`): the engine of the run's agent (a child run of an
+/// agent this one delegates to is acted on through that agent's engine), the engine opened
+/// (whose telemetry the command flushes), and the run's id. `no_db` ends the message for a
+/// database that does not exist ("start a run first with `run`").
+pub(super) async fn engine_of_run(
+    workflow: &Workflow,
+    kind: EngineKind,
+    store: &super::args::StoreArgs,
+    given: &str,
+    no_db: &str,
+) -> Result<(crate::Engine, crate::Engine, String), Fail> {
+    let path = db_path(workflow, store);
+    if !path.exists() {
+        return Err(invalid(format!("no database {}; {no_db}", path.display())));
+    }
+    let opened = super::store::open_engine(workflow, kind, store).await?;
+    let place = path.display().to_string();
+    let (agent, run_id) = resolve_agent_run(workflow, opened.backend(), &place, given).await?;
+    let engine = opened.agent(agent.name()).unwrap_or_else(|| opened.clone());
+    Ok((engine, opened, run_id))
+}
+
 /// As [`resolve_run`], among the runs of this agent and then of the agents it delegates to
 /// (a child run waiting for a human is answered through its parent's program): the agent
 /// whose run it is, and the id. The error is this agent's when no agent has the run.

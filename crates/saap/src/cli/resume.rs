@@ -5,8 +5,8 @@
 use super::args::{EngineArg, EngineKind, ReadArgs, parse_duration};
 use super::fail::{Fail, engine_fail, invalid};
 use super::follow::follow;
-use super::reader::resolve_agent_run;
-use super::store::{db_path, flush_telemetry, memory_keeps_nothing, open_engine};
+use super::reader::engine_of_run;
+use super::store::{flush_telemetry, memory_keeps_nothing};
 use crate::engine::Raise;
 use crate::workflow::Workflow;
 use std::time::Duration;
@@ -109,18 +109,14 @@ pub(super) async fn resume_cmd(workflow: &Workflow, a: ResumeArgs) -> Result<u8,
             ));
         }
     };
-    let path = db_path(workflow, &a.from.store);
-    if !path.exists() {
-        return Err(invalid(format!(
-            "no database {}; there is no run to resume",
-            path.display()
-        )));
-    }
-    let opened = open_engine(workflow, kind, &a.from.store).await?;
-    let place = path.display().to_string();
-    // A child run of an agent this one delegates to is resumed through that agent's engine.
-    let (agent, run_id) = resolve_agent_run(workflow, opened.backend(), &place, &a.run).await?;
-    let engine = opened.agent(agent.name()).unwrap_or_else(|| opened.clone());
+    let (engine, opened, run_id) = engine_of_run(
+        workflow,
+        kind,
+        &a.from.store,
+        &a.run,
+        "there is no run to resume",
+    )
+    .await?;
     let from = engine.snapshot(&run_id).map_or(0, |s| s.run.log().len());
     let resumed = engine.resume(&run_id, raise).await.map_err(engine_fail)?;
     let mut granted = Vec::new();

@@ -7,12 +7,12 @@ use super::follow::follow;
 #[cfg(feature = "nats")]
 use super::follow::follow_stored;
 use super::input::json_arg;
-use super::reader::resolve_agent_run;
+use super::reader::engine_of_run;
 #[cfg(feature = "nats")]
 use super::reader::resolve_run;
 #[cfg(feature = "nats")]
 use super::reader::{open_nats_reader, read_view};
-use super::store::{db_path, flush_telemetry, memory_keeps_nothing, open_engine};
+use super::store::{db_path, flush_telemetry, memory_keeps_nothing};
 use crate::history::RunOutcome;
 use crate::workflow::Workflow;
 use serde_json::Value;
@@ -69,18 +69,15 @@ pub(super) async fn send_cmd(workflow: &Workflow, a: SendArgs) -> Result<u8, Fai
             ));
         }
     };
-    let path = db_path(workflow, &a.from.store);
-    if !path.exists() {
-        return Err(invalid(format!(
-            "no database {}; start a run first with `run`",
-            path.display()
-        )));
-    }
-    let opened = open_engine(workflow, kind, &a.from.store).await?;
-    let place = path.display().to_string();
-    // A child run of an agent this one delegates to is sent to through that agent's engine.
-    let (agent, run_id) = resolve_agent_run(workflow, opened.backend(), &place, &a.run).await?;
-    let engine = opened.agent(agent.name()).unwrap_or_else(|| opened.clone());
+    let (engine, opened, run_id) = engine_of_run(
+        workflow,
+        kind,
+        &a.from.store,
+        &a.run,
+        "start a run first with `run`",
+    )
+    .await?;
+    let place = db_path(workflow, &a.from.store).display().to_string();
     let snap = engine
         .stored_snapshot(&run_id)
         .await
