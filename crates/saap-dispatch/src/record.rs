@@ -140,6 +140,12 @@ pub enum Record {
         max_executions: Option<u32>,
         /// When the wall time ends (nanoseconds since the Unix epoch); `None`: no limit.
         until_ns: Option<u64>,
+        /// How many model tokens the run may use in all; `None`: no limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_tokens: Option<u64>,
+        /// How much its model calls may cost in all (millionths); `None`: no limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_cost_micros: Option<u64>,
     },
     /// The budget is spent: executions from `held_from` on are started as decided but held
     /// (not run) until a grant releases them; the run waits for a person to resume it.
@@ -157,6 +163,10 @@ pub enum BudgetLimit {
     Executions { max: u32 },
     /// The wall time ended at `until_ns` (nanoseconds since the Unix epoch).
     WallTime { until_ns: u64 },
+    /// The run's model calls used `max` tokens.
+    Tokens { max: u64 },
+    /// The run's model calls cost `max_micros` millionths.
+    Cost { max_micros: u64 },
 }
 
 /// A record as a run stores it: 12 bytes where a [`Record`] takes 24, so that a large run's
@@ -690,24 +700,29 @@ mod tests {
             value().prop_map(|child| Record::ChildTimedOut { child }),
             (
                 proptest::option::of(value()),
+                proptest::option::of(any::<u64>()),
+                proptest::option::of(any::<u64>()),
                 proptest::option::of(any::<u64>())
             )
-                .prop_map(|(max_executions, until_ns)| Record::BudgetGranted {
-                    max_executions,
-                    until_ns,
-                }),
-            (x(), value(), any::<u64>(), any::<bool>()).prop_map(
-                |(held_from, max, until_ns, wall)| {
-                    Record::BudgetSpent {
-                        limit: if wall {
-                            BudgetLimit::WallTime { until_ns }
-                        } else {
-                            BudgetLimit::Executions { max }
-                        },
-                        held_from,
+                .prop_map(|(max_executions, until_ns, max_tokens, max_cost_micros)| {
+                    Record::BudgetGranted {
+                        max_executions,
+                        until_ns,
+                        max_tokens,
+                        max_cost_micros,
                     }
+                }),
+            (x(), value(), any::<u64>(), 0u8..4).prop_map(|(held_from, max, n, kind)| {
+                Record::BudgetSpent {
+                    limit: match kind {
+                        0 => BudgetLimit::Executions { max },
+                        1 => BudgetLimit::WallTime { until_ns: n },
+                        2 => BudgetLimit::Tokens { max: n },
+                        _ => BudgetLimit::Cost { max_micros: n },
+                    },
+                    held_from,
                 }
-            ),
+            }),
         ]
     }
 

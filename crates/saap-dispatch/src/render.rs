@@ -237,27 +237,52 @@ pub fn budget_text(r: &Record) -> Option<String> {
         Record::BudgetGranted {
             max_executions,
             until_ns,
-        } => format!(
-            "budget granted: {}, {}",
-            max_executions.map_or_else(
-                || "executions unlimited".to_string(),
-                |n| format!("{n} executions in all")
-            ),
-            until_ns.map_or_else(
-                || "time unlimited".to_string(),
-                |t| format!("until {}", utc_text(t))
-            )
-        ),
+            max_tokens,
+            max_cost_micros,
+        } => {
+            let mut text = format!(
+                "budget granted: {}, {}",
+                max_executions.map_or_else(
+                    || "executions unlimited".to_string(),
+                    |n| format!("{n} executions in all")
+                ),
+                until_ns.map_or_else(
+                    || "time unlimited".to_string(),
+                    |t| format!("until {}", utc_text(t))
+                )
+            );
+            if let Some(n) = max_tokens {
+                text.push_str(&format!(", {n} tokens"));
+            }
+            if let Some(c) = max_cost_micros {
+                text.push_str(&format!(", cost {}", cost_text(*c)));
+            }
+            text
+        }
         Record::BudgetSpent { limit, held_from } => format!(
             "budget spent ({}): {held_from} and later executions wait until the run is resumed",
             match limit {
                 crate::record::BudgetLimit::Executions { max } => format!("{max} executions ran"),
                 crate::record::BudgetLimit::WallTime { until_ns } =>
                     format!("time ended {}", utc_text(*until_ns)),
+                crate::record::BudgetLimit::Tokens { max } => format!("{max} tokens used"),
+                crate::record::BudgetLimit::Cost { max_micros } =>
+                    format!("cost {} reached", cost_text(*max_micros)),
             }
         ),
         _ => return None,
     })
+}
+
+/// A cost in millionths of the price table's currency, as a number (`0.25`).
+pub fn cost_text(micros: u64) -> String {
+    let whole = micros / 1_000_000;
+    let frac = micros % 1_000_000;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let digits = format!("{frac:06}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
 }
 
 /// A timer's due time as RFC 3339 text (UTC).
@@ -408,19 +433,29 @@ pub fn record_json(run: &Run, labels: &EventLabels, r: &Record) -> Value {
         Record::BudgetGranted {
             max_executions,
             until_ns,
+            max_tokens,
+            max_cost_micros,
         } => {
             json!({"record": "budget_granted", "max_executions": max_executions,
-            "until": until_ns.map(utc_text), "until_ns": until_ns})
+            "until": until_ns.map(utc_text), "until_ns": until_ns, "max_tokens": max_tokens,
+            "max_cost_micros": max_cost_micros})
         }
         Record::BudgetSpent { limit, held_from } => {
-            let (limit, max, until_ns) = match limit {
-                crate::record::BudgetLimit::Executions { max } => ("executions", Some(*max), None),
-                crate::record::BudgetLimit::WallTime { until_ns } => {
-                    ("wall_time", None, Some(*until_ns))
+            use crate::record::BudgetLimit;
+            let (kind, max) = match limit {
+                BudgetLimit::Executions { max } => ("executions", json!({"max_executions": max})),
+                BudgetLimit::WallTime { until_ns } => ("wall_time", json!({"until_ns": until_ns})),
+                BudgetLimit::Tokens { max } => ("tokens", json!({"max_tokens": max})),
+                BudgetLimit::Cost { max_micros } => {
+                    ("cost", json!({"max_cost_micros": max_micros}))
                 }
             };
-            json!({"record": "budget_spent", "limit": limit, "max_executions": max,
-            "until_ns": until_ns, "held_from": held_from.to_string()})
+            let mut v = json!({"record": "budget_spent", "limit": kind,
+            "held_from": held_from.to_string()});
+            if let (Some(v), Some(m)) = (v.as_object_mut(), max.as_object()) {
+                v.extend(m.clone());
+            }
+            v
         }
     }
 }

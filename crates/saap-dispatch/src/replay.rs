@@ -207,7 +207,17 @@ pub enum HistoryInput {
         executions: Option<u32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         wall_ns: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_micros: Option<u64>,
         now_ns: u64,
+    },
+    /// What an execution's model calls used (tokens, cost in millionths), before its
+    /// completion.
+    Usage {
+        tokens: u64,
+        cost_micros: u64,
     },
 }
 
@@ -334,7 +344,16 @@ impl History {
                     RunInput::Budget(g) => HistoryInput::Budget {
                         executions: g.executions,
                         wall_ns: g.wall_ns,
+                        tokens: g.tokens,
+                        cost_micros: g.cost_micros,
                         now_ns: g.now_ns,
+                    },
+                    RunInput::Usage {
+                        tokens,
+                        cost_micros,
+                    } => HistoryInput::Usage {
+                        tokens: *tokens,
+                        cost_micros: *cost_micros,
                     },
                 })
                 .collect(),
@@ -430,12 +449,23 @@ impl History {
                     HistoryInput::Budget {
                         executions,
                         wall_ns,
+                        tokens,
+                        cost_micros,
                         now_ns,
                     } => RunInput::Budget(crate::run::budget::BudgetGrant {
                         executions: *executions,
                         wall_ns: *wall_ns,
+                        tokens: *tokens,
+                        cost_micros: *cost_micros,
                         now_ns: *now_ns,
                     }),
+                    HistoryInput::Usage {
+                        tokens,
+                        cost_micros,
+                    } => RunInput::Usage {
+                        tokens: *tokens,
+                        cost_micros: *cost_micros,
+                    },
                 })
             })
             .collect()

@@ -86,6 +86,16 @@ pub(crate) trait RunHost: Send + Sync {
     fn cancellation(&self, run_id: &str) -> Option<tokio_util::sync::CancellationToken>;
     /// How much one run's effect journal may hold (`StepCtx::effect`).
     fn effect_limits(&self) -> crate::backend::EffectLimits;
+    /// Counts what a model call of `execution` (attempt `attempt`) of run `run_id` used,
+    /// for the run's token and cost budget (taken with the execution's completion).
+    fn report_usage(
+        &self,
+        run_id: &str,
+        execution: ExecutionId,
+        attempt: u32,
+        tokens: u64,
+        cost_micros: u64,
+    );
 }
 
 /// The run an execution belongs to, as its body sees it.
@@ -532,6 +542,27 @@ impl StepCtx {
         token.unwrap_or_default()
     }
 
+    /// Reports what a model call of this execution used — `tokens`, and `cost` in the price
+    /// table's currency — for the run's token and cost budget (`RunBudget::max_tokens`,
+    /// `max_cost`): counted when the execution completes; once a budget is used up, what
+    /// the run would run next waits for `resume`. `saap::llm` reports every call it makes
+    /// (replayed calls too: a re-run execution's count replaces the lost attempt's); a body
+    /// that calls a model another way reports its calls itself. Not counted for a body run
+    /// on another worker (NATS `Steps::Shared`).
+    pub fn report_usage(&self, tokens: u64, cost: f64) {
+        if let CtxRun::Local(run) = &*self.run
+            && let Ok(host) = run.host()
+        {
+            host.report_usage(
+                run.run_id.as_str(),
+                self.execution,
+                self.attempt,
+                tokens,
+                cost_micros(cost),
+            );
+        }
+    }
+
     /// The run's agent config (what `cfg: Config<C>` injects).
     pub fn config<C: AgentConfig>(&self) -> Result<Config<C>, ConfigError> {
         let fields = self.held_start_fields().map_err(|e| ConfigError::Agent {
@@ -549,6 +580,15 @@ impl StepCtx {
             message: e.to_string(),
         })?;
         step_config(&fields, step).map(StepConfig::new)
+    }
+}
+
+/// A cost in millionths of its currency (negative and non-numbers count as nothing).
+pub(crate) fn cost_micros(cost: f64) -> u64 {
+    if cost.is_finite() && cost > 0.0 {
+        (cost * 1e6).round().min(u64::MAX as f64) as u64
+    } else {
+        0
     }
 }
 

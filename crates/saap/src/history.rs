@@ -140,7 +140,7 @@ impl StoredRunView {
                 shown_by.push((event.id, ExecutionId(*x)));
             }
             let core = entry.input.core_inputs(&mut to_new);
-            inputs.extend(core.grant);
+            inputs.extend(core.before);
             inputs.push(core.input);
             inputs.extend(core.schedule);
             inputs.extend(core.delegate);

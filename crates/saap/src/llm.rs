@@ -282,6 +282,14 @@ impl Llm {
         if let Some(cost) = &cost {
             ctx.display_owned(cost.clone()).await?;
         }
+        // Counted against the run's token and cost budget with the execution's completion.
+        if let Some(u) = &completion.usage {
+            let tokens = u.total_tokens.max(u.prompt_tokens + u.completion_tokens);
+            let spent = cost.as_ref().map_or(0.0, |c| {
+                c.prompt_tokens_costs + c.completion_tokens_costs + c.embedding_tokens_costs
+            });
+            ctx.report_usage(tokens, spent);
+        }
         Ok(LlmAnswer {
             completion,
             event,

@@ -376,12 +376,23 @@ pub fn budget_text(run: &Run) -> Option<String> {
         Some(t) => format!("time until {}", saap_dispatch::render::utc_text(t)),
         None => "time unlimited".to_string(),
     };
+    let mut meters = String::new();
+    if let Some(max) = b.tokens.max {
+        meters.push_str(&format!(", {} of {max} tokens", b.tokens.used));
+    }
+    if let Some(max) = b.cost_micros.max {
+        meters.push_str(&format!(
+            ", cost {} of {}",
+            saap_dispatch::render::cost_text(b.cost_micros.used),
+            saap_dispatch::render::cost_text(max)
+        ));
+    }
     let state = if run.budget_spent() && !run.is_terminated() {
         "; spent: `resume RUN` grants more"
     } else {
         ""
     };
-    Some(format!("budget: {executions}, {time}{state}"))
+    Some(format!("budget: {executions}, {time}{meters}{state}"))
 }
 
 /// A run's budget as JSON (`None`: it has none): `{max_executions, executions, held, until,
@@ -393,6 +404,10 @@ pub fn budget_json(run: &Run) -> Option<serde_json::Value> {
         "executions": run.executions().len(),
         "held": run.held().map(|x| x.to_string()).collect::<Vec<_>>(),
         "until": b.until_ns.map(saap_dispatch::render::utc_text),
+        "max_tokens": b.tokens.max,
+        "tokens": b.tokens.used,
+        "max_cost": b.cost_micros.max.map(saap_dispatch::render::cost_text),
+        "cost": saap_dispatch::render::cost_text(b.cost_micros.used),
         "spent": run.budget_spent(),
     }))
 }
@@ -408,6 +423,13 @@ pub fn budget_spent_text(run: &Run) -> String {
         .collect();
     let why = match run.budget() {
         Some(b) if b.wall_spent => "its wall time ended".to_string(),
+        Some(b) if b.tokens.held_from.is_some() => {
+            format!("its steps used {} tokens", b.tokens.used)
+        }
+        Some(b) if b.cost_micros.held_from.is_some() => format!(
+            "its model calls cost {}",
+            saap_dispatch::render::cost_text(b.cost_micros.used)
+        ),
         Some(b) => format!(
             "it ran the {} executions it was granted",
             b.max_executions.unwrap_or_default()
@@ -420,7 +442,7 @@ pub fn budget_spent_text(run: &Run) -> String {
         format!("held, not run: {}", held.join(", "))
     };
     format!(
-        "budget spent: {why}; {held}. Resume it with `resume RUN` (the first budget again) or `resume RUN --raise executions=N --raise time=DURATION`"
+        "budget spent: {why}; {held}. Resume it with `resume RUN` (the first budget again) or `resume RUN --raise executions=N` (or time=DURATION, tokens=N, cost=AMOUNT)"
     )
 }
 

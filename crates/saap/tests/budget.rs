@@ -63,9 +63,99 @@ fn budget(executions: Option<u32>, time: Option<Duration>) -> EngineOptions {
         run_budget: RunBudget {
             max_executions: executions,
             max_wall_time: time,
+            ..RunBudget::default()
         },
         ..EngineOptions::default()
     }
+}
+
+/// `chain`, each step reporting a model call of 100 tokens costing 0.05.
+fn metered_chain() -> Workflow {
+    Workflow::builder("Metered")
+        .step(Step::new(
+            "s0",
+            |_: Required<UserMessageEvent>, ctx: StepCtx| async move {
+                ctx.report_usage(100, 0.05);
+                Ok::<_, StepError>(A { n: 0 })
+            },
+        ))
+        .step(Step::new("s1", |_: Required<A>, ctx: StepCtx| async move {
+            ctx.report_usage(100, 0.05);
+            Ok::<_, StepError>(B { n: 1 })
+        }))
+        .step(Step::new("s2", |_: Required<B>, ctx: StepCtx| async move {
+            ctx.report_usage(100, 0.05);
+            Ok::<_, StepError>(C { n: 2 })
+        }))
+        .step(Step::new("s3", |_: Required<C>, ctx: StepCtx| async move {
+            ctx.report_usage(100, 0.05);
+            Ok::<_, StepError>(Done { n: 3 })
+        }))
+        .build()
+        .unwrap()
+}
+
+async fn a_token_budget_holds_what_runs_after_the_tokens_are_used_up(kind: Kind) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EngineOptions {
+        run_budget: RunBudget {
+            max_tokens: Some(250),
+            ..RunBudget::default()
+        },
+        ..EngineOptions::default()
+    };
+    let runner = TestRunner::new(engine(kind, metered_chain(), opts, &dir));
+    let run = runner.start(UserMessageEvent::new("go")).await.unwrap();
+    let snap = run.wait_idle(WAIT).await.unwrap();
+    // s0, s1 and s2 used 300 of 250 tokens: s3, started by s2's completion, is held.
+    assert_eq!(run.status(), "waiting_budget");
+    assert_eq!(snap.run.held().count(), 1);
+    assert!(run.events_of::<Done>().is_empty());
+    let waiting = snap.waiting_for();
+    assert!(waiting.contains("its steps used 300 tokens"), "{waiting}");
+    let timeline = snap.timeline();
+    assert!(
+        timeline.contains("budget spent (250 tokens used)"),
+        "{timeline}"
+    );
+    let r = run
+        .resume(Raise {
+            tokens: Some(1_000),
+            ..Raise::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.released, 1);
+    run.wait_for_end(WAIT).await.unwrap();
+    assert_eq!(run.events_of::<Done>().len(), 1);
+}
+
+async fn a_cost_budget_holds_what_runs_after_the_cost_is_reached(kind: Kind) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EngineOptions {
+        run_budget: RunBudget {
+            max_cost: Some(0.08),
+            ..RunBudget::default()
+        },
+        ..EngineOptions::default()
+    };
+    let runner = TestRunner::new(engine(kind, metered_chain(), opts, &dir));
+    let run = runner.start(UserMessageEvent::new("go")).await.unwrap();
+    let snap = run.wait_idle(WAIT).await.unwrap();
+    // s0 and s1 cost 0.10 of 0.08: s2 is held.
+    assert_eq!(run.status(), "waiting_budget");
+    assert_eq!(run.executions_of("s2"), 1);
+    assert!(run.events_of::<C>().is_empty());
+    assert!(
+        snap.timeline().contains("budget spent (cost 0.08 reached)"),
+        "{}",
+        snap.timeline()
+    );
+    // Without amounts: the first budget again, 0.08 more (0.16 in all): s2 runs (0.15, still
+    // under), then s3, which stops the run.
+    run.resume(Raise::default()).await.unwrap();
+    run.wait_for_end(WAIT).await.unwrap();
+    assert_eq!(run.events_of::<Done>().len(), 1);
 }
 
 /// An engine with `opts` on `kind`'s store (kept in `dir` for SQLite).
@@ -126,6 +216,7 @@ async fn a_raise_names_how_much_more(kind: Kind) {
             .resume(Raise {
                 executions: Some(1),
                 time: None,
+                ..Raise::default()
             })
             .await
             .unwrap();
@@ -137,6 +228,7 @@ async fn a_raise_names_how_much_more(kind: Kind) {
     run.resume(Raise {
         executions: Some(5),
         time: None,
+        ..Raise::default()
     })
     .await
     .unwrap();
@@ -161,6 +253,7 @@ async fn a_wall_time_budget_holds_what_comes_after_its_end(kind: Kind) {
         .resume(Raise {
             executions: None,
             time: Some(Duration::from_secs(60)),
+            ..Raise::default()
         })
         .await
         .unwrap();
@@ -187,6 +280,7 @@ async fn resuming_a_run_that_is_not_paused_is_refused(kind: Kind) {
         .resume(Raise {
             executions: Some(0),
             time: None,
+            ..Raise::default()
         })
         .await
         .unwrap_err();
@@ -212,6 +306,61 @@ on_both_backends! {
     a_wall_time_budget_holds_what_comes_after_its_end => a_wall_time_budget_holds_what_comes_after_its_end;
     resuming_a_run_that_is_not_paused_is_refused => resuming_a_run_that_is_not_paused_is_refused;
     a_run_waiting_for_an_event_is_not_paused => a_run_waiting_for_an_event_is_not_paused;
+    a_token_budget_holds_what_runs_after_the_tokens_are_used_up => a_token_budget_holds_what_runs_after_the_tokens_are_used_up;
+    a_cost_budget_holds_what_runs_after_the_cost_is_reached => a_cost_budget_holds_what_runs_after_the_cost_is_reached;
+}
+
+/// What a run's steps used is journaled with their completions: a run paused on its tokens
+/// is still paused after a restart, with the same count.
+#[test]
+fn a_token_count_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let opts = || EngineOptions {
+        run_budget: RunBudget {
+            max_tokens: Some(150),
+            ..RunBudget::default()
+        },
+        ..EngineOptions::default()
+    };
+    let run_id = rt().block_on(async {
+        let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+        let (engine, _) = Engine::open(metered_chain(), backend, opts())
+            .await
+            .unwrap();
+        let run = TestRunner::new(engine.clone())
+            .start(UserMessageEvent::new("go"))
+            .await
+            .unwrap();
+        run.wait_idle(WAIT).await.unwrap();
+        assert_eq!(run.status(), "waiting_budget");
+        engine.halt();
+        run.run_id().to_string()
+    });
+    rt().block_on(async {
+        let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+        let (engine, _) = Engine::open(metered_chain(), backend, EngineOptions::default())
+            .await
+            .unwrap();
+        let run = TestRunner::new(engine.clone()).attach(&run_id).unwrap();
+        let snap = run.wait_idle(WAIT).await.unwrap();
+        assert_eq!(run.status(), "waiting_budget");
+        let b = snap.run.budget().unwrap();
+        assert_eq!(b.tokens.max, Some(150));
+        // 200 (s0, s1), or more if s1's completion was lost with the process and s1 ran
+        // again: its count is the new attempt's, never both.
+        assert_eq!(b.tokens.used, 200, "{}", snap.timeline());
+        let r = run
+            .resume(Raise {
+                tokens: Some(1_000),
+                ..Raise::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(r.grant.tokens, Some(1_000));
+        run.wait_for_end(WAIT).await.unwrap();
+        assert_eq!(run.events_of::<Done>().len(), 1);
+    });
 }
 
 fn rt() -> tokio::runtime::Runtime {

@@ -577,3 +577,61 @@ fn a_tool_loop_re_run_after_a_crash_calls_neither_the_model_nor_the_tool_again()
         "the tool did not run again"
     );
 }
+
+struct Metered;
+
+#[agent]
+impl Metered {
+    #[step]
+    async fn ask(
+        q: Required<UserMessageEvent>,
+        llm: Res<Llm>,
+        ctx: StepCtx,
+    ) -> Result<LLMEvent, StepError> {
+        let request = ChatRequest::new(vec![Message::user(q.message.clone())]);
+        Ok(llm.chat(&ctx, &request).await?.event)
+    }
+
+    #[step]
+    async fn done(_call: Required<LLMEvent>) -> Result<saap::StopEvent, StepError> {
+        Ok(saap::StopEvent {})
+    }
+}
+
+/// A model call counts against the run's token and cost budget: once the call's 16 tokens
+/// pass a budget of 10, what its step's completion starts waits for a resume.
+#[tokio::test]
+async fn a_model_call_spends_the_runs_token_budget() {
+    let (port, _) = server().await;
+    let workflow = Metered::workflow()
+        .unwrap()
+        .with_resource(llm(port, "stream"));
+    let opts = saap::EngineOptions {
+        run_budget: saap::RunBudget {
+            max_tokens: Some(10),
+            max_cost: Some(1.0),
+            ..saap::RunBudget::default()
+        },
+        ..saap::EngineOptions::default()
+    };
+    let engine = saap::Engine::new(workflow, Arc::new(saap::MemoryBackend::new()), opts);
+    let run = TestRunner::new(engine)
+        .start(UserMessageEvent::new("What is the capital of Switzerland?"))
+        .await
+        .unwrap();
+    let snap = run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(run.status(), "waiting_budget", "{}", snap.timeline());
+    let b = snap.run.budget().unwrap();
+    // 12 prompt + 4 completion tokens, priced 12e-6 + 8e-6.
+    assert_eq!(b.tokens.used, 16);
+    assert_eq!(b.cost_micros.used, 20);
+    assert_eq!(run.executions_of("done"), 1, "started on record");
+    run.resume(saap::Raise {
+        tokens: Some(100),
+        ..saap::Raise::default()
+    })
+    .await
+    .unwrap();
+    let snap = run.wait_for_end(WAIT).await.unwrap();
+    assert!(snap.has_stop(), "{}", snap.timeline());
+}

@@ -12,7 +12,7 @@
 //! come back then through [`Run::next_due`]): executions already running finish, new ones
 //! are held. Must not read a clock: time comes in with the grant and the clock inputs.
 
-pub use super::{Budget, BudgetGrant};
+pub use super::{Budget, BudgetGrant, Meter};
 use super::{ExecState, Run, push_record, rare};
 use crate::ids::ExecutionId;
 use crate::record::{BudgetLimit, Record};
@@ -22,8 +22,18 @@ use crate::record::{BudgetLimit, Record};
 pub enum BudgetError {
     #[error("the run has ended: a budget cannot be granted to it")]
     RunEnded,
-    #[error("a grant must give more executions or more time (it gave neither)")]
+    #[error("a grant must give more executions, time, tokens or cost (it gave none)")]
     Empty,
+}
+
+/// A grant of `n` more to a meter: counted from its limit, or from what was used when it
+/// had none; released when what was used is below the new limit.
+fn grant_meter(m: &mut Meter, n: u64) {
+    let max = m.max.unwrap_or(m.used).saturating_add(n);
+    m.max = Some(max);
+    if m.used < max {
+        m.held_from = None;
+    }
 }
 
 impl Run {
@@ -34,7 +44,11 @@ impl Run {
         if self.is_terminated() {
             return Err(BudgetError::RunEnded);
         }
-        if grant.executions.is_none() && grant.wall_ns.is_none() {
+        if grant.executions.is_none()
+            && grant.wall_ns.is_none()
+            && grant.tokens.is_none()
+            && grant.cost_micros.is_none()
+        {
             return Err(BudgetError::Empty);
         }
         let released_before = self.released_len();
@@ -55,16 +69,20 @@ impl Run {
             b.until_ns = Some(grant.now_ns.saturating_add(w));
             b.wall_spent = false;
         }
-        let (max_executions, until_ns) = (b.max_executions, b.until_ns);
+        if let Some(n) = grant.tokens {
+            grant_meter(&mut b.tokens, n);
+        }
+        if let Some(n) = grant.cost_micros {
+            grant_meter(&mut b.cost_micros, n);
+        }
+        let record = Record::BudgetGranted {
+            max_executions: b.max_executions,
+            until_ns: b.until_ns,
+            max_tokens: b.tokens.max,
+            max_cost_micros: b.cost_micros.max,
+        };
         self.held_from = b.held_from();
-        push_record(
-            &mut self.records,
-            &mut self.rare,
-            Record::BudgetGranted {
-                max_executions,
-                until_ns,
-            },
-        );
+        push_record(&mut self.records, &mut self.rare, record);
         Ok(self.released_len() - released_before)
     }
 
@@ -73,10 +91,57 @@ impl Run {
         self.rare.as_ref()?.budget.as_deref()
     }
 
-    /// Whether the budget is spent: executions wait for it, or its wall time ended (what the
-    /// run does next would wait). Only a grant changes that.
+    /// Whether the budget is spent: executions wait for it, or its wall time ended or its
+    /// tokens or cost were used up (what the run does next would wait). Only a grant
+    /// changes that.
     pub fn budget_spent(&self) -> bool {
-        self.held().next().is_some() || self.budget().is_some_and(|b| b.wall_spent)
+        self.held().next().is_some()
+            || self.budget().is_some_and(|b| {
+                b.wall_spent || b.tokens.held_from.is_some() || b.cost_micros.held_from.is_some()
+            })
+    }
+
+    /// What an execution's model calls used, reported with its completion (applied just
+    /// before it, so that what the completion starts is held once the budget is spent).
+    /// Counted against the run's token and cost budgets; a run without one keeps no count.
+    /// Records `BudgetSpent` when a meter reaches its limit.
+    pub fn use_budget(&mut self, tokens: u64, cost_micros: u64) {
+        let next = self.executions.len() as u32;
+        let Some(b) = self.rare.as_mut().and_then(|r| r.budget.as_mut()) else {
+            return;
+        };
+        let mut spent = Vec::new();
+        for (m, used, limit) in [
+            (&mut b.tokens, tokens, BudgetLimit::Tokens { max: 0 }),
+            (
+                &mut b.cost_micros,
+                cost_micros,
+                BudgetLimit::Cost { max_micros: 0 },
+            ),
+        ] {
+            m.used = m.used.saturating_add(used);
+            if let Some(max) = m.max
+                && m.used >= max
+                && m.held_from.is_none()
+            {
+                m.held_from = Some(next);
+                spent.push(match limit {
+                    BudgetLimit::Tokens { .. } => BudgetLimit::Tokens { max },
+                    _ => BudgetLimit::Cost { max_micros: max },
+                });
+            }
+        }
+        self.held_from = b.held_from();
+        for limit in spent {
+            push_record(
+                &mut self.records,
+                &mut self.rare,
+                Record::BudgetSpent {
+                    limit,
+                    held_from: ExecutionId(next),
+                },
+            );
+        }
     }
 
     /// The executions started and held for the budget, in start order.
@@ -114,8 +179,12 @@ impl Run {
     #[inline(never)]
     fn execution_held(&mut self, x: ExecutionId) {
         let Some(b) = self.budget() else { return };
-        // The wall time's end recorded the spending already.
-        if b.wall_spent || b.max_executions != Some(x.0) {
+        // The wall time's end, or the tokens or cost used up, recorded the spending already.
+        if b.wall_spent
+            || b.tokens.held_from.is_some()
+            || b.cost_micros.held_from.is_some()
+            || b.max_executions != Some(x.0)
+        {
             return;
         }
         push_record(
@@ -169,5 +238,7 @@ impl Budget {
             u32::MAX
         };
         wall.min(self.max_executions.unwrap_or(u32::MAX))
+            .min(self.tokens.held_from.unwrap_or(u32::MAX))
+            .min(self.cost_micros.held_from.unwrap_or(u32::MAX))
     }
 }

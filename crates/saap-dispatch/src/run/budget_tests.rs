@@ -40,6 +40,7 @@ impl Driven {
             executions,
             wall_ns,
             now_ns,
+            ..BudgetGrant::default()
         })) {
             Ok(Handled::Granted { released }) => released,
             other => panic!("not granted: {other:?}"),
@@ -111,7 +112,9 @@ fn an_executions_budget_holds_what_starts_past_it_until_a_grant_releases_it() {
             .find(|r| matches!(r, Record::BudgetGranted { .. })),
         Some(Record::BudgetGranted {
             max_executions: Some(3),
-            until_ns: None
+            until_ns: None,
+            max_tokens: None,
+            max_cost_micros: None,
         })
     );
     assert_eq!(d.run_released(), vec![ExecutionId(2)]);
@@ -234,8 +237,8 @@ fn a_run_that_ends_while_executions_are_held_runs_none_of_them() {
     assert_eq!(
         d.input(RunInput::Budget(BudgetGrant {
             executions: Some(1),
-            wall_ns: None,
-            now_ns: 1
+            now_ns: 1,
+            ..BudgetGrant::default()
         })),
         Err(InputError::Budget(BudgetError::RunEnded))
     );
@@ -287,4 +290,91 @@ fn a_recycled_run_forgets_its_budget() {
     d.run.append(e, &mut DeclaredConditions).expect("started");
     d.run_released();
     assert_eq!(d.run.progress(), Progress::Stopped);
+}
+
+#[test]
+fn a_token_budget_is_spent_by_what_a_completion_used_and_holds_what_it_starts() {
+    let mut d = Driven::new();
+    d.input(RunInput::Budget(BudgetGrant {
+        tokens: Some(100),
+        ..BudgetGrant::default()
+    }))
+    .expect("granted");
+    d.start();
+    // s0 used 60 tokens: under the budget, s1 runs.
+    let x0 = d.run.next_started().expect("s0");
+    d.input(RunInput::Usage {
+        tokens: 60,
+        cost_micros: 0,
+    })
+    .expect("used");
+    d.complete(x0);
+    let x1 = d.run.next_started().expect("s1 runs");
+    // s1 used 50 more (110 of 100): what its completion starts is held.
+    d.input(RunInput::Usage {
+        tokens: 50,
+        cost_micros: 0,
+    })
+    .expect("used");
+    d.complete(x1);
+    assert_eq!(d.run.next_started(), None);
+    assert_eq!(d.run.held().collect::<Vec<_>>(), vec![ExecutionId(2)]);
+    assert_eq!(
+        d.spent(),
+        vec![Record::BudgetSpent {
+            limit: BudgetLimit::Tokens { max: 100 },
+            held_from: ExecutionId(2),
+        }]
+    );
+    assert_eq!(d.run.progress().as_str(), "waiting_budget");
+    assert_eq!(d.run.budget().map(|b| b.tokens.used), Some(110));
+    // 100 more tokens (a limit of 200, 110 used): released.
+    let released = d.input(RunInput::Budget(BudgetGrant {
+        tokens: Some(100),
+        now_ns: 5,
+        ..BudgetGrant::default()
+    }));
+    assert_eq!(released, Ok(Handled::Granted { released: 1 }));
+    assert_eq!(d.run_released(), vec![ExecutionId(2), ExecutionId(3)]);
+    assert_eq!(d.run.progress(), Progress::Stopped);
+}
+
+#[test]
+fn a_cost_budget_is_spent_like_tokens_and_a_run_without_one_counts_nothing() {
+    let mut d = Driven::new();
+    d.input(RunInput::Budget(BudgetGrant {
+        cost_micros: Some(250_000),
+        ..BudgetGrant::default()
+    }))
+    .expect("granted");
+    d.start();
+    let x0 = d.run.next_started().expect("s0");
+    d.input(RunInput::Usage {
+        tokens: 10,
+        cost_micros: 300_000,
+    })
+    .expect("used");
+    d.complete(x0);
+    assert_eq!(
+        d.spent(),
+        vec![Record::BudgetSpent {
+            limit: BudgetLimit::Cost {
+                max_micros: 250_000
+            },
+            held_from: ExecutionId(1),
+        }]
+    );
+    assert_eq!(crate::render::cost_text(250_000), "0.25");
+    assert_eq!(crate::render::cost_text(3_000_000), "3");
+    // Without a budget: usage is taken and counted nowhere; nothing is held.
+    let mut free = Driven::new();
+    free.start();
+    free.input(RunInput::Usage {
+        tokens: 1_000_000,
+        cost_micros: 1_000_000,
+    })
+    .expect("used");
+    free.run_released();
+    assert_eq!(free.run.progress(), Progress::Stopped);
+    assert_eq!(free.run.budget(), None);
 }

@@ -47,6 +47,9 @@ pub enum RunInput {
     ChildEnded { child: u32, event: NewEvent },
     /// A budget was granted (before the start event, or by a resume).
     Budget(BudgetGrant),
+    /// What an execution's model calls used (tokens, cost in millionths), journaled with
+    /// its completion and applied just before it (see [`Run::use_budget`]).
+    Usage { tokens: u64, cost_micros: u64 },
 }
 
 /// What [`Run::handle`] did with an input.
@@ -67,6 +70,8 @@ pub enum Handled {
     Delegated { children: u32 },
     /// The budget was granted; this many held executions were released.
     Granted { released: u32 },
+    /// Usage was counted against the budget.
+    Used,
 }
 
 /// Why [`Run::handle`] refused an input.
@@ -132,6 +137,13 @@ impl Run {
             RunInput::Budget(grant) => Ok(Handled::Granted {
                 released: self.grant(grant)?,
             }),
+            RunInput::Usage {
+                tokens,
+                cost_micros,
+            } => {
+                self.use_budget(tokens, cost_micros);
+                Ok(Handled::Used)
+            }
         }
     }
 }

@@ -242,8 +242,25 @@ pub struct BudgetGrant {
     pub executions: Option<u32>,
     /// This much more wall time, in nanoseconds, from `now_ns`.
     pub wall_ns: Option<u64>,
+    /// This many more model tokens (counted like executions: from the limit, or from what
+    /// was used).
+    pub tokens: Option<u64>,
+    /// This much more model cost, in millionths of the price table's currency.
+    pub cost_micros: Option<u64>,
     /// The clock reading the grant was made at (nanoseconds since the Unix epoch).
     pub now_ns: u64,
+}
+
+/// A budget counted in what the run's executions used (model tokens, model cost): the most
+/// they may use, what they used, and where it holds executions once spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Meter {
+    /// The most; `None`: no limit.
+    pub max: Option<u64>,
+    /// Used so far (the executions that completed reported it).
+    pub used: u64,
+    /// Spent (`used` reached `max`) and no grant since gave more: the first execution held.
+    pub held_from: Option<u32>,
 }
 
 /// A run's budget as grants left it.
@@ -258,6 +275,10 @@ pub struct Budget {
     pub wall_spent: bool,
     /// The first execution the spent wall time holds.
     pub wall_held_from: u32,
+    /// Model tokens.
+    pub tokens: Meter,
+    /// Model cost, in millionths of the price table's currency.
+    pub cost_micros: Meter,
     /// The run's first grant: what a resume without amounts grants again.
     pub first: BudgetGrant,
 }

@@ -57,6 +57,9 @@ enum StoredInput {
         /// Requests among the outputs that started child runs.
         #[serde(default)]
         children: Vec<StoredChild>,
+        /// What the execution's model calls used (a run with a token or cost budget).
+        #[serde(default)]
+        usage: Option<StoredUsage>,
     },
     Retry {
         execution: u32,
@@ -79,6 +82,10 @@ struct StoredGrant {
     executions: Option<u32>,
     #[serde(default)]
     wall_ns: Option<u64>,
+    #[serde(default)]
+    tokens: Option<u64>,
+    #[serde(default)]
+    cost_micros: Option<u64>,
     now_ns: u64,
 }
 
@@ -87,6 +94,8 @@ impl StoredGrant {
         RunInput::Budget(saap_dispatch::run::budget::BudgetGrant {
             executions: self.executions,
             wall_ns: self.wall_ns,
+            tokens: self.tokens,
+            cost_micros: self.cost_micros,
             now_ns: self.now_ns,
         })
     }
@@ -94,9 +103,20 @@ impl StoredGrant {
         HistoryInput::Budget {
             executions: self.executions,
             wall_ns: self.wall_ns,
+            tokens: self.tokens,
+            cost_micros: self.cost_micros,
             now_ns: self.now_ns,
         }
     }
+}
+
+/// What an execution's model calls used, as stored with its completion.
+#[derive(Deserialize, Clone, Copy)]
+struct StoredUsage {
+    #[serde(default)]
+    tokens: u64,
+    #[serde(default)]
+    cost_micros: u64,
 }
 
 /// A child run as stored with its completion.
@@ -190,7 +210,15 @@ pub fn inputs(
                 error,
                 timers,
                 children,
+                usage,
             } => {
+                // What its model calls used counts before its completion.
+                if let Some(u) = usage {
+                    inputs.push(RunInput::Usage {
+                        tokens: u.tokens,
+                        cost_micros: u.cost_micros,
+                    });
+                }
                 inputs.push(RunInput::Complete {
                     execution: ExecutionId(*execution),
                     attempt: *attempt,
@@ -253,6 +281,12 @@ pub fn history(run_id: &str, j: &JournalRun) -> Result<History> {
     };
     let mut inputs = Vec::with_capacity(d.inputs.len());
     for i in &d.inputs {
+        if let StoredInput::Complete { usage: Some(u), .. } = i {
+            inputs.push(HistoryInput::Usage {
+                tokens: u.tokens,
+                cost_micros: u.cost_micros,
+            });
+        }
         match i {
             StoredInput::Append { event, budget } => {
                 inputs.extend(budget.map(StoredGrant::history));
@@ -276,6 +310,7 @@ pub fn history(run_id: &str, j: &JournalRun) -> Result<History> {
                 error: None,
                 timers,
                 children,
+                ..
             } => {
                 inputs.push(HistoryInput::Complete {
                     execution: ExecutionId(*execution),
@@ -466,6 +501,13 @@ fn input_text(run: &Run, input: &RunInput) -> String {
         RunInput::ChildEnded { child, event } => {
             format!("child {child} ends: {} {} arrives", name(event), event.id)
         }
+        RunInput::Usage {
+            tokens,
+            cost_micros,
+        } => format!(
+            "an execution's model calls used {tokens} tokens, cost {}",
+            saap_dispatch::render::cost_text(*cost_micros)
+        ),
         RunInput::Budget(g) => format!(
             "a budget is granted: {} more execution(s), {} more",
             g.executions

@@ -133,6 +133,10 @@ pub enum StoredInput {
         /// Requests among the outputs that started child runs, in the same entry.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         children: Vec<StoredChild>,
+        /// What the execution's model calls used (for a run with a token or cost budget):
+        /// counted just before the completion.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<StoredUsage>,
     },
     Retry {
         execution: u32,
@@ -158,7 +162,19 @@ pub struct StoredGrant {
     pub executions: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_micros: Option<u64>,
     pub now_ns: u64,
+}
+
+/// What an execution's model calls used, as stored with its completion: tokens, and cost in
+/// millionths of the price table's currency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StoredUsage {
+    pub tokens: u64,
+    pub cost_micros: u64,
 }
 
 impl StoredGrant {
@@ -167,6 +183,8 @@ impl StoredGrant {
         saap_dispatch::run::budget::BudgetGrant {
             executions: self.executions,
             wall_ns: self.wall_ns,
+            tokens: self.tokens,
+            cost_micros: self.cost_micros,
             now_ns: self.now_ns,
         }
     }
@@ -176,6 +194,8 @@ impl StoredGrant {
         StoredGrant {
             executions: g.executions,
             wall_ns: g.wall_ns,
+            tokens: g.tokens,
+            cost_micros: g.cost_micros,
             now_ns: g.now_ns,
         }
     }
@@ -193,11 +213,12 @@ pub struct StoredChild {
     pub deadline: Option<StoredTimer>,
 }
 
-/// The core's inputs one journal entry stands for ([`StoredInput::core_inputs`]): for a start
-/// event with a budget, the grant first; the input; then, for a completion, the timers and
-/// the children it set.
+/// The core's inputs one journal entry stands for ([`StoredInput::core_inputs`]): first, for
+/// a start event with a budget, the grant, and for a completion that reports what its model
+/// calls used, that usage; the input; then, for a completion, the timers and the children it
+/// set.
 pub struct CoreInputs {
-    pub grant: Option<RunInput>,
+    pub before: Option<RunInput>,
     pub input: RunInput,
     pub schedule: Option<RunInput>,
     pub delegate: Option<RunInput>,
@@ -221,7 +242,7 @@ impl StoredInput {
     ) -> CoreInputs {
         use saap_dispatch::{ExecutionId, Outcome};
         let one = |input| CoreInputs {
-            grant: None,
+            before: None,
             input,
             schedule: None,
             delegate: None,
@@ -230,7 +251,7 @@ impl StoredInput {
             StoredInput::Append {
                 event: e, budget, ..
             } => CoreInputs {
-                grant: budget.map(|g| RunInput::Budget(g.grant())),
+                before: budget.map(|g| RunInput::Budget(g.grant())),
                 ..one(RunInput::Append(event(e)))
             },
             StoredInput::Budget(g) => one(RunInput::Budget(g.grant())),
@@ -241,6 +262,7 @@ impl StoredInput {
                 error,
                 timers,
                 children,
+                usage,
             } => {
                 let execution = ExecutionId(*execution);
                 let outcome = match (outputs, error) {
@@ -275,7 +297,10 @@ impl StoredInput {
                         .collect(),
                 });
                 CoreInputs {
-                    grant: None,
+                    before: usage.map(|u| RunInput::Usage {
+                        tokens: u.tokens,
+                        cost_micros: u.cost_micros,
+                    }),
                     input: RunInput::Complete {
                         execution,
                         attempt: *attempt,
@@ -365,6 +390,16 @@ fn write_grant(g: &StoredGrant, out: &mut Vec<u8>) {
         write_u64(w, out);
         out.push(b',');
     }
+    if let Some(n) = g.tokens {
+        out.extend_from_slice(b"\"tokens\":");
+        write_u64(n, out);
+        out.push(b',');
+    }
+    if let Some(c) = g.cost_micros {
+        out.extend_from_slice(b"\"cost_micros\":");
+        write_u64(c, out);
+        out.push(b',');
+    }
     out.extend_from_slice(b"\"now_ns\":");
     write_u64(g.now_ns, out);
     out.push(b'}');
@@ -409,6 +444,7 @@ pub fn encode_entry(
             error,
             timers,
             children,
+            usage,
         } => {
             out.extend_from_slice(b"\"complete\",\"execution\":");
             write_u32(*execution, out);
@@ -463,6 +499,13 @@ pub fn encode_entry(
                     out.push(b'}');
                 }
                 out.push(b']');
+            }
+            if let Some(u) = usage {
+                out.extend_from_slice(b",\"usage\":{\"tokens\":");
+                write_u64(u.tokens, out);
+                out.extend_from_slice(b",\"cost_micros\":");
+                write_u64(u.cost_micros, out);
+                out.push(b'}');
             }
         }
         StoredInput::Retry { execution } => {
@@ -904,6 +947,8 @@ mod tests {
                     budget: Some(StoredGrant {
                         executions: Some(3),
                         wall_ns: Some(5_000),
+                        tokens: Some(10_000),
+                        cost_micros: None,
                         now_ns: 1_764_000_000_000_000_000,
                     }),
                 },
@@ -914,6 +959,8 @@ mod tests {
                 input: StoredInput::Budget(StoredGrant {
                     executions: None,
                     wall_ns: Some(60_000_000_000),
+                    tokens: None,
+                    cost_micros: Some(2_500_000),
                     now_ns: 1_764_000_003_000_000_000,
                 }),
                 preconditions: vec![],
@@ -923,6 +970,8 @@ mod tests {
                 input: StoredInput::Budget(StoredGrant {
                     executions: Some(1),
                     wall_ns: None,
+                    tokens: None,
+                    cost_micros: None,
                     now_ns: 0,
                 }),
                 preconditions: vec![],
@@ -953,6 +1002,10 @@ mod tests {
                             deadline: None,
                         },
                     ],
+                    usage: Some(StoredUsage {
+                        tokens: 1234,
+                        cost_micros: 5,
+                    }),
                 },
                 preconditions: vec![false],
                 at: None,
@@ -972,6 +1025,7 @@ mod tests {
                     error: Some("step `x` failed: \"quoted\"".into()),
                     timers: Vec::new(),
                     children: Vec::new(),
+                    usage: None,
                 },
                 preconditions: vec![],
                 at: None,

@@ -153,6 +153,14 @@ pub(super) struct BudgetArgs {
     /// what it runs next waits for `resume`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(super) max_time: Option<std::time::Duration>,
+    /// The most model tokens the run's steps may use (`saap::llm` counts every call)
+    /// before what the run runs next waits for `resume`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) max_tokens: Option<u64>,
+    /// The most the run's model calls may cost, in the price table's currency (2.50), before
+    /// what the run runs next waits for `resume`.
+    #[arg(long, value_name = "AMOUNT", value_parser = parse_cost)]
+    pub(super) max_cost: Option<f64>,
 }
 
 impl BudgetArgs {
@@ -160,7 +168,20 @@ impl BudgetArgs {
         crate::engine::RunBudget {
             max_executions: self.max_executions,
             max_wall_time: self.max_time,
+            max_tokens: self.max_tokens,
+            max_cost: self.max_cost,
         }
+    }
+}
+
+/// A cost in the price table's currency (`2.50`): a number above zero.
+pub(super) fn parse_cost(value: &str) -> Result<f64, String> {
+    match value.trim().parse::<f64>() {
+        Ok(c) if c.is_finite() && c > 0.0 => Ok(c),
+        _ => Err(format!(
+            "`{}` is not a cost: write an amount above zero in the price table's currency, like 2.50",
+            value.chars().take(64).collect::<String>()
+        )),
     }
 }
 

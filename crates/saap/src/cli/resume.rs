@@ -2,7 +2,7 @@
 //! `waiting_budget`, DESIGN §8) through `Engine::resume`, then follows the run as `run`
 //! does. Must not change a run that is not paused: the engine refuses (`SAAP-E020`).
 
-use super::args::{EngineArg, EngineKind, ReadArgs, parse_duration};
+use super::args::{EngineArg, EngineKind, ReadArgs, parse_cost, parse_duration};
 use super::fail::{Fail, engine_fail, invalid};
 use super::follow::follow;
 use super::reader::engine_of_run;
@@ -23,6 +23,8 @@ more executions for a run started with --max-executions 10). --raise names an am
 repeat it to raise both:
   --raise executions=N      N more executions
   --raise time=DURATION     this much more time from now (90s, 30m, 1h 30m)
+  --raise tokens=N          N more model tokens
+  --raise cost=AMOUNT       this much more model cost (the price table's currency: 2.50)
 
 Examples:
   runs --status waiting                       find paused runs (status waiting_budget)
@@ -36,7 +38,7 @@ failure."
 pub(super) struct ResumeArgs {
     /// The run id (or a unique prefix of it), as printed by `run` and `runs`.
     pub(super) run: String,
-    /// More budget: `executions=N` or `time=DURATION` (repeatable).
+    /// More budget: `executions=N`, `time=DURATION`, `tokens=N` or `cost=AMOUNT` (repeatable).
     #[arg(long, value_name = "PART=AMOUNT", value_parser = parse_raise)]
     pub(super) raise: Vec<RaisePart>,
     #[command(flatten)]
@@ -50,10 +52,12 @@ pub(super) struct ResumeArgs {
 }
 
 /// One `--raise`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum RaisePart {
     Executions(u32),
     Time(Duration),
+    Tokens(u64),
+    Cost(f64),
 }
 
 fn parse_raise(value: &str) -> Result<RaisePart, String> {
@@ -74,8 +78,17 @@ fn parse_raise(value: &str) -> Result<RaisePart, String> {
             )),
         },
         "time" => parse_duration(amount).map(RaisePart::Time),
+        "tokens" => match amount.trim().parse::<u64>() {
+            Ok(0) => Err("tokens=0 adds nothing: give at least 1".into()),
+            Ok(n) => Ok(RaisePart::Tokens(n)),
+            Err(_) => Err(format!(
+                "`{}`: tokens takes a whole number, like tokens=50000",
+                shown()
+            )),
+        },
+        "cost" => parse_cost(amount).map(RaisePart::Cost),
         other => Err(format!(
-            "`{}` is not a part of a budget: raise `executions` or `time`",
+            "`{}` is not a part of a budget: raise `executions`, `time`, `tokens` or `cost`",
             other.chars().take(64).collect::<String>()
         )),
     }
@@ -88,9 +101,11 @@ fn raise_of(parts: &[RaisePart]) -> Result<Raise, Fail> {
         match *p {
             RaisePart::Executions(n) if raise.executions.is_none() => raise.executions = Some(n),
             RaisePart::Time(d) if raise.time.is_none() => raise.time = Some(d),
+            RaisePart::Tokens(n) if raise.tokens.is_none() => raise.tokens = Some(n),
+            RaisePart::Cost(c) if raise.cost.is_none() => raise.cost = Some(c),
             _ => {
                 return Err(invalid(
-                    "--raise names the same part twice: give executions and time once each",
+                    "--raise names the same part twice: give each of executions, time, tokens and cost at most once",
                 ));
             }
         }
@@ -126,6 +141,12 @@ pub(super) async fn resume_cmd(workflow: &Workflow, a: ResumeArgs) -> Result<u8,
     if let Some(ns) = resumed.grant.wall_ns {
         let d = Duration::from_nanos(ns);
         granted.push(format!("{} more", humantime::format_duration(d)));
+    }
+    if let Some(n) = resumed.grant.tokens {
+        granted.push(format!("{n} more token(s)"));
+    }
+    if let Some(c) = resumed.grant.cost_micros {
+        granted.push(format!("{} more cost", saap_dispatch::render::cost_text(c)));
     }
     eprintln!(
         "resumed run {run_id}: {}; {} held execution(s) now run",
@@ -168,8 +189,14 @@ mod tests {
             .ok(),
             Some(Raise {
                 executions: Some(2),
-                time: Some(Duration::from_secs(1))
+                time: Some(Duration::from_secs(1)),
+                ..Raise::default()
             })
         );
+        assert_eq!(parse_raise("tokens=500"), Ok(RaisePart::Tokens(500)));
+        assert_eq!(parse_raise("cost=2.5"), Ok(RaisePart::Cost(2.5)));
+        for bad in ["tokens=0", "cost=0", "cost=-1", "cost=NaN", "cost=lots"] {
+            assert!(parse_raise(bad).is_err(), "{bad}");
+        }
     }
 }

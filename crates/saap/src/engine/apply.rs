@@ -356,8 +356,14 @@ impl Shared {
         let mut guard = slot.lock();
         let st = &mut *guard;
         let (waits, ended) = match outcome {
-            // A workflow that delegates completes on the general path, which starts children.
-            Ok(()) if !self.journal && !self.may_delegate && st.failure.is_none() => {
+            // A workflow that delegates completes on the general path, which starts children;
+            // so does an execution that reported what its model calls used.
+            Ok(())
+                if !self.journal
+                    && !self.may_delegate
+                    && st.failure.is_none()
+                    && st.usage.is_none() =>
+            {
                 match self.complete_unjournaled(slot, st, inv, &mut buffers.durable)? {
                     Some(done) => done,
                     // A chain link: `inv` holds the execution it started, the run goes on.
@@ -627,6 +633,26 @@ impl Shared {
             run_id: slot.run_id().to_string(),
             detail: e.to_string(),
         };
+        // What a completing execution's model calls used, counted just before its
+        // completion when the run has a budget to count it against.
+        let used = match &input {
+            Input::Complete {
+                execution, attempt, ..
+            } if st.usage.is_some() => {
+                // Only for a completion the core takes (a stale one is dropped unjournaled:
+                // counting its usage would make the live run differ from its replay).
+                let live = st.run.execution(*execution).is_some_and(|x| {
+                    x.state == saap_dispatch::run::ExecState::Running && x.attempt == *attempt
+                });
+                st.take_usage(*execution, *attempt)
+                    .filter(|_| live && st.run.budget().is_some())
+            }
+            _ => None,
+        };
+        let stored_usage = used.map(|u| crate::backend::StoredUsage {
+            tokens: u.tokens,
+            cost_micros: u.cost_micros,
+        });
         let mut pending = take_pending(st);
         pending.clear();
         let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
@@ -774,6 +800,7 @@ impl Shared {
                             error: None,
                             timers: stored_timers,
                             children: stored_children,
+                            usage: stored_usage,
                         });
                         Outcome::Returned(news)
                     }
@@ -785,6 +812,7 @@ impl Shared {
                             error: Some(msg.clone()),
                             timers: Vec::new(),
                             children: Vec::new(),
+                            usage: stored_usage,
                         });
                         Outcome::Failed(msg)
                     }
@@ -829,9 +857,13 @@ impl Shared {
             | RunInput::Clock { .. }
             | RunInput::Delegate { .. }
             | RunInput::ChildEnded { .. }
-            | RunInput::Budget(_) => (None, None),
+            | RunInput::Budget(_)
+            | RunInput::Usage { .. } => (None, None),
         };
         let records_before = if clock { st.run.records().len() } else { 0 };
+        if let Some(u) = used {
+            st.run.use_budget(u.tokens, u.cost_micros);
+        }
         match (st.run.handle(core_input, &mut pre), completing) {
             (Ok(Handled::Appended(a)), _) => {
                 if let (Some(x), Appended::DisplayOnly { seq } | Appended::AfterStop { seq }) =
@@ -853,7 +885,8 @@ impl Shared {
                     Handled::Scheduled { .. }
                     | Handled::Fired { .. }
                     | Handled::Delegated { .. }
-                    | Handled::Granted { .. },
+                    | Handled::Granted { .. }
+                    | Handled::Used,
                 ),
                 _,
             ) => {}

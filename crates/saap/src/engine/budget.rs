@@ -18,12 +18,16 @@ use std::time::Duration;
 /// More budget for a run that spent its own ([`crate::Engine::resume`]). A part left `None`
 /// is granted again as the run first had it when that part is spent, and left as it is
 /// otherwise.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Raise {
     /// This many more executions.
     pub executions: Option<u32>,
     /// This much more wall time, from now.
     pub time: Option<Duration>,
+    /// This many more model tokens.
+    pub tokens: Option<u64>,
+    /// This much more model cost, in the price table's currency.
+    pub cost: Option<f64>,
 }
 
 /// What a resume did.
@@ -51,9 +55,13 @@ impl Shared {
         run_id: &str,
         raise: Raise,
     ) -> Result<Resumed, EngineError> {
-        if raise.executions == Some(0) || raise.time == Some(Duration::ZERO) {
+        if raise.executions == Some(0)
+            || raise.time == Some(Duration::ZERO)
+            || raise.tokens == Some(0)
+            || raise.cost.is_some_and(|c| !(c.is_finite() && c > 0.0))
+        {
             return Err(EngineError::BadRaise(
-                "a raise must add at least one execution or some time (executions=0 and time=0 add nothing)"
+                "a raise must add something: at least one execution or token, some time, a cost above 0"
                     .into(),
             ));
         }
@@ -109,9 +117,36 @@ fn resume_grant(run: &Run, run_id: &str, raise: Raise) -> Result<BudgetGrant, En
             "the run's wall time ended and it started with no time budget to grant again: say how much more (`--raise time=30m`, `Raise::time`)".into(),
         ));
     }
+    let tokens_spent = budget.tokens.held_from.is_some();
+    let tokens = raise.tokens.or(if tokens_spent {
+        budget.first.tokens
+    } else {
+        None
+    });
+    let cost_spent = budget.cost_micros.held_from.is_some();
+    let cost_micros = raise
+        .cost
+        .map(crate::context::cost_micros)
+        .or(if cost_spent {
+            budget.first.cost_micros
+        } else {
+            None
+        });
+    if tokens_spent && tokens.is_none() {
+        return Err(EngineError::BadRaise(
+            "the run used up its tokens and started with no token budget to grant again: say how many more (`--raise tokens=N`, `Raise::tokens`)".into(),
+        ));
+    }
+    if cost_spent && cost_micros.is_none() {
+        return Err(EngineError::BadRaise(
+            "the run's model calls reached their cost and it started with no cost budget to grant again: say how much more (`--raise cost=2.50`, `Raise::cost`)".into(),
+        ));
+    }
     Ok(BudgetGrant {
         executions,
         wall_ns,
+        tokens,
+        cost_micros,
         now_ns: unix_nanos(),
     })
 }

@@ -58,4 +58,18 @@ impl RunHost for Shared {
     fn effect_limits(&self) -> crate::backend::EffectLimits {
         self.opts.effect_limits
     }
+
+    fn report_usage(
+        &self,
+        run_id: &str,
+        execution: ExecutionId,
+        attempt: u32,
+        tokens: u64,
+        cost_micros: u64,
+    ) {
+        if let Ok(slot) = self.slot(run_id) {
+            slot.lock()
+                .add_usage(execution, attempt, tokens, cost_micros);
+        }
+    }
 }

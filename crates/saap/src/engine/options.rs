@@ -48,19 +48,29 @@ pub struct EngineOptions {
 }
 
 /// How much a run may run before it waits for a person ([`EngineOptions::run_budget`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunBudget {
     /// The most executions the run may run (retries of one execution count once).
     pub max_executions: Option<u32>,
     /// The longest the run may run, from its start (wall-clock time: a run that waits
     /// spends it too). Executions running when it ends finish; later ones are held.
     pub max_wall_time: Option<std::time::Duration>,
+    /// The most model tokens the run's executions may use (as `saap::llm` reports them, or
+    /// a body with `StepCtx::report_usage`): counted as each execution completes; what runs
+    /// after the budget is used up is held.
+    pub max_tokens: Option<u64>,
+    /// The most the run's model calls may cost, in the price table's currency (`Llm::
+    /// with_prices`), counted like tokens.
+    pub max_cost: Option<f64>,
 }
 
 impl RunBudget {
     /// No limit.
     pub fn is_unlimited(&self) -> bool {
-        self.max_executions.is_none() && self.max_wall_time.is_none()
+        self.max_executions.is_none()
+            && self.max_wall_time.is_none()
+            && self.max_tokens.is_none()
+            && self.max_cost.is_none()
     }
 
     /// The core's grant of this budget at the clock reading `now_ns` (none if unlimited).
@@ -68,6 +78,8 @@ impl RunBudget {
         (!self.is_unlimited()).then(|| saap_dispatch::run::budget::BudgetGrant {
             executions: self.max_executions,
             wall_ns: self.max_wall_time.map(duration_ns),
+            tokens: self.max_tokens,
+            cost_micros: self.max_cost.map(crate::context::cost_micros),
             now_ns,
         })
     }

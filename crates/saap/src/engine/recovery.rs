@@ -82,7 +82,7 @@ impl Shared {
                     StoredInput::Retry { .. } | StoredInput::Budget(_) => {}
                 }
                 let crate::backend::CoreInputs {
-                    grant,
+                    before,
                     input,
                     schedule,
                     delegate,
@@ -94,8 +94,8 @@ impl Shared {
                 let bad = |e: saap_dispatch::run::input::InputError| {
                     format!("SAAP-R003: journal entry {i} cannot be applied: {e}")
                 };
-                if let Some(grant) = grant {
-                    st.run.apply(grant, &mut pre).map_err(bad)?;
+                if let Some(before) = before {
+                    st.run.apply(before, &mut pre).map_err(bad)?;
                 }
                 st.run.apply(input, &mut pre).map_err(bad)?;
                 let first_timer = st.run.timers().len();

@@ -80,6 +80,69 @@ pub(crate) struct RunState {
     /// The run that delegated it, awaited or detached, as its store's run record keeps it
     /// (set before its first entry is stored; see `delegation`).
     pub(super) delegated_by: Option<Box<crate::backend::RunParent>>,
+    /// What running executions' model calls used so far, for the run's token and cost
+    /// budget (made by the first report: `StepCtx::report_usage`), taken with each one's
+    /// completion. Boxed: 8 bytes in every run instead of a vector's 24, for what most runs
+    /// never make.
+    #[allow(clippy::box_collection)]
+    pub(super) usage: Option<Box<Vec<Used>>>,
+}
+
+/// What one attempt of an execution's model calls used so far.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Used {
+    pub execution: ExecutionId,
+    pub attempt: u32,
+    pub tokens: u64,
+    pub cost_micros: u64,
+}
+
+impl RunState {
+    /// Counts what a model call of `execution` (attempt `attempt`) used.
+    pub(super) fn add_usage(
+        &mut self,
+        execution: ExecutionId,
+        attempt: u32,
+        tokens: u64,
+        cost_micros: u64,
+    ) {
+        let list = self.usage.get_or_insert_with(Default::default);
+        match list
+            .iter_mut()
+            .find(|u| u.execution == execution && u.attempt == attempt)
+        {
+            Some(u) => {
+                u.tokens = u.tokens.saturating_add(tokens);
+                u.cost_micros = u.cost_micros.saturating_add(cost_micros);
+            }
+            None => list.push(Used {
+                execution,
+                attempt,
+                tokens,
+                cost_micros,
+            }),
+        }
+    }
+
+    /// Takes what `execution` used in the attempt that completes (an older attempt's count,
+    /// from before a retry, is dropped with it).
+    pub(super) fn take_usage(&mut self, execution: ExecutionId, attempt: u32) -> Option<Used> {
+        let list = self.usage.as_mut()?;
+        let mut found = None;
+        list.retain(|u| {
+            if u.execution != execution {
+                return true;
+            }
+            if u.attempt == attempt {
+                found = Some(*u);
+            }
+            false
+        });
+        if list.is_empty() {
+            self.usage = None;
+        }
+        found
+    }
 }
 
 /// Where a child run reports its end: its parent's engine and run, and its number there
@@ -321,6 +384,7 @@ impl RunState {
             cancel,
             parent,
             delegated_by,
+            usage,
         } = self;
         run.reset(run_key);
         Payload::recycle_all(payloads);
@@ -342,6 +406,7 @@ impl RunState {
         *cancel = None;
         *parent = None;
         *delegated_by = None;
+        *usage = None;
         // A reused slot had no holder left, so no waiter either (a waiter unregisters
         // when it stops waiting): nothing to drop, usually.
         if waiters.first.is_some() || waiters.more.is_some() {
@@ -390,6 +455,7 @@ impl RunSlot {
                 cancel: None,
                 parent: None,
                 delegated_by: None,
+                usage: None,
             }),
             version: std::sync::OnceLock::new(),
         }
