@@ -1221,14 +1221,24 @@ fn a_run_that_spends_its_budget_pauses_and_resume_continues_it_in_another_proces
     let bad = agent(
         "rag-agent",
         &db,
-        &["resume", &run_id, "--raise", "tokens=5", "--db", dbs],
+        &["resume", &run_id, "--raise", "steps=5", "--db", dbs],
     );
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert!(
-        bad.stderr.contains("raise `executions` or `time`"),
+        bad.stderr
+            .contains("raise `executions`, `time`, `tokens` or `cost`"),
         "{}",
         bad.stderr
     );
+    let twice = agent(
+        "rag-agent",
+        &db,
+        &[
+            "resume", &run_id, "--raise", "tokens=5", "--raise", "tokens=6", "--db", dbs,
+        ],
+    );
+    assert_eq!(twice.code, 2, "{}", twice.stderr);
+    assert!(twice.stderr.contains("at most once"), "{}", twice.stderr);
 
     // Resumed in another process: the same budget again (3 more) finishes the run.
     let resumed = agent(

@@ -175,7 +175,7 @@ mod tests {
             "executions",
             "time=soon",
             "time=0s",
-            "tokens=5",
+            "steps=5",
         ] {
             let e = parse_raise(bad).expect_err(bad);
             assert!(!e.contains("ParseIntError"), "{e}");
