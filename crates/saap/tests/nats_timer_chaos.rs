@@ -74,7 +74,22 @@ fn nats_timer_worker_process() {
     });
 }
 
-fn spawn_worker(url: &str) -> std::process::Child {
+/// A worker process, killed when dropped: a test that fails midway leaves none behind (one
+/// left serving could reach a later test's nats-server on a reused port).
+struct WorkerProcess(std::process::Child);
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill(); // SIGKILL on Unix
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_worker(url: &str) -> WorkerProcess {
+    WorkerProcess(spawn_worker_process(url))
+}
+
+fn spawn_worker_process(url: &str) -> std::process::Child {
     std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "nats_timer_worker_process",
@@ -141,23 +156,21 @@ async fn kill_9_of_workers_across_timers_and_cancels_loses_no_wake_up_and_fires_
         let mut w = spawn_worker(&server.url());
         let t0 = Instant::now();
         while journal_seq(&store).await == before
-            && w.try_wait().unwrap().is_none()
+            && w.0.try_wait().unwrap().is_none()
             && t0.elapsed() < Duration::from_secs(5)
         {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tokio::time::sleep(Duration::from_millis(rng.u64(0..80))).await;
-        if w.try_wait().unwrap().is_none() {
+        if w.0.try_wait().unwrap().is_none() {
             killed += 1;
         }
-        w.kill().unwrap(); // SIGKILL on Unix
-        w.wait().unwrap();
+        drop(w); // SIGKILL
     }
     eprintln!("{killed} of {CYCLES} workers were killed while serving (seed {seed})");
-    let mut last = spawn_worker(&server.url());
+    let last = spawn_worker(&server.url());
     let runs = ended_runs(&store, wf.name(), RUNS).await;
-    last.kill().unwrap();
-    last.wait().unwrap();
+    drop(last);
     assert_eq!(runs.len(), RUNS, "0 lost runs (seed {seed})");
     let mut ended_by_cancel = 0;
     for r in &runs {
