@@ -1075,7 +1075,14 @@ fn a_delegating_agents_program_runs_its_children_and_shows_their_tree() {
     let children = json["children"].as_array().unwrap();
     assert_eq!(children.len(), 2, "{json}");
     assert_eq!(children[0]["status"], "stopped");
-    assert_eq!(children[0]["reported"], true);
+    // Its end is reported to the editor once it is durable; `run` may return (after its
+    // --timeout) with that report still in flight, which the next process that opens the
+    // store delivers (`delegate_to` makes sure of every awaited child). On a loaded machine
+    // it was seen in flight once: either is correct here.
+    assert!(
+        children[0]["reported"] == true || children[0]["reported"].is_null(),
+        "{json}"
+    );
     assert_eq!(children[1]["status"], "live");
     assert_eq!(children[1]["agent_class"], "ResearcherAgent");
     let child = children[1]["run_id"].as_str().unwrap().to_string();
