@@ -26,6 +26,41 @@ pub enum BudgetError {
     Empty,
 }
 
+/// A part of a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetPart {
+    Executions,
+    WallTime,
+    Tokens,
+    Cost,
+}
+
+/// Why [`Run::resume_grant`] has no grant for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeRefused {
+    /// The run has ended.
+    Ended,
+    /// Its budget is not spent: nothing waits for a grant.
+    NotSpent,
+    /// This part is spent, the resume names no amount for it, and the run's first grant had
+    /// none to give again.
+    NoAmount(BudgetPart),
+}
+
+/// The amount a resume grants of one part: the one it names, else, for a spent part, the
+/// run's first grant's.
+fn again<T: Copy>(
+    spent: bool,
+    named: Option<T>,
+    first: Option<T>,
+    part: BudgetPart,
+) -> Result<Option<T>, ResumeRefused> {
+    match named.or(if spent { first } else { None }) {
+        None if spent => Err(ResumeRefused::NoAmount(part)),
+        amount => Ok(amount),
+    }
+}
+
 /// A grant of `n` more to a meter: counted from its limit, or from what was used when it
 /// had none; released when what was used is below the new limit.
 fn grant_meter(m: &mut Meter, n: u64) {
@@ -84,6 +119,48 @@ impl Run {
         self.held_from = b.held_from();
         push_record(&mut self.records, &mut self.rare, record);
         Ok(self.released_len() - released_before)
+    }
+
+    /// The grant that resumes a run whose budget is spent: the amounts `named` gives, and
+    /// each spent part it leaves `None` granted again as the run's first grant had it (its
+    /// clock reading is `named`'s).
+    pub fn resume_grant(&self, named: BudgetGrant) -> Result<BudgetGrant, ResumeRefused> {
+        if self.is_terminated() {
+            return Err(ResumeRefused::Ended);
+        }
+        let Some(b) = self.budget().filter(|_| self.budget_spent()) else {
+            return Err(ResumeRefused::NotSpent);
+        };
+        let executions_spent = b
+            .max_executions
+            .is_some_and(|max| self.executions.len() as u32 > max);
+        Ok(BudgetGrant {
+            executions: again(
+                executions_spent,
+                named.executions,
+                b.first.executions,
+                BudgetPart::Executions,
+            )?,
+            wall_ns: again(
+                b.wall_spent,
+                named.wall_ns,
+                b.first.wall_ns,
+                BudgetPart::WallTime,
+            )?,
+            tokens: again(
+                b.tokens.held_from.is_some(),
+                named.tokens,
+                b.first.tokens,
+                BudgetPart::Tokens,
+            )?,
+            cost_micros: again(
+                b.cost_micros.held_from.is_some(),
+                named.cost_micros,
+                b.first.cost_micros,
+                BudgetPart::Cost,
+            )?,
+            now_ns: named.now_ns,
+        })
     }
 
     /// The run's budget, if it was granted one.

@@ -378,3 +378,55 @@ fn a_cost_budget_is_spent_like_tokens_and_a_run_without_one_counts_nothing() {
     assert_eq!(free.run.progress(), Progress::Stopped);
     assert_eq!(free.run.budget(), None);
 }
+
+#[test]
+fn a_resume_grants_each_spent_part_again_or_says_which_needs_an_amount() {
+    use super::budget::{BudgetPart, ResumeRefused};
+    let mut d = Driven::new();
+    assert_eq!(
+        d.run.resume_grant(BudgetGrant::default()),
+        Err(ResumeRefused::NotSpent)
+    );
+    d.grant(Some(1), None, 0);
+    d.start();
+    d.run_released();
+    // Executions spent: the first grant's 1 again; the time, never granted, stays as is.
+    let g = d.run.resume_grant(BudgetGrant {
+        now_ns: 7,
+        ..BudgetGrant::default()
+    });
+    assert_eq!(
+        g,
+        Ok(BudgetGrant {
+            executions: Some(1),
+            now_ns: 7,
+            ..BudgetGrant::default()
+        })
+    );
+    // Tokens granted by a resume, then used up: the first grant had none to give again.
+    d.input(RunInput::Budget(BudgetGrant {
+        executions: Some(5),
+        tokens: Some(10),
+        ..BudgetGrant::default()
+    }))
+    .expect("granted");
+    let x = d.run.next_started().expect("s1");
+    d.input(RunInput::Usage {
+        tokens: 10,
+        cost_micros: 0,
+    })
+    .expect("used");
+    d.complete(x);
+    assert_eq!(
+        d.run.resume_grant(BudgetGrant::default()),
+        Err(ResumeRefused::NoAmount(BudgetPart::Tokens))
+    );
+    assert!(
+        d.run
+            .resume_grant(BudgetGrant {
+                tokens: Some(5),
+                ..BudgetGrant::default()
+            })
+            .is_ok()
+    );
+}

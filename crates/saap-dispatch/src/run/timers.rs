@@ -133,13 +133,7 @@ impl Run {
     /// The earliest due time of a pending timer, or the end of the run's wall-time budget
     /// when that comes first: when the engine should pass the run a clock reading next.
     pub fn next_due(&self) -> Option<u64> {
-        let timer = self
-            .timers()
-            .iter()
-            .filter(|t| t.state == TimerState::Pending)
-            .map(|t| t.due_ns)
-            .min();
-        match (timer, self.wall_due()) {
+        match (self.next_timer_due(), self.wall_due()) {
             (Some(t), Some(w)) => Some(t.min(w)),
             (t, w) => t.or(w),
         }

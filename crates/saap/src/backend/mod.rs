@@ -377,32 +377,11 @@ fn write_event(e: &StoredEvent, out: &mut Vec<u8>) -> Result<(), crate::event::P
     Ok(())
 }
 
-/// Appends a grant as `{"executions":…,"wall_ns":…,"now_ns":…}` (absent parts left out).
+/// Appends a grant as `{"executions":…,"wall_ns":…,…,"now_ns":…}` (absent parts left out).
 fn write_grant(g: &StoredGrant, out: &mut Vec<u8>) {
-    out.push(b'{');
-    if let Some(n) = g.executions {
-        out.extend_from_slice(b"\"executions\":");
-        write_u32(n, out);
-        out.push(b',');
-    }
-    if let Some(w) = g.wall_ns {
-        out.extend_from_slice(b"\"wall_ns\":");
-        write_u64(w, out);
-        out.push(b',');
-    }
-    if let Some(n) = g.tokens {
-        out.extend_from_slice(b"\"tokens\":");
-        write_u64(n, out);
-        out.push(b',');
-    }
-    if let Some(c) = g.cost_micros {
-        out.extend_from_slice(b"\"cost_micros\":");
-        write_u64(c, out);
-        out.push(b',');
-    }
-    out.extend_from_slice(b"\"now_ns\":");
-    write_u64(g.now_ns, out);
-    out.push(b'}');
+    // Rare (a start with a budget, a resume): serde's text, no hand-written encoding.
+    // A grant of plain numbers always serializes.
+    let _ = serde_json::to_writer(&mut *out, g);
 }
 
 /// Encodes a journal entry as the JSON that `JournalEntry`'s `Deserialize` reads (the same

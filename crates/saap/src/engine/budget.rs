@@ -1,7 +1,8 @@
 //! Run budgets in the engine (DESIGN §8, issue 21 §5): the budget a run starts with
 //! ([`crate::EngineOptions::run_budget`], granted in the start event's journal entry) and
 //! resuming a run whose budget is spent ([`crate::Engine::resume`], a journaled grant). The
-//! core decides what is held and what a grant releases; this builds the grants. Must not
+//! core decides what is held, what a grant releases and what a resume grants;
+//! this reads the clock, and says a refusal for a person. Must not
 //! hold or release executions itself.
 
 use super::apply::Input;
@@ -11,7 +12,7 @@ use super::incoming::Incoming;
 use super::options::duration_ns;
 use super::shared::Shared;
 use saap_dispatch::Run;
-use saap_dispatch::run::budget::BudgetGrant;
+use saap_dispatch::run::budget::{BudgetGrant, BudgetPart, ResumeRefused};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,78 +76,42 @@ impl Shared {
     }
 }
 
-/// The grant that resumes `run`: what `raise` says, and each spent part it does not name
-/// granted again as the run first had it. Refused for a run that is not paused on its budget.
+/// The grant that resumes `run` (the core decides it: [`Run::resume_grant`]), or why there
+/// is none, said for a person.
 fn resume_grant(run: &Run, run_id: &str, raise: Raise) -> Result<BudgetGrant, EngineError> {
-    let state = run.progress().as_str().to_string();
+    let named = BudgetGrant {
+        executions: raise.executions,
+        wall_ns: raise.time.map(duration_ns),
+        tokens: raise.tokens,
+        cost_micros: raise.cost.map(crate::context::cost_micros),
+        now_ns: unix_nanos(),
+    };
     let not_paused = |hint: &str| EngineError::NotPaused {
         run_id: run_id.to_string(),
-        state: state.clone(),
+        state: run.progress().as_str().to_string(),
         hint: hint.to_string(),
     };
-    if run.is_terminated() {
-        return Err(not_paused(
-            "it has ended, so nothing of it can run again: start a new run",
-        ));
-    }
-    let Some(budget) = run.budget().filter(|_| run.budget_spent()) else {
-        return Err(not_paused(
+    run.resume_grant(named).map_err(|refused| match refused {
+        ResumeRefused::Ended => {
+            not_paused("it has ended, so nothing of it can run again: start a new run")
+        }
+        ResumeRefused::NotSpent => not_paused(
             "nothing is held for its budget, so there is nothing to resume (a run that waits for an event goes on when it gets one: `send`)",
-        ));
-    };
-    let executions_spent = budget
-        .max_executions
-        .is_some_and(|max| run.executions().len() as u32 > max);
-    let executions = raise.executions.or(if executions_spent {
-        budget.first.executions
-    } else {
-        None
-    });
-    let wall_ns = raise.time.map(duration_ns).or(if budget.wall_spent {
-        budget.first.wall_ns
-    } else {
-        None
-    });
-    if executions_spent && executions.is_none() {
-        return Err(EngineError::BadRaise(
-            "the run spent its executions and started with no executions budget to grant again: say how many more (`--raise executions=N`, `Raise::executions`)".into(),
-        ));
-    }
-    if budget.wall_spent && wall_ns.is_none() {
-        return Err(EngineError::BadRaise(
-            "the run's wall time ended and it started with no time budget to grant again: say how much more (`--raise time=30m`, `Raise::time`)".into(),
-        ));
-    }
-    let tokens_spent = budget.tokens.held_from.is_some();
-    let tokens = raise.tokens.or(if tokens_spent {
-        budget.first.tokens
-    } else {
-        None
-    });
-    let cost_spent = budget.cost_micros.held_from.is_some();
-    let cost_micros = raise
-        .cost
-        .map(crate::context::cost_micros)
-        .or(if cost_spent {
-            budget.first.cost_micros
-        } else {
-            None
-        });
-    if tokens_spent && tokens.is_none() {
-        return Err(EngineError::BadRaise(
-            "the run used up its tokens and started with no token budget to grant again: say how many more (`--raise tokens=N`, `Raise::tokens`)".into(),
-        ));
-    }
-    if cost_spent && cost_micros.is_none() {
-        return Err(EngineError::BadRaise(
-            "the run's model calls reached their cost and it started with no cost budget to grant again: say how much more (`--raise cost=2.50`, `Raise::cost`)".into(),
-        ));
-    }
-    Ok(BudgetGrant {
-        executions,
-        wall_ns,
-        tokens,
-        cost_micros,
-        now_ns: unix_nanos(),
+        ),
+        ResumeRefused::NoAmount(part) => EngineError::BadRaise(format!(
+            "the run used up its {} and started with no such budget to grant again: say how much more (`--raise {}`)",
+            match part {
+                BudgetPart::Executions => "executions",
+                BudgetPart::WallTime => "wall time",
+                BudgetPart::Tokens => "tokens",
+                BudgetPart::Cost => "cost",
+            },
+            match part {
+                BudgetPart::Executions => "executions=N",
+                BudgetPart::WallTime => "time=30m",
+                BudgetPart::Tokens => "tokens=N",
+                BudgetPart::Cost => "cost=2.50",
+            },
+        )),
     })
 }
