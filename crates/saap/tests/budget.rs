@@ -300,7 +300,46 @@ async fn a_run_waiting_for_an_event_is_not_paused(kind: Kind) {
     assert!(err.to_string().contains("waiting_timer"), "{err}");
 }
 
+async fn two_resumes_of_one_pause_grant_once(kind: Kind) {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(kind, chain("Chain"), budget(Some(1), None), &dir);
+    let runner = TestRunner::new(e.clone());
+    let run = runner.start(UserMessageEvent::new("go")).await.unwrap();
+    let snap = run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(run.status(), "waiting_budget");
+    // Two people (or one message delivered twice) resume the pause they saw: one grant.
+    let seen = snap.run.budget().unwrap().grants;
+    assert_eq!(seen, 1);
+    let one = Raise {
+        executions: Some(1),
+        ..Raise::default()
+    };
+    let (a, b) = tokio::join!(
+        e.resume_seen(run.run_id(), one, seen),
+        e.resume_seen(run.run_id(), one, seen)
+    );
+    let (granted, refused) = match (a, b) {
+        (Ok(g), Err(r)) | (Err(r), Ok(g)) => (g, r),
+        other => panic!("exactly one resume must grant: {other:?}"),
+    };
+    assert_eq!(granted.grant.executions, Some(1));
+    assert_eq!(refused.code(), "SAAP-E020");
+    assert!(refused.to_string().contains("resumed since"), "{refused}");
+    let snap = run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(snap.run.budget().unwrap().grants, 2);
+    // One more execution ran (s1); s2 is held.
+    assert_eq!(run.events_of::<B>().len(), 1);
+    assert!(run.events_of::<C>().is_empty());
+    // Paused again: the old pause's resume still grants nothing, this pause's does.
+    assert_eq!(run.status(), "waiting_budget");
+    assert!(e.resume_seen(run.run_id(), one, seen).await.is_err());
+    e.resume_seen(run.run_id(), one, 2).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    assert_eq!(run.events_of::<C>().len(), 1);
+}
+
 on_both_backends! {
+    two_resumes_of_one_pause_grant_once => two_resumes_of_one_pause_grant_once;
     an_executions_budget_parks_the_run_until_it_is_resumed => an_executions_budget_parks_the_run_until_it_is_resumed;
     a_raise_names_how_much_more => a_raise_names_how_much_more;
     a_wall_time_budget_holds_what_comes_after_its_end => a_wall_time_budget_holds_what_comes_after_its_end;

@@ -45,6 +45,9 @@ pub enum ResumeRefused {
     /// This part is spent, the resume names no amount for it, and the run's first grant had
     /// none to give again.
     NoAmount(BudgetPart),
+    /// The resume was asked of the run as it stood after `seen` grants, and it has had
+    /// `grants` since: someone resumed it meanwhile (or this resume was delivered twice).
+    Superseded { seen: u32, grants: u32 },
 }
 
 /// The amount a resume grants of one part: the one it names, else, for a spent part, the
@@ -93,6 +96,7 @@ impl Run {
                 ..Budget::default()
             })
         });
+        b.grants = b.grants.saturating_add(1);
         if let Some(n) = grant.executions {
             b.max_executions = Some(
                 b.max_executions
@@ -123,10 +127,21 @@ impl Run {
 
     /// The grant that resumes a run whose budget is spent: the amounts `named` gives, and
     /// each spent part it leaves `None` granted again as the run's first grant had it (its
-    /// clock reading is `named`'s).
-    pub fn resume_grant(&self, named: BudgetGrant) -> Result<BudgetGrant, ResumeRefused> {
+    /// clock reading is `named`'s). With `seen`, only if the run has had exactly that many
+    /// grants ([`Budget::grants`]): a resume asked of a run as someone saw it paused is
+    /// refused once another resume came first, so two resumes, or one delivered twice,
+    /// grant once.
+    pub fn resume_grant(
+        &self,
+        named: BudgetGrant,
+        seen: Option<u32>,
+    ) -> Result<BudgetGrant, ResumeRefused> {
         if self.is_terminated() {
             return Err(ResumeRefused::Ended);
+        }
+        let grants = self.budget().map_or(0, |b| b.grants);
+        if let Some(seen) = seen.filter(|s| *s != grants) {
+            return Err(ResumeRefused::Superseded { seen, grants });
         }
         let Some(b) = self.budget().filter(|_| self.budget_spent()) else {
             return Err(ResumeRefused::NotSpent);

@@ -384,17 +384,20 @@ fn a_resume_grants_each_spent_part_again_or_says_which_needs_an_amount() {
     use super::budget::{BudgetPart, ResumeRefused};
     let mut d = Driven::new();
     assert_eq!(
-        d.run.resume_grant(BudgetGrant::default()),
+        d.run.resume_grant(BudgetGrant::default(), None),
         Err(ResumeRefused::NotSpent)
     );
     d.grant(Some(1), None, 0);
     d.start();
     d.run_released();
     // Executions spent: the first grant's 1 again; the time, never granted, stays as is.
-    let g = d.run.resume_grant(BudgetGrant {
-        now_ns: 7,
-        ..BudgetGrant::default()
-    });
+    let g = d.run.resume_grant(
+        BudgetGrant {
+            now_ns: 7,
+            ..BudgetGrant::default()
+        },
+        None,
+    );
     assert_eq!(
         g,
         Ok(BudgetGrant {
@@ -418,15 +421,46 @@ fn a_resume_grants_each_spent_part_again_or_says_which_needs_an_amount() {
     .expect("used");
     d.complete(x);
     assert_eq!(
-        d.run.resume_grant(BudgetGrant::default()),
+        d.run.resume_grant(BudgetGrant::default(), None),
         Err(ResumeRefused::NoAmount(BudgetPart::Tokens))
     );
     assert!(
         d.run
-            .resume_grant(BudgetGrant {
-                tokens: Some(5),
-                ..BudgetGrant::default()
-            })
+            .resume_grant(
+                BudgetGrant {
+                    tokens: Some(5),
+                    ..BudgetGrant::default()
+                },
+                None
+            )
             .is_ok()
     );
+}
+
+#[test]
+fn a_resume_asked_of_a_pause_someone_resumed_already_grants_nothing() {
+    use super::budget::ResumeRefused;
+    let mut d = Driven::new();
+    d.grant(Some(1), None, 0);
+    d.start();
+    d.run_released();
+    // Two people saw the run paused after its first grant and both resume it.
+    let seen = d.run.budget().map(|b| b.grants);
+    assert_eq!(seen, Some(1));
+    let first = d
+        .run
+        .resume_grant(BudgetGrant::default(), seen)
+        .expect("the first resume grants");
+    d.input(RunInput::Budget(first)).expect("granted");
+    assert_eq!(d.run.budget().map(|b| b.grants), Some(2));
+    // The second (or the first delivered again) finds the run resumed since.
+    assert_eq!(
+        d.run.resume_grant(BudgetGrant::default(), seen),
+        Err(ResumeRefused::Superseded { seen: 1, grants: 2 })
+    );
+    // Paused again, it is resumed only by a resume that saw this pause.
+    d.run_released();
+    assert!(d.run.budget_spent());
+    assert!(d.run.resume_grant(BudgetGrant::default(), seen).is_err());
+    assert!(d.run.resume_grant(BudgetGrant::default(), Some(2)).is_ok());
 }

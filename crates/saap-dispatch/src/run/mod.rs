@@ -281,6 +281,8 @@ pub struct Budget {
     pub cost_micros: Meter,
     /// The run's first grant: what a resume without amounts grants again.
     pub first: BudgetGrant,
+    /// How many grants the run has had (the first one included).
+    pub grants: u32,
 }
 
 /// Where a child run stands, as its parent knows it.

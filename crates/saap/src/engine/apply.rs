@@ -186,12 +186,16 @@ impl Shared {
         slot: &RunSlot,
         input: Input,
     ) -> Result<Applied, EngineError> {
-        let bind = if shares_task(self) {
+        self.apply_with(slot, input, Vec::new(), self.launch_bind())
+    }
+
+    /// How [`Shared::launch`] wants the executions an input started bound.
+    pub(super) fn launch_bind(&self) -> Bind {
+        if shares_task(self) {
             Bind::Later
         } else {
             Bind::Events
-        };
-        self.apply_with(slot, input, Vec::new(), bind)
+        }
     }
 
     /// [`Shared::apply`] with the emptied input buffers of the execution that completed
@@ -204,7 +208,20 @@ impl Shared {
         bind: Bind,
     ) -> Result<Applied, EngineError> {
         let mut guard = slot.lock();
-        let st = &mut *guard;
+        self.apply_in(slot, &mut guard, input, spare, bind)
+    }
+
+    /// [`Shared::apply_with`] under the run's lock, held by the caller (who decided the
+    /// input under it: a resume's grant).
+    #[inline(always)]
+    pub(super) fn apply_in(
+        &self,
+        slot: &RunSlot,
+        st: &mut RunState,
+        input: Input,
+        spare: Vec<Vec<BoundEvent>>,
+        bind: Bind,
+    ) -> Result<Applied, EngineError> {
         if reusable_inputs(&spare) && spare.capacity() > 0 {
             let sc = scratch(&mut st.scratch);
             if sc.spare_inputs.capacity() == 0 {

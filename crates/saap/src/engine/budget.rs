@@ -11,8 +11,7 @@ use super::ids::unix_nanos;
 use super::incoming::Incoming;
 use super::options::duration_ns;
 use super::shared::Shared;
-use saap_dispatch::Run;
-use saap_dispatch::run::budget::{BudgetGrant, BudgetPart, ResumeRefused};
+use saap_dispatch::run::budget::BudgetGrant;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,11 +49,12 @@ impl Shared {
         }
     }
 
-    /// [`crate::Engine::resume`].
+    /// [`crate::Engine::resume`] (with `seen`: [`crate::Engine::resume_seen`]).
     pub(super) async fn resume_run(
         self: &Arc<Self>,
         run_id: &str,
         raise: Raise,
+        seen: Option<u32>,
     ) -> Result<Resumed, EngineError> {
         if raise.executions == Some(0)
             || raise.time == Some(Duration::ZERO)
@@ -67,51 +67,27 @@ impl Shared {
             ));
         }
         let slot = self.slot_or_ended(run_id).await?;
-        let grant = resume_grant(&slot.lock().run, slot.run_id(), raise)?;
-        let applied = self.apply_to_launch(&slot, Input::Budget(grant))?;
+        let named = BudgetGrant {
+            executions: raise.executions,
+            wall_ns: raise.time.map(duration_ns),
+            tokens: raise.tokens,
+            cost_micros: raise.cost.map(crate::context::cost_micros),
+            now_ns: unix_nanos(),
+        };
+        // The core decides the grant under the run's lock, and the grant is applied under
+        // it too: two resumes of one pause cannot both grant.
+        let (grant, applied) = {
+            let mut st = slot.lock();
+            let grant = st.run.resume_grant(named, seen).map_err(|refused| {
+                EngineError::resume_refused(run_id, st.run.progress().as_str(), refused)
+            })?;
+            let bind = self.launch_bind();
+            let applied = self.apply_in(&slot, &mut st, Input::Budget(grant), Vec::new(), bind)?;
+            (grant, applied)
+        };
         // What the grant started is what it released.
         let released = applied.started.len() as u32;
         self.launch(&slot, applied).await?;
         Ok(Resumed { released, grant })
     }
-}
-
-/// The grant that resumes `run` (the core decides it: [`Run::resume_grant`]), or why there
-/// is none, said for a person.
-fn resume_grant(run: &Run, run_id: &str, raise: Raise) -> Result<BudgetGrant, EngineError> {
-    let named = BudgetGrant {
-        executions: raise.executions,
-        wall_ns: raise.time.map(duration_ns),
-        tokens: raise.tokens,
-        cost_micros: raise.cost.map(crate::context::cost_micros),
-        now_ns: unix_nanos(),
-    };
-    let not_paused = |hint: &str| EngineError::NotPaused {
-        run_id: run_id.to_string(),
-        state: run.progress().as_str().to_string(),
-        hint: hint.to_string(),
-    };
-    run.resume_grant(named).map_err(|refused| match refused {
-        ResumeRefused::Ended => {
-            not_paused("it has ended, so nothing of it can run again: start a new run")
-        }
-        ResumeRefused::NotSpent => not_paused(
-            "nothing is held for its budget, so there is nothing to resume (a run that waits for an event goes on when it gets one: `send`)",
-        ),
-        ResumeRefused::NoAmount(part) => EngineError::BadRaise(format!(
-            "the run used up its {} and started with no such budget to grant again: say how much more (`--raise {}`)",
-            match part {
-                BudgetPart::Executions => "executions",
-                BudgetPart::WallTime => "wall time",
-                BudgetPart::Tokens => "tokens",
-                BudgetPart::Cost => "cost",
-            },
-            match part {
-                BudgetPart::Executions => "executions=N",
-                BudgetPart::WallTime => "time=30m",
-                BudgetPart::Tokens => "tokens=N",
-                BudgetPart::Cost => "cost=2.50",
-            },
-        )),
-    })
 }

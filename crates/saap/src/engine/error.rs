@@ -4,6 +4,7 @@
 
 use crate::backend::StoreError;
 use crate::event::PayloadError;
+use saap_dispatch::run::budget::{BudgetPart, ResumeRefused};
 use saap_protocol::DecodeError;
 
 /// Engine errors. Each says what was wrong and what to do.
@@ -60,6 +61,37 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// Why run `run_id` (whose status is `state`) cannot be resumed, said for a person.
+    pub(crate) fn resume_refused(run_id: &str, state: &str, refused: ResumeRefused) -> EngineError {
+        let not_paused = |hint: String| EngineError::NotPaused {
+            run_id: run_id.to_string(),
+            state: state.to_string(),
+            hint,
+        };
+        match refused {
+            ResumeRefused::Ended => not_paused(
+                "it has ended, so nothing of it can run again: start a new run".into(),
+            ),
+            ResumeRefused::NotSpent => not_paused(
+                "nothing is held for its budget, so there is nothing to resume (a run that waits for an event goes on when it gets one: `send`)".into(),
+            ),
+            ResumeRefused::Superseded { seen, grants } => not_paused(format!(
+                "it was resumed since this resume looked at it (grant {grants}, it saw {seen}), so this one grants nothing; read the run again (`show`) and resume it if it is paused again"
+            )),
+            ResumeRefused::NoAmount(part) => {
+                let (name, flag) = match part {
+                    BudgetPart::Executions => ("executions", "executions=N"),
+                    BudgetPart::WallTime => ("wall time", "time=30m"),
+                    BudgetPart::Tokens => ("tokens", "tokens=N"),
+                    BudgetPart::Cost => ("cost", "cost=2.50"),
+                };
+                EngineError::BadRaise(format!(
+                    "the run used up its {name} and started with no such budget to grant again: say how much more (`--raise {flag}`)"
+                ))
+            }
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             EngineError::UnknownRun { .. } => "SAAP-E001",

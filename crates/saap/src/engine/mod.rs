@@ -755,7 +755,21 @@ impl Engine {
     /// releases. A run that is not paused on its budget is refused (`SAAP-E020`, ended runs
     /// included), a raise of nothing (`executions: Some(0)`) too (`SAAP-E021`).
     pub async fn resume(&self, run_id: &str, raise: Raise) -> Result<Resumed, EngineError> {
-        self.shared.resume_run(run_id, raise).await
+        self.shared.resume_run(run_id, raise, None).await
+    }
+
+    /// [`Engine::resume`] of the pause someone saw: only if the run has had `grants`
+    /// grants ([`saap_dispatch::run::Budget::grants`], what they read), refused
+    /// (`SAAP-E020`) once another resume came first. A resume that reaches a run through
+    /// a message (`<agent> resume --engine nats://…`) says what its sender saw, so a
+    /// message delivered twice, or two people resuming one pause, grants once.
+    pub async fn resume_seen(
+        &self,
+        run_id: &str,
+        raise: Raise,
+        grants: u32,
+    ) -> Result<Resumed, EngineError> {
+        self.shared.resume_run(run_id, raise, Some(grants)).await
     }
 
     /// A consistent copy of a run's state, for inspection.
