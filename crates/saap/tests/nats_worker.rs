@@ -1194,3 +1194,100 @@ async fn published_outputs_carry_the_traceparent_of_their_execution() {
     }
     w.shutdown();
 }
+
+/// A resume message (`<agent> resume --engine nats://…`, issue 21 §5) is applied by the run's
+/// owner as a grant the core decides; a copy of it delivered again (the stream stores copies
+/// published without Msg-Id) finds the pause it resumed gone and grants nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_delivered_twice_grants_once() {
+    use saap::nats::{RUN_RESUME_REQUEST_EVENT, ResumeRequest};
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts.clone(), Duration::ZERO);
+    let budgeted = WorkerOptions {
+        engine: saap::EngineOptions {
+            run_budget: saap::RunBudget {
+                max_executions: Some(1),
+                ..saap::RunBudget::default()
+            },
+            ..saap::EngineOptions::default()
+        },
+        ..opts()
+    };
+    let w = serve(&server, wf.clone(), budgeted).await;
+    let client = connect(&server).await;
+    publish(&client, &wf, "r1", &UserMessageEvent::new("go")).await;
+    let grants = |w: &Worker| {
+        w.engine()
+            .snapshot("r1")
+            .and_then(|s| s.run.budget().map(|b| (b.grants, s.run.budget_spent())))
+    };
+    let paused_after = |n: u32| {
+        let w = w.clone();
+        async move {
+            within(BOUND, "the run to pause", async {
+                while grants(&w) != Some((n, true)) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await
+        }
+    };
+    paused_after(1).await;
+    assert_eq!(counts.get("middle"), 0, "held, not run");
+
+    let mut hierarchy = wf.compiled().hierarchy.clone();
+    hierarchy
+        .register(RUN_RESUME_REQUEST_EVENT, &["ControlEvent"])
+        .unwrap();
+    let resume = |seen: u32, executions: u32| {
+        let mut env = EventEnvelope::new(
+            &hierarchy,
+            RUN_RESUME_REQUEST_EVENT,
+            saap_nats::ids::fresh_event_id(),
+            saap_nats::ids::now_ns(),
+        )
+        .unwrap();
+        let req = ResumeRequest::new(
+            saap::Raise {
+                executions: Some(executions),
+                ..saap::Raise::default()
+            },
+            seen,
+        );
+        for (k, v) in serde_json::to_value(req).unwrap().as_object().unwrap() {
+            env = env.with_field(k, v.clone());
+        }
+        env
+    };
+    let first = resume(1, 1);
+    client
+        .publish_control(&address("Relay", "r1"), &first)
+        .await
+        .unwrap();
+    // `middle` runs, `finish` is held: paused again after the second grant.
+    paused_after(2).await;
+    assert_eq!(counts.get("middle"), 1);
+    publish_copy(&client, "Relay", "r1", &first).await;
+    // A resume of this pause, of 5, goes through the run's lane after the copy: had the copy
+    // granted its 1 (finish runs, the run ends), this one would find the run ended.
+    client
+        .publish_control(&address("Relay", "r1"), &resume(2, 5))
+        .await
+        .unwrap();
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, "Relay", 1).await;
+    assert!(ended_with_done(&runs[0]));
+    // The journal: the start's grant, then one entry per resume granted: 1, then 5.
+    let resumes: Vec<Option<u32>> = runs[0]
+        .journal
+        .iter()
+        .filter_map(|e| match e.input {
+            saap::backend::StoredInput::Budget(g) => Some(g.executions),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resumes, [Some(1), Some(5)], "the copy granted nothing");
+    assert_eq!(counts.get("finish"), 1);
+    w.shutdown();
+}

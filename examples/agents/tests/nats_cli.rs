@@ -200,3 +200,90 @@ fn a_run_on_nats_is_cancelled_from_another_invocation() {
         again.stderr
     );
 }
+
+fn rag(args: &[&str]) -> Out {
+    let out = Command::cargo_bin("rag-agent")
+        .unwrap()
+        .args(args)
+        .env("NO_COLOR", "1")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// Budgets on NATS (issue 21 §5): a worker started with `--max-executions` gives each run it
+/// starts that budget; the run pauses as `waiting_budget`, and `resume --engine nats://…` from
+/// another invocation is granted by the run's owner, once, after which the run finishes.
+#[test]
+fn a_run_on_nats_paused_on_its_budget_is_resumed_from_another_invocation() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let bin = assert_cmd::cargo::cargo_bin("rag-agent");
+    // plan fans out to three searches: a budget of 3 runs plan and two of them.
+    let _worker = Child(
+        std::process::Command::new(bin)
+            .args([
+                "run",
+                "--engine",
+                &url,
+                "--max-executions",
+                "3",
+                "--message",
+                "reset my password",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let bound = Instant::now() + Duration::from_secs(90);
+    let run_id = loop {
+        let out = rag(&["runs", "--json", "--status", "waiting", "--engine", &url]);
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+        if let Some(r) = doc["runs"].as_array().and_then(|r| r.first())
+            && r["status"] == "waiting_budget"
+        {
+            break r["run_id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < bound, "no paused run listed: {doc}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let shown: serde_json::Value =
+        serde_json::from_str(&rag(&["show", &run_id, "--engine", &url, "--json"]).stdout).unwrap();
+    assert_eq!(shown["budget"]["max_executions"], 3, "{shown}");
+    assert_eq!(shown["budget"]["spent"], true, "{shown}");
+
+    // No amounts: the first budget (3 executions) is granted again.
+    let resumed = rag(&[
+        "resume",
+        &run_id[..12],
+        "--engine",
+        &url,
+        "--timeout",
+        "60",
+        "--json",
+    ]);
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    assert!(
+        resumed.stderr.contains("RunResumeRequestEvent")
+            && resumed.stderr.contains("resumed run")
+            && resumed.stderr.contains("6 executions in all"),
+        "{}",
+        resumed.stderr
+    );
+    let last: serde_json::Value =
+        serde_json::from_str(resumed.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["status"], "stopped", "{last}");
+    assert_eq!(last["result"]["event"], "Answered");
+
+    // Ended: nothing to resume, said before anything is sent.
+    let again = rag(&["resume", &run_id, "--engine", &url]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(again.stderr.contains("SAAP-E020"), "{}", again.stderr);
+    assert!(again.stderr.contains("(stopped)"), "{}", again.stderr);
+}

@@ -3,8 +3,6 @@
 //! stream for the run's owner to apply. Must not end a run any other way.
 
 use super::args::{EngineArg, EngineKind, ReadArgs};
-#[cfg(feature = "nats")]
-use super::fail::internal;
 use super::fail::{Fail, engine_fail, io};
 #[cfg(feature = "nats")]
 use super::follow::follow_stored;
@@ -101,7 +99,7 @@ pub(super) async fn cancel_cmd(workflow: &Workflow, a: CancelArgs) -> Result<u8,
 #[cfg(feature = "nats")]
 async fn cancel_nats(workflow: &Workflow, url: &str, a: &CancelArgs) -> Result<u8, Fail> {
     use crate::event::{Event, RunCancelledEvent};
-    use saap_protocol::hierarchy::names::{EXCEPTION_EVENT, RUN_CANCELLED_EVENT};
+    use saap_protocol::hierarchy::names::EXCEPTION_EVENT;
 
     let (reader, opts) = open_nats_reader(workflow, url, &a.from).await?;
     let run_id = resolve_run(workflow, &reader.backend, &reader.place, &a.run).await?;
@@ -110,28 +108,12 @@ async fn cancel_nats(workflow: &Workflow, url: &str, a: &CancelArgs) -> Result<u
         return Err(ended_run(&run_id, &view.run));
     }
     let from = view.run.log().len();
-    let id = saap_nats::ids::fresh_event_id();
-    // The workflow need not declare the cancellation: its lineage comes from the protocol's.
-    let mut hierarchy = workflow.compiled().hierarchy.clone();
-    if !hierarchy.contains(RUN_CANCELLED_EVENT) {
-        hierarchy
-            .register(RUN_CANCELLED_EVENT, &[EXCEPTION_EVENT])
-            .map_err(|e| internal(e.to_string()))?;
-    }
-    let mut env = saap_protocol::EventEnvelope::new(
-        &hierarchy,
+    let (id, env) = super::send::saap_envelope(
+        workflow,
         RunCancelledEvent::NAME,
-        id,
-        saap_nats::ids::now_ns(),
-    )
-    .ok_or_else(|| internal("the cancellation event has no lineage"))?;
-    let fields = serde_json::to_value(RunCancelledEvent::new(a.reason.clone()))
-        .map_err(|e| internal(e.to_string()))?;
-    if let serde_json::Value::Object(fields) = fields {
-        for (k, v) in fields {
-            env = env.with_field(&k, v);
-        }
-    }
+        EXCEPTION_EVENT,
+        &RunCancelledEvent::new(a.reason.clone()),
+    )?;
     super::send::publish_to_run(workflow, &reader, &opts, &view.thread_id, &run_id, &env).await?;
     eprintln!("sent RunCancelledEvent {id} to run {run_id} on the class stream");
     let code = follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await?;

@@ -52,8 +52,10 @@ pub(super) async fn follow_stored(
             }
             shown = shown.max(snap.run.log().len());
             let ended = snap.run.is_terminated() && snap.running() == 0;
+            // A run paused on its budget waits for a person (`resume`), not for this process.
+            let paused = snap.run.budget_spent() && snap.running() == 0;
             current = Some(snap);
-            if ended {
+            if ended || paused {
                 break;
             }
         }

@@ -26,12 +26,19 @@ repeat it to raise both:
   --raise tokens=N          N more model tokens
   --raise cost=AMOUNT       this much more model cost (the price table's currency: 2.50)
 
+With --engine nats://HOST:PORT the resume is a message on the agent class's stream for the
+run: the worker that owns the run grants it (a message delivered twice, or two people resuming
+one pause, grant once), and this command waits for the grant in the run's journal, then
+follows the run.
+
 Examples:
   runs --status waiting                       find paused runs (status waiting_budget)
   resume RUN                                  the same budget again
   resume RUN --raise executions=20 --raise time=1h --json
+  resume RUN --engine nats://127.0.0.1:4222   a run of the class's workers on NATS
 
-Exit codes: 0 the run stopped, 1 it failed, paused again or still waits after --timeout,
+Exit codes: 0 the run stopped, 1 it failed, paused again or still waits after --timeout (NATS:
+no worker granted the resume within --timeout),
 2 unknown run, a run that is not paused (SAAP-E020) or a bad --raise (SAAP-E021), 3 database
 failure."
 )]
@@ -118,9 +125,12 @@ pub(super) async fn resume_cmd(workflow: &Workflow, a: ResumeArgs) -> Result<u8,
     let kind = match &a.from.engine {
         EngineArg::Local(EngineKind::Memory) => return Err(memory_keeps_nothing("resume")),
         EngineArg::Local(kind) => *kind,
+        #[cfg(feature = "nats")]
+        EngineArg::Nats(url) => return resume_nats(workflow, url, &a, raise).await,
+        #[cfg(not(feature = "nats"))]
         EngineArg::Nats(_) => {
             return Err(invalid(
-                "run budgets are not yet supported on the NATS engine, so no run there is paused on one",
+                "this agent was built without the `nats` feature of saap",
             ));
         }
     };
@@ -134,28 +144,107 @@ pub(super) async fn resume_cmd(workflow: &Workflow, a: ResumeArgs) -> Result<u8,
     .await?;
     let from = engine.snapshot(&run_id).map_or(0, |s| s.run.log().len());
     let resumed = engine.resume(&run_id, raise).await.map_err(engine_fail)?;
-    let mut granted = Vec::new();
-    if let Some(n) = resumed.grant.executions {
-        granted.push(format!("{n} more execution(s)"));
-    }
-    if let Some(ns) = resumed.grant.wall_ns {
-        let d = Duration::from_nanos(ns);
-        granted.push(format!("{} more", humantime::format_duration(d)));
-    }
-    if let Some(n) = resumed.grant.tokens {
-        granted.push(format!("{n} more token(s)"));
-    }
-    if let Some(c) = resumed.grant.cost_micros {
-        granted.push(format!("{} more cost", saap_dispatch::render::cost_text(c)));
-    }
     eprintln!(
         "resumed run {run_id}: {}; {} held execution(s) now run",
-        granted.join(", "),
+        grant_text(&resumed.grant),
         resumed.released
     );
     let code = follow(&engine, &run_id, from, None, a.timeout, a.json).await;
     flush_telemetry(&opened);
     code
+}
+
+/// What a grant gave, for a person: `2 more execution(s), 30m more`.
+fn grant_text(grant: &saap_dispatch::run::BudgetGrant) -> String {
+    let mut granted = Vec::new();
+    if let Some(n) = grant.executions {
+        granted.push(format!("{n} more execution(s)"));
+    }
+    if let Some(ns) = grant.wall_ns {
+        let d = Duration::from_nanos(ns);
+        granted.push(format!("{} more", humantime::format_duration(d)));
+    }
+    if let Some(n) = grant.tokens {
+        granted.push(format!("{n} more token(s)"));
+    }
+    if let Some(c) = grant.cost_micros {
+        granted.push(format!("{} more cost", saap_dispatch::render::cost_text(c)));
+    }
+    granted.join(", ")
+}
+
+/// `resume --engine nats://…`: publishes a resume message on the class stream for the run
+/// (its owner grants it: [`crate::nats::resume`]), waits until the grant is in the run's
+/// journal, then follows the run as `send` does.
+#[cfg(feature = "nats")]
+async fn resume_nats(
+    workflow: &Workflow,
+    url: &str,
+    a: &ResumeArgs,
+    raise: Raise,
+) -> Result<u8, Fail> {
+    use super::follow::follow_stored;
+    use super::reader::{open_nats_reader, read_view, resolve_run};
+    use crate::nats::{RUN_RESUME_REQUEST_EVENT, ResumeRequest};
+    use saap_protocol::hierarchy::names::CONTROL_EVENT;
+
+    let (reader, opts) = open_nats_reader(workflow, url, &a.from).await?;
+    let run_id = resolve_run(workflow, &reader.backend, &reader.place, &a.run).await?;
+    let view = read_view(workflow, &reader, &run_id).await?;
+    // Refused here as the owner would refuse it (SAAP-E020, SAAP-E021), before anything is sent.
+    let seen = view.run.budget().map_or(0, |b| b.grants);
+    view.run
+        .resume_grant(
+            saap_dispatch::run::BudgetGrant {
+                executions: raise.executions,
+                wall_ns: raise.time.map(|d| d.as_nanos() as u64),
+                tokens: raise.tokens,
+                cost_micros: raise.cost.map(crate::context::cost_micros),
+                now_ns: 0,
+            },
+            None,
+        )
+        .map_err(|refused| {
+            engine_fail(crate::EngineError::resume_refused(
+                &run_id,
+                view.run.progress().as_str(),
+                refused,
+            ))
+        })?;
+    let from = view.run.log().len();
+    let (id, env) = super::send::saap_envelope(
+        workflow,
+        RUN_RESUME_REQUEST_EVENT,
+        CONTROL_EVENT,
+        &ResumeRequest::new(raise, seen),
+    )?;
+    super::send::publish_to_run(workflow, &reader, &opts, &view.thread_id, &run_id, &env).await?;
+    eprintln!("sent {RUN_RESUME_REQUEST_EVENT} {id} to run {run_id} on the class stream");
+    // The grant is the owner's to make: wait until the journal has it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(a.timeout.max(0.0));
+    loop {
+        let view = read_view(workflow, &reader, &run_id).await?;
+        if let Some(b) = view.run.budget().filter(|b| b.grants > seen) {
+            eprintln!(
+                "resumed run {run_id}: {}",
+                crate::snapshot::budget_text(&view.run)
+                    .unwrap_or_else(|| format!("grant {}", b.grants))
+            );
+            break;
+        }
+        if view.run.is_terminated() || tokio::time::Instant::now() >= deadline {
+            return Err(super::fail::Fail {
+                code: 1,
+                message: format!(
+                    "run {run_id} was not resumed within {}s: no worker of agent class `{}` applied the resume (is one serving: `run --engine {url}`?), or the run changed meanwhile (`show {run_id} --engine {url}`). The request stays in the class stream: a worker that starts later applies it if the run is still paused as it was.",
+                    a.timeout,
+                    workflow.name()
+                ),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await
 }
 
 #[cfg(test)]

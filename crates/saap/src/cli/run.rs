@@ -22,9 +22,11 @@ the JSON from a file, --event - from stdin. --config JSON (or @FILE) is the run'
 travels in the start event's `_config`, is merged over the agent's defaults and is checked
 before the run starts (SAAP-C001/C002, exit 2).
 
---max-executions N and --max-time DURATION give the run a budget: once it is spent, what the
-run would run next is held (nothing is lost) and the run waits as `waiting_budget` until
-`resume RUN` grants more (the same budget again, or `--raise executions=N --raise time=1h`).
+--max-executions N, --max-time DURATION, --max-tokens N and --max-cost AMOUNT give the run a
+budget: once it is spent, what the run would run next is held (nothing is lost) and the run
+waits as `waiting_budget` until `resume RUN` grants more (the same budget again, or
+`--raise executions=N --raise time=1h`). With --engine nats://… they are the budget of every run
+this worker starts: give all workers of the class the same flags.
 
 Display events (chunks, thoughts, costs, questions) are printed as they arrive; chunks are
 streamed as text. With --json every display event is one JSON line, and the last line is the
@@ -107,19 +109,15 @@ pub(super) async fn run_cmd(workflow: &Workflow, a: RunArgs) -> Result<u8, Fail>
 #[cfg(feature = "nats")]
 pub(super) async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> Result<u8, Fail> {
     use crate::nats::Worker;
-    if !a.budget.budget().is_unlimited() {
-        return Err(invalid(
-            "run budgets (--max-executions, --max-time) are not yet supported on the NATS engine; use the embedded engine (the default) for budgeted runs",
-        ));
-    }
     let opts = nats_options(url, &a.nats)?;
-    let worker = Worker::connect(
-        &opts,
-        workflow.clone(),
-        worker_options(&a.steps, engine_options(workflow)?)?,
-    )
-    .await
-    .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    // The budget of every run this worker starts (give the class's workers the same).
+    let engine = crate::EngineOptions {
+        run_budget: a.budget.budget(),
+        ..engine_options(workflow)?
+    };
+    let worker = Worker::connect(&opts, workflow.clone(), worker_options(&a.steps, engine)?)
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
     eprintln!(
         "worker {} of agent class {} serving on {}",
         worker.id(),

@@ -137,6 +137,34 @@ pub(super) async fn send_nats(
     follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await
 }
 
+/// An envelope of one of saap's own messages to a run (`name`, a child of `parent`; the
+/// workflow need not declare it: its lineage comes from the protocol's) with `fields`.
+#[cfg(feature = "nats")]
+pub(super) fn saap_envelope(
+    workflow: &Workflow,
+    name: &str,
+    parent: &str,
+    fields: &impl serde::Serialize,
+) -> Result<(saap_dispatch::EventId, saap_protocol::EventEnvelope), Fail> {
+    let mut hierarchy = workflow.compiled().hierarchy.clone();
+    if !hierarchy.contains(name) {
+        hierarchy
+            .register(name, &[parent])
+            .map_err(|e| internal(e.to_string()))?;
+    }
+    let id = saap_nats::ids::fresh_event_id();
+    let mut env = saap_protocol::EventEnvelope::new(&hierarchy, name, id, saap_nats::ids::now_ns())
+        .ok_or_else(|| internal(format!("`{name}` has no lineage")))?;
+    if let Value::Object(fields) =
+        serde_json::to_value(fields).map_err(|e| internal(e.to_string()))?
+    {
+        for (k, v) in fields {
+            env = env.with_field(&k, v);
+        }
+    }
+    Ok((id, env))
+}
+
 /// Publishes `env` on the class stream to run `run_id`, at the address its owner published
 /// (else, with no owner now, the journal's thread `thread_id`): the workers dispatch it.
 #[cfg(feature = "nats")]

@@ -12,6 +12,7 @@
 //! - [`steps`]: with `WorkerOptions::steps = Steps::Shared`, the step bodies of one run run on
 //!   any worker of the class through the work queue `saap_work_{Class}`, while the run's
 //!   owner keeps making every decision.
+//! - [`resume`]: the message that resumes a run paused on its budget, applied by its owner.
 //!
 //! ```no_run
 //! # async fn serve(workflow: saap::Workflow) -> Result<(), saap::nats::WorkerError> {
@@ -32,6 +33,7 @@ pub mod connect;
 mod effects;
 mod inner;
 mod options;
+pub mod resume;
 mod slots;
 pub mod steps;
 mod sweep;
@@ -40,6 +42,7 @@ pub mod worker;
 pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subject};
 pub use connect::{EngineChoice, EngineConnect, parse_engine};
 pub use options::{DEFAULT_LOCAL_SLOTS, Steps, WorkerError, WorkerOptions};
+pub use resume::{RUN_RESUME_REQUEST_EVENT, ResumeRequest};
 pub use saap_nats::{Auth, NatsOptions, Secret, TlsOptions};
 pub use steps::{work_consumer, work_stream};
 pub use worker::{RunOwner, Worker, run_owner};

@@ -39,6 +39,7 @@
 use super::backend::{NatsBackend, NatsBackendOptions, ctx_key};
 use super::inner::{Inner, Owner, Route};
 use super::options::{Steps, WorkerError, WorkerOptions};
+use super::resume::{RUN_RESUME_REQUEST_EVENT, ResumeRequest};
 use super::slots::Slots;
 use super::steps::WorkQueue;
 use crate::engine::{Engine, EngineError};
@@ -617,12 +618,18 @@ impl Inner {
                     self.take_over(run_id, revision, &owner).await;
                 }
                 Route::Nobody => {
-                    let start = EventEnvelope::decode(
-                        bytes,
-                        &self.engine.workflow().compiled().hierarchy,
-                        &self.limits,
-                    )
-                    .map(|env| env.classification().start);
+                    // A resume is not an event of the workflow's types: never a start.
+                    let resume = s.event_name() == RUN_RESUME_REQUEST_EVENT;
+                    let start = if resume {
+                        Ok(false)
+                    } else {
+                        EventEnvelope::decode(
+                            bytes,
+                            &self.engine.workflow().compiled().hierarchy,
+                            &self.limits,
+                        )
+                        .map(|env| env.classification().start)
+                    };
                     match start {
                         Err(e) => return Handled::Refused(format!("not a valid event: {e}")),
                         Ok(false) => {
@@ -725,6 +732,9 @@ impl Inner {
         bytes: &[u8],
     ) -> Handled {
         let run_id = a.run_id();
+        if s.event_name() == RUN_RESUME_REQUEST_EVENT {
+            return self.resume_local(run_id, bytes).await;
+        }
         if self.engine.has_run(run_id) {
             if let Some(id) = s.event_id()
                 && self.engine.holds_event(run_id, &id) == Some(true)
@@ -756,6 +766,30 @@ impl Inner {
                 Handled::Done
             }
             Err(EngineError::NotAStartEvent { .. }) => Handled::Later("run not begun yet".into()),
+            Err(e) => classify(e),
+        }
+    }
+
+    /// Applies a resume message to a run this worker owns ([`super::resume`]): a grant the
+    /// core decides, refused (and kept in the stream) when the run is not paused on the
+    /// pause its sender saw.
+    async fn resume_local(&self, run_id: &str, bytes: &[u8]) -> Handled {
+        if !self.engine.has_run(run_id) {
+            return Handled::Later("run not held by this worker yet".into());
+        }
+        let req = match ResumeRequest::from_message(bytes) {
+            Ok(r) => r,
+            Err(why) => return Handled::Refused(why),
+        };
+        match self
+            .engine
+            .resume_seen(run_id, req.raise(), req.seen_grants)
+            .await
+        {
+            Ok(r) => {
+                tracing::info!(run_id, released = r.released, "run resumed");
+                Handled::Done
+            }
             Err(e) => classify(e),
         }
     }
