@@ -177,16 +177,9 @@ pub(super) async fn publish_to_run(
     env: &saap_protocol::EventEnvelope,
 ) -> Result<(), Fail> {
     let nats = reader.nats.nats();
-    let owner = crate::nats::run_owner(nats, workflow.name(), run_id)
+    let address = crate::nats::run_address(nats, workflow.name(), run_id, thread_id)
         .await
-        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
-    let (agent, thread, display) = match owner {
-        Some(o) => (o.agent_id, o.thread_id, o.display_id),
-        None => ("cli".to_string(), thread_id.to_string(), run_id.to_string()),
-    };
-    let address =
-        saap_protocol::RunAddress::new(workflow.name(), &agent, &thread, &display, run_id)
-            .map_err(|e| invalid(e.to_string()))?;
+        .map_err(|e| internal(opts.sanitize(&e)))?;
     nats.publish_control(&address, env)
         .await
         .map_err(|e| internal(opts.sanitize(&e.to_string())))?;

@@ -18,7 +18,7 @@ use super::apply::Input;
 use super::error::EngineError;
 use super::incoming::Incoming;
 use super::shared::Shared;
-use super::slot::{ParentLink, RunSlot, RunState};
+use super::slot::{ParentEngine, ParentLink, RunSlot, RunState};
 use crate::backend::{Pending, StoreError};
 use crate::delegation::{
     AgentInTheLoopExceptionEvent, AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent,
@@ -77,16 +77,16 @@ pub(super) struct EndEffects {
 /// A child's report and where it goes: its parent's engine (see [`ParentLink`]), run and
 /// child number.
 struct ToParent {
-    engine: Weak<dyn std::any::Any + Send + Sync>,
+    engine: ParentEngine,
     run_id: Arc<str>,
     child: u32,
     report: Report,
 }
 
 /// The event that reports a child's end to its parent.
-struct Report {
-    name: &'static str,
-    payload: Payload,
+pub(super) struct Report {
+    pub(super) name: &'static str,
+    pub(super) payload: Payload,
 }
 
 impl Shared {
@@ -121,7 +121,7 @@ impl Shared {
                         o.name
                     )
                 })?;
-            if self.delegate(&req.agent_class).is_none() {
+            if self.delegate(&req.agent_class).is_none() && self.remote().is_none() {
                 return Err(format!(
                     "SAAP-E013: step output `{}` delegates to agent `{}`, which this engine does \
                      not know; register that agent's engine with `Engine::delegate_to` (known: {})",
@@ -299,7 +299,7 @@ impl Shared {
         let awaited = !c.req.detached;
         let this: Weak<dyn std::any::Any + Send + Sync> = self.this.clone();
         let link = awaited.then(|| ParentLink {
-            engine: this,
+            engine: ParentEngine::Local(this),
             run_id: parent.run_id.clone(),
             child: c.child,
             depth: parent.depth + 1,
@@ -310,12 +310,23 @@ impl Shared {
             run_id: parent.run_id.to_string(),
             agent_class: self.workflow.name().to_string(),
         };
-        let adopted = match self.delegate(&c.req.agent_class) {
-            Some(engine) => engine
+        let adopted = match (self.delegate(&c.req.agent_class), self.remote()) {
+            (Some(engine), _) => engine
                 .adopt_child(c.request, link, by, thread, &c.req)
                 .await
                 .map_err(|e| e.to_string()),
-            None => Err(format!(
+            // On another process: its end comes back as a report (`remote`).
+            (None, Some(remote)) => remote
+                .start(super::remote::RemoteChild {
+                    request: c.request,
+                    req: c.req.clone(),
+                    parent: by,
+                    thread_id: thread.map(|t| t.to_string()),
+                    depth: parent.depth + 1,
+                })
+                .await
+                .map(|()| None),
+            (None, None) => Err(format!(
                 "agent `{}` is not known to this process (register its engine with \
                  `Engine::delegate_to`)",
                 c.req.agent_class
@@ -367,7 +378,7 @@ impl Shared {
 
     /// In the child's engine: the run of request `request` linked to its parent, started
     /// when it does not exist; its end's report when it has ended already.
-    async fn adopt_child(
+    pub(super) async fn adopt_child(
         self: &Arc<Self>,
         request: EventId,
         link: Option<ParentLink>,
@@ -481,7 +492,12 @@ impl Shared {
     /// reported as an exception marked `typed_result` (a stop event of another type kept in
     /// its fields, so nothing the child said is lost). Decided before the parent journals
     /// the report, so that a replay of the parent reads the same decision.
-    fn report(&self, slot: &RunSlot, st: &RunState, expected: Option<&str>) -> Option<Report> {
+    pub(super) fn report(
+        &self,
+        slot: &RunSlot,
+        st: &RunState,
+        expected: Option<&str>,
+    ) -> Option<Report> {
         let RunStatus::Terminated { by } = st.run.status() else {
             return None;
         };
@@ -613,11 +629,23 @@ impl Shared {
                 cancel,
                 reason,
             } = effects;
-            if let Some(to) = report
-                && let Some(parent) = to.engine.upgrade()
-                && let Ok(parent) = parent.downcast::<Shared>()
-            {
-                parent.deliver(&to.run_id, to.child, to.report).await;
+            if let Some(to) = report {
+                match to.engine {
+                    ParentEngine::Local(engine) => {
+                        if let Some(parent) = engine.upgrade()
+                            && let Ok(parent) = parent.downcast::<Shared>()
+                        {
+                            parent.deliver(&to.run_id, to.child, to.report).await;
+                        }
+                    }
+                    ParentEngine::Remote { class } => {
+                        let to_parent = crate::backend::RunParent {
+                            run_id: to.run_id.to_string(),
+                            agent_class: class.to_string(),
+                        };
+                        shared.report_remote(to_parent, to.report).await;
+                    }
+                }
             }
             shared.cancel_children(cancel, &reason).await;
         })
@@ -661,6 +689,13 @@ impl Shared {
     async fn cancel_children(&self, cancel: Vec<(String, String)>, reason: &str) {
         for (class, run_id) in cancel {
             let Some(engine) = self.delegate(&class) else {
+                if let Some(remote) = self.remote()
+                    && let Err(e) = remote
+                        .cancel(class, run_id.clone(), reason.to_string())
+                        .await
+                {
+                    tracing::warn!(run_id, error = %e, "a child run on another process could not be cancelled");
+                }
                 continue;
             };
             match engine.cancel_run(&run_id, reason).await {
@@ -673,7 +708,7 @@ impl Shared {
     }
 
     /// The request a child was started by, read from the parent's log.
-    fn request_of(&self, st: &RunState, seq: Seq) -> Option<AgentInTheLoopRequestEvent> {
+    pub(super) fn request_of(&self, st: &RunState, seq: Seq) -> Option<AgentInTheLoopRequestEvent> {
         let payload = st.payloads.get(seq as usize)?;
         crate::event::from_payload(payload).ok()
     }
@@ -712,33 +747,47 @@ impl Shared {
             runs.held.iter().map(|h| h.0.clone()).collect()
         };
         for slot in held {
-            let (parent, starts) = {
-                let st = slot.lock();
-                let starts: Vec<ChildStart> = st
-                    .run
-                    .children()
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| c.state == ChildState::Awaited)
-                    .filter_map(|(i, c)| {
-                        let req = self.request_of(&st, c.request_seq)?;
-                        (*req.agent_class == *class).then_some(ChildStart {
-                            child: i as u32,
-                            request: c.request,
-                            req,
-                        })
+            self.ensure_children_of(&slot, |c| *c == *class).await;
+        }
+    }
+
+    /// Makes sure of every child run `run_id` still waits for (with `remote_only`, those
+    /// of classes no engine of this process runs).
+    pub(super) async fn ensure_children(self: &Arc<Self>, run_id: &str, remote_only: bool) {
+        let Ok(slot) = self.slot(run_id) else { return };
+        self.ensure_children_of(&slot, |c| !remote_only || self.delegate(c).is_none())
+            .await;
+        self.release(slot);
+    }
+
+    /// Makes sure of the awaited children of run `slot` whose agent class `class` takes.
+    async fn ensure_children_of(self: &Arc<Self>, slot: &RunSlot, class: impl Fn(&str) -> bool) {
+        let (parent, starts) = {
+            let st = slot.lock();
+            let starts: Vec<ChildStart> = st
+                .run
+                .children()
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.state == ChildState::Awaited)
+                .filter_map(|(i, c)| {
+                    let req = self.request_of(&st, c.request_seq)?;
+                    class(&req.agent_class).then_some(ChildStart {
+                        child: i as u32,
+                        request: c.request,
+                        req,
                     })
-                    .collect();
-                let parent = Parent {
-                    run_id: slot.run_id().clone(),
-                    thread_id: slot.thread_id().clone(),
-                    depth: st.delegation_depth(),
-                };
-                (parent, starts)
+                })
+                .collect();
+            let parent = Parent {
+                run_id: slot.run_id().clone(),
+                thread_id: slot.thread_id().clone(),
+                depth: st.delegation_depth(),
             };
-            for c in starts {
-                self.ensure_child(&parent, c).await;
-            }
+            (parent, starts)
+        };
+        for c in starts {
+            self.ensure_child(&parent, c).await;
         }
     }
 }
@@ -763,7 +812,7 @@ fn unstarted(c: &ChildStart, why: &str) -> Report {
 
 /// The unmet obligation of a child owed a stop event type (`expected`) that it did not
 /// deliver: `typed_result`; none when nothing was owed.
-fn owed_kind(expected: Option<&str>) -> Option<String> {
+pub(super) fn owed_kind(expected: Option<&str>) -> Option<String> {
     expected.map(|_| TYPED_RESULT.to_string())
 }
 

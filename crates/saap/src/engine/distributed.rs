@@ -104,6 +104,7 @@ impl Engine {
     /// how many executions were started again.
     pub async fn adopt(&self, stored: StoredRun) -> Result<usize, EngineError> {
         let run_id = stored.meta.run_id.to_string();
+        let parent = stored.meta.parent.clone();
         let (slot, ended) = self
             .shared
             .rebuild(stored)
@@ -112,6 +113,9 @@ impl Engine {
                 detail,
             })?;
         self.shared.insert(slot.clone());
+        // Delegation across processes: linked to its parent again, asking again for what
+        // a parent waits for (see `remote`).
+        self.shared.relink_remote(&slot, parent).await;
         if ended {
             slot.wake_if_quiet();
             return Ok(0);

@@ -58,6 +58,10 @@ pub enum EngineError {
     },
     #[error("SAAP-E021: {0}")]
     BadRaise(String),
+    /// A delegation request or a child's report, as it came from another process, that
+    /// cannot be read.
+    #[error("SAAP-E015: {0}")]
+    BadDelegation(String),
 }
 
 impl EngineError {
@@ -106,6 +110,7 @@ impl EngineError {
             EngineError::RunEnded { .. } => "SAAP-E012",
             EngineError::NotPaused { .. } => "SAAP-E020",
             EngineError::BadRaise(_) => "SAAP-E021",
+            EngineError::BadDelegation(_) => "SAAP-E015",
             EngineError::Config(e) => e.code(),
             EngineError::Resource(e) => e.code(),
         }

@@ -53,6 +53,7 @@ mod options;
 mod payloads;
 mod precondition;
 mod recovery;
+mod remote;
 pub(crate) mod run_names;
 mod run_table;
 mod shared;
@@ -75,6 +76,7 @@ pub(crate) use delegation::child_views;
 pub use error::EngineError;
 pub use executor::{LocalSlot, StepExecutor, Work};
 pub use options::{EngineOptions, Recovery, RunBudget};
+pub use remote::{RemoteAgents, RemoteChild};
 pub(crate) use shared::Shared;
 pub(crate) use slot::RunSlot;
 
@@ -280,6 +282,7 @@ impl Engine {
                 delegating,
                 may_delegate,
                 delegates: RwLock::new(Vec::new()),
+                remote: std::sync::OnceLock::new(),
                 agents: std::sync::OnceLock::new(),
                 child_starts: tokio::sync::Mutex::new(()),
                 this: this.clone(),

@@ -148,9 +148,8 @@ impl RunState {
 /// Where a child run reports its end: its parent's engine and run, and its number there
 /// (see `delegation`).
 pub(crate) struct ParentLink {
-    /// The parent's engine (its `Shared`, held as `Any`: the run's state does not know the
-    /// engine's shared state, which knows it).
-    pub(super) engine: std::sync::Weak<dyn std::any::Any + Send + Sync>,
+    /// The parent's engine.
+    pub(super) engine: ParentEngine,
     pub(super) run_id: Arc<str>,
     pub(super) child: u32,
     /// How many runs are above it (1: a child of a root run).
@@ -158,6 +157,17 @@ pub(crate) struct ParentLink {
     /// The stop event type its request is owed (`expecting`): an end without it is
     /// reported as an unmet obligation.
     pub(super) expects: Option<Box<str>>,
+}
+
+/// The engine of a child run's parent.
+#[derive(Clone)]
+pub(crate) enum ParentEngine {
+    /// One of this process (its `Shared`, held as `Any`: the run's state does not know the
+    /// engine's shared state, which knows it).
+    Local(std::sync::Weak<dyn std::any::Any + Send + Sync>),
+    /// The workers of agent class `class`, reached through the engine's remote agents (see
+    /// `remote`).
+    Remote { class: Arc<str> },
 }
 
 /// A run's timers as the engine holds them (the core holds when they are due).

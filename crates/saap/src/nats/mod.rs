@@ -12,6 +12,8 @@
 //! - [`steps`]: with `WorkerOptions::steps = Steps::Shared`, the step bodies of one run run on
 //!   any worker of the class through the work queue `saap_work_{Class}`, while the run's
 //!   owner keeps making every decision.
+//! - delegation across agent classes: a worker starts a child of another class by publishing
+//!   its request on that class's stream, and children report their end on their parent's.
 //! - [`resume`]: the message that resumes a run paused on its budget, applied by its owner.
 //!
 //! ```no_run
@@ -30,6 +32,7 @@
 
 pub mod backend;
 pub mod connect;
+mod delegation;
 mod effects;
 mod inner;
 mod options;
@@ -41,6 +44,7 @@ pub mod worker;
 
 pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subject};
 pub use connect::{EngineChoice, EngineConnect, parse_engine};
+pub(crate) use delegation::run_address;
 pub use options::{DEFAULT_LOCAL_SLOTS, Steps, WorkerError, WorkerOptions};
 pub use resume::{RUN_RESUME_REQUEST_EVENT, ResumeRequest};
 pub use saap_nats::{Auth, NatsOptions, Secret, TlsOptions};

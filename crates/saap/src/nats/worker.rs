@@ -42,7 +42,11 @@ use super::options::{Steps, WorkerError, WorkerOptions};
 use super::resume::{RUN_RESUME_REQUEST_EVENT, ResumeRequest};
 use super::slots::Slots;
 use super::steps::WorkQueue;
+use crate::delegation::{
+    AgentInTheLoopExceptionEvent, AgentInTheLoopRequestEvent, AgentInTheLoopResponseEvent,
+};
 use crate::engine::{Engine, EngineError};
+use crate::event::Event;
 use crate::workflow::Workflow;
 use async_nats::jetstream::kv;
 use bytes::Bytes;
@@ -217,7 +221,11 @@ impl Worker {
             max_bytes: opts.engine.max_event_bytes,
             ..DecodeLimits::default()
         };
+        let agents =
+            super::delegation::NatsAgents::new(nats.clone(), &workflow.compiled().hierarchy);
         let engine = Engine::new(workflow, Arc::new(backend.clone()), opts.engine.clone());
+        // Children of other classes run on their workers.
+        engine.set_remote_agents(Arc::new(agents));
         let slots = (opts.local_slots > 0).then(|| Slots::new(opts.local_slots));
         let worker = Worker {
             inner: Arc::new(Inner {
@@ -622,6 +630,8 @@ impl Inner {
                     let resume = s.event_name() == RUN_RESUME_REQUEST_EVENT;
                     let start = if resume {
                         Ok(false)
+                    } else if starts_child(s) {
+                        Ok(true)
                     } else {
                         EventEnvelope::decode(
                             bytes,
@@ -734,6 +744,35 @@ impl Inner {
         let run_id = a.run_id();
         if s.event_name() == RUN_RESUME_REQUEST_EVENT {
             return self.resume_local(run_id, bytes).await;
+        }
+        if starts_child(s) {
+            let held = self.engine.has_run(run_id);
+            self.backend.set_address(run_id, a.clone());
+            return match self
+                .engine
+                .start_delegated_json(run_id, a.thread_id(), bytes)
+                .await
+            {
+                Ok(()) => {
+                    if !held {
+                        self.watch_end(run_id);
+                    }
+                    Handled::Done
+                }
+                Err(e) => classify(e),
+            };
+        }
+        if is_report(s) && self.engine.has_run(run_id) {
+            match self
+                .engine
+                .child_report_json(run_id, s.event_name(), bytes)
+                .await
+            {
+                Ok(true) => return Handled::Done,
+                // Not a child's report: an ordinary event of the run.
+                Ok(false) => {}
+                Err(e) => return classify(e),
+            }
         }
         if self.engine.has_run(run_id) {
             if let Some(id) = s.event_id()
@@ -1103,6 +1142,18 @@ impl Inner {
             tracing::warn!(error = %e, "cannot answer a forwarded event");
         }
     }
+}
+
+/// Whether `s` is a delegation request addressed to the child run it starts (its event
+/// id is the run's id: see `delegation`).
+fn starts_child(s: &AgentEventSubject) -> bool {
+    s.event_name() == AgentInTheLoopRequestEvent::NAME && s.event_id_token() == s.run().run_id()
+}
+
+/// Whether `s` may be a child's report to its parent.
+fn is_report(s: &AgentEventSubject) -> bool {
+    s.event_name() == AgentInTheLoopResponseEvent::NAME
+        || s.event_name() == AgentInTheLoopExceptionEvent::NAME
 }
 
 /// The run id of an owner key (`run.{id}` or `runx.{hex}`).

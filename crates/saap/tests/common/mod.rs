@@ -1,6 +1,7 @@
 //! Shared helpers: event declarations and running one test body on both backends.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod agents;
 pub mod kill;
 #[cfg(feature = "nats")]
 pub mod nats;
