@@ -110,6 +110,26 @@ async fn a_child_on_another_class_answers_its_parent() {
         })
         .collect();
     assert_eq!(answered, ["Answer"]);
+    // The boss's store reads the child from the researcher's journal: `runs --tree` on NATS.
+    use saap::backend::Backend;
+    let read = bosses
+        .read_run("Researcher", &child_of(&run))
+        .wait()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.meta.workflow, "Researcher");
+    let url = server.url();
+    let tree = tokio::task::spawn_blocking(move || {
+        let args = ["boss", "runs", "--tree", "r1", "--engine", &url, "--json"];
+        saap::cli::main_with(boss("Researcher"), args)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        format!("{tree:?}"),
+        format!("{:?}", std::process::ExitCode::SUCCESS)
+    );
     parent.shutdown();
     child.shutdown();
 }

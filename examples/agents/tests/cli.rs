@@ -1136,23 +1136,13 @@ fn a_delegating_agents_program_runs_its_children_and_shows_their_tree() {
     assert_eq!(answered.code, 0, "{}", answered.stderr);
     assert!(answered.stdout.contains("Finding"), "{}", answered.stdout);
 
-    // Bad input: no such run, a tree on NATS.
+    // Bad input: no such run.
     let unknown = research(&db, &["runs", "--tree", "ffff"]);
     assert_eq!(unknown.code, 2);
     assert!(
         unknown.stderr.contains("no stored run `ffff`"),
         "{}",
         unknown.stderr
-    );
-    let nats = research(
-        &db,
-        &["runs", "--tree", &root, "--engine", "nats://127.0.0.1:1"],
-    );
-    assert_eq!(nats.code, 2, "{}", nats.stderr);
-    assert!(
-        nats.stderr.contains("reads the embedded store only"),
-        "{}",
-        nats.stderr
     );
 }
 

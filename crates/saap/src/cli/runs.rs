@@ -316,11 +316,6 @@ async fn waiting_page(
 
 /// `runs --tree RUN`.
 async fn tree_cmd(workflow: &Workflow, a: &RunsArgs, given: &str) -> Result<u8, Fail> {
-    if matches!(a.from.engine, super::args::EngineArg::Nats(_)) {
-        return Err(invalid(
-            "`runs --tree` reads the embedded store only (on NATS each agent class keeps its own journal; not yet joined); read a run's children with `show RUN`",
-        ));
-    }
     let Some(reader) = open_reader(workflow, &a.from).await? else {
         return Err(invalid(format!(
             "no stored run `{}` of `{}`: there is no database {}; start a run with `run`, or pass --db PATH",

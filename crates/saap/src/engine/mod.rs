@@ -54,6 +54,7 @@ mod payloads;
 mod precondition;
 mod recovery;
 mod remote;
+mod remote_agents;
 pub(crate) mod run_names;
 mod run_table;
 mod shared;
@@ -76,7 +77,7 @@ pub(crate) use delegation::child_views;
 pub use error::EngineError;
 pub use executor::{LocalSlot, StepExecutor, Work};
 pub use options::{EngineOptions, Recovery, RunBudget};
-pub use remote::{RemoteAgents, RemoteChild};
+pub use remote_agents::{RemoteAgents, RemoteChild};
 pub(crate) use shared::Shared;
 pub(crate) use slot::RunSlot;
 

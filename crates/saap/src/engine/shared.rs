@@ -75,7 +75,7 @@ pub(crate) struct Shared {
     /// long as it.
     pub(super) agents: std::sync::OnceLock<Box<[Arc<Shared>]>>,
     /// How runs reach agent classes no engine of this process runs (see `remote`).
-    pub(super) remote: std::sync::OnceLock<Arc<dyn super::remote::RemoteAgents>>,
+    pub(super) remote: std::sync::OnceLock<Arc<dyn super::remote_agents::RemoteAgents>>,
     /// Held while a child run is found or made (see `delegation`).
     pub(super) child_starts: tokio::sync::Mutex<()>,
     /// This engine (for the tasks it starts that must not keep it alive).

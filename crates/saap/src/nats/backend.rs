@@ -352,7 +352,15 @@ impl Inner {
 
     /// The class's journal stream, and its name (for messages).
     async fn journal(&self) -> Result<(String, jetstream::stream::Stream), StoreError> {
-        let stream_name = journal_stream(&self.class);
+        self.journal_of(&self.class).await
+    }
+
+    /// The journal stream of agent class `class` (another class's, for reading).
+    async fn journal_of(
+        &self,
+        class: &str,
+    ) -> Result<(String, jetstream::stream::Stream), StoreError> {
+        let stream_name = journal_stream(class);
         let stream = self
             .nats
             .jetstream()
@@ -367,6 +375,16 @@ impl Inner {
     /// fenced on the last sequence read (a read-only look passes `false`).
     async fn read_journal(&self, filter: &str, fence: bool) -> Result<Vec<StoredRun>, StoreError> {
         let (_, stream) = self.journal().await?;
+        self.read_stream(stream, filter, fence).await
+    }
+
+    /// [`Inner::read_journal`] of stream `stream`.
+    async fn read_stream(
+        &self,
+        stream: jetstream::stream::Stream,
+        filter: &str,
+        fence: bool,
+    ) -> Result<Vec<StoredRun>, StoreError> {
         let mut consumer: jetstream::consumer::Consumer<pull::OrderedConfig> = stream
             .create_consumer(pull::OrderedConfig {
                 filter_subject: filter.to_string(),
@@ -1254,6 +1272,19 @@ impl Backend for NatsBackend {
             {
                 return Ok(None);
             }
+            // A run of another agent class (a child delegated to it) is in that class's
+            // journal, when a worker of it has served here.
+            if workflow != inner.class
+                && saap_protocol::subject::validate_agent_class(&workflow).is_ok()
+                && let Ok((_, stream)) = inner.journal_of(&workflow).await
+            {
+                let subject = journal_subject(&workflow, &run_id);
+                let mut runs = inner.read_stream(stream, &subject, false).await?;
+                if let Some(run) = runs.pop().filter(|r| r.meta.workflow == workflow) {
+                    return Ok(Some(run));
+                }
+            }
+            // Else in this class's journal (an agent run by an engine of this class's process).
             let subject = journal_subject(&inner.class, &run_id);
             let mut runs = inner.read_journal(&subject, false).await?;
             Ok(runs.pop().filter(|r| r.meta.workflow == workflow))

@@ -12,6 +12,7 @@
 //! What the receiving worker does with each is in `worker.rs` (it hands them to its engine);
 //! every decision stays with the cores. Must not read or write a journal.
 
+use super::owners::run_address;
 use crate::backend::RunParent;
 use crate::delegation::AgentInTheLoopRequestEvent;
 use crate::engine::{RemoteAgents, RemoteChild};
@@ -19,10 +20,7 @@ use crate::event::{Event, RunCancelledEvent};
 use futures_util::future::BoxFuture;
 use saap_nats::SaapNats;
 use saap_protocol::hierarchy::names::{CONTROL_AND_DISPLAY_EVENT, EXCEPTION_EVENT};
-use saap_protocol::{EventEnvelope, Hierarchy, RunAddress};
-
-/// The agent id a run's address gets when its owner has not published one.
-const NO_AGENT_ID: &str = "saap";
+use saap_protocol::{EventEnvelope, Hierarchy};
 
 /// [`RemoteAgents`] over a worker's NATS connection.
 pub(super) struct NatsAgents {
@@ -54,28 +52,6 @@ impl NatsAgents {
         }
         NatsAgents { nats, hierarchy }
     }
-}
-
-/// Where to publish to run `run_id` of agent class `class`: the address its owner
-/// published, else one with thread `thread` (the run's owner routes by run id alone).
-pub(crate) async fn run_address(
-    nats: &SaapNats,
-    class: &str,
-    run_id: &str,
-    thread: &str,
-) -> Result<RunAddress, String> {
-    let owner = super::run_owner(nats, class, run_id)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (agent, thread, display) = match owner {
-        Some(o) => (o.agent_id, o.thread_id, o.display_id),
-        None => (
-            NO_AGENT_ID.to_string(),
-            thread.to_string(),
-            run_id.to_string(),
-        ),
-    };
-    RunAddress::new(class, &agent, &thread, &display, run_id).map_err(|e| e.to_string())
 }
 
 /// `name`'s envelope with id `id` and `fields`.

@@ -36,9 +36,10 @@
 //! the class through the work queue `saap_work_{Class}`; the owner still makes every
 //! decision (module docs of `saap::nats::steps`).
 
-use super::backend::{NatsBackend, NatsBackendOptions, ctx_key};
+use super::backend::{NatsBackend, NatsBackendOptions};
 use super::inner::{Inner, Owner, Route};
 use super::options::{Steps, WorkerError, WorkerOptions};
+use super::owners::owner_key;
 use super::resume::{RUN_RESUME_REQUEST_EVENT, ResumeRequest};
 use super::slots::Slots;
 use super::steps::WorkQueue;
@@ -59,50 +60,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
-
-/// Who owns a run and where its events are addressed, as its owner record says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunOwner {
-    /// The owning worker's id.
-    pub worker: String,
-    pub agent_id: String,
-    pub thread_id: String,
-    pub display_id: String,
-}
-
-/// Reads run `run_id`'s owner record in `saap_{class}_steps` (read-only: the bucket is not
-/// created). `None`: nobody owns the run (it ended and was released, it never began, or no
-/// worker of the class ever ran).
-pub async fn run_owner(
-    nats: &SaapNats,
-    class: &str,
-    run_id: &str,
-) -> Result<Option<RunOwner>, crate::backend::StoreError> {
-    let io = |e: &dyn std::fmt::Display| crate::backend::StoreError::Io {
-        detail: format!("cannot read the owner of run `{run_id}`: {e}"),
-    };
-    let Ok(store) = nats
-        .jetstream()
-        .get_key_value(format!("saap_{class}_steps"))
-        .await
-    else {
-        return Ok(None);
-    };
-    let Some(value) = store
-        .get(Inner::owner_key(run_id))
-        .await
-        .map_err(|e| io(&e))?
-    else {
-        return Ok(None);
-    };
-    let owner: Owner = serde_json::from_slice(&value).map_err(|e| io(&e))?;
-    Ok(Some(RunOwner {
-        worker: owner.w,
-        agent_id: owner.a.0,
-        thread_id: owner.a.1,
-        display_id: owner.a.2,
-    }))
-}
 
 /// One worker process of an agent class (module docs). Cheap to clone.
 #[derive(Clone)]
@@ -448,10 +405,6 @@ enum Reopened {
 }
 
 impl Inner {
-    fn owner_key(run_id: &str) -> String {
-        ctx_key("run", run_id)
-    }
-
     /// Starts the config RPC and class discovery responders (module docs of `saap_nats::rpc`).
     async fn serve_protocol(
         &self,
@@ -530,7 +483,7 @@ impl Inner {
     pub(super) async fn route(&self, run_id: &str) -> Result<Route, String> {
         let entry = self
             .owners
-            .entry(Self::owner_key(run_id))
+            .entry(owner_key(run_id))
             .await
             .map_err(|e| e.to_string())?;
         let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
@@ -662,7 +615,7 @@ impl Inner {
                         Ok(true) => {
                             let created = self
                                 .owners
-                                .create(Self::owner_key(run_id), self.owner_record(s.run()))
+                                .create(owner_key(run_id), self.owner_record(s.run()))
                                 .await;
                             match created {
                                 Ok(_) => {
@@ -688,7 +641,7 @@ impl Inner {
     /// never dispatched (DESIGN §4.7, §4.10) — then release it again.
     async fn reopen(self: &Arc<Self>, s: &AgentEventSubject, bytes: &[u8]) -> Reopened {
         let run_id = s.run().run_id();
-        let key = Self::owner_key(run_id);
+        let key = owner_key(run_id);
         // Claim first, then read the journal: later writes are fenced on what was read.
         let revision = match self.owners.create(&key, self.owner_record(s.run())).await {
             Ok(r) => r,
@@ -845,7 +798,7 @@ impl Inner {
         tokio::spawn(async move {
             // UnknownRun: it ended and was already dropped from memory.
             let _ = me.engine.wait_for_end(&run_id).await;
-            let key = Self::owner_key(&run_id);
+            let key = owner_key(&run_id);
             let record = me.read_owner(&key).await;
             let mine = record.as_ref().is_some_and(|(o, _)| o.w == me.id);
             if me.engine.run_failed(&run_id) == Some(true) {
@@ -913,11 +866,7 @@ impl Inner {
         };
         let claimed = self
             .owners
-            .update(
-                Self::owner_key(run_id),
-                self.owner_record(&address),
-                revision,
-            )
+            .update(owner_key(run_id), self.owner_record(&address), revision)
             .await;
         if claimed.is_err() {
             return; // another worker was faster
@@ -1177,7 +1126,7 @@ mod tests {
     #[test]
     fn owner_keys_round_trip_to_run_ids() {
         for id in ["6601a2b3c4d5e6f708091a2b", "odd id", "x.y"] {
-            assert_eq!(run_of_key(&Inner::owner_key(id)).unwrap(), id);
+            assert_eq!(run_of_key(&owner_key(id)).unwrap(), id);
         }
     }
 
