@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::nats::{address, ended_runs, publish, reader};
+use common::nats::{WorkerProcess, address, ended_runs, publish, reader};
 use saap::nats::{NatsOptions, Worker, WorkerOptions};
 use saap::{Delayed, Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
 use saap_nats::testing::{NatsServer, connect};
@@ -74,36 +74,8 @@ fn nats_timer_worker_process() {
     });
 }
 
-/// A worker process, killed when dropped: a test that fails midway leaves none behind (one
-/// left serving could reach a later test's nats-server on a reused port).
-struct WorkerProcess(std::process::Child);
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill(); // SIGKILL on Unix
-        let _ = self.0.wait();
-    }
-}
-
 fn spawn_worker(url: &str) -> WorkerProcess {
-    WorkerProcess(spawn_worker_process(url))
-}
-
-fn spawn_worker_process(url: &str) -> std::process::Child {
-    std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "nats_timer_worker_process",
-            "--exact",
-            "--ignored",
-            "--test-threads=1",
-            "--quiet",
-            "--nocapture",
-        ])
-        .env("SAAP_CHAOS_NATS", url)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+    WorkerProcess::spawn("nats_timer_worker_process", url, &[])
 }
 
 /// The journal's last sequence number over every run of the class (grows with each entry a
@@ -156,13 +128,13 @@ async fn kill_9_of_workers_across_timers_and_cancels_loses_no_wake_up_and_fires_
         let mut w = spawn_worker(&server.url());
         let t0 = Instant::now();
         while journal_seq(&store).await == before
-            && w.0.try_wait().unwrap().is_none()
+            && w.running()
             && t0.elapsed() < Duration::from_secs(5)
         {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tokio::time::sleep(Duration::from_millis(rng.u64(0..80))).await;
-        if w.0.try_wait().unwrap().is_none() {
+        if w.running() {
             killed += 1;
         }
         drop(w); // SIGKILL

@@ -118,3 +118,43 @@ pub async fn serve(server: &NatsServer, wf: Workflow, opts: WorkerOptions) -> Wo
     tokio::spawn(async move { serving.serve().await.unwrap() });
     w
 }
+
+/// A worker process (this test binary running the ignored test `test`, which serves on the
+/// nats-server at `SAAP_CHAOS_NATS`), killed (SIGKILL) when dropped: a test that fails
+/// midway leaves none behind (one left serving could reach a later test's nats-server on a
+/// reused port).
+pub struct WorkerProcess(pub std::process::Child);
+
+impl WorkerProcess {
+    /// Starts `test` with `SAAP_CHAOS_NATS` = `url` and the variables of `env`.
+    pub fn spawn(test: &str, url: &str, env: &[(&str, &str)]) -> WorkerProcess {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.args([
+            test,
+            "--exact",
+            "--ignored",
+            "--test-threads=1",
+            "--quiet",
+            "--nocapture",
+        ])
+        .env("SAAP_CHAOS_NATS", url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        WorkerProcess(c.spawn().unwrap())
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill(); // SIGKILL on Unix
+        let _ = self.0.wait();
+    }
+}
