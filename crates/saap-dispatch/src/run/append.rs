@@ -203,10 +203,13 @@ impl Run {
         if let Some(r) = &mut self.rare {
             r.input_sets = FastMap::default();
             r.input_set_collisions = Vec::new();
-            if !r.timers.is_empty() {
+        }
+        if let Some(w) = &self.waits {
+            let (timers, children) = (!w.timers.is_empty(), !w.children.is_empty());
+            if timers {
                 self.drop_pending_timers();
             }
-            if self.rare.as_ref().is_some_and(|r| !r.children.is_empty()) {
+            if children {
                 self.abandon_children();
             }
         }

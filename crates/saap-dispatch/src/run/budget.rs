@@ -13,7 +13,7 @@
 //! are held. Must not read a clock: time comes in with the grant and the clock inputs.
 
 pub use super::{Budget, BudgetGrant, Meter};
-use super::{ExecState, Run, push_record, rare};
+use super::{ExecState, Run, push_record, waits};
 use crate::ids::ExecutionId;
 use crate::record::{BudgetLimit, Record};
 
@@ -90,7 +90,7 @@ impl Run {
             return Err(BudgetError::Empty);
         }
         let released_before = self.released_len();
-        let b = rare(&mut self.rare).budget.get_or_insert_with(|| {
+        let b = waits(&mut self.waits).budget.get_or_insert_with(|| {
             Box::new(Budget {
                 first: grant,
                 ..Budget::default()
@@ -180,7 +180,7 @@ impl Run {
 
     /// The run's budget, if it was granted one.
     pub fn budget(&self) -> Option<&Budget> {
-        self.rare.as_ref()?.budget.as_deref()
+        self.waits.as_ref()?.budget.as_deref()
     }
 
     /// Whether the budget is spent: executions wait for it, or its wall time ended or its
@@ -199,7 +199,7 @@ impl Run {
     /// Records `BudgetSpent` when a meter reaches its limit.
     pub fn use_budget(&mut self, tokens: u64, cost_micros: u64) {
         let next = self.executions.len() as u32;
-        let Some(b) = self.rare.as_mut().and_then(|r| r.budget.as_mut()) else {
+        let Some(b) = self.waits.as_mut().and_then(|r| r.budget.as_mut()) else {
             return;
         };
         let mut spent = Vec::new();
@@ -304,7 +304,7 @@ impl Run {
             return;
         };
         let next = self.executions.len() as u32;
-        let Some(b) = rare(&mut self.rare).budget.as_mut() else {
+        let Some(b) = waits(&mut self.waits).budget.as_mut() else {
             return;
         };
         b.wall_spent = true;

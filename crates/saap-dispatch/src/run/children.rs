@@ -14,7 +14,7 @@
 
 use super::{
     AppendError, Appended, Child, ChildRequest, ChildState, CompleteError, ExecState, NewEvent,
-    NewEventType, PreconditionEvaluator, Run, push_record, rare,
+    NewEventType, PreconditionEvaluator, Run, push_record, waits,
 };
 use crate::ids::ExecutionId;
 use crate::record::{Origin, Record};
@@ -98,7 +98,7 @@ impl Run {
             return Err(ChildError::TooManyDeadlines);
         }
         for (r, request_seq) in requests.into_iter().zip(seqs) {
-            let table = &mut rare(&mut self.rare).children;
+            let table = &mut waits(&mut self.waits).children;
             let child = table.len() as u32;
             let state = match (r.detached, ended) {
                 (true, _) => ChildState::Detached,
@@ -124,7 +124,7 @@ impl Run {
                 );
             }
             if let (Some(deadline), ChildState::Awaited) = (r.deadline, state) {
-                let timers = &mut rare(&mut self.rare).timers;
+                let timers = &mut waits(&mut self.waits).timers;
                 let timer = timers.len() as u32;
                 timers.push(super::Timer {
                     event_id: deadline.event.id,
@@ -191,14 +191,14 @@ impl Run {
             | Appended::DisplayOnly { seq }
             | Appended::AfterStop { seq } => ChildState::Ended { seq: Some(seq) },
         };
-        rare(&mut self.rare).children[child as usize].state = state;
+        waits(&mut self.waits).children[child as usize].state = state;
         Ok(appended)
     }
 
     /// The run's children, in the order they were requested (a child's number is its
     /// index).
     pub fn children(&self) -> &[Child] {
-        match &self.rare {
+        match &self.waits {
             Some(r) => &r.children,
             None => &[],
         }
@@ -206,7 +206,7 @@ impl Run {
 
     /// Drops child `child`'s pending deadline, if it has one (its end came first).
     fn drop_deadline(&mut self, child: u32) {
-        let Some(r) = &mut self.rare else { return };
+        let Some(r) = &mut self.waits else { return };
         let Some(timer) = r
             .timers
             .iter()
@@ -232,7 +232,7 @@ impl Run {
             &mut self.rare,
             Record::ChildTimedOut { child },
         );
-        rare(&mut self.rare).children[child as usize].state = ChildState::TimedOut { seq: None };
+        waits(&mut self.waits).children[child as usize].state = ChildState::TimedOut { seq: None };
     }
 
     /// How many children ended with a report no step takes (unmet obligations).
@@ -259,7 +259,7 @@ impl Run {
     #[inline(never)]
     pub(super) fn abandon_children(&mut self) {
         let cancelled = self.progress() == super::progress::Progress::Cancelled;
-        let Some(r) = &mut self.rare else { return };
+        let Some(r) = &mut self.waits else { return };
         let mut abandoned = Vec::new();
         for (i, c) in r.children.iter_mut().enumerate() {
             if c.state == ChildState::Awaited || (cancelled && c.state == ChildState::Detached) {

@@ -1,7 +1,7 @@
 //! A run's memory: reset and reuse of its tables between runs ([`super::RunTables`]), evidence
 //! dropped, what it holds measured. Must not decide anything.
 
-use super::{Bound, Execution, LoggedEvent, NO_SEQ, Rare, Run, RunStatus, RunTables, rare};
+use super::{Bound, Execution, LoggedEvent, NO_SEQ, Rare, Run, RunStatus, RunTables, Waits, rare};
 use crate::ids::ExecutionId;
 use crate::ids::Seq;
 use crate::ids::StepIdx;
@@ -25,9 +25,11 @@ impl Run {
             r.input_set_collisions.clear();
             r.extra_records.clear();
             r.errors.clear();
-            r.timers.clear();
-            r.children.clear();
-            r.budget = None;
+        }
+        if let Some(w) = &mut self.waits {
+            w.timers.clear();
+            w.children.clear();
+            w.budget = None;
         }
         self.ids_indexed = false;
         self.id_bits = [0; 2];
@@ -98,6 +100,7 @@ impl Run {
     pub fn forget_evidence(&mut self) {
         self.log = Vec::new();
         self.rare = None;
+        self.waits = None;
         self.ids_indexed = false;
         self.index_ids_at = self.linear_ids;
         self.id_bits = [0; 2];
@@ -185,6 +188,12 @@ impl Run {
         self.matches.capacity() * size_of::<Vec<Seq>>()
             + self.matches.iter().map(|m| m.capacity() * 4).sum::<usize>()
             + self.slots.capacity() * 4
+            + self.waits.as_ref().map_or(0, |w| {
+                size_of::<Waits>()
+                    + w.timers.capacity() * size_of::<super::Timer>()
+                    + w.children.capacity() * size_of::<super::Child>()
+                    + w.budget.as_ref().map_or(0, |_| size_of::<super::Budget>())
+            })
             + self.rare.as_ref().map_or(0, |r| {
                 size_of::<Rare>()
                     + r.seq_table.capacity() * 4

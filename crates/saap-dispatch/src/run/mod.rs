@@ -445,6 +445,13 @@ struct Rare {
     /// The error message of each failed execution (out of the execution table, which
     /// every execution's entry fills: 20 bytes each instead of 40).
     errors: FastMap<ExecutionId, Box<str>>,
+}
+
+/// What a run waits on besides events — its timers, the runs it delegated to, its budget —
+/// kept out of line apart from [`Rare`]: a run that only waits for a timer allocates this
+/// (56 bytes), not the larger tables it never uses.
+#[derive(Debug, Clone, Default)]
+struct Waits {
     /// The run's timers, in the order they were set (see `timers`).
     timers: Vec<Timer>,
     /// The runs it delegated to, in the order they were requested (see `children`).
@@ -539,6 +546,10 @@ fn rare(r: &mut Option<Box<Rare>>) -> &mut Rare {
     r.get_or_insert_with(Default::default)
 }
 
+fn waits(w: &mut Option<Box<Waits>>) -> &mut Waits {
+    w.get_or_insert_with(Default::default)
+}
+
 /// One run of a workflow.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -548,6 +559,8 @@ pub struct Run {
     log: Vec<LoggedEvent>,
     /// The tables a short run of a plain workflow never needs (see [`Rare`]).
     rare: Option<Box<Rare>>,
+    /// Timers, children and budget (see [`Waits`]).
+    waits: Option<Box<Waits>>,
     ids_indexed: bool,
     /// While ids are scanned: one bit per logged id's fingerprint ([`id_bit`]). A clear bit
     /// proves an id absent without a scan; a set bit may be another id's (then scan).
@@ -642,6 +655,7 @@ impl Run {
             status: RunStatus::NotStarted,
             log: Vec::with_capacity(events),
             rare: None,
+            waits: None,
             ids_indexed: false,
             id_bits: [0; 2],
             linear_ids: LINEAR_IDS as u32,

@@ -261,3 +261,13 @@ fn a_run_with_timers_replays_from_its_journal_and_its_history() {
     assert_eq!(inputs, d.inputs);
     replay(spec, 11, None, &inputs, &back.records).expect("replays from the history");
 }
+
+#[test]
+fn a_run_that_only_waits_for_a_timer_allocates_no_rare_tables() {
+    let (d, _) = Driven::asked(&[1_000]);
+    assert_eq!(d.run.timers().len(), 1);
+    assert!(d.run.waits.is_some());
+    // Its timer lives with what it waits on, not in the larger rare tables.
+    assert!(d.run.rare.is_none(), "{:?}", d.run.rare);
+    assert!(std::mem::size_of::<Waits>() < std::mem::size_of::<Rare>() / 3);
+}

@@ -9,7 +9,7 @@
 
 use super::{
     AppendError, CompleteError, ExecState, NewEventType, PreconditionEvaluator, Run, push_record,
-    rare,
+    waits,
 };
 pub use super::{Timer, TimerRequest, TimerState};
 use crate::ids::ExecutionId;
@@ -56,7 +56,7 @@ impl Run {
         let ended = self.is_terminated();
         let n = timers.len() as u32;
         for t in timers {
-            let table = &mut rare(&mut self.rare).timers;
+            let table = &mut waits(&mut self.waits).timers;
             let timer = table.len() as u32;
             table.push(Timer {
                 event_id: t.event.id,
@@ -99,7 +99,7 @@ impl Run {
         self.spend_wall_time(now_ns);
         let mut fired = 0;
         while let Some(timer) = self.next_due_timer(now_ns) {
-            let t = &mut rare(&mut self.rare).timers[timer as usize];
+            let t = &mut waits(&mut self.waits).timers[timer as usize];
             t.state = TimerState::Fired { seq: None };
             // A child's deadline is pending only while the run waits for the child: the
             // child's end drops it, and so does the run's end.
@@ -120,9 +120,9 @@ impl Run {
                 | super::Appended::DisplayOnly { seq }
                 | super::Appended::AfterStop { seq } => Some(seq),
             };
-            rare(&mut self.rare).timers[timer as usize].state = TimerState::Fired { seq };
+            waits(&mut self.waits).timers[timer as usize].state = TimerState::Fired { seq };
             if let Some(child) = for_child {
-                rare(&mut self.rare).children[child as usize].state =
+                waits(&mut self.waits).children[child as usize].state =
                     super::ChildState::TimedOut { seq };
             }
             fired += 1;
@@ -150,7 +150,7 @@ impl Run {
 
     /// The run's timers, in the order they were set (a timer's number is its index).
     pub fn timers(&self) -> &[Timer] {
-        match &self.rare {
+        match &self.waits {
             Some(r) => &r.timers,
             None => &[],
         }
@@ -192,7 +192,7 @@ impl Run {
     #[cold]
     #[inline(never)]
     pub(super) fn drop_pending_timers(&mut self) {
-        let Some(r) = &mut self.rare else { return };
+        let Some(r) = &mut self.waits else { return };
         let mut dropped = Vec::new();
         for (i, t) in r.timers.iter_mut().enumerate() {
             if t.state == TimerState::Pending {
