@@ -1291,3 +1291,51 @@ async fn a_resume_delivered_twice_grants_once() {
     assert_eq!(counts.get("finish"), 1);
     w.shutdown();
 }
+
+/// A run with no journal yet (issue 21 §1): `queued` while its start event waits in the
+/// class stream with no worker to take it, `claimed` once a worker's owner record names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_no_worker_took_is_queued_and_one_a_worker_owns_is_claimed() {
+    use saap::nats::{Unbegun, unbegun_run};
+    let server = NatsServer::start();
+    let counts = Counts::new(&["begin", "middle", "finish"]);
+    let wf = relay(counts, Duration::ZERO);
+    let client = connect(&server).await;
+    client.ensure_stream(wf.name()).await.unwrap();
+    let run = "0123456789abcdef01234567";
+    assert_eq!(unbegun_run(&client, "Relay", run).await.unwrap(), None);
+    let start = publish(&client, &wf, run, &UserMessageEvent::new("go")).await;
+    match unbegun_run(&client, "Relay", run).await.unwrap() {
+        Some(Unbegun::Queued {
+            event_name,
+            sequence,
+        }) => {
+            assert_eq!(event_name, "UserMessageEvent");
+            assert!(sequence >= 1);
+        }
+        other => panic!("queued, not {other:?}"),
+    }
+    let _ = start;
+    // A worker's owner record (as a worker writes it when it claims a run).
+    let owners = client
+        .jetstream()
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: "saap_Relay_steps".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    owners
+        .put(
+            format!("run.{run}"),
+            r#"{"w":"w1","a":["agent1","t1","d1"]}"#.into(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        unbegun_run(&client, "Relay", run).await.unwrap(),
+        Some(Unbegun::Claimed {
+            worker: "w1".into()
+        })
+    );
+}

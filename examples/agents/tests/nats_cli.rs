@@ -287,3 +287,58 @@ fn a_run_on_nats_paused_on_its_budget_is_resumed_from_another_invocation() {
     assert!(again.stderr.contains("SAAP-E020"), "{}", again.stderr);
     assert!(again.stderr.contains("(stopped)"), "{}", again.stderr);
 }
+
+/// A run whose start event no worker has taken yet (issue 21 §1): `show` says it is queued
+/// and asks whether a worker serves the class, instead of "no such run".
+#[test]
+fn show_says_a_run_no_worker_took_is_queued() {
+    let server = NatsServer::start();
+    let url = server.url();
+    // A worker started and stopped: the class stream exists, nobody serves it now.
+    let mut first = std::process::Command::new(assert_cmd::cargo::cargo_bin("approval-agent"))
+        .args(["run", "--engine", &url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bound = Instant::now() + Duration::from_secs(60);
+    while approval(&["runs", "--engine", &url]).code != 0 {
+        assert!(Instant::now() < bound, "the worker never served");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The start event, published as `run --message` does, with no worker to take it.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let run_id = "00112233445566778899aabb";
+    rt.block_on(async {
+        let nats = saap_nats::SaapNats::connect(&saap_nats::NatsOptions::new(&url))
+            .await
+            .unwrap();
+        let hierarchy = saap_protocol::Hierarchy::builtin();
+        let env = saap_protocol::EventEnvelope::new(
+            &hierarchy,
+            "UserMessageEvent",
+            saap_nats::ids::fresh_event_id(),
+            saap_nats::ids::now_ns(),
+        )
+        .unwrap()
+        .with_field("message", serde_json::json!("deploy"));
+        let address =
+            saap_protocol::RunAddress::new("ApprovalAgent", "cli", "t1", run_id, run_id).unwrap();
+        nats.publish_control(&address, &env).await.unwrap();
+    });
+    let shown = approval(&["show", run_id, "--engine", &url]);
+    assert_eq!(shown.code, 1, "{}\n{}", shown.stdout, shown.stderr);
+    assert!(
+        shown.stdout.contains("is queued") && shown.stdout.contains("UserMessageEvent"),
+        "{}",
+        shown.stdout
+    );
+    let json = approval(&["show", run_id, "--engine", &url, "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(doc["status"], "queued", "{doc}");
+    // An unknown id is still unknown.
+    let unknown = approval(&["show", "ffffffffffffffffffffffff", "--engine", &url]);
+    assert_eq!(unknown.code, 2, "{}", unknown.stderr);
+}

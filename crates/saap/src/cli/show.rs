@@ -23,8 +23,12 @@ Examples:
   show RUN --history-out run.json       a History file for `saap explain SPEC --history run.json`
   show RUN --engine nats://127.0.0.1:4222   a run of the agent class on NATS JetStream
 
-Exit codes: 0 shown, 2 unknown or ambiguous run id, 3 database or server failure, or a
-journal that does not replay."
+On NATS a run whose journal is still empty is shown as `queued` (its first event waits in the
+class stream and no worker has taken it: is a worker of the class serving?) or `claimed` (a
+worker owns it and has not journaled its start yet), given by its full id.
+
+Exit codes: 0 shown, 1 a run on NATS that has not begun (queued or claimed), 2 unknown or
+ambiguous run id, 3 database or server failure, or a journal that does not replay."
 )]
 pub(super) struct ShowArgs {
     /// The run id (or a unique prefix of it).
@@ -44,6 +48,13 @@ pub(super) struct ShowArgs {
 }
 
 pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fail> {
+    let named = match read_named_run(workflow, &a.from, &a.run).await {
+        Ok(named) => named,
+        // On NATS, a run with no journal yet may be queued or claimed.
+        #[cfg(feature = "nats")]
+        Err(f) if f.code == 2 => return show_unbegun(workflow, &a, f).await,
+        Err(f) => return Err(f),
+    };
     // The reader and the id name a live run's owner on NATS only.
     #[cfg_attr(not(feature = "nats"), allow(unused_variables))]
     let NamedRun {
@@ -52,7 +63,7 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
         run_id,
         stored,
         effects,
-    } = read_named_run(workflow, &a.from, &a.run).await?;
+    } = named;
     // A child run is read with its own agent's workflow.
     let workflow = &agent;
     let view = &StoredRunView::rebuild(workflow, &stored).map_err(|e| internal(e.to_string()))?;
@@ -255,4 +266,60 @@ fn effect_line(e: &crate::backend::EffectRecord) -> String {
         e.attempt,
         e.took_ns as f64 / 1e6
     )
+}
+
+/// `show RUN --engine nats://…` of a run with no journal: where it stands if it is queued
+/// or claimed (exit 1), else `not_found` (the run is unknown).
+#[cfg(feature = "nats")]
+async fn show_unbegun(workflow: &Workflow, a: &ShowArgs, not_found: Fail) -> Result<u8, Fail> {
+    use crate::nats::Unbegun;
+    let super::args::EngineArg::Nats(url) = &a.from.engine else {
+        return Err(not_found);
+    };
+    // A prefix is looked up in the journal: only a whole id can name a run that has none.
+    if a.run.len() < 24 || a.run.len() > 128 || !a.run.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(not_found);
+    }
+    let (reader, opts) = super::reader::open_nats_reader(workflow, url, &a.from).await?;
+    let found = crate::nats::unbegun_run(reader.nats.nats(), workflow.name(), &a.run)
+        .await
+        .map_err(|e| internal(opts.sanitize(&e)))?;
+    let Some(state) = found else {
+        return Err(not_found);
+    };
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let line = match &state {
+            Unbegun::Claimed { worker } => {
+                json!({"run_id": a.run, "status": state.as_str(), "owner": worker})
+            }
+            Unbegun::Queued {
+                event_name,
+                sequence,
+            } => json!({
+                "run_id": a.run,
+                "status": state.as_str(),
+                "first_event": event_name,
+                "stream_sequence": sequence,
+            }),
+        };
+        writeln!(out, "{line}").map_err(io)?;
+    } else {
+        let text = match &state {
+            Unbegun::Claimed { worker } => format!(
+                "run {} is claimed: worker {worker} owns it and has not journaled its start yet (it begins when that worker gets to it; a worker that died is replaced when its lease ends)",
+                a.run
+            ),
+            Unbegun::Queued {
+                event_name,
+                sequence,
+            } => format!(
+                "run {} is queued: its first event {event_name} (class stream sequence {sequence}) waits, and no worker has taken it; is a worker of agent class `{}` serving (`run --engine {url}`)?",
+                a.run,
+                workflow.name()
+            ),
+        };
+        writeln!(out, "{text}").map_err(io)?;
+    }
+    Ok(1)
 }

@@ -41,6 +41,7 @@ pub mod resume;
 mod slots;
 pub mod steps;
 mod sweep;
+pub mod unbegun;
 pub mod worker;
 
 pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subject};
@@ -51,4 +52,5 @@ pub use owners::{RunOwner, run_owner};
 pub use resume::{RUN_RESUME_REQUEST_EVENT, ResumeRequest};
 pub use saap_nats::{Auth, NatsOptions, Secret, TlsOptions};
 pub use steps::{work_consumer, work_stream};
+pub use unbegun::{Unbegun, unbegun_run};
 pub use worker::Worker;
