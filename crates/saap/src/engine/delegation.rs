@@ -360,7 +360,7 @@ impl Shared {
     /// parent ended or was cancelled first). A parent no longer held ended: it gave up its
     /// awaited children.
     fn gave_up(&self, run_id: &str, child: u32, awaited: bool) -> bool {
-        let Ok(slot) = self.slot(run_id) else {
+        let Some(slot) = self.held(run_id) else {
             return awaited;
         };
         let state = slot
@@ -391,7 +391,7 @@ impl Shared {
         // One task at a time finds or makes a child (two may make sure of the same one at
         // once: a step re-run at open, and the registration's pass over waiting children).
         let making = self.child_starts.lock().await;
-        if let Ok(slot) = self.slot(&run_id) {
+        if let Some(slot) = self.held(&run_id) {
             drop(making);
             {
                 let mut st = slot.lock();

@@ -46,7 +46,7 @@ impl Engine {
             .incoming(&env.event_name, payload, bytes.len(), Some(env.event_id))?;
         if !(ev.kind.is_start() && ev.kind.is_control()) {
             return Err(EngineError::NotAStartEvent {
-                name: env.event_name.chars().take(128).collect(),
+                name: super::error::shown(&env.event_name),
             });
         }
         let id = ev.id;

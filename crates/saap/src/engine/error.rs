@@ -64,7 +64,22 @@ pub enum EngineError {
     BadDelegation(String),
 }
 
+/// At most the first 128 characters of `text` (an id or a name a user gave, in an error).
+pub(crate) fn shown(text: &str) -> String {
+    match text.char_indices().nth(128) {
+        Some((end, _)) => text[..end].to_string(),
+        None => text.to_string(),
+    }
+}
+
 impl EngineError {
+    /// [`EngineError::UnknownRun`] of `run_id` (shortened).
+    pub(crate) fn unknown_run(run_id: &str) -> EngineError {
+        EngineError::UnknownRun {
+            run_id: shown(run_id),
+        }
+    }
+
     /// Why run `run_id` (whose status is `state`) cannot be resumed, said for a person.
     pub(crate) fn resume_refused(run_id: &str, state: &str, refused: ResumeRefused) -> EngineError {
         let not_paused = |hint: String| EngineError::NotPaused {
@@ -114,5 +129,16 @@ impl EngineError {
             EngineError::Config(e) => e.code(),
             EngineError::Resource(e) => e.code(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_shown_text_is_cut_at_128_characters_on_a_character_boundary() {
+        assert_eq!(super::shown("abc"), "abc");
+        let long = "é".repeat(200);
+        assert_eq!(super::shown(&long).chars().count(), 128);
+        assert_eq!(super::shown(&"x".repeat(128)).len(), 128);
     }
 }

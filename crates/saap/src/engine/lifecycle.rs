@@ -107,7 +107,7 @@ impl Shared {
         match self.rebuild(stored) {
             Ok((slot, _)) => Ok(Some(slot)),
             Err(detail) => Err(EngineError::Replay {
-                run_id: run_id.chars().take(128).collect(),
+                run_id: super::error::shown(run_id),
                 detail,
             }),
         }
@@ -119,9 +119,7 @@ impl Shared {
         if let Ok(slot) = self.slot(run_id) {
             return Ok(slot);
         }
-        let unknown = || EngineError::UnknownRun {
-            run_id: run_id.chars().take(128).collect(),
-        };
+        let unknown = || EngineError::unknown_run(run_id);
         if !self.journal {
             return Err(unknown());
         }
@@ -136,15 +134,19 @@ impl Shared {
     }
 
     pub(crate) fn slot(&self, run_id: &str) -> Result<Arc<RunSlot>, EngineError> {
+        self.held(run_id)
+            .ok_or_else(|| EngineError::unknown_run(run_id))
+    }
+
+    /// The run's slot if this engine holds it (for a lookup that may miss: no error made).
+    #[inline]
+    pub(crate) fn held(&self, run_id: &str) -> Option<Arc<RunSlot>> {
         self.runs
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .held
             .get(run_id.as_bytes())
             .map(|held| held.0.clone())
-            .ok_or_else(|| EngineError::UnknownRun {
-                run_id: run_id.chars().take(128).collect(),
-            })
     }
 
     /// After an input with nothing started: when the run is quiet, drops it from memory
