@@ -117,6 +117,15 @@ pub(crate) struct RemoteRun {
     pub display: Arc<dyn DisplaySink>,
     /// How many display events the execution showed (one `RemoteRun` per execution).
     pub displayed: AtomicU32,
+    /// What its model calls used (tokens, cost in millionths), for the run's owner.
+    pub usage: std::sync::Mutex<(u64, u64)>,
+}
+
+impl RemoteRun {
+    /// What the execution's model calls used so far: (tokens, cost in millionths).
+    pub fn used(&self) -> (u64, u64) {
+        *self.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// A run held by this process, as a step's context refers to it: by its id (unique in its
@@ -547,19 +556,27 @@ impl StepCtx {
     /// `max_cost`): counted when the execution completes; once a budget is used up, what
     /// the run would run next waits for `resume`. `saap::llm` reports every call it makes
     /// (replayed calls too: a re-run execution's count replaces the lost attempt's); a body
-    /// that calls a model another way reports its calls itself. Not counted for a body run
-    /// on another worker (NATS `Steps::Shared`).
+    /// that calls a model another way reports its calls itself. A body run on another
+    /// worker (NATS `Steps::Shared`) sends it to the run's owner with its completion.
     pub fn report_usage(&self, tokens: u64, cost: f64) {
-        if let CtxRun::Local(run) = &*self.run
-            && let Ok(host) = run.host()
-        {
-            host.report_usage(
-                run.run_id.as_str(),
-                self.execution,
-                self.attempt,
-                tokens,
-                cost_micros(cost),
-            );
+        match &*self.run {
+            CtxRun::Local(run) => {
+                if let Ok(host) = run.host() {
+                    host.report_usage(
+                        run.run_id.as_str(),
+                        self.execution,
+                        self.attempt,
+                        tokens,
+                        cost_micros(cost),
+                    );
+                }
+            }
+            // Sent to the run's owner with the completion.
+            CtxRun::Remote(run) => {
+                let mut used = run.usage.lock().unwrap_or_else(|p| p.into_inner());
+                used.0 = used.0.saturating_add(tokens);
+                used.1 = used.1.saturating_add(cost_micros(cost));
+            }
         }
     }
 

@@ -867,3 +867,65 @@ async fn a_body_on_another_worker_takes_that_workers_resource() {
     w1.shutdown();
     w2.shutdown();
 }
+
+/// A body run through the work queue reports what its model calls used
+/// (`StepCtx::report_usage`) with its completion, and the run's owner counts it against the
+/// run's token budget as it counts a body run where the run is held (issue 21 §5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_on_the_work_queue_spends_its_runs_token_budget() {
+    let server = NatsServer::start();
+    let wf = Workflow::builder("Metered")
+        .step(Step::new(
+            "begin",
+            |_: Required<UserMessageEvent>, ctx: StepCtx| async move {
+                ctx.report_usage(100, 0.0);
+                Ok::<_, StepError>(A { n: 1 })
+            },
+        ))
+        .step(Step::new(
+            "middle",
+            |_: Required<A>, ctx: StepCtx| async move {
+                ctx.report_usage(100, 0.0);
+                Ok::<_, StepError>(B { n: 2 })
+            },
+        ))
+        .step(Step::new(
+            "finish",
+            |_: Required<B>, ctx: StepCtx| async move {
+                ctx.report_usage(100, 0.0);
+                Ok::<_, StepError>(Done { n: 3 })
+            },
+        ))
+        .build()
+        .unwrap();
+    let opts = WorkerOptions {
+        engine: saap::EngineOptions {
+            run_budget: saap::RunBudget {
+                max_tokens: Some(150),
+                ..saap::RunBudget::default()
+            },
+            ..saap::EngineOptions::default()
+        },
+        ..shared_opts()
+    };
+    let w = serve(&server, wf.clone(), opts).await;
+    let client = connect(&server).await;
+    publish_to(&client, "Metered", &wf, "m1", &UserMessageEvent::new("go")).await;
+    // begin (100) and middle (200 in all) ran on the queue; finish is held.
+    within(BOUND, "the run to pause on its tokens", async {
+        loop {
+            if let Some(s) = w.engine().snapshot("m1")
+                && s.run.progress().as_str() == "waiting_budget"
+            {
+                let b = s.run.budget().unwrap();
+                assert_eq!(b.tokens.used, 200);
+                assert_eq!(s.run.held().count(), 1);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    })
+    .await;
+    assert!(work_items_published(&client, "Metered").await >= 2);
+    w.shutdown();
+}

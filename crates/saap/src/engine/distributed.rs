@@ -20,6 +20,14 @@ use saap_protocol::{DecodeLimits, EventEnvelope};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
+/// What a body run away from its run used: model tokens, and cost in millionths of the
+/// price table's currency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkUsage {
+    pub tokens: u64,
+    pub cost_micros: u64,
+}
+
 impl Engine {
     /// Starts run `run_id` of thread `thread_id` with a start event in wire JSON (DESIGN §6).
     /// If this engine already holds the run, the event is sent to it instead (a redelivered
@@ -171,25 +179,37 @@ impl Engine {
         work: &Work,
         display: Arc<dyn crate::context::DisplaySink>,
     ) -> Result<Vec<OutEvent>, String> {
+        self.execute_work_metered(work, display).await.0
+    }
+
+    /// [`Engine::execute_work`], with what the body's model calls used
+    /// ([`StepCtx::report_usage`]) for the run's owner to count against its budget
+    /// ([`Engine::report_work_usage`]).
+    pub async fn execute_work_metered(
+        &self,
+        work: &Work,
+        display: Arc<dyn crate::context::DisplaySink>,
+    ) -> (Result<Vec<OutEvent>, String>, WorkUsage) {
         if work.fingerprint != self.shared.fingerprint {
-            return Err(format!(
+            let e = format!(
                 "the execution was started by another version of workflow `{}` (fingerprint {:016x}, here {:016x})",
                 self.shared.workflow.name(),
                 work.fingerprint,
                 self.shared.fingerprint
-            ));
+            );
+            return (Err(e), WorkUsage::default());
         }
+        let remote = Arc::new(crate::context::RemoteRun {
+            host: self.shared.clone(),
+            run_id: work.run_id.clone(),
+            thread_id: work.thread_id.clone(),
+            start: work.start.clone(),
+            display,
+            displayed: AtomicU32::new(0),
+            usage: Default::default(),
+        });
         let ctx = StepCtx {
-            run: std::mem::ManuallyDrop::new(crate::context::CtxRun::Remote(Arc::new(
-                crate::context::RemoteRun {
-                    host: self.shared.clone(),
-                    run_id: work.run_id.clone(),
-                    thread_id: work.thread_id.clone(),
-                    start: work.start.clone(),
-                    display,
-                    displayed: AtomicU32::new(0),
-                },
-            ))),
+            run: std::mem::ManuallyDrop::new(crate::context::CtxRun::Remote(remote.clone())),
             execution: work.execution,
             attempt: work.attempt,
         };
@@ -217,7 +237,33 @@ impl Engine {
                 ran.as_deref().map_err(String::as_str),
             );
         }
-        ran
+        let (tokens, cost_micros) = remote.used();
+        (
+            ran,
+            WorkUsage {
+                tokens,
+                cost_micros,
+            },
+        )
+    }
+
+    /// What the body of execution `execution` (attempt `attempt`) of run `run_id`, run
+    /// elsewhere, used ([`Engine::execute_work_metered`]): counted against the run's budget
+    /// with its completion ([`Engine::complete_work`], next), as a body run here is.
+    pub fn report_work_usage(
+        &self,
+        run_id: &str,
+        execution: ExecutionId,
+        attempt: u32,
+        usage: WorkUsage,
+    ) {
+        if usage == WorkUsage::default() {
+            return;
+        }
+        if let Some(slot) = self.shared.held(run_id) {
+            slot.lock()
+                .add_usage(execution, attempt, usage.tokens, usage.cost_micros);
+        }
     }
 
     /// Feeds the completion of an execution whose body ran elsewhere to run `run_id`;

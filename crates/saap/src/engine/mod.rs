@@ -74,6 +74,7 @@ mod tests;
 pub use budget::{Raise, Resumed};
 pub use delegation::ChildView;
 pub(crate) use delegation::child_views;
+pub use distributed::WorkUsage;
 pub use error::EngineError;
 pub use executor::{LocalSlot, StepExecutor, Work};
 pub use options::{EngineOptions, Recovery, RunBudget};

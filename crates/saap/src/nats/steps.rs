@@ -28,7 +28,7 @@ use super::options::WorkerError;
 use super::slots::Slots;
 use crate::context::{ContextError, DisplaySink};
 use crate::engine::EngineError;
-use crate::engine::{LocalSlot, StepExecutor, Work};
+use crate::engine::{LocalSlot, StepExecutor, Work, WorkUsage};
 use crate::event::Payload;
 use crate::params::{BoundEvent, OutEvent};
 use async_nats::jetstream;
@@ -83,6 +83,9 @@ struct WireDone {
     /// in nanoseconds since the Unix epoch). Absent from older workers' completions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     due: Vec<(u32, u64)>,
+    /// What the body's model calls used, for the run's budget. Absent when nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    usage: Option<WorkUsage>,
 }
 
 /// A display event sent to the run's owner.
@@ -452,7 +455,7 @@ impl Inner {
         });
         let keep = self.opts.work_ack_wait / 3;
         let outcome = {
-            let body = self.engine.execute_work(&work, sink);
+            let body = self.engine.execute_work_metered(&work, sink);
             tokio::pin!(body);
             // First tick one period from now (a tick due now would cost a timer turn, ~1 ms).
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + keep, keep);
@@ -466,6 +469,7 @@ impl Inner {
                 }
             }
         };
+        let (outcome, used) = outcome;
         let due: Vec<(u32, u64)> = match &outcome {
             Ok(outs) => outs
                 .iter()
@@ -490,6 +494,7 @@ impl Inner {
             attempt: work.attempt,
             outcome,
             due,
+            usage: (used != WorkUsage::default()).then_some(used),
         };
         let bytes = match serde_json::to_vec(&done) {
             Ok(b) => b,
@@ -624,6 +629,10 @@ impl Inner {
                         })
                         .collect()
                 });
+                if let Some(used) = d.usage {
+                    self.engine
+                        .report_work_usage(&d.run, ExecutionId(d.x), d.attempt, used);
+                }
                 let r = self
                     .engine
                     .complete_work(&d.run, ExecutionId(d.x), d.attempt, outcome)
