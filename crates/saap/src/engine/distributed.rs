@@ -20,14 +20,6 @@ use saap_protocol::{DecodeLimits, EventEnvelope};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
-/// What a body run away from its run used: model tokens, and cost in millionths of the
-/// price table's currency.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WorkUsage {
-    pub tokens: u64,
-    pub cost_micros: u64,
-}
-
 impl Engine {
     /// Starts run `run_id` of thread `thread_id` with a start event in wire JSON (DESIGN §6).
     /// If this engine already holds the run, the event is sent to it instead (a redelivered

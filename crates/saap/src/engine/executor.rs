@@ -44,6 +44,14 @@ pub trait StepExecutor: Send + Sync {
     fn execute(&self, work: Work);
 }
 
+/// What a body run away from its run used: model tokens, and cost in millionths of the
+/// price table's currency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkUsage {
+    pub tokens: u64,
+    pub cost_micros: u64,
+}
+
 /// One of an executor's local slots, held while a body runs on the engine's task (see
 /// [`StepExecutor::run_here`]); dropping it frees the slot.
 pub struct LocalSlot {
