@@ -119,6 +119,8 @@ pub(crate) struct RemoteRun {
     pub displayed: AtomicU32,
     /// What its model calls used (tokens, cost in millionths), for the run's owner.
     pub usage: std::sync::Mutex<(u64, u64)>,
+    /// Cancelled when the run is (see `crate::nats`'s body cancels).
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 impl RemoteRun {
@@ -538,15 +540,15 @@ impl StepCtx {
     /// A signal cancelled when this run is cancelled (`Engine::cancel`, `<agent> cancel`):
     /// a long body selects on `token.cancelled()` to stop early — what it returns after the
     /// run ended is only kept as evidence. `Llm::chat` stops its model call on it. A body
-    /// run on another worker (NATS `Steps::Shared`) gets a token that is never cancelled
-    /// (not yet carried over the work queue).
+    /// run on another worker (NATS `Steps::Shared`) is told through the class's cancel
+    /// notices (best effort: one that starts after the notice passed is not).
     pub fn cancellation(&self) -> tokio_util::sync::CancellationToken {
         let token = match &*self.run {
             CtxRun::Local(run) => run
                 .host()
                 .ok()
                 .and_then(|h| h.cancellation(run.run_id.as_str())),
-            CtxRun::Remote(_) => None,
+            CtxRun::Remote(run) => Some(run.cancel.clone()),
         };
         token.unwrap_or_default()
     }

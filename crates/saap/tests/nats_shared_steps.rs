@@ -929,3 +929,55 @@ async fn a_body_on_the_work_queue_spends_its_runs_token_budget() {
     assert!(work_items_published(&client, "Metered").await >= 2);
     w.shutdown();
 }
+
+/// A body run through the work queue is told when its run is cancelled
+/// (`StepCtx::cancellation`, issue 21 §4): the owner announces the cancel to the class's
+/// workers, the one running the body cancels its token, and the body stops waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_on_the_work_queue_is_told_its_run_was_cancelled() {
+    let server = NatsServer::start();
+    let started = Arc::new(AtomicBool::new(false));
+    let told = Arc::new(AtomicBool::new(false));
+    let (s, t) = (started.clone(), told.clone());
+    let wf = Workflow::builder("Patient")
+        .step(Step::new(
+            "wait",
+            move |_: Required<UserMessageEvent>, ctx: StepCtx| {
+                let (s, t) = (s.clone(), t.clone());
+                async move {
+                    s.store(true, Ordering::SeqCst);
+                    // Waits for ever unless told.
+                    ctx.cancellation().cancelled().await;
+                    t.store(true, Ordering::SeqCst);
+                    Ok::<_, StepError>(Done { n: 1 })
+                }
+            },
+        ))
+        .build()
+        .unwrap();
+    let owner = serve(&server, wf.clone(), shared_opts()).await;
+    let other = serve(&server, wf.clone(), shared_opts()).await;
+    let client = connect(&server).await;
+    publish_to(&client, "Patient", &wf, "p1", &UserMessageEvent::new("go")).await;
+    within(BOUND, "the body to start on the queue", async {
+        while !started.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // Cancelled by whichever worker owns the run.
+    let holder = if owner.engine().has_run("p1") {
+        &owner
+    } else {
+        &other
+    };
+    holder.engine().cancel("p1", "not needed").await.unwrap();
+    within(BOUND, "the body to be told", async {
+        while !told.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    owner.shutdown();
+    other.shutdown();
+}

@@ -1055,11 +1055,15 @@ impl Shared {
         };
         if ended {
             st.pre_cache = None;
-            // A cancelled run's running bodies are told (`StepCtx::cancellation`).
-            if let Some(token) = &st.cancel
-                && st.run.progress() == Progress::Cancelled
-            {
-                token.cancel();
+            // A cancelled run's running bodies are told (`StepCtx::cancellation`), those
+            // handed off to an executor too.
+            if st.run.progress() == Progress::Cancelled {
+                if let Some(token) = &st.cancel {
+                    token.cancel();
+                }
+                if let Some(executor) = self.executor.get() {
+                    executor.run_cancelled(slot.run_id());
+                }
             }
             if self.opts.keep_ended_runs {
                 // An ended run kept for inspection holds no buffers (an evicted one may be

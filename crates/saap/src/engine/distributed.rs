@@ -171,16 +171,19 @@ impl Engine {
         work: &Work,
         display: Arc<dyn crate::context::DisplaySink>,
     ) -> Result<Vec<OutEvent>, String> {
-        self.execute_work_metered(work, display).await.0
+        let cancel = tokio_util::sync::CancellationToken::new();
+        self.execute_work_metered(work, display, cancel).await.0
     }
 
     /// [`Engine::execute_work`], with what the body's model calls used
     /// ([`StepCtx::report_usage`]) for the run's owner to count against its budget
-    /// ([`Engine::report_work_usage`]).
+    /// ([`Engine::report_work_usage`]); the body sees `cancel` as its
+    /// [`StepCtx::cancellation`] (cancel it when the run is cancelled).
     pub async fn execute_work_metered(
         &self,
         work: &Work,
         display: Arc<dyn crate::context::DisplaySink>,
+        cancel: tokio_util::sync::CancellationToken,
     ) -> (Result<Vec<OutEvent>, String>, WorkUsage) {
         if work.fingerprint != self.shared.fingerprint {
             let e = format!(
@@ -199,6 +202,7 @@ impl Engine {
             display,
             displayed: AtomicU32::new(0),
             usage: Default::default(),
+            cancel,
         });
         let ctx = StepCtx {
             run: std::mem::ManuallyDrop::new(crate::context::CtxRun::Remote(remote.clone())),

@@ -42,6 +42,10 @@ pub trait StepExecutor: Send + Sync {
 
     /// Takes one started execution. Must not block: hand it off and return.
     fn execute(&self, work: Work);
+
+    /// Run `run_id` was cancelled: the bodies of its executions handed off may still run
+    /// elsewhere; tell them (`StepCtx::cancellation`). Must not block. Default: nothing.
+    fn run_cancelled(&self, _run_id: &str) {}
 }
 
 /// What a body run away from its run used: model tokens, and cost in millionths of the

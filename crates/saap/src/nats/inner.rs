@@ -45,6 +45,8 @@ pub(super) struct Inner {
     pub(super) stop: tokio::sync::watch::Sender<bool>,
     /// With `Steps::Shared` and `local_slots > 0`: the slots of adaptive placement.
     pub(super) slots: Option<Arc<Slots>>,
+    /// The cancellation tokens of the bodies running here for runs owned anywhere.
+    pub(super) body_cancels: super::body_cancels::BodyCancels,
 }
 
 /// Where a run's inputs go, as its owner record says.

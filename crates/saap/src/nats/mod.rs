@@ -31,6 +31,7 @@
 //! ```
 
 pub mod backend;
+mod body_cancels;
 pub mod connect;
 mod delegation;
 mod effects;

@@ -187,6 +187,22 @@ impl StepExecutor for WorkQueue {
         };
         tokio::spawn(async move { inner.publish_work(work).await });
     }
+
+    fn run_cancelled(&self, run_id: &str) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let Some(subject) = super::body_cancels::cancel_subject(&inner.class, run_id) else {
+            return;
+        };
+        // Core NATS, fire and forget: workers running its bodies now hear it.
+        let client = inner.nats.client().clone();
+        tokio::spawn(async move {
+            if let Err(e) = client.publish(subject, Bytes::new()).await {
+                tracing::warn!(error = %e, "a run's cancellation could not be announced to its bodies");
+            }
+        });
+    }
 }
 
 /// The display sink of a body run from the work queue: display events go to the owner.
@@ -455,7 +471,10 @@ impl Inner {
         });
         let keep = self.opts.work_ack_wait / 3;
         let outcome = {
-            let body = self.engine.execute_work_metered(&work, sink);
+            let cancel = self.body_cancels.enter(&work.run_id);
+            let body = self
+                .engine
+                .execute_work_metered(&work, sink, cancel.token());
             tokio::pin!(body);
             // First tick one period from now (a tick due now would cost a timer turn, ~1 ms).
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + keep, keep);

@@ -200,6 +200,7 @@ impl Worker {
                 limits,
                 stop: tokio::sync::watch::channel(false).0,
                 slots,
+                body_cancels: Default::default(),
             }),
         };
         if worker.inner.opts.steps == Steps::Shared {
@@ -356,6 +357,33 @@ impl Worker {
                 }
             });
         }
+        // Cancelled runs, announced by their owners: bodies running here are told.
+        let filter = super::body_cancels::cancel_filter(&inner.class);
+        let mut cancels = inner
+            .nats
+            .client()
+            .subscribe(filter.clone())
+            .await
+            .map_err(|e| {
+                WorkerError::Nats(NatsError::Request {
+                    subject: filter,
+                    reason: e.to_string(),
+                })
+            })?;
+        let me = inner.clone();
+        let mut stop = inner.stop.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    m = cancels.next() => {
+                        let Some(m) = m else { break };
+                        let run_id = m.subject.rsplit('.').next().unwrap_or_default();
+                        me.body_cancels.cancel(run_id);
+                    }
+                }
+            }
+        });
         inner.nats.sync().await?;
         let consumer = inner.work_consumer().await?;
         if let Some(slots) = &inner.slots {
