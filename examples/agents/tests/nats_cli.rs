@@ -15,7 +15,15 @@ struct Out {
 }
 
 fn approval(args: &[&str]) -> Out {
-    let out = Command::cargo_bin("approval-agent")
+    agent("approval-agent", args)
+}
+
+fn rag(args: &[&str]) -> Out {
+    agent("rag-agent", args)
+}
+
+fn agent(bin: &str, args: &[&str]) -> Out {
+    let out = Command::cargo_bin(bin)
         .unwrap()
         .args(args)
         .env("NO_COLOR", "1")
@@ -199,21 +207,6 @@ fn a_run_on_nats_is_cancelled_from_another_invocation() {
         "{}",
         again.stderr
     );
-}
-
-fn rag(args: &[&str]) -> Out {
-    let out = Command::cargo_bin("rag-agent")
-        .unwrap()
-        .args(args)
-        .env("NO_COLOR", "1")
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
 }
 
 /// Budgets on NATS (issue 21 §5): a worker started with `--max-executions` gives each run it

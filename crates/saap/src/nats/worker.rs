@@ -332,58 +332,18 @@ impl Worker {
         let inner = &self.inner;
         for kind in ["done", "show"] {
             let subject = format!("saap.{kind}.{}.{}", inner.class, inner.id);
-            let mut sub = inner
-                .nats
-                .client()
-                .subscribe(subject.clone())
-                .await
-                .map_err(|e| {
-                    WorkerError::Nats(NatsError::Request {
-                        subject: subject.clone(),
-                        reason: e.to_string(),
-                    })
-                })?;
-            let me = inner.clone();
-            let mut stop = inner.stop.subscribe();
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        _ = stop.changed() => break,
-                        m = sub.next() => {
-                            let Some(m) = m else { break };
-                            tokio::spawn(me.clone().answer_handoff(kind, m));
-                        }
-                    }
-                }
-            });
+            listen(inner, subject, move |me, m| {
+                tokio::spawn(me.answer_handoff(kind, m));
+            })
+            .await?;
         }
         // Cancelled runs, announced by their owners: bodies running here are told.
         let filter = super::body_cancels::cancel_filter(&inner.class);
-        let mut cancels = inner
-            .nats
-            .client()
-            .subscribe(filter.clone())
-            .await
-            .map_err(|e| {
-                WorkerError::Nats(NatsError::Request {
-                    subject: filter,
-                    reason: e.to_string(),
-                })
-            })?;
-        let me = inner.clone();
-        let mut stop = inner.stop.subscribe();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stop.changed() => break,
-                    m = cancels.next() => {
-                        let Some(m) = m else { break };
-                        let run_id = m.subject.rsplit('.').next().unwrap_or_default();
-                        me.body_cancels.cancel(run_id);
-                    }
-                }
-            }
-        });
+        listen(inner, filter, |me, m| {
+            let run_id = m.subject.rsplit('.').next().unwrap_or_default();
+            me.body_cancels.cancel(run_id);
+        })
+        .await?;
         inner.nats.sync().await?;
         let consumer = inner.work_consumer().await?;
         if let Some(slots) = &inner.slots {
@@ -1119,6 +1079,40 @@ impl Inner {
             tracing::warn!(error = %e, "cannot answer a forwarded event");
         }
     }
+}
+
+/// Subscribes to `subject` on core NATS and hands each message to `on` until the worker
+/// stops.
+async fn listen(
+    inner: &Arc<Inner>,
+    subject: String,
+    on: impl Fn(Arc<Inner>, async_nats::Message) + Send + 'static,
+) -> Result<(), WorkerError> {
+    let mut sub = inner
+        .nats
+        .client()
+        .subscribe(subject.clone())
+        .await
+        .map_err(|e| {
+            WorkerError::Nats(NatsError::Request {
+                subject,
+                reason: e.to_string(),
+            })
+        })?;
+    let me = inner.clone();
+    let mut stop = inner.stop.subscribe();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                m = sub.next() => {
+                    let Some(m) = m else { break };
+                    on(me.clone(), m);
+                }
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Whether `s` is a delegation request addressed to the child run it starts (its event

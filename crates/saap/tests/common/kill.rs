@@ -9,6 +9,13 @@ use std::time::{Duration, Instant};
 /// The test binary running only `test` (an ignored test that acts as the child), with
 /// `SAAP_CHAOS_DB` set to `db`; its output is dropped unless `keep_stderr`.
 pub fn child(test: &str, db: &Path) -> Command {
+    let mut c = test_child(test);
+    c.env("SAAP_CHAOS_DB", db);
+    c
+}
+
+/// The test binary running only the ignored test `test`, its output dropped.
+pub fn test_child(test: &str) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args([
         test,
@@ -18,7 +25,6 @@ pub fn child(test: &str, db: &Path) -> Command {
         "--quiet",
         "--nocapture",
     ])
-    .env("SAAP_CHAOS_DB", db)
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::null());
     c

@@ -128,18 +128,8 @@ pub struct WorkerProcess(pub std::process::Child);
 impl WorkerProcess {
     /// Starts `test` with `SAAP_CHAOS_NATS` = `url` and the variables of `env`.
     pub fn spawn(test: &str, url: &str, env: &[(&str, &str)]) -> WorkerProcess {
-        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
-        c.args([
-            test,
-            "--exact",
-            "--ignored",
-            "--test-threads=1",
-            "--quiet",
-            "--nocapture",
-        ])
-        .env("SAAP_CHAOS_NATS", url)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        let mut c = super::kill::test_child(test);
+        c.env("SAAP_CHAOS_NATS", url);
         for (k, v) in env {
             c.env(k, v);
         }
