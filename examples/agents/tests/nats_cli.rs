@@ -335,3 +335,78 @@ fn show_says_a_run_no_worker_took_is_queued() {
     let unknown = approval(&["show", "ffffffffffffffffffffffff", "--engine", &url]);
     assert_eq!(unknown.code, 2, "{}", unknown.stderr);
 }
+
+fn research(args: &[&str]) -> Out {
+    agent("research-agent", args)
+}
+
+/// The research agent on NATS runs its researcher in process beside the editor
+/// (`with_delegate`): `runs --tree` shows the children from the editor's journal, and a
+/// human's answer sent to a waiting child with `send --engine nats://…` reaches it through the
+/// editor's class stream, after which the editor's run ends.
+#[test]
+fn a_child_run_in_process_is_answered_through_its_parents_class_on_nats() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let _worker = Child(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("research-agent"))
+            .args(["run", "--engine", &url, "--message", "owls, moths"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let bound = Instant::now() + Duration::from_secs(90);
+    let (root, waiting) = loop {
+        let listed = research(&["runs", "--json", "--engine", &url]);
+        let doc: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap_or_default();
+        if let Some(root) = doc["runs"].as_array().and_then(|r| r.first()) {
+            let root = root["run_id"].as_str().unwrap().to_string();
+            let tree = research(&["runs", "--tree", &root, "--json", "--engine", &url]);
+            let tree: serde_json::Value = serde_json::from_str(&tree.stdout).unwrap_or_default();
+            let live: Vec<String> = tree["children"]
+                .as_array()
+                .map(|c| {
+                    c.iter()
+                        .filter(|c| c["status"] == "live")
+                        .map(|c| c["run_id"].as_str().unwrap().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let done = tree["children"]
+                .as_array()
+                .is_some_and(|c| c.len() == 2 && c.iter().any(|c| c["status"] == "stopped"));
+            if done && live.len() == 1 {
+                break (root, live[0].clone());
+            }
+        }
+        assert!(Instant::now() < bound, "no tree with a waiting child");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let answer = r#"{"_event_name": "SourceGiven", "source": "the field guide"}"#;
+    let sent = research(&[
+        "send",
+        &waiting,
+        "--event",
+        answer,
+        "--engine",
+        &url,
+        "--timeout",
+        "30",
+    ]);
+    assert_eq!(sent.code, 0, "{}\n{}", sent.stdout, sent.stderr);
+    assert!(sent.stdout.contains("Finding"), "{}", sent.stdout);
+    let bound = Instant::now() + Duration::from_secs(60);
+    loop {
+        let shown = research(&["show", &root, "--json", "--engine", &url]);
+        let doc: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap_or_default();
+        if doc["status"] == "stopped" {
+            break;
+        }
+        assert!(
+            Instant::now() < bound,
+            "the editor's run did not end: {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -9,7 +9,7 @@ use super::follow::follow_stored;
 use super::input::json_arg;
 use super::reader::engine_of_run;
 #[cfg(feature = "nats")]
-use super::reader::resolve_run;
+use super::reader::resolve_agent_run;
 #[cfg(feature = "nats")]
 use super::reader::{open_nats_reader, read_view};
 use super::store::{db_path, flush_telemetry, memory_keeps_nothing};
@@ -108,15 +108,18 @@ pub(super) async fn send_nats(
     fields: Value,
 ) -> Result<u8, Fail> {
     let (reader, opts) = open_nats_reader(workflow, url, &a.from).await?;
-    let run_id = resolve_run(workflow, &reader.backend, &reader.place, &a.run).await?;
-    let view = read_view(workflow, &reader, &run_id).await?;
+    // A run of this agent, or of one it runs in process (`with_delegate`): its events go
+    // through this agent's class stream to the worker that holds it.
+    let (agent, run_id) =
+        resolve_agent_run(workflow, &reader.backend, &reader.place, &a.run).await?;
+    let view = read_view(&agent, &reader, &run_id).await?;
     if view.run.is_terminated() {
         return Err(ended_run(&run_id, &view.run));
     }
     let from = view.run.log().len();
     let id = saap_nats::ids::fresh_event_id();
     let mut env = saap_protocol::EventEnvelope::new(
-        &workflow.compiled().hierarchy,
+        &agent.compiled().hierarchy,
         name,
         id,
         saap_nats::ids::now_ns(),
@@ -124,7 +127,7 @@ pub(super) async fn send_nats(
     .ok_or_else(|| {
         invalid(format!(
             "`{name}` is not an event type of `{}`; see its types with `spec`",
-            workflow.name()
+            agent.name()
         ))
     })?;
     if let Value::Object(fields) = fields {
@@ -134,7 +137,7 @@ pub(super) async fn send_nats(
     }
     publish_to_run(workflow, &reader, &opts, &view.thread_id, &run_id, &env).await?;
     eprintln!("sent {name} {id} to run {run_id} on the class stream");
-    follow_stored(workflow, &reader, &run_id, from, id, a.timeout, a.json).await
+    follow_stored(&agent, &reader, &run_id, from, id, a.timeout, a.json).await
 }
 
 /// An envelope of one of saap's own messages to a run (`name`, a child of `parent`; the

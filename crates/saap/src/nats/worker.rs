@@ -553,6 +553,19 @@ impl Inner {
         delivered: u64,
     ) -> Handled {
         let run_id = s.run().run_id();
+        // A run of an agent this worker's process runs beside its own (`with_delegate`): it
+        // lives in that agent's engine here, which takes its events.
+        if let Some(agent) = self.in_process_agent(run_id) {
+            if let Some(id) = s.event_id()
+                && agent.holds_event(run_id, &id) == Some(true)
+            {
+                return Handled::Done;
+            }
+            return match agent.send_json(run_id, bytes).await {
+                Ok(_) => Handled::Done,
+                Err(e) => classify(e),
+            };
+        }
         for _ in 0..4 {
             let route = match self.route(run_id).await {
                 Ok(r) => r,
@@ -621,6 +634,19 @@ impl Inner {
             }
         }
         Handled::Retry("the run's ownership kept changing".into())
+    }
+
+    /// The engine of an agent run in this process beside the worker's own
+    /// (`Workflow::with_delegate`) that holds run `run_id`.
+    fn in_process_agent(&self, run_id: &str) -> Option<Engine> {
+        let own = self.engine.workflow().name();
+        self.engine
+            .workflow()
+            .agent_set()
+            .iter()
+            .filter(|w| w.name() != own)
+            .filter_map(|w| self.engine.agent(w.name()))
+            .find(|e| e.has_run(run_id))
     }
 
     /// An event for a run nobody owns that is not a start event: if the run has a journal
