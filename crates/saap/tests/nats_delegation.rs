@@ -134,37 +134,33 @@ async fn a_child_on_another_class_answers_its_parent() {
     child.shutdown();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_child_reaches_its_parent_as_an_exception() {
+/// The report of boss run `r1` that asked `message` of agent class `class`, once it ended.
+async fn boss_report(class: &'static str, message: &str) -> String {
     let server = NatsServer::start();
-    let (parent, child) = workers(&server, "Researcher").await;
+    let (parent, child) = workers(&server, class).await;
     let client = connect(&server).await;
-    let wf = boss("Researcher");
-    publish(&client, &wf, "r1", &UserMessageEvent::new("fail")).await;
+    let wf = boss(class);
+    publish(&client, &wf, "r1", &UserMessageEvent::new(message)).await;
     let bosses = reader(connect(&server).await, &wf).await;
     let run = ended(&bosses, "r1").await;
-    let text = report_text(&run);
-    assert!(text.starts_with("failed: "), "{text}");
-    assert!(text.contains("no sources found"), "{text}");
     parent.shutdown();
     child.shutdown();
+    report_text(&run)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_child_reaches_its_parent_as_an_exception() {
+    let text = boss_report("Researcher", "fail").await;
+    assert!(text.starts_with("failed: "), "{text}");
+    assert!(text.contains("no sources found"), "{text}");
 }
 
 /// A class no worker ever served has no stream: the parent gets an exception saying so,
 /// instead of waiting for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_nobody_serves_answers_with_an_exception() {
-    let server = NatsServer::start();
-    let (parent, child) = workers(&server, "Nobody").await;
-    let client = connect(&server).await;
-    let wf = boss("Nobody");
-    publish(&client, &wf, "r1", &UserMessageEvent::new("owls")).await;
-    let bosses = reader(connect(&server).await, &wf).await;
-    let run = ended(&bosses, "r1").await;
-    let text = report_text(&run);
+    let text = boss_report("Nobody", "owls").await;
     assert!(text.contains("no worker of agent class `Nobody`"), "{text}");
-    parent.shutdown();
-    child.shutdown();
 }
 
 /// Cancelling the parent cancels its child on the other class's workers.
@@ -176,24 +172,11 @@ async fn cancelling_a_parent_cancels_its_child_on_another_class() {
     let wf = boss("Researcher");
     publish(&client, &wf, "r1", &UserMessageEvent::new("wait")).await;
     // The child waits for `Go`; the parent for the child.
-    within(BOUND, "the parent to wait for its child", async {
-        loop {
-            if let Some(s) = parent.engine().snapshot("r1")
-                && matches!(s.run.progress(), Progress::Waiting { .. })
-                && s.run.children().len() == 1
-                && child
-                    .engine()
-                    .has_run(&s.run.children()[0].request.to_string())
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    })
-    .await;
-    let child_id = parent.engine().snapshot("r1").unwrap().run.children()[0]
-        .request
-        .to_string();
+    let child_id = child_started(&parent, &child).await;
+    assert!(matches!(
+        parent.engine().snapshot("r1").unwrap().run.progress(),
+        Progress::Waiting { .. }
+    ));
     parent.engine().cancel("r1", "not needed").await.unwrap();
     let researchers = reader(connect(&server).await, &researcher()).await;
     let child_run = ended(&researchers, &child_id).await;
@@ -219,18 +202,7 @@ async fn a_child_taken_over_by_another_worker_still_reports_its_end() {
     let client = connect(&server).await;
     let wf = boss("Researcher");
     publish(&client, &wf, "r1", &UserMessageEvent::new("wait")).await;
-    let child_id = within(BOUND, "the child to start", async {
-        loop {
-            if let Some(s) = parent.engine().snapshot("r1")
-                && let Some(c) = s.run.children().first()
-                && child.engine().has_run(&c.request.to_string())
-            {
-                return c.request.to_string();
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    })
-    .await;
+    let child_id = child_started(&parent, &child).await;
     // The first researcher worker stops (its lease runs out); a second one takes over.
     child.shutdown();
     drop(child);
@@ -246,6 +218,22 @@ async fn a_child_taken_over_by_another_worker_still_reports_its_end() {
     assert_eq!(report_text(&run), "after waiting");
     parent.shutdown();
     second.shutdown();
+}
+
+/// The run id of boss run `r1`'s child, once the child's worker holds it.
+async fn child_started(parent: &Worker, child: &Worker) -> String {
+    within(BOUND, "the child to start", async {
+        loop {
+            if let Some(s) = parent.engine().snapshot("r1")
+                && let Some(c) = s.run.children().first()
+                && child.engine().has_run(&c.request.to_string())
+            {
+                return c.request.to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    })
+    .await
 }
 
 /// An address for child run `run` of the researcher's class (its owner routes by run id).

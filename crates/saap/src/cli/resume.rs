@@ -194,16 +194,7 @@ async fn resume_nats(
     // Refused here as the owner would refuse it (SAAP-E020, SAAP-E021), before anything is sent.
     let seen = view.run.budget().map_or(0, |b| b.grants);
     view.run
-        .resume_grant(
-            saap_dispatch::run::BudgetGrant {
-                executions: raise.executions,
-                wall_ns: raise.time.map(|d| d.as_nanos() as u64),
-                tokens: raise.tokens,
-                cost_micros: raise.cost.map(crate::context::cost_micros),
-                now_ns: 0,
-            },
-            None,
-        )
+        .resume_grant(raise.grant(0), None)
         .map_err(|refused| {
             engine_fail(crate::EngineError::resume_refused(
                 &run_id,

@@ -156,15 +156,8 @@ pub(super) fn saap_envelope(
             .map_err(|e| internal(e.to_string()))?;
     }
     let id = saap_nats::ids::fresh_event_id();
-    let mut env = saap_protocol::EventEnvelope::new(&hierarchy, name, id, saap_nats::ids::now_ns())
-        .ok_or_else(|| internal(format!("`{name}` has no lineage")))?;
-    if let Value::Object(fields) =
-        serde_json::to_value(fields).map_err(|e| internal(e.to_string()))?
-    {
-        for (k, v) in fields {
-            env = env.with_field(&k, v);
-        }
-    }
+    let fields = serde_json::to_value(fields).map_err(|e| internal(e.to_string()))?;
+    let env = crate::nats::envelope(&hierarchy, name, id, fields).map_err(internal)?;
     Ok((id, env))
 }
 

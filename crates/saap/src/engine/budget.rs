@@ -30,6 +30,20 @@ pub struct Raise {
     pub cost: Option<f64>,
 }
 
+impl Raise {
+    /// The amounts it names as the core's grant made at `now_ns` (a part left `None` is the
+    /// core's to fill in: [`saap_dispatch::Run::resume_grant`]).
+    pub fn grant(&self, now_ns: u64) -> BudgetGrant {
+        BudgetGrant {
+            executions: self.executions,
+            wall_ns: self.time.map(duration_ns),
+            tokens: self.tokens,
+            cost_micros: self.cost.map(crate::context::cost_micros),
+            now_ns,
+        }
+    }
+}
+
 /// What a resume did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resumed {
@@ -67,13 +81,7 @@ impl Shared {
             ));
         }
         let slot = self.slot_or_ended(run_id).await?;
-        let named = BudgetGrant {
-            executions: raise.executions,
-            wall_ns: raise.time.map(duration_ns),
-            tokens: raise.tokens,
-            cost_micros: raise.cost.map(crate::context::cost_micros),
-            now_ns: unix_nanos(),
-        };
+        let named = raise.grant(unix_nanos());
         // The core decides the grant under the run's lock, and the grant is applied under
         // it too: two resumes of one pause cannot both grant.
         let (grant, applied) = {

@@ -74,12 +74,10 @@ pub(super) struct EndEffects {
     reason: String,
 }
 
-/// A child's report and where it goes: its parent's engine (see [`ParentLink`]), run and
-/// child number.
+/// A child's report and where it goes: its parent's engine (see [`ParentLink`]) and run.
 struct ToParent {
     engine: ParentEngine,
     run_id: Arc<str>,
-    child: u32,
     report: Report,
 }
 
@@ -299,9 +297,11 @@ impl Shared {
         let awaited = !c.req.detached;
         let this: Weak<dyn std::any::Any + Send + Sync> = self.this.clone();
         let link = awaited.then(|| ParentLink {
-            engine: ParentEngine::Local(this),
+            engine: ParentEngine::Local {
+                engine: this,
+                child: c.child,
+            },
             run_id: parent.run_id.clone(),
-            child: c.child,
             depth: parent.depth + 1,
             expects: c.req.expected_stop_event_name.as_deref().map(Box::from),
         });
@@ -582,7 +582,6 @@ impl Shared {
             Some(ToParent {
                 engine: p.engine.clone(),
                 run_id: p.run_id.clone(),
-                child: p.child,
                 report: self.report(slot, st, p.expects.as_deref())?,
             })
         });
@@ -631,11 +630,11 @@ impl Shared {
             } = effects;
             if let Some(to) = report {
                 match to.engine {
-                    ParentEngine::Local(engine) => {
+                    ParentEngine::Local { engine, child } => {
                         if let Some(parent) = engine.upgrade()
                             && let Ok(parent) = parent.downcast::<Shared>()
                         {
-                            parent.deliver(&to.run_id, to.child, to.report).await;
+                            parent.deliver(&to.run_id, child, to.report).await;
                         }
                     }
                     ParentEngine::Remote { class } => {

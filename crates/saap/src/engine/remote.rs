@@ -57,8 +57,6 @@ impl Shared {
                 class: by.agent_class.as_str().into(),
             },
             run_id: by.run_id.as_str().into(),
-            // Found by its request's id: the child's run id.
-            child: u32::MAX,
             depth,
             // The parent decides what its request is owed.
             expects: None,
@@ -190,13 +188,11 @@ impl Engine {
         let Ok(slot) = shared.slot(run_id) else {
             return Ok(false);
         };
-        let request_id = match serde_json::from_slice::<serde_json::Value>(bytes) {
-            Ok(v) => v["request_event_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            Err(_) => String::new(),
+        let Ok(fields) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+            shared.release(slot);
+            return Ok(false);
         };
+        let request_id = fields["request_event_id"].as_str().unwrap_or_default();
         let found = {
             let st = slot.lock();
             st.run
@@ -221,7 +217,7 @@ impl Engine {
             shared.release(slot);
             return Ok(true);
         }
-        let report = owed_report(name, bytes, expected.as_deref());
+        let report = owed_report(name, fields, expected.as_deref());
         let delivered = match report {
             Ok(report) => match report.payload.check_json() {
                 Ok(size) => shared.incoming(report.name, report.payload, size, None),
@@ -241,12 +237,16 @@ impl Engine {
 /// A child's plain report, as its parent's request is owed it (`expected`: the stop event
 /// type of `expecting`): a stop of another type becomes an exception marked `typed_result`
 /// (the stop event kept in it), an exception is marked with what was owed.
-fn owed_report(name: &str, bytes: &[u8], expected: Option<&str>) -> Result<Report, EngineError> {
+fn owed_report(
+    name: &str,
+    fields: serde_json::Value,
+    expected: Option<&str>,
+) -> Result<Report, EngineError> {
     let unreadable = |e: serde_json::Error| {
         EngineError::BadDelegation(format!("a child's report that cannot be read: {e}"))
     };
     if name == AgentInTheLoopResponseEvent::NAME {
-        let r: AgentInTheLoopResponseEvent = serde_json::from_slice(bytes).map_err(unreadable)?;
+        let r: AgentInTheLoopResponseEvent = serde_json::from_value(fields).map_err(unreadable)?;
         return Ok(match expected {
             Some(t) if t != r.stop_event_name => Report {
                 name: AgentInTheLoopExceptionEvent::NAME,
@@ -272,7 +272,7 @@ fn owed_report(name: &str, bytes: &[u8], expected: Option<&str>) -> Result<Repor
             },
         });
     }
-    let mut e: AgentInTheLoopExceptionEvent = serde_json::from_slice(bytes).map_err(unreadable)?;
+    let mut e: AgentInTheLoopExceptionEvent = serde_json::from_value(fields).map_err(unreadable)?;
     e.unmet_obligation = super::delegation::owed_kind(expected);
     Ok(Report {
         name: AgentInTheLoopExceptionEvent::NAME,
@@ -284,8 +284,8 @@ fn owed_report(name: &str, bytes: &[u8], expected: Option<&str>) -> Result<Repor
 mod tests {
     use super::*;
 
-    fn response(stop: &str) -> Vec<u8> {
-        serde_json::to_vec(&AgentInTheLoopResponseEvent {
+    fn response(stop: &str) -> serde_json::Value {
+        serde_json::to_value(AgentInTheLoopResponseEvent {
             stop_event_name: stop.into(),
             stop_event: serde_json::json!({"text": "42"}),
             request_event_id: "r".into(),
@@ -299,19 +299,19 @@ mod tests {
     fn a_parent_decides_whether_a_remote_child_gave_what_it_was_owed() {
         let kept = owed_report(
             AgentInTheLoopResponseEvent::NAME,
-            &response("Answer"),
+            response("Answer"),
             Some("Answer"),
         )
         .expect("read");
         assert_eq!(kept.name, AgentInTheLoopResponseEvent::NAME);
         let plain =
-            owed_report(AgentInTheLoopResponseEvent::NAME, &response("Other"), None).expect("read");
+            owed_report(AgentInTheLoopResponseEvent::NAME, response("Other"), None).expect("read");
         assert_eq!(plain.name, AgentInTheLoopResponseEvent::NAME);
         // Another stop type than the one owed: an exception marked typed_result, the stop
         // event kept in it.
         let unmet = owed_report(
             AgentInTheLoopResponseEvent::NAME,
-            &response("Other"),
+            response("Other"),
             Some("Answer"),
         )
         .expect("read");
@@ -321,16 +321,22 @@ mod tests {
         assert_eq!(json["exception_event"]["stop_event_name"], "Other");
         assert_eq!(json["exception_event"]["stop_event"]["text"], "42");
         // An exception is marked with what was owed.
-        let failed = serde_json::to_vec(&serde_json::json!({
+        let failed = serde_json::json!({
             "exception_event_name": "ExceptionEvent",
             "exception_event": {"message": "no sources"},
             "request_event_id": "r",
-        }))
-        .unwrap_or_default();
+        });
         let e =
-            owed_report(AgentInTheLoopExceptionEvent::NAME, &failed, Some("Answer")).expect("read");
+            owed_report(AgentInTheLoopExceptionEvent::NAME, failed, Some("Answer")).expect("read");
         let json = e.payload.try_json().expect("json").clone();
         assert_eq!(json["unmet_obligation"], "typed_result");
-        assert!(owed_report(AgentInTheLoopResponseEvent::NAME, b"[1]", None).is_err());
+        assert!(
+            owed_report(
+                AgentInTheLoopResponseEvent::NAME,
+                serde_json::json!([1]),
+                None
+            )
+            .is_err()
+        );
     }
 }

@@ -145,13 +145,11 @@ impl RunState {
     }
 }
 
-/// Where a child run reports its end: its parent's engine and run, and its number there
-/// (see `delegation`).
+/// Where a child run reports its end: its parent's engine and run (see `delegation`).
 pub(crate) struct ParentLink {
     /// The parent's engine.
     pub(super) engine: ParentEngine,
     pub(super) run_id: Arc<str>,
-    pub(super) child: u32,
     /// How many runs are above it (1: a child of a root run).
     pub(super) depth: u32,
     /// The stop event type its request is owed (`expecting`): an end without it is
@@ -164,9 +162,13 @@ pub(crate) struct ParentLink {
 pub(crate) enum ParentEngine {
     /// One of this process (its `Shared`, held as `Any`: the run's state does not know the
     /// engine's shared state, which knows it).
-    Local(std::sync::Weak<dyn std::any::Any + Send + Sync>),
+    /// `child`: its number among the parent's children.
+    Local {
+        engine: std::sync::Weak<dyn std::any::Any + Send + Sync>,
+        child: u32,
+    },
     /// The workers of agent class `class`, reached through the engine's remote agents (see
-    /// `remote`).
+    /// `remote`; the parent finds the child by its run id, the request's).
     Remote { class: Arc<str> },
 }
 

@@ -54,8 +54,8 @@ impl NatsAgents {
     }
 }
 
-/// `name`'s envelope with id `id` and `fields`.
-fn envelope(
+/// `name`'s envelope with id `id` and `fields` (an object; anything else adds none).
+pub(crate) fn envelope(
     hierarchy: &Hierarchy,
     name: &str,
     id: saap_dispatch::EventId,

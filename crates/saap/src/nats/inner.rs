@@ -47,6 +47,9 @@ pub(super) struct Inner {
     pub(super) slots: Option<Arc<Slots>>,
     /// The cancellation tokens of the bodies running here for runs owned anywhere.
     pub(super) body_cancels: super::body_cancels::BodyCancels,
+    /// The engines of the agents this process runs beside the class's own
+    /// (`Workflow::with_delegate`): their runs' events go to them.
+    pub(super) agents: Vec<Engine>,
 }
 
 /// Where a run's inputs go, as its owner record says.

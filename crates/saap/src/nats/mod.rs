@@ -47,6 +47,7 @@ pub mod worker;
 
 pub use backend::{NatsBackend, NatsBackendOptions, journal_stream, journal_subject};
 pub use connect::{EngineChoice, EngineConnect, parse_engine};
+pub(crate) use delegation::envelope;
 pub use options::{DEFAULT_LOCAL_SLOTS, Steps, WorkerError, WorkerOptions};
 pub(crate) use owners::run_address;
 pub use owners::{RunOwner, run_owner};

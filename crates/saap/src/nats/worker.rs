@@ -184,6 +184,15 @@ impl Worker {
         // Children of other classes run on their workers.
         engine.set_remote_agents(Arc::new(agents));
         let slots = (opts.local_slots > 0).then(|| Slots::new(opts.local_slots));
+        // The agents run in this process beside the class's own (`with_delegate`), looked up
+        // once: every event is checked against them.
+        let agents = engine
+            .workflow()
+            .agent_set()
+            .iter()
+            .skip(1)
+            .filter_map(|w| engine.agent(w.name()))
+            .collect();
         let worker = Worker {
             inner: Arc::new(Inner {
                 engine,
@@ -201,6 +210,7 @@ impl Worker {
                 stop: tokio::sync::watch::channel(false).0,
                 slots,
                 body_cancels: Default::default(),
+                agents,
             }),
         };
         if worker.inner.opts.steps == Steps::Shared {
@@ -639,14 +649,7 @@ impl Inner {
     /// The engine of an agent run in this process beside the worker's own
     /// (`Workflow::with_delegate`) that holds run `run_id`.
     fn in_process_agent(&self, run_id: &str) -> Option<Engine> {
-        let own = self.engine.workflow().name();
-        self.engine
-            .workflow()
-            .agent_set()
-            .iter()
-            .filter(|w| w.name() != own)
-            .filter_map(|w| self.engine.agent(w.name()))
-            .find(|e| e.has_run(run_id))
+        self.agents.iter().find(|e| e.has_run(run_id)).cloned()
     }
 
     /// An event for a run nobody owns that is not a start event: if the run has a journal
