@@ -282,10 +282,14 @@ impl CompiledSpec {
         let mut type_index = HashMap::new();
         let mut names: Vec<&str> = hierarchy.names().collect();
         names.sort_unstable();
+        let process = is_process(spec, &hierarchy);
         let declared: std::collections::HashSet<&str> =
             spec.events.iter().map(|e| e.name.as_str()).collect();
         for name in names {
-            let class = hierarchy.classify(name).unwrap_or_default();
+            let mut class = hierarchy.classify(name).unwrap_or_default();
+            if process {
+                class = class.with_process_roles(hierarchy.lineage(name).unwrap_or_default());
+            }
             type_index.insert(name.to_string(), types.len() as TypeId);
             types.push(TypeInfo {
                 name: name.to_string(),
@@ -707,6 +711,21 @@ impl CompiledSpec {
     }
 }
 
+/// Whether `spec` is a process (seed 002's `@process_step`s): it takes, returns or declares
+/// an event of the process family. A process's types get that family's roles (work events
+/// drive its steps, `ProcessStartEvent`/`ProcessStopEvent`/`ProcessExceptionEvent` begin and
+/// end its runs); an agent's keep the Python classification, so that its fingerprint (and
+/// with it every run it has stored) does not change with the process family's roles.
+fn is_process(spec: &WorkflowSpec, hierarchy: &Hierarchy) -> bool {
+    let family =
+        |name: &str| hierarchy.is_subtype_of(name, saap_protocol::hierarchy::names::PROCESS_EVENT);
+    spec.events.iter().any(|e| family(&e.name))
+        || spec.steps.iter().any(|s| {
+            s.outputs.iter().any(|o| family(o))
+                || s.params.iter().any(|p| p.types.iter().any(|t| family(t)))
+        })
+}
+
 fn build_hierarchy(spec: &WorkflowSpec) -> Result<Hierarchy, SpecError> {
     let mut h = Hierarchy::builtin();
     // Declarations may come in any order: register in rounds until no progress.
@@ -916,6 +935,34 @@ mod tests {
         compile_spec_text(yaml, SpecSyntax::Yaml)
             .expect_err("refused")
             .to_string()
+    }
+
+    #[test]
+    fn a_process_gives_its_family_roles_and_an_agent_keeps_the_python_kinds() {
+        let process = compile_spec_text(
+            "name: Onboarding
+steps:
+  - {name: ask, params: [{name: s, kind: required, types: [ProcessStartEvent]}], outputs: [HumanWorkRequestEvent]}
+  - {name: done, params: [{name: w, kind: required, types: [HumanWorkEvent]}], outputs: [ProcessStopEvent]}
+",
+            SpecSyntax::Yaml,
+        )
+        .unwrap();
+        let kind = |s: &crate::CompiledSpec, n: &str| s.type_info(s.type_id(n).unwrap()).kind;
+        assert!(kind(&process, "ProcessStartEvent").is_start());
+        assert!(kind(&process, "ProcessStartEvent").is_control());
+        assert!(kind(&process, "ProcessStopEvent").is_stop());
+        assert!(kind(&process, "ProcessExceptionEvent").is_exception());
+        assert!(kind(&process, "HumanWorkEvent").is_control());
+        assert!(!kind(&process, "HumanWorkEvent").is_terminal());
+        assert!(kind(&process, "HumanWorkRequestEvent").is_control());
+        let agent = compile_spec_text(
+            "name: Chat\nsteps: [{name: s, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [StopEvent]}]\n",
+            SpecSyntax::Yaml,
+        )
+        .unwrap();
+        assert_eq!(kind(&agent, "ProcessStartEvent").bits(), 0);
+        assert!(!kind(&agent, "HumanWorkEvent").is_control());
     }
 
     #[test]

@@ -54,6 +54,18 @@ pub mod names {
     /// run. Not in the Python hierarchy: a Python consumer reads it as its first known
     /// parent, [`EXCEPTION_EVENT`], from [`RUN_CANCELLED_LINEAGE`].
     pub const RUN_CANCELLED_EVENT: &str = "RunCancelledEvent";
+    /// Root of the process family (seed 002's `ProcessDispatcher`).
+    pub const PROCESS_EVENT: &str = "ProcessEvent";
+    /// Work done for a process (by a human, a program or an agent): drives process steps.
+    pub const WORK_EVENT: &str = "WorkEvent";
+    /// Work a process step hands to a human, a program or an agent.
+    pub const WORK_REQUEST_EVENT: &str = "WorkRequestEvent";
+    /// Begins a process's run (a walkthrough).
+    pub const PROCESS_START_EVENT: &str = "ProcessStartEvent";
+    /// Ends a walkthrough successfully.
+    pub const PROCESS_STOP_EVENT: &str = "ProcessStopEvent";
+    /// Ends a walkthrough with an error.
+    pub const PROCESS_EXCEPTION_EVENT: &str = "ProcessExceptionEvent";
     /// `_parent_event_names` of [`RUN_CANCELLED_EVENT`]: its own name, then its ancestors.
     pub const RUN_CANCELLED_LINEAGE: &[&str] = &[
         RUN_CANCELLED_EVENT,
@@ -104,6 +116,26 @@ impl Classification {
             }
         }
         c
+    }
+
+    /// This classification with the roles seed 002's process dispatcher gives the process
+    /// family (`names`: the type's `_parent_event_names`): it executes process steps on
+    /// `WorkEvent`s and publishes the `WorkRequestEvent`s they return, so both are control
+    /// events of a process; a `ProcessStartEvent` begins a walkthrough (a process's run), a
+    /// `ProcessStopEvent` ends it, a `ProcessExceptionEvent` ends it with an error. The
+    /// Python classification gives these types no role at all (they never reach an agent's
+    /// dispatcher), which [`Classification::from_parent_event_names`] keeps.
+    pub fn with_process_roles<S: AsRef<str>>(mut self, names: &[S]) -> Classification {
+        for name in names {
+            match name.as_ref() {
+                names::WORK_EVENT | names::WORK_REQUEST_EVENT => self.control = true,
+                names::PROCESS_START_EVENT => self.start = true,
+                names::PROCESS_STOP_EVENT => self.stop = true,
+                names::PROCESS_EXCEPTION_EVENT => self.exception = true,
+                _ => {}
+            }
+        }
+        self
     }
 
     /// True for stop and exception events: appending one terminates the run.
@@ -949,6 +981,17 @@ mod tests {
             Classification::default()
         );
         assert_eq!(h.classify("Nope"), None);
+        let roles = |n: &str| {
+            let c = h.classify(n).unwrap();
+            c.with_process_roles(h.lineage(n).unwrap())
+        };
+        assert!(roles("ProcessWorkEvent").start && roles("ProcessWorkEvent").control);
+        assert!(roles("ProcessStopEvent").stop && !roles("ProcessStopEvent").exception);
+        assert!(roles("ProcessExceptionEvent").exception);
+        assert!(roles("HumanWorkEvent").control && !roles("HumanWorkEvent").is_terminal());
+        assert!(roles("AgentWorkRequestEvent").control && !roles("AgentWorkRequestEvent").display);
+        assert_eq!(roles("ProcessEvent"), Classification::default());
+        assert_eq!(roles("ChunkEvent"), h.classify("ChunkEvent").unwrap());
         let foreign = Classification::from_parent_event_names(&["X", "StopEvent", "ControlEvent"]);
         assert!(foreign.stop && foreign.control && !foreign.display);
     }

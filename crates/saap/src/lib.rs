@@ -48,6 +48,7 @@ pub mod llm;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod params;
+pub mod process;
 /// OpenTelemetry export of runs (the `saap-otel` crate): configure an
 /// [`Exporter`](otel::Exporter) and give it to [`EngineOptions::telemetry`].
 #[cfg(feature = "otel")]

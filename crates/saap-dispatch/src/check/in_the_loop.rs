@@ -1,5 +1,5 @@
 //! Findings about waits on the outside (issue 21 §8): a child run's answer taken by a
-//! workflow that never delegates (SAAP018), a wait on a person the workflow asked that
+//! workflow that never delegates (SAAP018; a process's `AgentWorkEvent` too), a wait on a person the workflow asked that
 //! nothing ends but the answer (SAAP019), a child's failure no step takes (SAAP020), and a
 //! step that takes a deadline beside what it stands in for and runs for both (SAAP021).
 //!
@@ -9,10 +9,12 @@
 
 use super::*;
 
-/// The roots of a child run's end as its parent receives it.
-const CHILD_ANSWERS: &[&str] = &[
-    "AgentInTheLoopResponseEvent",
-    "AgentInTheLoopExceptionEvent",
+/// The roots of a child run's end as its parent receives it, each with the request that
+/// starts the child it answers: an agent's, and a process's work request to an agent.
+const CHILD_ANSWERS: &[(&str, &str)] = &[
+    ("AgentInTheLoopResponseEvent", DELEGATION),
+    ("AgentInTheLoopExceptionEvent", DELEGATION),
+    ("AgentWorkEvent", "AgentWorkRequestEvent"),
 ];
 
 /// The root of a child run's failure (or cancellation) as its parent receives it.
@@ -24,11 +26,20 @@ const CHILD_ANSWER: &str = "AgentInTheLoopResponseEvent";
 /// The request that starts a child run.
 const DELEGATION: &str = "AgentInTheLoopRequestEvent";
 
-/// The roots of a person's answer: a human's, or one given through a bot (Slack, Teams).
-const PERSON_ANSWERS: &[&str] = &["HumanInTheLoopResponseEvent", "BotInTheLoopResponseEvent"];
+/// The roots of a person's answer: a human's, one given through a bot (Slack, Teams), or a
+/// person's work for a process.
+const PERSON_ANSWERS: &[&str] = &[
+    "HumanInTheLoopResponseEvent",
+    "BotInTheLoopResponseEvent",
+    "HumanWorkEvent",
+];
 
 /// The roots of a question to a person.
-const PERSON_REQUESTS: &[&str] = &["HumanInTheLoopRequestEvent", "BotInTheLoopRequestEvent"];
+const PERSON_REQUESTS: &[&str] = &[
+    "HumanInTheLoopRequestEvent",
+    "BotInTheLoopRequestEvent",
+    "HumanWorkRequestEvent",
+];
 
 impl Analysis<'_> {
     fn is_a(&self, t: TypeId, root: &str) -> bool {
@@ -42,16 +53,28 @@ impl Analysis<'_> {
 
     /// SAAP018: a parameter takes a child run's end, and no step delegates.
     pub(super) fn responses_without_requests(&self, out: &mut Out) {
-        if self.asks(DELEGATION) {
+        let unasked_roots: Vec<(&str, &str)> = CHILD_ANSWERS
+            .iter()
+            .copied()
+            .filter(|(_, request)| !self.asks(request))
+            .collect();
+        if unasked_roots.is_empty() {
             return;
         }
         for (si, s) in self.spec.steps.iter().enumerate() {
             for (pi, p) in s.params.iter().enumerate() {
+                let mut request = DELEGATION;
                 let unasked: Vec<TypeId> = p
                     .types
                     .iter()
                     .copied()
-                    .filter(|&t| CHILD_ANSWERS.iter().any(|root| self.is_a(t, root)))
+                    .filter(|&t| {
+                        let root = unasked_roots.iter().find(|(root, _)| self.is_a(t, root));
+                        if let Some((_, r)) = root {
+                            request = r;
+                        }
+                        root.is_some()
+                    })
                     .collect();
                 if unasked.is_empty() {
                     continue;
@@ -62,13 +85,13 @@ impl Analysis<'_> {
                     Some(si),
                     Some(pi),
                     format!(
-                        "`{}` takes {}, the end of a child run, but no step delegates (returns an `{DELEGATION}`): no child is ever started, so none ever answers",
+                        "`{}` takes {}, the end of a child run, but no step delegates (returns an `{request}`): no child is ever started, so none ever answers",
                         s.name,
                         self.names(&unasked),
                     ),
                     "seed 002, DESIGN §8: an agent's answer reaches a run only as the end of a child run it started by returning an `AgentInTheLoopRequestEvent`; the engine makes these events, nothing else sends them",
                     format!(
-                        "return the request from the step that needs the answer (`AgentInTheLoopRequestEvent::new(\"Agent\", &start)`; a subtype of `{DELEGATION}` in a spec), or remove the parameter"
+                        "return the request from the step that needs the answer (`{request}::new(\"Agent\", &start)`; a subtype of `{request}` in a spec), or remove the parameter"
                     ),
                 );
             }

@@ -290,6 +290,11 @@ pub const OUTSIDE_ROOTS: &[&str] = &[
     "AgentInTheLoopResponseEvent",
     "AgentInTheLoopExceptionEvent",
     "BotInTheLoopResponseEvent",
+    // A process's: its start, and the work a person, a program or an agent hands back.
+    "ProcessStartEvent",
+    "HumanWorkEvent",
+    "ProgramWorkEvent",
+    "AgentWorkEvent",
 ];
 
 /// The built-in request types whose answers arrive from outside as the response types of
@@ -298,6 +303,9 @@ pub const REQUEST_ROOTS: &[&str] = &[
     "HumanInTheLoopRequestEvent",
     "AgentInTheLoopRequestEvent",
     "BotInTheLoopRequestEvent",
+    "HumanWorkRequestEvent",
+    "ProgramWorkRequestEvent",
+    "AgentWorkRequestEvent",
 ];
 
 /// Counts of findings by severity.

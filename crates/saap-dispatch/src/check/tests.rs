@@ -1315,3 +1315,46 @@ fn schema_describes_every_field_the_model_writes() {
         );
     }
 }
+
+// SAAP018 and SAAP019 on a process (seed 002's process steps)
+#[test]
+fn a_process_taking_agent_work_it_never_requests_and_a_person_without_a_deadline_are_warnings() {
+    let y = "
+name: Onboarding
+events: [{name: NewHire, parents: [ProcessStartEvent]}]
+steps:
+  - {name: ask, params: [{name: h, kind: required, types: [NewHire]}], outputs: [HumanWorkRequestEvent]}
+  - {name: welcome, params: [{name: w, kind: required, types: [HumanWorkEvent]}], outputs: [ProgramWorkRequestEvent]}
+  - {name: finish, params: [{name: n, kind: required, types: [AgentWorkEvent]}], outputs: [ProcessStopEvent]}
+";
+    assert!(has(y, &RESPONSE_WITHOUT_REQUEST, "finish", Some("n")));
+    let found = check(&spec(y));
+    // The start and the work handed back arrive from outside: no step lacks a producer.
+    let errors: Vec<_> = found
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let f = found
+        .iter()
+        .find(|f| f.code == RESPONSE_WITHOUT_REQUEST.code)
+        .unwrap();
+    assert!(
+        f.message.contains("returns an `AgentWorkRequestEvent`"),
+        "{}",
+        f.message
+    );
+    assert!(f.fix.contains("AgentWorkRequestEvent::new"), "{}", f.fix);
+    assert!(has(y, &WAIT_WITHOUT_DEADLINE, "welcome", Some("w")));
+    // Asking the agent clears SAAP018; an agent-in-the-loop request would not.
+    let asked = y.replace(
+        "outputs: [ProgramWorkRequestEvent]}",
+        "outputs: [AgentWorkRequestEvent]}",
+    );
+    assert_eq!(count(&asked, &RESPONSE_WITHOUT_REQUEST), 0);
+    let other = y.replace(
+        "outputs: [ProgramWorkRequestEvent]}",
+        "outputs: [AgentInTheLoopRequestEvent]}",
+    );
+    assert!(has(&other, &RESPONSE_WITHOUT_REQUEST, "finish", Some("n")));
+}

@@ -783,6 +783,7 @@ impl Shared {
                                         at,
                                         ev.id,
                                         &d.req,
+                                        d.asked,
                                     );
                                     (ev, due_ns)
                                 });

@@ -15,6 +15,7 @@
 //! core decides, nor write to a store but through the engines' inputs.
 
 use super::apply::Input;
+use super::asked::Asked;
 use super::error::EngineError;
 use super::incoming::Incoming;
 use super::shared::Shared;
@@ -25,14 +26,12 @@ use crate::delegation::{
 };
 use crate::event::{Event, Payload};
 use crate::params::OutEvent;
+use crate::process::AgentWorkEvent;
 use saap_dispatch::run::timers::TimerRequest;
 use saap_dispatch::run::{ChildRequest, ChildState, RunStatus};
 use saap_dispatch::{EventId, ExecutionId, NewEvent, NewEventType, Seq};
 use std::future::Future;
 use std::sync::{Arc, Weak};
-
-/// The protocol's name of delegation requests: a type whose lineage holds it starts a child.
-pub(super) const REQUEST_EVENT: &str = AgentInTheLoopRequestEvent::NAME;
 
 /// The output index a child's deadline event is made as: its request's index with the top
 /// bit set, so that its id is derived like an output's and is no output's.
@@ -43,6 +42,7 @@ const DEADLINE_OUTPUT: u32 = 1 << 31;
 pub(super) struct Delegation {
     pub(super) output: usize,
     pub(super) req: AgentInTheLoopRequestEvent,
+    pub(super) asked: Asked,
     pub(super) deadline: Option<u64>,
 }
 
@@ -87,13 +87,55 @@ pub(super) struct Report {
     pub(super) payload: Payload,
 }
 
+impl Report {
+    /// This report in the form the request `asked` for: a process's work request is
+    /// answered by one `AgentWorkEvent`, whether the child stopped or not.
+    pub(super) fn in_form_asked(self, asked: Asked) -> Report {
+        if asked == Asked::InTheLoop || self.name == AgentWorkEvent::NAME {
+            return self;
+        }
+        let work = if self.name == AgentInTheLoopResponseEvent::NAME {
+            crate::event::from_payload::<AgentInTheLoopResponseEvent>(&self.payload)
+                .map(AgentWorkEvent::from)
+        } else {
+            crate::event::from_payload::<AgentInTheLoopExceptionEvent>(&self.payload)
+                .map(AgentWorkEvent::from)
+        };
+        match work {
+            Ok(work) => Report {
+                name: AgentWorkEvent::NAME,
+                payload: Payload::typed(work),
+            },
+            Err(e) => {
+                tracing::error!(error = %e, "a child's report could not be made a work event");
+                self
+            }
+        }
+    }
+}
+
 impl Shared {
     /// Whether events of type `ty` are delegation requests.
-    pub(super) fn is_delegating(&self, ty: &NewEventType) -> bool {
+    pub(super) fn is_delegating(&self, ty: &NewEventType) -> Option<Asked> {
         match ty {
-            NewEventType::Known(t) => self.delegating.get(*t as usize).copied().unwrap_or(false),
-            NewEventType::Foreign { .. } => false,
+            NewEventType::Known(t) => self.delegating.get(*t as usize).copied().flatten(),
+            NewEventType::Foreign { .. } => None,
         }
+    }
+
+    /// How child `child` of the run in `st` was asked for (read from its request's type).
+    pub(super) fn asked(&self, st: &RunState, child: u32) -> Asked {
+        st.run
+            .children()
+            .get(child as usize)
+            .and_then(|c| st.run.log().get(c.request_seq as usize))
+            .and_then(|e| match e.ty {
+                saap_dispatch::run::EventTy::Known(t) => {
+                    self.delegating.get(t as usize).copied().flatten()
+                }
+                saap_dispatch::run::EventTy::Foreign(_) => None,
+            })
+            .unwrap_or(Asked::InTheLoop)
     }
 
     /// The delegation requests among a completion's outputs (by output index), read and
@@ -108,9 +150,14 @@ impl Shared {
     ) -> Result<Vec<Delegation>, String> {
         let mut found = Vec::new();
         for (i, o) in outs.iter().enumerate() {
-            if o.due_ns.is_some() || !self.is_delegating(&self.out_type(None, &o.name)) {
+            let Some(asked) = o
+                .due_ns
+                .is_none()
+                .then(|| self.is_delegating(&self.out_type(None, &o.name)))
+                .flatten()
+            else {
                 continue;
-            }
+            };
             let req: AgentInTheLoopRequestEvent =
                 crate::event::from_payload(&o.payload).map_err(|e| {
                     format!(
@@ -144,6 +191,7 @@ impl Shared {
             found.push(Delegation {
                 output: i,
                 req,
+                asked,
                 deadline,
             });
         }
@@ -175,6 +223,7 @@ impl Shared {
         index: u32,
         request: EventId,
         req: &AgentInTheLoopRequestEvent,
+        asked: Asked,
     ) -> Incoming {
         let secs = req.timeout_seconds.unwrap_or_default();
         let timed_out = AgentInTheLoopExceptionEvent {
@@ -192,13 +241,11 @@ impl Shared {
             child_run_id: request.to_string(),
             unmet_obligation: owed_kind(req.expected_stop_event_name.as_deref()),
         };
-        self.output(
-            None,
-            run_key,
-            execution,
-            DEADLINE_OUTPUT | index,
-            OutEvent::new(timed_out),
-        )
+        let out = match asked {
+            Asked::InTheLoop => OutEvent::new(timed_out),
+            Asked::Work => OutEvent::new(AgentWorkEvent::from(timed_out)),
+        };
+        self.output(None, run_key, execution, DEADLINE_OUTPUT | index, out)
     }
 
     /// Adds the children a completion asked for to the core (right after the completion,
@@ -557,6 +604,7 @@ impl Shared {
             tracing::debug!(run_id, child, "a child ended after its parent left memory");
             return;
         };
+        let report = report.in_form_asked(self.asked(&slot.lock(), child));
         // The report types are the protocol's, so every workflow's types include them; the
         // core ignores a second end of one child (a delivery made sure of again).
         let delivered = match report.payload.check_json() {

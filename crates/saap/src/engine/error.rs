@@ -58,6 +58,10 @@ pub enum EngineError {
     },
     #[error("SAAP-E021: {0}")]
     BadRaise(String),
+    /// An answer to a process's work request (`HumanWorkEvent`, `ProgramWorkEvent`) that
+    /// names no open request of its run.
+    #[error("SAAP-E022: run {run_id}: {detail}")]
+    BadAnswer { run_id: String, detail: String },
     /// A delegation request or a child's report, as it came from another process, that
     /// cannot be read.
     #[error("SAAP-E015: {0}")]
@@ -126,6 +130,7 @@ impl EngineError {
             EngineError::NotPaused { .. } => "SAAP-E020",
             EngineError::BadRaise(_) => "SAAP-E021",
             EngineError::BadDelegation(_) => "SAAP-E015",
+            EngineError::BadAnswer { .. } => "SAAP-E022",
             EngineError::Config(e) => e.code(),
             EngineError::Resource(e) => e.code(),
         }

@@ -33,7 +33,9 @@
 //! - `cancel`: a run ended by its caller;
 //! - this file: [`Engine`], the public API.
 
+mod answers;
 mod apply;
+mod asked;
 mod bind;
 mod body;
 mod budget;
@@ -226,24 +228,20 @@ impl Engine {
             })
             .collect();
         // Which types start child runs (delegation requests, by the protocol's lineage).
-        let delegating: Box<[bool]> = workflow
+        let delegating: Box<[Option<asked::Asked>]> = workflow
             .compiled()
             .types
             .iter()
             .map(|t| {
-                t.name == delegation::REQUEST_EVENT
-                    || workflow
-                        .compiled()
-                        .hierarchy
-                        .lineage(&t.name)
-                        .is_some_and(|l| l.iter().any(|n| n == delegation::REQUEST_EVENT))
+                let lineage = workflow.compiled().hierarchy.lineage(&t.name);
+                asked::Asked::by(&t.name, lineage.unwrap_or_default())
             })
             .collect();
         // Only a workflow with a step that returns one completes on the general path (the
         // compiled types hold the whole protocol hierarchy, requests included).
         let may_delegate = out_types
             .iter()
-            .any(|outs| outs.iter().any(|(_, t)| delegating[*t as usize]));
+            .any(|outs| outs.iter().any(|(_, t)| delegating[*t as usize].is_some()));
         // A workflow cannot change once it is the engine's: what it lacks is known now.
         let missing_resource = workflow.check_resources().err();
         #[cfg(feature = "otel")]
@@ -686,7 +684,7 @@ impl Engine {
             .shared
             .incoming_named(T::NAME.into(), Payload::typed(event), size, None)?;
         let id = ev.id;
-        self.shared.submit(&slot, Input::Append(ev)).await?;
+        self.shared.submit_sent(&slot, ev).await?;
         Ok(id)
     }
 
@@ -701,7 +699,7 @@ impl Engine {
         let size = payload.check_json()?;
         let ev = self.shared.incoming(name, payload, size, None)?;
         let id = ev.id;
-        self.shared.submit(&slot, Input::Append(ev)).await?;
+        self.shared.submit_sent(&slot, ev).await?;
         Ok(id)
     }
 
@@ -739,7 +737,7 @@ impl Engine {
             }
             Err(e) => return Err(e),
         };
-        self.shared.submit(&slot, Input::Append(ev)).await?;
+        self.shared.submit_sent(&slot, ev).await?;
         Ok(id)
     }
 

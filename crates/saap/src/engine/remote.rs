@@ -205,10 +205,10 @@ impl Engine {
                     let expected = shared
                         .request_of(&st, seq)
                         .and_then(|r| r.expected_stop_event_name);
-                    (i, state, expected)
+                    (i, state, expected, shared.asked(&st, i))
                 })
         };
-        let Some((child, state, expected)) = found else {
+        let Some((child, state, expected, asked)) = found else {
             shared.release(slot);
             return Ok(false);
         };
@@ -218,7 +218,7 @@ impl Engine {
             return Ok(true);
         }
         let report = owed_report(name, fields, expected.as_deref());
-        let delivered = match report {
+        let delivered = match report.map(|r| r.in_form_asked(asked)) {
             Ok(report) => match report.payload.check_json() {
                 Ok(size) => shared.incoming(report.name, report.payload, size, None),
                 Err(e) => Err(e.into()),

@@ -65,7 +65,7 @@ pub(crate) struct Shared {
     /// When runs have timers due (see `timers`).
     pub(super) timers: super::timer_queue::TimerQueue,
     /// Per type id: whether its events are delegation requests (see `delegation`).
-    pub(super) delegating: Box<[bool]>,
+    pub(super) delegating: Box<[Option<super::asked::Asked>]>,
     /// Whether any type is: completions then take the general path, which starts children.
     pub(super) may_delegate: bool,
     /// The engines this one's runs delegate to, by agent class (`Engine::delegate_to`).
