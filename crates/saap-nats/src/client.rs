@@ -508,7 +508,7 @@ impl SaapNats {
         run: &RunAddress,
         event: &EventEnvelope,
     ) -> Result<Option<PublishReceipt>> {
-        let c = event.classification();
+        let c = event.dispatch_classification();
         let receipt = if c.control {
             Some(self.publish_control(run, event).await?)
         } else {
@@ -562,7 +562,7 @@ fn prepare_control(
     event: &EventEnvelope,
     headers: &[(String, String)],
 ) -> Result<ControlMessage> {
-    if !event.classification().control {
+    if !event.dispatch_classification().control {
         return Err(wrong_kind(event, "control", "ControlEvent"));
     }
     let id = event.event_id.to_string();

@@ -340,6 +340,14 @@ impl EventEnvelope {
         Classification::from_parent_event_names(&self.parent_event_names)
     }
 
+    /// How a saap engine dispatches it: [`EventEnvelope::classification`] with the process
+    /// family's roles ([`Classification::with_process_roles`]), so that a process's work
+    /// events travel and drive steps as control events.
+    pub fn dispatch_classification(&self) -> Classification {
+        self.classification()
+            .with_process_roles(&self.parent_event_names)
+    }
+
     /// Whether every name this event would put in a NATS subject is a valid token (no dots,
     /// whitespace or wildcards). Foreign names are accepted more leniently by the decoder.
     pub fn check_subject_safe(&self) -> Result<(), crate::hierarchy::NameError> {

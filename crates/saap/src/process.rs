@@ -310,6 +310,156 @@ impl From<AgentInTheLoopExceptionEvent> for AgentWorkEvent {
     }
 }
 
+/// Each kind of answer and the kind of request it answers.
+pub const ANSWERS: [(&str, &str); 2] = [
+    (HumanWorkEvent::NAME, HumanWorkRequestEvent::NAME),
+    (ProgramWorkEvent::NAME, ProgramWorkRequestEvent::NAME),
+];
+
+/// A person's or a program's work request of a run that no answer took yet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OpenWorkRequest {
+    /// Its place in the run's log.
+    pub seq: u32,
+    /// What an answer names in `request_event_id`.
+    pub request_event_id: String,
+    /// Its type.
+    pub event: String,
+    /// The type that answers it (`HumanWorkEvent` or `ProgramWorkEvent`).
+    pub answer: &'static str,
+    /// Whom it asks: the person's `assignee` or the `program`.
+    pub asks: String,
+    /// The person's `title`, empty for a program.
+    pub title: String,
+}
+
+/// The work requests of `run` that no answer took yet (`fields`: a logged event's fields
+/// by sequence number), in log order. An answer takes the request its `request_event_id`
+/// names when it is of the kind that answers it.
+pub fn open_work_requests(
+    run: &saap_dispatch::Run,
+    fields: impl Fn(u32) -> Option<serde_json::Value>,
+) -> Vec<OpenWorkRequest> {
+    let h = &run.spec().hierarchy;
+    let kind_of = |seq: usize| {
+        let name = run.type_name(run.log()[seq].ty);
+        ANSWERS.iter().find_map(|(answer, request)| {
+            if h.is_subtype_of(name, request) {
+                Some((false, *answer, *request))
+            } else if h.is_subtype_of(name, answer) {
+                Some((true, *answer, *request))
+            } else {
+                None
+            }
+        })
+    };
+    let text = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or_default().to_string();
+    let mut answered = std::collections::HashSet::new();
+    let mut requests = Vec::new();
+    for seq in 0..run.log().len() {
+        match kind_of(seq) {
+            Some((true, answer, _)) => {
+                if let Some(f) = fields(seq as u32) {
+                    answered.insert((answer, text(&f, "request_event_id")));
+                }
+            }
+            Some((false, answer, _)) => requests.push((seq, answer)),
+            None => {}
+        }
+    }
+    requests
+        .into_iter()
+        .filter_map(|(seq, answer)| {
+            let id = run.log()[seq].id.to_string();
+            if answered.contains(&(answer, id.clone())) {
+                return None;
+            }
+            let f = fields(seq as u32).unwrap_or_default();
+            let asks = match text(&f, "assignee") {
+                a if a.is_empty() => text(&f, "program"),
+                a => a,
+            };
+            Some(OpenWorkRequest {
+                seq: seq as u32,
+                request_event_id: id,
+                event: run.type_name(run.log()[seq].ty).to_string(),
+                answer,
+                title: text(&f, "title"),
+                asks,
+            })
+        })
+        .collect()
+}
+
+/// Whether an event of type `name` with `fields`, sent to `run`, may be taken: `Ok` for an
+/// event that answers no work request (any other event) and for an answer naming an open
+/// request of its kind; `Err` (what is wrong and what the run does ask) for an answer that
+/// names no request, one that is not of its kind in this run, or one answered already.
+/// `logged`: a logged event's fields by sequence number.
+pub fn check_answer(
+    run: &saap_dispatch::Run,
+    logged: impl Fn(u32) -> Option<serde_json::Value>,
+    name: &str,
+    fields: &serde_json::Value,
+) -> Result<(), String> {
+    let h = &run.spec().hierarchy;
+    let Some((answer, request)) = ANSWERS
+        .into_iter()
+        .find(|(answer, _)| h.is_subtype_of(name, answer))
+    else {
+        return Ok(());
+    };
+    let wanted = fields["request_event_id"].as_str().unwrap_or_default();
+    let open: Vec<String> = open_work_requests(run, logged)
+        .into_iter()
+        .filter(|r| r.answer == answer)
+        .map(|r| r.request_event_id)
+        .collect();
+    let open_said = if open.is_empty() {
+        format!("it has no {request} waiting for an answer")
+    } else {
+        format!("its open {request}s: {}", open.join(", "))
+    };
+    if wanted.is_empty() {
+        return Err(format!(
+            "`{name}` names no request in `request_event_id`; set it to the id of the {request} it answers ({open_said})"
+        ));
+    }
+    let asked = run
+        .log()
+        .iter()
+        .any(|e| e.id.to_string() == wanted && h.is_subtype_of(run.type_name(e.ty), request));
+    if !asked {
+        let shown: String = wanted.chars().take(128).collect();
+        return Err(format!(
+            "`{name}` answers request {shown}, which is not a {request} of this run ({open_said})"
+        ));
+    }
+    if !open.iter().any(|id| id == wanted) {
+        return Err(format!(
+            "request {wanted} was answered already; a second `{name}` is not taken ({open_said})"
+        ));
+    }
+    Ok(())
+}
+
+/// [`open_work_requests`] as lines for a person: whom each asks, and how to answer it.
+pub fn open_work_requests_text(open: &[OpenWorkRequest]) -> String {
+    let mut out = String::new();
+    for r in open {
+        let title = if r.title.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", r.title)
+        };
+        out.push_str(&format!(
+            "work request #{} {} asks `{}`{title} — answer with a {} whose request_event_id is {}\n",
+            r.seq, r.event, r.asks, r.answer, r.request_event_id
+        ));
+    }
+    out
+}
+
 fn read_as<T: DeserializeOwned>(
     value: &serde_json::Value,
     event: &str,

@@ -117,7 +117,21 @@ impl RunSnapshot {
     /// What the run is waiting for: running steps, and for each step that has not run, the
     /// inputs it lacks (from the core's state and its last skip record).
     pub fn waiting_for(&self) -> String {
-        waiting_for(&self.run, self.failure.as_deref())
+        let mut out = waiting_for(&self.run, self.failure.as_deref());
+        if !self.run.is_terminated() {
+            out.push_str(&crate::process::open_work_requests_text(
+                &self.open_work_requests(),
+            ));
+        }
+        out
+    }
+
+    /// The run's work requests to a person or a program that no answer took yet (a
+    /// process's; see [`crate::process`]).
+    pub fn open_work_requests(&self) -> Vec<crate::process::OpenWorkRequest> {
+        crate::process::open_work_requests(&self.run, |seq| {
+            self.payloads.get(seq as usize)?.try_json().ok().cloned()
+        })
     }
 }
 

@@ -14,15 +14,19 @@
 //! - [`research`]: two agents, one delegating to the other — an editor asks a researcher
 //!   about two topics (two child runs, awaited together) and writes a brief; a topic the
 //!   researcher does not know waits for a human's source, so the editor waits too.
+//! - [`onboarding`]: a process (seed 002's process steps) — onboarding a new hire asks HR
+//!   (a person, with a deadline), the accounts program and a welcome-writer agent (a child
+//!   run) in turn; the person and the program answer by sending work events to the run.
 //! - [`broken`]: agents with a known failure pattern (DESIGN §5) and their fixed twins.
 //! - [`support`]: written with `#[agent]`: typed agent and step configs, preconditions.
 //!
 //! Binaries (each gets `spec`, `check`, `run`, `runs`, `show` from `saap::main`):
 //! `rag-agent`, `rag-model-agent`, `weather-agent`, `support-agent`, `approval-agent`, `optional-trap-agent`,
-//! `short-panel-agent`.
+//! `short-panel-agent`, `research-agent`, `onboarding-process`.
 
 pub mod approval;
 pub mod broken;
+pub mod onboarding;
 pub mod rag;
 pub mod rag_model;
 pub mod research;

@@ -1262,3 +1262,108 @@ fn a_run_that_spends_its_budget_pauses_and_resume_continues_it_in_another_proces
     assert!(again.stderr.contains("SAAP-E020"), "{}", again.stderr);
     assert!(again.stderr.contains("(stopped)"), "{}", again.stderr);
 }
+
+fn onboarding(db: &Path, args: &[&str]) -> Out {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--db", db.to_str().unwrap()]);
+    agent("onboarding-process", db, &all)
+}
+
+/// The first open work request of run `run` as `show --json` lists it: (its id, whom it
+/// asks, the type that answers it).
+fn open_request(db: &Path, run: &str) -> (String, String, String) {
+    let shown = onboarding(db, &["show", run, "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let json: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
+    let r = &json["open_work_requests"][0];
+    let text = |k: &str| {
+        r[k].as_str()
+            .unwrap_or_else(|| panic!("{json}"))
+            .to_string()
+    };
+    (text("request_event_id"), text("asks"), text("answer"))
+}
+
+/// A process from its own program (issue 21 §3, seed 002's processes): `run` starts it and
+/// says which work request waits for whom; HR's and the accounts program's answers are
+/// sent to the run naming their requests (a wrong one is refused, `SAAP-E022`); the
+/// welcome note is a child run of the writer agent, shown in the tree.
+#[test]
+fn a_process_waits_for_a_person_and_a_program_and_hands_work_to_an_agent() {
+    let (_d, db) = temp_db();
+    let checked = agent("onboarding-process", &db, &["check"]);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+    let started = onboarding(
+        &db,
+        &[
+            "run",
+            "--event",
+            r#"{"_event_name": "NewHire", "name": "Ada"}"#,
+            "--json",
+            "--timeout",
+            "1",
+        ],
+    );
+    assert_eq!(started.code, 1, "still live: {}", started.stderr);
+    let last = result_line(&started);
+    let run = last["run_id"].as_str().unwrap().to_string();
+    let waiting = last["waiting_for"].as_str().unwrap_or_default();
+    assert!(
+        waiting.contains("HumanWorkRequestEvent asks `hr`: Which team does Ada join?"),
+        "{last}"
+    );
+    let (request, asks, answer) = open_request(&db, &run);
+    assert_eq!((asks.as_str(), answer.as_str()), ("hr", "HumanWorkEvent"));
+    assert!(waiting.contains(&request), "{last}");
+
+    // An answer to no request of the run is refused, and says what the run does ask.
+    let wrong = onboarding(
+        &db,
+        &[
+            "send",
+            &run,
+            "--event",
+            r#"{"_event_name": "HumanWorkEvent", "request_event_id": "0123456789abcdef01234567"}"#,
+        ],
+    );
+    assert_eq!(wrong.code, 2, "{}", wrong.stderr);
+    assert!(wrong.stderr.contains("SAAP-E022"), "{}", wrong.stderr);
+    assert!(wrong.stderr.contains(&request), "{}", wrong.stderr);
+
+    let hr = format!(
+        r#"{{"_event_name": "HumanWorkEvent", "request_event_id": "{request}", "submitted_by": "pat", "form": {{"team": "core"}}}}"#
+    );
+    let answered = onboarding(&db, &["send", &run, "--event", &hr, "--timeout", "1"]);
+    assert_eq!(answered.code, 1, "still live: {}", answered.stderr);
+    let (request, asks, answer) = open_request(&db, &run);
+    assert_eq!(
+        (asks.as_str(), answer.as_str()),
+        ("accounts", "ProgramWorkEvent")
+    );
+    let account = format!(
+        r#"{{"_event_name": "ProgramWorkEvent", "request_event_id": "{request}", "program": "accounts", "output": {{"login": "ada"}}}}"#
+    );
+    let done = onboarding(&db, &["send", &run, "--event", &account, "--json"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let last = result_line(&done);
+    assert_eq!(last["result"]["event"], "ProcessStopEvent", "{last}");
+    assert_eq!(
+        last["result"]["fields"]["result"],
+        serde_json::json!({"login": "ada", "note": "Welcome aboard, Ada!"}),
+        "{last}"
+    );
+    let tree = onboarding(&db, &["runs", "--tree", &run]);
+    assert_eq!(tree.code, 0, "{}", tree.stderr);
+    assert!(
+        tree.stdout
+            .starts_with(&format!("Onboarding {run} stopped\n└── WelcomeWriter ")),
+        "{}",
+        tree.stdout
+    );
+    assert!(
+        tree.stdout
+            .contains("stopped (awaited, reported to the parent)"),
+        "{}",
+        tree.stdout
+    );
+}

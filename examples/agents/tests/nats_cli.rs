@@ -410,3 +410,117 @@ fn a_child_run_in_process_is_answered_through_its_parents_class_on_nats() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+fn onboarding(args: &[&str]) -> Out {
+    agent("onboarding-process", args)
+}
+
+/// The open work request of `run`, once it has one of type `answer`'s request: its id.
+fn open_request(url: &str, run: &str, answer: &str) -> String {
+    let bound = Instant::now() + Duration::from_secs(60);
+    loop {
+        let shown = onboarding(&["show", run, "--json", "--engine", url]);
+        let doc: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap_or_default();
+        let open = doc["open_work_requests"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(r) = open.iter().find(|r| r["answer"] == answer) {
+            return r["request_event_id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            Instant::now() < bound,
+            "no open request for a {answer}: {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A process served by a worker on NATS (seed 002's processes, issue 21 §3): its work
+/// events travel as control events of its class; a person's and a program's answers sent
+/// from other invocations reach it (one naming no open request is refused before it is
+/// published, `SAAP-E022`), and the agent's work is a child run in the tree.
+#[test]
+fn a_process_on_nats_takes_answers_from_other_invocations() {
+    let server = NatsServer::start();
+    let url = server.url();
+    let _worker = Child(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("onboarding-process"))
+            .args([
+                "run",
+                "--engine",
+                &url,
+                "--event",
+                r#"{"_event_name": "NewHire", "name": "Ada"}"#,
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let bound = Instant::now() + Duration::from_secs(90);
+    let run = loop {
+        let listed = onboarding(&["runs", "--json", "--engine", &url]);
+        let doc: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap_or_default();
+        if let Some(r) = doc["runs"].as_array().and_then(|r| r.first()) {
+            break r["run_id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < bound, "no run listed");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let request = open_request(&url, &run, "HumanWorkEvent");
+    let wrong =
+        r#"{"_event_name": "HumanWorkEvent", "request_event_id": "0123456789abcdef01234567"}"#;
+    let refused = onboarding(&["send", &run, "--event", wrong, "--engine", &url]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("SAAP-E022") && refused.stderr.contains(&request),
+        "{}",
+        refused.stderr
+    );
+    let hr = format!(
+        r#"{{"_event_name": "HumanWorkEvent", "request_event_id": "{request}", "form": {{"team": "core"}}}}"#
+    );
+    let sent = onboarding(&[
+        "send",
+        &run,
+        "--event",
+        &hr,
+        "--engine",
+        &url,
+        "--timeout",
+        "1",
+    ]);
+    assert!(
+        sent.stderr.contains("on the class stream"),
+        "{}",
+        sent.stderr
+    );
+    let request = open_request(&url, &run, "ProgramWorkEvent");
+    let account = format!(
+        r#"{{"_event_name": "ProgramWorkEvent", "request_event_id": "{request}", "output": {{"login": "ada"}}}}"#
+    );
+    let done = onboarding(&[
+        "send",
+        &run,
+        "--event",
+        &account,
+        "--engine",
+        &url,
+        "--timeout",
+        "60",
+    ]);
+    assert_eq!(done.code, 0, "{}\n{}", done.stdout, done.stderr);
+    assert!(
+        done.stdout.contains("Welcome aboard, Ada!"),
+        "{}",
+        done.stdout
+    );
+    let tree = onboarding(&["runs", "--tree", &run, "--engine", &url]);
+    assert!(
+        tree.stdout
+            .starts_with(&format!("Onboarding {run} stopped\n└── WelcomeWriter ")),
+        "{}",
+        tree.stdout
+    );
+}

@@ -116,6 +116,11 @@ pub(super) async fn send_nats(
     if view.run.is_terminated() {
         return Err(ended_run(&run_id, &view.run));
     }
+    // The run's owner refuses an answer to no open work request; say so here, where the
+    // sender sees it (the owner checks again, under the run's lock).
+    let logged = |seq: u32| Some(view.fields(seq));
+    crate::process::check_answer(&view.run, logged, name, &fields)
+        .map_err(|detail| invalid(format!("SAAP-E022: run {run_id}: {detail}")))?;
     let from = view.run.log().len();
     let id = saap_nats::ids::fresh_event_id();
     let mut env = saap_protocol::EventEnvelope::new(

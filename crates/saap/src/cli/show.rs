@@ -143,6 +143,7 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
             "workflow": view.workflow,
             "status": view.outcome().as_str(),
             "progress": progress_json(run.progress()),
+            "open_work_requests": crate::process::open_work_requests(run, |seq| Some(view.fields(seq))),
             "budget": crate::snapshot::budget_json(run),
             "result": view.result().map(|(n, f)| json!({"event": n, "fields": f})),
             "events": events,
@@ -207,8 +208,12 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
         Some((n, f)) => writeln!(out, "result: {n} {f}").map_err(io)?,
         None => writeln!(
             out,
-            "still live:\n{}",
-            crate::snapshot::waiting_for(run, None)
+            "still live:\n{}{}",
+            crate::snapshot::waiting_for(run, None),
+            crate::process::open_work_requests_text(&crate::process::open_work_requests(
+                run,
+                |seq| Some(view.fields(seq))
+            ))
         )
         .map_err(io)?,
     }

@@ -602,7 +602,7 @@ impl Inner {
                             &self.engine.workflow().compiled().hierarchy,
                             &self.limits,
                         )
-                        .map(|env| env.classification().start)
+                        .map(|env| env.dispatch_classification().start)
                     };
                     match start {
                         Err(e) => return Handled::Refused(format!("not a valid event: {e}")),
