@@ -225,10 +225,10 @@ fn rules_lists_every_code() {
     insta::assert_snapshot!("rules", out.stdout);
     let json = run(saap().args(["check", "--rules", "--json"]));
     let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
-    // 21 spec checks, then 9 that only Python source shows.
-    assert_eq!(doc.as_array().unwrap().len(), 30);
+    // 22 spec checks, then 9 that only Python source shows.
+    assert_eq!(doc.as_array().unwrap().len(), 31);
     assert_eq!(doc[0]["code"], "SAAP001");
-    assert_eq!(doc[21]["code"], "SAAP101");
+    assert_eq!(doc[22]["code"], "SAAP101");
 }
 
 #[test]

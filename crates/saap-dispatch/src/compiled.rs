@@ -277,6 +277,14 @@ impl CompiledSpec {
             ));
         }
         check_name("name", &spec.name)?;
+        for (i, a) in spec.agents.iter().enumerate() {
+            check_name(&format!("agents[{i}]"), a)?;
+        }
+        for (i, st) in spec.steps.iter().enumerate() {
+            for (j, a) in st.delegates_to.iter().enumerate() {
+                check_name(&format!("steps[{i}].delegates_to[{j}]"), a)?;
+            }
+        }
         let hierarchy = build_hierarchy(spec)?;
         let mut types = Vec::new();
         let mut type_index = HashMap::new();

@@ -15,7 +15,7 @@ pub const SPEC_FORMAT_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a workflow spec: a map with `name`, `steps` and optionally `saap_spec`, `description`, `events`, `simulation`"
+    expecting = "a workflow spec: a map with `name`, `steps` and optionally `saap_spec`, `description`, `events`, `agents`, `simulation`"
 )]
 pub struct WorkflowSpec {
     /// Format version; must be [`SPEC_FORMAT_VERSION`] when present.
@@ -36,6 +36,12 @@ pub struct WorkflowSpec {
     pub events: Vec<EventTypeSpec>,
     /// The steps, in declaration order (the order of candidate evaluation).
     pub steps: Vec<StepSpec>,
+    /// The other agents (their workflow names) this workflow's steps may delegate to, in
+    /// this process or on other workers: with the workflow itself, the agents `check`
+    /// knows (see [`StepSpec::delegates_to`]). An agent program fills it from
+    /// `Workflow::with_delegate` and `Workflow::knows_agents`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
     /// Inputs for `simulate` and `explore`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulation: Option<SimulationSpec>,
@@ -211,6 +217,11 @@ pub struct StepSpec {
     pub stop_on_error: bool,
     pub precondition: Option<PreconditionSpec>,
     pub description: Option<String>,
+    /// The agents (workflow names) the step's delegation requests name
+    /// (`AgentInTheLoopRequestEvent`, `AgentWorkRequestEvent`): `check` warns of one the
+    /// workflow does not know (SAAP022), and the engine fails a request that names an agent
+    /// the step did not declare. Empty: not declared (nothing is checked).
+    pub delegates_to: Vec<String>,
 }
 
 impl StepSpec {
@@ -228,6 +239,7 @@ impl StepSpec {
             stop_on_error: true,
             precondition: None,
             description: None,
+            delegates_to: Vec::new(),
         }
     }
 
@@ -386,7 +398,7 @@ impl<'de> Deserialize<'de> for OutputEntry {
 #[derive(Serialize, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a step: a map with `name`, `params`, `outputs` and optionally `returns_together`, `max_executions_per_run`, `stop_on_error`, `precondition`, `description`"
+    expecting = "a step: a map with `name`, `params`, `outputs` and optionally `returns_together`, `max_executions_per_run`, `stop_on_error`, `precondition`, `description`, `delegates_to`"
 )]
 struct StepDecl {
     name: String,
@@ -408,6 +420,8 @@ struct StepDecl {
     precondition: Option<PreconditionSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     description: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    delegates_to: Vec<String>,
 }
 
 impl TryFrom<StepDecl> for StepSpec {
@@ -442,6 +456,7 @@ impl TryFrom<StepDecl> for StepSpec {
             stop_on_error: d.stop_on_error,
             precondition: d.precondition,
             description: d.description,
+            delegates_to: d.delegates_to,
         })
     }
 }
@@ -486,6 +501,7 @@ impl From<StepSpec> for StepDecl {
             stop_on_error: s.stop_on_error,
             precondition: s.precondition,
             description: s.description,
+            delegates_to: s.delegates_to,
         }
     }
 }

@@ -90,6 +90,7 @@ fn arb_step(i: usize) -> impl Strategy<Value = StepSpec> {
                     when: Some(c),
                 }),
                 description: None,
+                delegates_to: Vec::new(),
             },
         )
 }
@@ -108,6 +109,7 @@ fn arb_workflow() -> impl Strategy<Value = WorkflowSpec> {
                 ev("Done", &["StopEvent"]),
             ],
             steps,
+            agents: Vec::new(),
             simulation: None,
         })
 }

@@ -31,6 +31,9 @@
 //! Workflow::builder("Rag").step(answer_step())
 //! ```
 //!
+//! `delegates_to = ["Researcher"]` declares the agents a step's delegation requests name
+//! (`Step::delegates_to`: `check` warns of one the workflow does not know, SAAP022).
+//!
 //! `#[agent]` on an `impl` block turns its `#[step]` functions into the agent's workflow
 //! (`impl saap::Agent`); steps take no `self` (stateless by construction), preconditions take
 //! one reference per event parameter:
@@ -357,7 +360,7 @@ fn step_expr(
         let Meta::NameValue(nv) = &meta else {
             return Err(syn::Error::new_spanned(
                 &meta,
-                "write `precondition = path`, `config_precondition = path`, `max_executions_per_run = N`, `stop_on_error = bool` or `name = \"...\"`",
+                "write `precondition = path`, `config_precondition = path`, `max_executions_per_run = N`, `stop_on_error = bool`, `delegates_to = [\"Agent\"]` or `name = \"...\"`",
             ));
         };
         let v = &nv.value;
@@ -374,12 +377,15 @@ fn step_expr(
             options.push(quote! { .max_executions_per_run(#v) });
         } else if nv.path.is_ident("stop_on_error") {
             options.push(quote! { .stop_on_error(#v) });
+        } else if nv.path.is_ident("delegates_to") {
+            let agents = agent_names(v)?;
+            options.push(quote! { .delegates_to([#(#agents),*]) });
         } else if nv.path.is_ident("name") {
             step_name = name_of(v)?;
         } else {
             return Err(syn::Error::new_spanned(
                 &nv.path,
-                "unknown step option; write `precondition = path`, `config_precondition = path` (a precondition that also reads the agent config), `max_executions_per_run = N`, `stop_on_error = bool` or `name = \"...\"`",
+                "unknown step option; write `precondition = path`, `config_precondition = path` (a precondition that also reads the agent config), `max_executions_per_run = N`, `stop_on_error = bool`, `delegates_to = [\"Agent\"]` (the agents its delegation requests name) or `name = \"...\"`",
             ));
         }
     }
@@ -727,4 +733,22 @@ fn expand_union(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             }
         }
     })
+}
+
+/// The agent names of `delegates_to = ["A", "B"]` (or one `"A"`).
+fn agent_names(v: &syn::Expr) -> syn::Result<Vec<String>> {
+    let one = |e: &syn::Expr| match e {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Ok(s.value()),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "write the agents as names in quotes: `delegates_to = [\"Researcher\"]`",
+        )),
+    };
+    match v {
+        syn::Expr::Array(a) => a.elems.iter().map(one).collect(),
+        other => one(other).map(|a| vec![a]),
+    }
 }

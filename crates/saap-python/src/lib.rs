@@ -278,6 +278,7 @@ fn check_package(pkg: Package, path: &Path) -> Result<Report, PythonError> {
             description: Some(format!("from {}", agent.location)),
             events: used_events(&steps, &events, &pkg.reachable_files(f)),
             steps,
+            agents: Vec::new(),
             simulation: None,
         };
         let mut findings = agent.findings.clone();

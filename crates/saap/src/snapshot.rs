@@ -660,7 +660,9 @@ mod tests {
                 stop_on_error: true,
                 precondition: None,
                 description: None,
+                delegates_to: Vec::new(),
             }],
+            agents: Vec::new(),
             simulation: None,
         };
         let m = mermaid(&spec);

@@ -410,6 +410,7 @@ pub struct Step<I: Inputs> {
     max_executions_per_run: Option<u32>,
     stop_on_error: bool,
     description: Option<String>,
+    delegates_to: Vec<String>,
     precondition: Option<(String, ErasedPrecondition)>,
     config_checks: Vec<ConfigCheck>,
     resources: Vec<ResourceNeed>,
@@ -448,6 +449,7 @@ impl<I: Inputs> Step<I> {
             max_executions_per_run: None,
             stop_on_error: true,
             description: None,
+            delegates_to: Vec::new(),
             precondition: None,
             config_checks: Vec::new(),
             resources: Vec::new(),
@@ -522,6 +524,21 @@ impl<I: Inputs> Step<I> {
 
     pub fn description(mut self, text: &str) -> Step<I> {
         self.description = Some(text.to_string());
+        self
+    }
+
+    /// Declares the agents (workflow names) the step's delegation requests name. `check`
+    /// then warns of one the workflow does not know (SAAP022: neither itself, nor declared
+    /// with [`Workflow::with_delegate`] or [`Workflow::knows_agents`]), and the engine fails
+    /// a request of this step that names an agent not declared here (SAAP-E013), so a
+    /// misspelt name is found before a run waits on a child that never starts.
+    pub fn delegates_to<S: Into<String>>(mut self, agents: impl IntoIterator<Item = S>) -> Step<I> {
+        for a in agents {
+            let a = a.into();
+            if !self.delegates_to.contains(&a) {
+                self.delegates_to.push(a);
+            }
+        }
         self
     }
 
@@ -713,11 +730,28 @@ impl Workflow {
     /// `saap::main(editor().with_delegate(researcher()))` runs the children in process, and
     /// `runs --tree` shows them.
     pub fn with_delegate(self, other: Workflow) -> Workflow {
+        let name = other.name().to_string();
         let mut inner = Arc::unwrap_or_clone(self.inner);
-        if other.name() != inner.spec.name
-            && !inner.delegates.iter().any(|d| d.name() == other.name())
-        {
+        if name != inner.spec.name && !inner.delegates.iter().any(|d| d.name() == name) {
             inner.delegates.push(other);
+        }
+        Workflow {
+            inner: Arc::new(inner),
+        }
+        .knows_agents([name])
+    }
+
+    /// Declares agents this one's steps delegate to that other processes serve (workers of
+    /// those classes on NATS): the agents `check` knows beside those of
+    /// [`Workflow::with_delegate`] (the spec's `agents`). Changes nothing the engine does.
+    pub fn knows_agents<S: Into<String>>(self, agents: impl IntoIterator<Item = S>) -> Workflow {
+        let mut inner = Arc::unwrap_or_clone(self.inner);
+        for a in agents {
+            let a = a.into();
+            if a != inner.spec.name && !inner.spec.agents.contains(&a) {
+                inner.spec.agents.push(a.clone());
+                Arc::make_mut(&mut inner.compiled).source.agents.push(a);
+            }
         }
         Workflow {
             inner: Arc::new(inner),
@@ -932,6 +966,7 @@ impl WorkflowBuilder {
                     when: None,
                 }),
             description: step.description.clone(),
+            delegates_to: step.delegates_to.clone(),
         };
         self.config_checks.extend(step.config_checks);
         let index = self.steps.len();
@@ -981,6 +1016,7 @@ impl WorkflowBuilder {
             description: self.description,
             events,
             steps: specs,
+            agents: Vec::new(),
             simulation: None,
         };
         let compiled = Arc::new(CompiledSpec::compile(&spec)?);

@@ -732,3 +732,62 @@ fn a_child_whose_parent_was_cancelled_while_its_agent_was_away_is_cancelled_at_o
         assert_eq!((rec.resumed_runs, rec.orphans_cancelled), (0, 0), "{rec:?}");
     });
 }
+
+/// A step that declares the agents it delegates to (`Step::delegates_to`) keeps to them: a
+/// request naming another fails the step with what it declared, before any child starts;
+/// `check` warns of a declared agent the workflow does not know (SAAP022).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_naming_an_agent_its_step_did_not_declare_fails_the_step() {
+    let boss = |declared: &'static str| {
+        Workflow::builder("Boss")
+            .step(
+                Step::new(
+                    "ask",
+                    |q: Required<UserMessageEvent>, _: StepCtx| async move {
+                        Ok::<_, StepError>(AgentInTheLoopRequestEvent::new("Researcher", &*q)?)
+                    },
+                )
+                .delegates_to([declared]),
+            )
+            .step(decide())
+            .build()
+            .unwrap()
+            .with_delegate(researcher())
+    };
+    let findings = |w: &Workflow| {
+        saap_dispatch::check::check(w.compiled())
+            .into_iter()
+            .filter(|f| f.code == "SAAP022")
+            .map(|f| f.message)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(findings(&boss("Researcher")), Vec::<String>::new());
+    let misspelt = boss("Reseacher");
+    let found = findings(&misspelt);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("it knows `Boss`, `Researcher`"),
+        "{}",
+        found[0]
+    );
+    assert_eq!(misspelt.spec().agents, ["Researcher"]);
+
+    let engine = Engine::in_memory(misspelt);
+    let run = engine
+        .start_run(UserMessageEvent::new("ants"))
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, engine.wait_for_end(&run))
+        .await
+        .unwrap()
+        .unwrap();
+    let snap = engine.snapshot(&run).unwrap();
+    assert_eq!(snap.run.progress(), Progress::Failed);
+    let timeline = snap.timeline();
+    assert!(timeline.contains("SAAP-E013"), "{timeline}");
+    assert!(
+        timeline.contains("which step `ask` does not declare (it declares: Reseacher)"),
+        "{timeline}"
+    );
+    assert!(snap.run.children().is_empty());
+}

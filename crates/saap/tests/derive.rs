@@ -88,7 +88,7 @@ mod with_step_macro {
         n: u32,
     }
 
-    #[step]
+    #[step(delegates_to = ["Counter", "Checker"])]
     async fn split(
         question: Required<UserMessageEvent>,
         _ctx: StepCtx,
@@ -128,6 +128,8 @@ mod with_step_macro {
             "hint_arrived"
         );
         assert_eq!(spec.steps[1].outputs, vec!["Total".to_string()]);
+        assert_eq!(spec.steps[0].delegates_to, ["Counter", "Checker"]);
+        assert!(spec.steps[1].delegates_to.is_empty());
     }
 
     #[tokio::test]

@@ -120,16 +120,21 @@ pub fn onboarding_with_deadline(deadline: Duration) -> Workflow {
             // The answer or the deadline, whichever comes first, decides.
             .max_executions_per_run(1),
         )
-        .step(Step::new(
-            "welcome",
-            |(h, _): (Required<NewHire>, Required<ProgramWorkEvent>), _: StepCtx| async move {
-                let ask =
-                    AgentWorkRequestEvent::new("WelcomeWriter", &UserMessageEvent::new(&h.name))?
-                        .timeout(WRITER_TIMEOUT)
-                        .expecting::<Note>();
-                Ok::<_, StepError>(ask)
-            },
-        ))
+        .step(
+            Step::new(
+                "welcome",
+                |(h, _): (Required<NewHire>, Required<ProgramWorkEvent>), _: StepCtx| async move {
+                    let ask = AgentWorkRequestEvent::new(
+                        "WelcomeWriter",
+                        &UserMessageEvent::new(&h.name),
+                    )?
+                    .timeout(WRITER_TIMEOUT)
+                    .expecting::<Note>();
+                    Ok::<_, StepError>(ask)
+                },
+            )
+            .delegates_to(["WelcomeWriter"]),
+        )
         .step(Step::new(
             "finish",
             |(account, note): (Required<ProgramWorkEvent>, Required<AgentWorkEvent>),

@@ -154,7 +154,8 @@ pub fn editor() -> Workflow {
                     Ok::<_, StepError>((ask(a)?, ask(b)?))
                 },
             )
-            .max_executions_per_run(1),
+            .max_executions_per_run(1)
+            .delegates_to(["ResearcherAgent"]),
         )
         .step(Step::new(
             "write",

@@ -86,11 +86,24 @@ async fn an_unknown_topic_waits_for_a_human_and_a_failure_is_reported() {
             .await
             .unwrap();
         let child = waiting_child(&editor, &researcher, &run).await;
+        // The child that failed at once reports its end on its own time: wait for it.
+        tokio::time::timeout(WAIT, async {
+            while !editor
+                .children(&run)
+                .unwrap()
+                .iter()
+                .any(|c| c.state == "ended")
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap();
         let snap = editor.snapshot(&run).unwrap();
         assert_eq!(snap.run.progress().as_str(), "waiting_children");
         // The child that waits keeps its deadline (RESEARCH_TIMEOUT) pending; the one that
         // failed at once dropped its own.
-        assert_eq!(snap.run.pending_timer_count(), 1);
+        assert_eq!(snap.run.pending_timer_count(), 1, "{}", snap.timeline());
         researcher
             .send(
                 &child,

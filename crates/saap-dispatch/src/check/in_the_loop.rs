@@ -1,7 +1,8 @@
 //! Findings about waits on the outside (issue 21 §8): a child run's answer taken by a
 //! workflow that never delegates (SAAP018; a process's `AgentWorkEvent` too), a wait on a person the workflow asked that
 //! nothing ends but the answer (SAAP019), a child's failure no step takes (SAAP020), and a
-//! step that takes a deadline beside what it stands in for and runs for both (SAAP021).
+//! step that takes a deadline beside what it stands in for and runs for both (SAAP021), and
+//! a step that delegates to an agent the workflow does not know (SAAP022).
 //!
 //! A human's or bot's answer type is also how a workflow declares any event sent from outside
 //! (`send RUN`; SAAP002's fix says so), so neither check fires on one unless a step asks a
@@ -237,6 +238,55 @@ impl Analysis<'_> {
                     ),
                 );
             }
+        }
+    }
+
+    /// SAAP022: a step declares it delegates to an agent (`delegates_to`) that is neither
+    /// the workflow itself nor among the agents it knows (`agents`): in process the request
+    /// fails the step (no engine of that agent), on NATS it is answered at once with an
+    /// exception (no worker of that class) — unless a worker of it runs that the workflow
+    /// did not name, hence a warning.
+    pub(super) fn delegations_to_unknown_agents(&self, out: &mut Out) {
+        let source = &self.spec.source;
+        let known = |a: &str| a == source.name || source.agents.iter().any(|k| k == a);
+        for (si, s) in source.steps.iter().enumerate() {
+            let unknown: Vec<&str> = s
+                .delegates_to
+                .iter()
+                .map(String::as_str)
+                .filter(|a| !known(a))
+                .collect();
+            if unknown.is_empty() {
+                continue;
+            }
+            let listed = |names: &[&str]| {
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let knows: Vec<&str> = std::iter::once(source.name.as_str())
+                .chain(source.agents.iter().map(String::as_str))
+                .collect();
+            out.push(
+                &DELEGATION_TO_UNKNOWN_AGENT,
+                self,
+                Some(si),
+                None,
+                format!(
+                    "`{}` delegates to {}, which the workflow does not know (it knows {})",
+                    s.name,
+                    listed(&unknown),
+                    listed(&knows)
+                ),
+                "DESIGN §8: a child run is started by the engine of the agent its request names — in this process (`with_delegate`, `Engine::delegate_to`) or a worker of that class on NATS; with neither, the request fails the step (SAAP-E013) or is answered at once with a 502 exception, and the run never gets the work done",
+                format!(
+                    "correct the name, or declare the agent: `Workflow::with_delegate(its_workflow)` to run it in this process, `Workflow::knows_agents([\"{}\"])` for one served by other workers (`agents: [{}]` in a spec)",
+                    unknown[0],
+                    unknown.join(", ")
+                ),
+            );
         }
     }
 }

@@ -257,6 +257,12 @@ pub const DEADLINE_DECIDES_TWICE: Rule = rule(
     "deadline-decides-twice",
     "step takes a deadline and what it stands in for, and can run for both",
 );
+pub const DELEGATION_TO_UNKNOWN_AGENT: Rule = rule(
+    "SAAP022",
+    Severity::Warning,
+    "delegation-to-unknown-agent",
+    "step delegates to an agent the workflow does not know",
+);
 
 /// Every check, in code order.
 pub const RULES: &[Rule] = &[
@@ -281,6 +287,7 @@ pub const RULES: &[Rule] = &[
     WAIT_WITHOUT_DEADLINE,
     CHILD_FAILURE_UNTAKEN,
     DEADLINE_DECIDES_TWICE,
+    DELEGATION_TO_UNKNOWN_AGENT,
 ];
 
 /// The built-in types whose subtypes arrive from outside the workflow (DESIGN §5).
@@ -352,6 +359,7 @@ pub fn check(spec: &CompiledSpec) -> Vec<Finding> {
     cx.waits_without_deadline(&mut out);
     cx.child_failures_untaken(&mut out);
     cx.deadlines_deciding_twice(&mut out);
+    cx.delegations_to_unknown_agents(&mut out);
     out.finish()
 }
 

@@ -87,6 +87,7 @@ fn build(steps: Vec<StepGen>, arrivals: Vec<bool>) -> WorkflowSpec {
             stop_on_error: true,
             precondition,
             description: None,
+            delegates_to: Vec::new(),
         });
     }
     let control = |n: &str| EventTypeSpec {
@@ -114,6 +115,7 @@ fn build(steps: Vec<StepGen>, arrivals: Vec<bool>) -> WorkflowSpec {
             },
         ],
         steps: out,
+        agents: Vec::new(),
         simulation: Some(SimulationSpec {
             arrivals: std::iter::once("UserMessageEvent")
                 .chain(arrivals.iter().map(|h| {

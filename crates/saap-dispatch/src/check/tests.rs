@@ -1050,6 +1050,7 @@ fn large_specs_are_checked() {
         stop_on_error: true,
         precondition: None,
         description: None,
+        delegates_to: Vec::new(),
     };
     let n = 10_000;
     let mut chain = WorkflowSpec {
@@ -1064,6 +1065,7 @@ fn large_specs_are_checked() {
             })
             .collect(),
         steps: Vec::new(),
+        agents: Vec::new(),
         simulation: None,
     };
     for i in (0..n).rev() {
@@ -1357,4 +1359,60 @@ steps:
         "outputs: [AgentInTheLoopRequestEvent]}",
     );
     assert!(has(&other, &RESPONSE_WITHOUT_REQUEST, "finish", Some("n")));
+}
+
+// SAAP022
+#[test]
+fn a_delegation_to_an_agent_the_workflow_does_not_know_is_a_warning() {
+    let y = "
+name: Editor
+agents: [Researcher]
+events: [{name: Brief, parents: [StopEvent]}]
+steps:
+  - {name: assign, params: [{name: q, kind: required, types: [UserMessageEvent]}], outputs: [AgentInTheLoopRequestEvent], delegates_to: [Reseacher]}
+  - {name: write, params: [{name: r, kind: required, types: [AgentInTheLoopResponseEvent, AgentInTheLoopExceptionEvent]}], outputs: [Brief]}
+";
+    assert!(has(y, &DELEGATION_TO_UNKNOWN_AGENT, "assign", None));
+    let found = check(&spec(y));
+    let f = found
+        .iter()
+        .find(|f| f.code == DELEGATION_TO_UNKNOWN_AGENT.code)
+        .unwrap();
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(
+        f.message
+            .contains("delegates to `Reseacher`, which the workflow does not know (it knows `Editor`, `Researcher`)"),
+        "{}",
+        f.message
+    );
+    assert!(f.fix.contains("knows_agents([\"Reseacher\"])"), "{}", f.fix);
+    // The right name, the workflow itself, or no declaration at all: clean.
+    assert_eq!(
+        count(
+            &y.replace("[Reseacher]", "[Researcher]"),
+            &DELEGATION_TO_UNKNOWN_AGENT
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &y.replace("[Reseacher]", "[Editor]"),
+            &DELEGATION_TO_UNKNOWN_AGENT
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &y.replace(", delegates_to: [Reseacher]", ""),
+            &DELEGATION_TO_UNKNOWN_AGENT
+        ),
+        0
+    );
+    // A name that cannot be a class (it would be a NATS subject token) is refused.
+    let bad = y.replace("[Reseacher]", "[\"Re search\"]");
+    let err = crate::compile_spec_text(&bad, crate::SpecSyntax::Yaml)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.starts_with("steps[0].delegates_to[0]"), "{err}");
 }

@@ -724,6 +724,7 @@ mod random_specs {
                                 when: Some(w),
                             }),
                             description: None,
+                            delegates_to: Vec::new(),
                         },
                         behaviour,
                     )
@@ -768,6 +769,7 @@ mod random_specs {
                         ev("Note", Some("DisplayEvent")),
                     ],
                     steps: steps.into_iter().map(|(s, _)| s).collect(),
+                    agents: Vec::new(),
                     simulation: Some(SimulationSpec {
                         arrivals: arrivals
                             .into_iter()

@@ -726,13 +726,16 @@ impl Shared {
                 });
                 let mut delegations = Vec::new();
                 let outcome = match outcome {
-                    Ok(outs) if self.may_delegate => match self.delegations(depth, &outs) {
-                        Ok(d) => {
-                            delegations = d;
-                            Ok(outs)
+                    Ok(outs) if self.may_delegate => {
+                        let step = st.run.execution(execution).map(|e| e.step);
+                        match self.delegations(depth, step, &outs) {
+                            Ok(d) => {
+                                delegations = d;
+                                Ok(outs)
+                            }
+                            Err(e) => Err(e),
                         }
-                        Err(e) => Err(e),
-                    },
+                    }
                     outcome => outcome,
                 };
                 let outcome = match outcome {

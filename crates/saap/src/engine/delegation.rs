@@ -146,8 +146,10 @@ impl Shared {
     pub(super) fn delegations(
         &self,
         depth: u32,
+        step: Option<u32>,
         outs: &[OutEvent],
     ) -> Result<Vec<Delegation>, String> {
+        let step = step.and_then(|s| self.workflow.spec().steps.get(s as usize));
         let mut found = Vec::new();
         for (i, o) in outs.iter().enumerate() {
             let Some(asked) = o
@@ -166,6 +168,19 @@ impl Shared {
                         o.name
                     )
                 })?;
+            if let Some(step) = step.filter(|s| {
+                !s.delegates_to.is_empty() && !s.delegates_to.contains(&req.agent_class)
+            }) {
+                return Err(format!(
+                    "SAAP-E013: step output `{}` delegates to agent `{}`, which step `{}` does \
+                     not declare (it declares: {}); correct the name, or add it to the step's \
+                     `delegates_to`",
+                    o.name,
+                    super::error::shown(&req.agent_class),
+                    step.name,
+                    step.delegates_to.join(", ")
+                ));
+            }
             if self.delegate(&req.agent_class).is_none() && self.remote().is_none() {
                 return Err(format!(
                     "SAAP-E013: step output `{}` delegates to agent `{}`, which this engine does \
