@@ -27,6 +27,40 @@ pub fn exit_code_for(e: &anyhow::Error) -> u8 {
 }
 
 /// Reads and compiles a spec file (`-` reads stdin).
+/// Largest history file accepted.
+const MAX_HISTORY_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The run a history file records (as `simulate --history-out` or an agent's
+/// `show --history-out` write it), rebuilt through the core against `spec` (read from
+/// `spec_path`, named in errors).
+pub fn load_history_run(
+    path: &Path,
+    spec: std::sync::Arc<CompiledSpec>,
+    spec_path: &Path,
+) -> anyhow::Result<saap_dispatch::Run> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .map_err(|e| InvalidInput(format!("cannot open history `{}`: {e}", path.display())))?
+        .take(MAX_HISTORY_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| InvalidInput(format!("cannot read history `{}`: {e}", path.display())))?;
+    let history: saap_dispatch::replay::History = serde_json::from_str(&text).map_err(|e| {
+        InvalidInput(format!(
+            "{}:{}:{}: not a history file: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    Ok(history.replay(spec).map_err(|e| {
+        InvalidInput(format!(
+            "{}: cannot replay this history against `{}`: {e}",
+            path.display(),
+            spec_path.display()
+        ))
+    })?)
+}
+
 pub fn load_spec(path: &Path) -> anyhow::Result<CompiledSpec> {
     let (name, text) = read_text(path)?;
     let syntax = SpecSyntax::detect(Some(&name), &text);

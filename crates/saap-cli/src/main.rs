@@ -24,6 +24,7 @@ use std::process::ExitCode;
   saap simulate examples/specs/race-condition.yaml --json
   saap explore examples/specs/list-reruns.yaml
   saap explain examples/specs/optional-trap.yaml --step translate
+  saap diff examples/specs/race-condition.yaml a.json b.json   (two recorded runs)
   saap inspect --server nats://127.0.0.1:4222 streams
   saap report --symptom runs-twice --step translate examples/specs/optional-trap.yaml
   saap mcp --server nats://127.0.0.1:4222 --root .   (MCP server for coding agents)
@@ -44,6 +45,8 @@ enum Command {
     Explore(cmd::explore::ExploreArgs),
     /// Explain why each step fired, fired more than once, or never fired.
     Explain(Box<cmd::explain::ExplainArgs>),
+    /// Compare two recorded runs of a spec: where they part ways, and how they differ in sum.
+    Diff(cmd::diff::DiffArgs),
     /// Run the guided demo (no setup needed).
     Demo(cmd::demo::DemoArgs),
     /// Look at a live NATS server (--server) or a saap store (--db), read-only.
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Explore(a) => cmd::explore::run(a),
         Command::Explain(a) => cmd::explain::run(*a),
+        Command::Diff(a) => cmd::diff::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Inspect(a) => cmd::inspect::run(*a),
         Command::Report(a) => cmd::report::run(*a),

@@ -22,6 +22,7 @@
 
 pub mod check;
 pub mod compiled;
+pub mod diff;
 pub mod explain;
 pub mod explore;
 mod id_index;

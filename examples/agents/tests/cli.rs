@@ -29,7 +29,10 @@ fn agent(bin: &str, db: &Path, args: &[&str]) -> Out {
 
 fn rag(db: &Path, args: &[&str]) -> Out {
     let mut all: Vec<&str> = args.to_vec();
-    if matches!(args.first(), Some(&"run" | &"runs" | &"show" | &"export")) {
+    if matches!(
+        args.first(),
+        Some(&"run" | &"runs" | &"show" | &"export" | &"diff")
+    ) {
         all.extend(["--db", db.to_str().unwrap()]);
     }
     agent("rag-agent", db, &all)
@@ -1365,5 +1368,61 @@ fn a_process_waits_for_a_person_and_a_program_and_hands_work_to_an_agent() {
             .contains("stopped (awaited, reported to the parent)"),
         "{}",
         tree.stdout
+    );
+}
+
+/// `diff RUN_A RUN_B` (issue 23 §3): two runs of the agent that were asked different
+/// questions part ways at the start event's fields; a run compared with itself is the
+/// same; a run of another agent (a child run of the researcher beside the editor) is not
+/// compared.
+#[test]
+fn diff_names_where_two_runs_part_ways() {
+    let (_d, db) = temp_db();
+    let id = |out: &Out| {
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        result_line(out)["run_id"].as_str().unwrap().to_string()
+    };
+    let a = id(&rag(
+        &db,
+        &["run", "--message", "reset link expired", "--json"],
+    ));
+    let b = id(&rag(
+        &db,
+        &["run", "--message", "invoice missing", "--json"],
+    ));
+    let same = rag(&db, &["diff", &a, &a]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert!(
+        same.stdout.starts_with("the runs are the same: "),
+        "{}",
+        same.stdout
+    );
+
+    let d = rag(&db, &["diff", &a, &b]);
+    assert_eq!(d.code, 1, "{}", d.stderr);
+    assert!(
+        d.stdout.starts_with("the runs diverge at record 0 (event): event [0] (UserMessageEvent) has other fields: message: \"reset link expired\" → \"invoice missing\""),
+        "{}",
+        d.stdout
+    );
+    let j = rag(&db, &["diff", &a[..12], &b, "--json"]);
+    assert_eq!(j.code, 1, "{}", j.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    assert_eq!(doc["same"], false);
+    assert_eq!(doc["first"]["kind"], "event");
+    assert_eq!(doc["run_a"], a.as_str());
+
+    // Runs of two agents are not compared.
+    let done = research(&db, &["run", "--message", "ants, bees", "--json"]);
+    let root = id(&done);
+    let tree: serde_json::Value =
+        serde_json::from_str(&research(&db, &["runs", "--tree", &root, "--json"]).stdout).unwrap();
+    let child = tree["children"][0]["run_id"].as_str().unwrap().to_string();
+    let other = research(&db, &["diff", &root, &child]);
+    assert_eq!(other.code, 2, "{}", other.stderr);
+    assert!(
+        other.stderr.contains("diff compares runs of one workflow"),
+        "{}",
+        other.stderr
     );
 }

@@ -8,14 +8,9 @@ use super::explain_report::{Extra, selected_steps};
 use crate::input::{InvalidInput, load_spec};
 use saap_dispatch::explain::CutOff;
 use saap_dispatch::render::EventLabels;
-use saap_dispatch::replay::History;
 use saap_dispatch::sim::{Policy, simulate};
-use std::io::Read;
 use std::process::ExitCode;
 use std::sync::Arc;
-
-/// Largest history file accepted.
-const MAX_HISTORY_BYTES: u64 = 256 * 1024 * 1024;
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     if args.recorded.run.is_some() {
@@ -37,31 +32,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let spec = Arc::new(load_spec(spec_path)?);
     let (run, labels, source, cut_off) = match &args.history {
         Some(path) => {
-            let mut text = String::new();
-            std::fs::File::open(path)
-                .map_err(|e| {
-                    InvalidInput(format!("cannot open history `{}`: {e}", path.display()))
-                })?
-                .take(MAX_HISTORY_BYTES)
-                .read_to_string(&mut text)
-                .map_err(|e| {
-                    InvalidInput(format!("cannot read history `{}`: {e}", path.display()))
-                })?;
-            let history: History = serde_json::from_str(&text).map_err(|e| {
-                InvalidInput(format!(
-                    "{}:{}:{}: not a history file: {e}",
-                    path.display(),
-                    e.line(),
-                    e.column()
-                ))
-            })?;
-            let run = history.replay(spec.clone()).map_err(|e| {
-                InvalidInput(format!(
-                    "{}: cannot replay this history against `{}`: {e}",
-                    path.display(),
-                    spec_path.display()
-                ))
-            })?;
+            let run = crate::input::load_history_run(path, spec.clone(), spec_path)?;
             let labels = EventLabels::for_run(&run, &[]);
             (
                 run,

@@ -3,6 +3,7 @@
 pub mod check;
 pub mod check_python;
 pub mod demo;
+pub mod diff;
 pub mod explain;
 mod explain_args;
 mod explain_report;

@@ -20,6 +20,7 @@
 mod args;
 mod cancel;
 mod check;
+mod diff;
 #[cfg(feature = "otel")]
 mod export;
 mod fail;
@@ -40,6 +41,7 @@ use cancel::{CancelArgs, cancel_cmd};
 pub use check::render_check;
 use check::{CheckArgs, check_cmd};
 use clap::{Parser, Subcommand};
+use diff::{DiffArgs, diff_cmd};
 use fail::{Fail, internal};
 use resume::{ResumeArgs, resume_cmd};
 use run::{RunArgs, run_cmd};
@@ -175,6 +177,8 @@ enum Command {
     Runs(RunsArgs),
     /// Show one stored run: its events and the dispatcher's decisions.
     Show(ShowArgs),
+    /// Compare two stored runs: where they part ways, and how they differ in sum.
+    Diff(DiffArgs),
     /// Send one stored run as an OpenTelemetry trace to an OTLP receiver (Phoenix, Langfuse…).
     #[cfg(feature = "otel")]
     Export(export::ExportArgs),
@@ -190,6 +194,7 @@ fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
         Command::Resume(a) => block_on(resume_cmd(workflow, a)),
         Command::Runs(a) => block_on(runs_cmd(workflow, a)),
         Command::Show(a) => block_on(show_cmd(workflow, a)),
+        Command::Diff(a) => block_on(diff_cmd(workflow, a)),
         #[cfg(feature = "otel")]
         Command::Export(a) => block_on(export::export_cmd(workflow, a)),
     }
