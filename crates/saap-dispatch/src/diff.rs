@@ -159,7 +159,7 @@ fn only(side: &str, r: &Record) -> String {
 }
 
 /// The record's name as `show --json` and `explain` print it (`execution_completed`).
-fn record_name(r: &Record) -> String {
+pub fn record_name(r: &Record) -> String {
     let debug = format!("{r:?}");
     let camel = debug.split([' ', '{', '(']).next().unwrap_or_default();
     let mut snake = String::new();
@@ -273,7 +273,7 @@ fn without_ids(v: Value) -> Value {
 }
 
 /// The top-level fields that differ, as `key: A → B` (at most five, each cut short).
-fn field_changes(a: &Value, b: &Value) -> String {
+pub fn field_changes(a: &Value, b: &Value) -> String {
     let cut = |v: Option<&Value>| {
         let s = v.map_or("(none)".to_string(), Value::to_string);
         match s.char_indices().nth(80) {

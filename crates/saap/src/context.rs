@@ -86,6 +86,16 @@ pub(crate) trait RunHost: Send + Sync {
     fn cancellation(&self, run_id: &str) -> Option<tokio_util::sync::CancellationToken>;
     /// How much one run's effect journal may hold (`StepCtx::effect`).
     fn effect_limits(&self) -> crate::backend::EffectLimits;
+    /// In a replay (`saap::replay`): what the recorded run got for effect `key` at `at`,
+    /// served instead of calling out. `None`: not a replay, call out as usual.
+    fn replayed_effect(
+        &self,
+        at: &crate::backend::EffectAt,
+        key: &str,
+    ) -> Option<crate::backend::effects::Replayed> {
+        let _ = (at, key);
+        None
+    }
     /// Counts what a model call of `execution` (attempt `attempt`) of run `run_id` used,
     /// for the run's token and cost budget (taken with the execution's completion).
     fn report_usage(

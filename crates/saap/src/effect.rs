@@ -36,6 +36,7 @@
 //! Must not decide anything about the run: a failed or refused effect is the body's error,
 //! which the body returns or handles like any other.
 
+use crate::backend::effects::Replayed;
 use crate::backend::{EffectAt, EffectOutcome, EffectRecord, EffectTake, StoreError};
 use crate::context::{ContextError, StepCtx};
 use serde::Serialize;
@@ -83,6 +84,16 @@ pub enum EffectError<E: Debug + Display> {
     /// The run or its engine is gone.
     #[error(transparent)]
     Context(#[from] ContextError),
+    /// In a replay: the call failed when the run was recorded (the recorded message; a
+    /// replay never calls out). Says what [`EffectError::Failed`] said then.
+    #[error("effect `{name}` failed: {message}")]
+    FailedWhenRecorded { name: String, message: String },
+    /// In a replay: the recorded run made no such call in this execution — the body now
+    /// calls with another input, or more often, than when the run was recorded.
+    #[error(
+        "SAAP-E023: effect `{name}` was not called with this input by this execution when the run was recorded, and a replay never calls out; the body now asks for something the recorded run did not (its code or its inputs changed): the replay diverges here"
+    )]
+    NotRecorded { name: String },
 }
 
 impl StepCtx {
@@ -137,6 +148,14 @@ impl StepCtx {
             execution: self.execution.0,
             attempt: self.attempt,
         };
+        if let Some(served) = host.replayed_effect(&at, &key) {
+            let name = name.to_string();
+            return match served {
+                Replayed::Ok(v) => decode(&v),
+                Replayed::Failed(message) => Err(EffectError::FailedWhenRecorded { name, message }),
+                Replayed::NotRecorded => Err(EffectError::NotRecorded { name }),
+            };
+        }
         match backend.effect_take(&at, &key).wait().await.map_err(store)? {
             EffectTake::Recorded(v) => return decode(&v),
             EffectTake::Fresh { entries, bytes } => {

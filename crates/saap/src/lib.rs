@@ -49,6 +49,7 @@ pub mod llm;
 pub mod nats;
 pub mod params;
 pub mod process;
+pub mod replay;
 /// OpenTelemetry export of runs (the `saap-otel` crate): configure an
 /// [`Exporter`](otel::Exporter) and give it to [`EngineOptions::telemetry`].
 #[cfg(feature = "otel")]

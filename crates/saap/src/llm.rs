@@ -113,6 +113,8 @@ impl RecordedCall {
 fn unjournaled(e: EffectError<LlmStepError>) -> LlmStepError {
     match e {
         EffectError::Failed { error, .. } => error,
+        // A replay: the call's own error as it read when recorded.
+        EffectError::FailedWhenRecorded { message, .. } => LlmStepError::Journal(message),
         other => LlmStepError::Journal(other.to_string()),
     }
 }

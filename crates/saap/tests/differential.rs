@@ -285,7 +285,8 @@ async fn send(run: &saap::testing::TestRun, t: usize, n: u32) {
 /// What a run did, without ids: the records (indexes only), counts and payloads.
 type Outcome = (String, Vec<(String, usize)>, Vec<(String, String)>);
 
-async fn outcome(engine: Engine, inputs: &[(usize, u32)]) -> Outcome {
+/// Starts a run and sends it the case's outside events, each once the run is idle.
+async fn drive(engine: Engine, inputs: &[(usize, u32)]) -> saap::testing::TestRun {
     let runner = TestRunner::new(engine);
     let run = runner.start(UserMessageEvent::new("go")).await.unwrap();
     run.wait_idle(WAIT).await.unwrap();
@@ -293,6 +294,11 @@ async fn outcome(engine: Engine, inputs: &[(usize, u32)]) -> Outcome {
         send(&run, t, n).await;
         run.wait_idle(WAIT).await.unwrap();
     }
+    run
+}
+
+async fn outcome(engine: Engine, inputs: &[(usize, u32)]) -> Outcome {
+    let run = drive(engine, inputs).await;
     let snap = run.snapshot();
     let records = serde_json::to_string(&snap.run.records()).unwrap();
     let payloads = snap
@@ -339,6 +345,62 @@ async fn random_workflows_decide_the_same_on_memory_embedded_and_nats() {
         )
         .await;
         assert_eq!(sql, nats, "SQLite vs NATS: {why}");
+    }
+}
+
+/// Replay (issue 23 §1) as a property over the generated workflows: a run stored on SQLite,
+/// replayed with its workflow (its bodies run again, through the core, preconditions
+/// evaluated anew), reproduces every decision record; replayed with the first step's body
+/// changed (its salt), it diverges at that step's first completion and names the step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_workflows_replay_to_their_record_and_a_changed_body_diverges() {
+    let seed = std::env::var("SAAP_DIFF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("replay seed {seed} (replay: SAAP_DIFF_SEED={seed})");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for i in 0..40 {
+        let mut case = generate(&mut rng);
+        let why = format!("seed {seed} (SAAP_DIFF_SEED={seed}), case {i}: {case:#?}");
+        let name = format!("Replay{i}");
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteBackend::open(dir.path().join("saap.db")).unwrap();
+        let engine = Engine::new(
+            workflow(&name, &case),
+            Arc::new(sqlite),
+            EngineOptions::default(),
+        );
+        let run_id = drive(engine.clone(), &case.inputs)
+            .await
+            .run_id()
+            .to_string();
+        let report = engine.replay(&run_id).await.unwrap();
+        assert!(report.reproduced(), "{why}\n{report:#?}");
+        assert_eq!(report.records_reproduced, report.records, "{why}");
+        assert!(report.records > 0 && report.executions_run >= 1, "{why}");
+        assert_eq!(report.entries_reproduced, report.journal_entries, "{why}");
+
+        let stored = engine
+            .backend()
+            .read_run(&name, &run_id)
+            .wait()
+            .await
+            .unwrap()
+            .unwrap();
+        case.begin.salt += 1;
+        let changed = Engine::replay_stored(&workflow(&name, &case), &stored, Vec::new())
+            .await
+            .unwrap();
+        let d = changed.divergence.expect("a changed body diverges");
+        assert_eq!(
+            d.kind,
+            saap::replay::DivergenceKind::Outcome,
+            "{why}\n{d:#?}"
+        );
+        assert_eq!(d.step.as_deref(), Some("begin"), "{why}");
+        assert_eq!(d.execution, Some(0), "{why}");
+        assert_eq!(changed.executions_run, 1, "{why}");
     }
 }
 

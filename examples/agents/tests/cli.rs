@@ -1426,3 +1426,93 @@ fn diff_names_where_two_runs_part_ways() {
         other.stderr
     );
 }
+
+/// Replay (issue 23 §1) from the command line: stored runs of the example agents — model
+/// calls with streamed chunks, tool calls, a person's answer with a deadline, children —
+/// re-run against their record with nothing called out, and reproduced.
+#[test]
+fn replay_reproduces_stored_runs_of_the_example_agents() {
+    let (_d, db) = temp_db();
+    let dbs = db.to_str().unwrap();
+    let with_db = |bin: &str, args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--db", dbs]);
+        agent(bin, &db, &all)
+    };
+    let run_id = |out: &Out| {
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        result_line(out)["run_id"].as_str().unwrap().to_string()
+    };
+    let replayed = |bin: &str, run: &str| {
+        let out = with_db(bin, &["replay", run, "--json"]);
+        assert_eq!(out.code, 0, "{bin} {run}: {}{}", out.stdout, out.stderr);
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(doc["reproduced"], true, "{doc:#}");
+        assert_eq!(doc["records_reproduced"], doc["records"], "{doc:#}");
+        doc
+    };
+
+    // A model's streamed answer: the model is not asked again.
+    let rag = run_id(&with_db(
+        "rag-model-agent",
+        &["run", "--json", "--message", "password reset"],
+    ));
+    let doc = replayed("rag-model-agent", &rag);
+    assert!(doc["effects_served"].as_u64().unwrap() >= 1, "{doc:#}");
+    let text = with_db("rag-model-agent", &["replay", &rag[..12]]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout
+            .starts_with(&format!("run {rag}: reproduced — ")),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("no model or tool called"),
+        "{}",
+        text.stdout
+    );
+
+    // Model and tool calls.
+    let weather = run_id(&with_db(
+        "weather-agent",
+        &["run", "--json", "--message", "weather in Bern?"],
+    ));
+    let doc = replayed("weather-agent", &weather);
+    assert!(doc["effects_served"].as_u64().unwrap() >= 2, "{doc:#}");
+
+    // A person's answer, sent later, to a run with a deadline and an effect.
+    let asked = with_db(
+        "approval-agent",
+        &[
+            "run",
+            "--json",
+            "--message",
+            "restart the database",
+            "--timeout",
+            "1",
+        ],
+    );
+    assert_eq!(asked.code, 1, "{}", asked.stderr);
+    let approval = result_line(&asked)["run_id"].as_str().unwrap().to_string();
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
+    let sent = with_db("approval-agent", &["send", &approval, "--event", answer]);
+    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    replayed("approval-agent", &approval);
+
+    // A parent and its child runs: the children's ends are replayed as recorded.
+    let root = run_id(&with_db(
+        "research-agent",
+        &["run", "--message", "ants, bees", "--json"],
+    ));
+    replayed("research-agent", &root);
+    let tree: serde_json::Value = serde_json::from_str(
+        &with_db("research-agent", &["runs", "--tree", &root, "--json"]).stdout,
+    )
+    .unwrap();
+    let child = tree["children"][0]["run_id"].as_str().unwrap().to_string();
+    replayed("research-agent", &child);
+
+    let unknown = with_db("rag-model-agent", &["replay", "ffff"]);
+    assert_eq!(unknown.code, 2, "{}", unknown.stderr);
+}

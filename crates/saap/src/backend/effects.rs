@@ -115,6 +115,67 @@ pub(crate) fn take_kept(kept: &mut [KeptEffect], at: &EffectAt, key: &str) -> Ef
     }
 }
 
+/// What a replay's body gets for an effect call (`saap::replay`): what the recorded run
+/// got, never a call out.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Replayed {
+    /// The recorded result.
+    Ok(serde_json::Value),
+    /// The call failed when the run was recorded, with this message.
+    Failed(String),
+    /// The recorded run made no such call here (the body now asks for something else).
+    NotRecorded,
+}
+
+/// A recorded run's effect journal, served to its replay: each attempt of an execution gets
+/// what it got when recorded — first the successful results earlier attempts recorded, then
+/// the calls it made itself, failures included, first-in first-out per key (the rule of
+/// [`take_kept`] seen from the recorded side).
+#[derive(Debug, Default)]
+pub(crate) struct RecordedEffects {
+    records: Vec<EffectRecord>,
+    /// Per record: the last attempt that consumed it in this replay (0: none).
+    taken: Vec<u32>,
+}
+
+impl RecordedEffects {
+    pub(crate) fn new(mut records: Vec<EffectRecord>) -> RecordedEffects {
+        records.sort_by_key(|r| r.seq);
+        RecordedEffects {
+            taken: vec![0; records.len()],
+            records,
+        }
+    }
+
+    /// The next recorded outcome of `key` for `at`'s attempt.
+    pub(crate) fn take(&mut self, at: &EffectAt, key: &str) -> Replayed {
+        let next = self
+            .records
+            .iter()
+            .zip(&self.taken)
+            .position(|(r, &taken)| {
+                r.execution == at.execution
+                    && r.key == key
+                    && taken < at.attempt
+                    && (r.attempt == at.attempt
+                        || (r.attempt < at.attempt && matches!(r.outcome, EffectOutcome::Ok(_))))
+            });
+        let Some(i) = next else {
+            return Replayed::NotRecorded;
+        };
+        self.taken[i] = at.attempt;
+        match &self.records[i].outcome {
+            EffectOutcome::Ok(v) => Replayed::Ok(v.clone()),
+            EffectOutcome::Failed(m) => Replayed::Failed(m.clone()),
+        }
+    }
+
+    /// How many recorded outcomes the replay has served.
+    pub(crate) fn served(&self) -> u64 {
+        self.taken.iter().filter(|&&t| t > 0).count() as u64
+    }
+}
+
 /// The JSON text length of a value, counted as it is written (no text is made).
 pub(crate) fn json_len(v: &serde_json::Value) -> u64 {
     struct Count(u64);
@@ -149,5 +210,62 @@ impl Default for EffectLimits {
             max_entries: 5_000,
             max_bytes: 8 << 20,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u64, attempt: u32, key: &str, outcome: EffectOutcome) -> EffectRecord {
+        EffectRecord {
+            seq,
+            execution: 3,
+            attempt,
+            name: "llm".into(),
+            key: key.into(),
+            input: serde_json::Value::Null,
+            outcome,
+            at_ns: 0,
+            took_ns: 0,
+        }
+    }
+
+    fn at(attempt: u32) -> EffectAt {
+        EffectAt {
+            run_id: "r".into(),
+            execution: 3,
+            attempt,
+        }
+    }
+
+    #[test]
+    fn a_replayed_attempt_gets_what_it_got_when_recorded_failures_included() {
+        let ok = |v: u64| EffectOutcome::Ok(serde_json::json!(v));
+        let mut served = RecordedEffects::new(vec![
+            rec(0, 1, "k", ok(1)),
+            rec(1, 1, "k", EffectOutcome::Failed("HTTP 500".into())),
+            rec(2, 2, "k", ok(2)),
+            rec(3, 1, "other", ok(9)),
+        ]);
+        // Attempt 1: its own two calls, in order, then nothing more.
+        assert_eq!(served.take(&at(1), "k"), Replayed::Ok(serde_json::json!(1)));
+        assert_eq!(
+            served.take(&at(1), "k"),
+            Replayed::Failed("HTTP 500".into())
+        );
+        assert_eq!(served.take(&at(1), "k"), Replayed::NotRecorded);
+        // Attempt 2: attempt 1's success first (its failure is never returned again),
+        // then its own call.
+        assert_eq!(served.take(&at(2), "k"), Replayed::Ok(serde_json::json!(1)));
+        assert_eq!(served.take(&at(2), "k"), Replayed::Ok(serde_json::json!(2)));
+        assert_eq!(served.take(&at(2), "k"), Replayed::NotRecorded);
+        // Another execution recorded nothing.
+        let elsewhere = EffectAt {
+            execution: 4,
+            ..at(1)
+        };
+        assert_eq!(served.take(&elsewhere, "other"), Replayed::NotRecorded);
+        assert_eq!(served.served(), 3);
     }
 }

@@ -27,6 +27,7 @@ mod fail;
 mod follow;
 mod input;
 mod reader;
+mod replay;
 mod resume;
 mod run;
 mod runs;
@@ -43,6 +44,7 @@ use check::{CheckArgs, check_cmd};
 use clap::{Parser, Subcommand};
 use diff::{DiffArgs, diff_cmd};
 use fail::{Fail, internal};
+use replay::{ReplayArgs, replay_cmd};
 use resume::{ResumeArgs, resume_cmd};
 use run::{RunArgs, run_cmd};
 use runs::{RunsArgs, runs_cmd};
@@ -179,6 +181,8 @@ enum Command {
     Show(ShowArgs),
     /// Compare two stored runs: where they part ways, and how they differ in sum.
     Diff(DiffArgs),
+    /// Re-run a stored run's steps against its record (no model or tool called): reproduced, or where it diverged.
+    Replay(ReplayArgs),
     /// Send one stored run as an OpenTelemetry trace to an OTLP receiver (Phoenix, Langfuse…).
     #[cfg(feature = "otel")]
     Export(export::ExportArgs),
@@ -195,6 +199,7 @@ fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
         Command::Runs(a) => block_on(runs_cmd(workflow, a)),
         Command::Show(a) => block_on(show_cmd(workflow, a)),
         Command::Diff(a) => block_on(diff_cmd(workflow, a)),
+        Command::Replay(a) => block_on(replay_cmd(workflow, a)),
         #[cfg(feature = "otel")]
         Command::Export(a) => block_on(export::export_cmd(workflow, a)),
     }

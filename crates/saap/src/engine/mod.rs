@@ -57,6 +57,7 @@ mod precondition;
 mod recovery;
 mod remote;
 mod remote_agents;
+mod replay;
 pub(crate) mod run_names;
 mod run_table;
 mod shared;
