@@ -42,6 +42,7 @@ pub mod delegation;
 pub mod effect;
 pub mod engine;
 pub mod event;
+pub mod fork;
 pub mod history;
 #[cfg(feature = "llm")]
 pub mod llm;

@@ -298,8 +298,11 @@ async fn drive(engine: Engine, inputs: &[(usize, u32)]) -> saap::testing::TestRu
 }
 
 async fn outcome(engine: Engine, inputs: &[(usize, u32)]) -> Outcome {
-    let run = drive(engine, inputs).await;
-    let snap = run.snapshot();
+    facts(&drive(engine, inputs).await.snapshot())
+}
+
+/// A run's records (indexes only), execution counts and payloads, without ids.
+fn facts(snap: &saap::RunSnapshot) -> Outcome {
     let records = serde_json::to_string(&snap.run.records()).unwrap();
     let payloads = snap
         .events()
@@ -402,6 +405,94 @@ async fn random_workflows_replay_to_their_record_and_a_changed_body_diverges() {
         assert_eq!(d.execution, Some(0), "{why}");
         assert_eq!(changed.executions_run, 1, "{why}");
     }
+}
+
+/// Fork (issue 23 §2) as a property over the generated workflows: a run stored on SQLite,
+/// forked at any of its events from outside with that same event (the original's later
+/// events sent again), reproduces the run — records, execution counts and payloads; forked
+/// with that event's fields changed, it departs from the original exactly there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_workflows_forked_with_the_same_event_reproduce_and_a_changed_one_departs_there() {
+    use saap::fork::{ForkChange, ForkOptions};
+    use saap_dispatch::diff::{DivergenceKind, Side, diff_runs};
+    let seed = std::env::var("SAAP_DIFF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("fork seed {seed} (replay: SAAP_DIFF_SEED={seed})");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut forks = 0;
+    for i in 0..30 {
+        let case = generate(&mut rng);
+        let why = format!("seed {seed} (SAAP_DIFF_SEED={seed}), case {i}: {case:#?}");
+        let name = format!("Fork{i}");
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteBackend::open(dir.path().join("saap.db")).unwrap();
+        let engine = Engine::new(
+            workflow(&name, &case),
+            Arc::new(sqlite),
+            EngineOptions::default(),
+        );
+        let run = drive(engine.clone(), &case.inputs).await;
+        let snap = run.snapshot();
+        let original = facts(&snap);
+        // The events from outside a fork may depart at: before the run's end, if it ended.
+        let end = match snap.run.status() {
+            saap_dispatch::RunStatus::Terminated { by } => by,
+            _ => u32::MAX,
+        };
+        let points: Vec<u32> = snap
+            .events()
+            .iter()
+            .filter(|e| e.seq > 0 && e.seq < end && e.origin == saap_dispatch::Origin::Outside)
+            .map(|e| e.seq)
+            .collect();
+        let runner = TestRunner::new(engine.clone());
+        for &at in &points {
+            let forked = engine
+                .fork(run.run_id(), ForkOptions::new(at, ForkChange::Same))
+                .await
+                .unwrap_or_else(|e| panic!("fork at [{at}]: {e}\n{why}"));
+            assert_eq!(forked.forked_from, run.run_id());
+            assert!(forked.not_reapplied.is_empty(), "{forked:#?}\n{why}");
+            let fork = runner.attach(&forked.run_id).unwrap();
+            fork.wait_idle(WAIT).await.unwrap();
+            assert_eq!(facts(&fork.snapshot()), original, "fork at [{at}]: {why}");
+            forks += 1;
+        }
+        let Some(&at) = points.first() else { continue };
+        let events = snap.events();
+        let changed = ForkChange::Replace {
+            name: events[at as usize].name.clone(),
+            payload: saap::event::Payload::from_json(serde_json::json!({ "n": 1000 })),
+        };
+        let forked = engine
+            .fork(run.run_id(), ForkOptions::new(at, changed))
+            .await
+            .unwrap();
+        let fork = runner.attach(&forked.run_id).unwrap();
+        let fsnap = fork.wait_idle(WAIT).await.unwrap();
+        let fevents = fsnap.events();
+        let fa = |seq: u32| events.get(seq as usize).map(|e| (*e.payload).clone());
+        let fb = |seq: u32| fevents.get(seq as usize).map(|e| (*e.payload).clone());
+        let d = diff_runs(
+            &Side {
+                run: &snap.run,
+                fields: Some(&fa),
+            },
+            &Side {
+                run: &fsnap.run,
+                fields: Some(&fb),
+            },
+        );
+        let first = d.first.expect("a changed event departs");
+        assert_eq!(first.kind, DivergenceKind::Event, "{first:#?}\n{why}");
+        assert!(
+            first.detail.starts_with(&format!("event [{at}]")),
+            "{first:#?}\n{why}"
+        );
+    }
+    assert!(forks >= 10, "too few fork points over 30 cases: {forks}");
 }
 
 fn in_memory(name: &str, case: &Case) -> Engine {

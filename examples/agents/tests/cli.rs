@@ -1516,3 +1516,93 @@ fn replay_reproduces_stored_runs_of_the_example_agents() {
     let unknown = with_db("rag-model-agent", &["replay", "ffff"]);
     assert_eq!(unknown.code, 2, "{}", unknown.stderr);
 }
+
+/// Fork (issue 23 §2) from the command line: a run a person answered, forked at the answer —
+/// sent again, the fork ends as the original did; replaced by a refusal, it ends otherwise,
+/// `show` says what it reused, and `diff` names the fork point. Bad fork points exit 2.
+#[test]
+fn fork_starts_a_new_run_from_a_stored_runs_log_with_an_event_changed() {
+    let (_d, db) = temp_db();
+    let asked = approval(
+        &db,
+        &[
+            "run",
+            "--json",
+            "--message",
+            "restart the database",
+            "--timeout",
+            "1",
+        ],
+    );
+    assert_eq!(asked.code, 1, "{}", asked.stderr);
+    let run = result_line(&asked)["run_id"].as_str().unwrap().to_string();
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
+    let sent = approval(&db, &["send", &run, "--event", answer]);
+    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    let shown: serde_json::Value =
+        serde_json::from_str(&approval(&db, &["show", &run, "--json"]).stdout).unwrap();
+    let at = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "ApprovalGiven")
+        .unwrap()["seq"]
+        .to_string();
+    let result = |out: &Out| result_line(out)["result"].clone();
+
+    let same = approval(&db, &["fork", &run[..12], "--at", &at, "--json"]);
+    assert_eq!(same.code, 0, "{}{}", same.stdout, same.stderr);
+    let first: serde_json::Value =
+        serde_json::from_str(same.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(first["forked"]["forked_from"], run.as_str());
+    assert!(first["forked"]["executions_reused"].as_u64().unwrap() >= 1);
+    assert_eq!(result(&same)["event"], shown["result"]["event"]);
+
+    let no = r#"{"_event_name": "ApprovalGiven", "approved": false, "by": "bob"}"#;
+    let replaced = approval(&db, &["fork", &run, "--replace", &format!("{at}={no}")]);
+    assert!(
+        replaced
+            .stderr
+            .contains(&format!("forked run {run} at event [{at}] as run ")),
+        "{}",
+        replaced.stderr
+    );
+    let fork = replaced
+        .stderr
+        .split(" as run ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let show = approval(&db, &["show", &fork]);
+    assert!(
+        show.stdout.contains(&format!(
+            "forked from run {run} at event [{at}]: executions reused from it"
+        )),
+        "{}",
+        show.stdout
+    );
+    let d = approval(&db, &["diff", &run, &fork, "--json"]);
+    assert_eq!(d.code, 1, "{}", d.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&d.stdout).unwrap();
+    assert_eq!(doc["first"]["kind"], "event", "{doc:#}");
+    assert!(
+        doc["first"]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("event [{at}] (ApprovalGiven) has other fields")),
+        "{doc:#}"
+    );
+
+    for (args, says) in [
+        (vec!["fork", &run, "--at", "0"], "starts the run"),
+        (vec!["fork", &run, "--at", "999"], "its log has"),
+        (vec!["fork", &run], "--at <SEQ>"),
+    ] {
+        let out = approval(&db, &args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+}

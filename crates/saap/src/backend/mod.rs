@@ -335,6 +335,23 @@ pub struct JournalEntry {
     /// entries written before saap recorded it.
     #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
     pub at: Option<u64>,
+    /// On a forked run's first entry: the run it was forked from (`Engine::fork`).
+    #[serde(rename = "fork", default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<ForkOrigin>,
+}
+
+/// Where a forked run comes from: the run, the event it was forked at, and how many of that
+/// run's journal entries it took over (their executions' outputs reused, not run again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    #[serde(rename = "r")]
+    pub run_id: String,
+    /// The event (its position in the original's log) the fork replaced, added before, or
+    /// sent again.
+    pub at: u32,
+    /// The original's journal entries the fork begins with.
+    #[serde(rename = "n")]
+    pub entries: u32,
 }
 
 /// Appends an id as its 24 hex characters in quotes (what `EventId`'s `Serialize` writes,
@@ -918,6 +935,7 @@ mod tests {
                 },
                 preconditions: vec![true, false],
                 at: Some(1_764_000_000_123_456_789),
+                fork: None,
             },
             JournalEntry {
                 input: StoredInput::Append {
@@ -933,6 +951,7 @@ mod tests {
                 },
                 preconditions: vec![],
                 at: None,
+                fork: None,
             },
             JournalEntry {
                 input: StoredInput::Budget(StoredGrant {
@@ -944,6 +963,7 @@ mod tests {
                 }),
                 preconditions: vec![],
                 at: Some(1_764_000_003_000_000_001),
+                fork: None,
             },
             JournalEntry {
                 input: StoredInput::Budget(StoredGrant {
@@ -955,6 +975,7 @@ mod tests {
                 }),
                 preconditions: vec![],
                 at: None,
+                fork: None,
             },
             JournalEntry {
                 input: StoredInput::Complete {
@@ -988,6 +1009,7 @@ mod tests {
                 },
                 preconditions: vec![false],
                 at: None,
+                fork: None,
             },
             JournalEntry {
                 input: StoredInput::Clock {
@@ -995,6 +1017,7 @@ mod tests {
                 },
                 preconditions: vec![true],
                 at: Some(1_764_000_001_000_000_009),
+                fork: None,
             },
             JournalEntry {
                 input: StoredInput::Complete {
@@ -1008,6 +1031,7 @@ mod tests {
                 },
                 preconditions: vec![],
                 at: None,
+                fork: None,
             },
             JournalEntry {
                 input: StoredInput::ChildEnded {
@@ -1016,11 +1040,13 @@ mod tests {
                 },
                 preconditions: vec![true],
                 at: None,
+                fork: None,
             },
             JournalEntry {
                 input: StoredInput::Retry { execution: 9 },
                 preconditions: vec![],
                 at: None,
+                fork: None,
             },
         ];
         for e in &entries {

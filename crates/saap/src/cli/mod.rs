@@ -25,6 +25,7 @@ mod diff;
 mod export;
 mod fail;
 mod follow;
+mod fork;
 mod input;
 mod reader;
 mod replay;
@@ -44,6 +45,7 @@ use check::{CheckArgs, check_cmd};
 use clap::{Parser, Subcommand};
 use diff::{DiffArgs, diff_cmd};
 use fail::{Fail, internal};
+use fork::{ForkArgs, fork_cmd};
 use replay::{ReplayArgs, replay_cmd};
 use resume::{ResumeArgs, resume_cmd};
 use run::{RunArgs, run_cmd};
@@ -183,6 +185,8 @@ enum Command {
     Diff(DiffArgs),
     /// Re-run a stored run's steps against its record (no model or tool called): reproduced, or where it diverged.
     Replay(ReplayArgs),
+    /// Start a new run from a stored run's log up to an event, with that event changed, added or sent again.
+    Fork(ForkArgs),
     /// Send one stored run as an OpenTelemetry trace to an OTLP receiver (Phoenix, Langfuse…).
     #[cfg(feature = "otel")]
     Export(export::ExportArgs),
@@ -200,6 +204,7 @@ fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
         Command::Show(a) => block_on(show_cmd(workflow, a)),
         Command::Diff(a) => block_on(diff_cmd(workflow, a)),
         Command::Replay(a) => block_on(replay_cmd(workflow, a)),
+        Command::Fork(a) => block_on(fork_cmd(workflow, a)),
         #[cfg(feature = "otel")]
         Command::Export(a) => block_on(export::export_cmd(workflow, a)),
     }

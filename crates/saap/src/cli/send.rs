@@ -189,7 +189,13 @@ pub(super) async fn publish_to_run(
 
 /// The event of `send --event`: (type name, fields).
 pub(super) fn send_event(a: &SendArgs) -> Result<(String, Value), Fail> {
-    let (what, value) = json_arg("--event", &a.event)?;
+    named_event("--event", &a.event)
+}
+
+/// An event given on the command line as `{"_event_name": "...", ...fields}` (or `@FILE`,
+/// `-`) to flag `flag`: (type name, fields).
+pub(super) fn named_event(flag: &str, text: &str) -> Result<(String, Value), Fail> {
+    let (what, value) = json_arg(flag, text)?;
     let Value::Object(mut fields) = value else {
         return Err(invalid(format!(
             "{what}: the event must be a JSON object like {{\"_event_name\": \"ApprovalGiven\", ...fields}}"

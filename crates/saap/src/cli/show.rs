@@ -39,7 +39,8 @@ pub(super) struct ShowArgs {
     /// executions, result, execution_counts, owner (on NATS, the worker that owns a live
     /// run), children (the runs it delegated to: agent_class, run_id, state,
     /// unmet_obligation?), effects (the outside calls its bodies journaled: seq, execution,
-    /// attempt, name, key, input, outcome {ok|failed}, at_ns, took_ns)}.
+    /// attempt, name, key, input, outcome {ok|failed}, at_ns, took_ns), forked_from (for a
+    /// fork: {run_id, at, entries, reused: [executions], live: [executions]}, else null)}.
     #[arg(long)]
     pub(super) json: bool,
     /// Also write the run as a History file (the input of `saap explain --history`).
@@ -153,6 +154,7 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
             "owner": owner,
             "children": view.children(),
             "effects": effects,
+            "forked_from": super::fork::lineage(&stored),
         });
         serde_json::to_writer_pretty(&mut out, &doc)
             .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
@@ -171,6 +173,9 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
             .unwrap_or_default()
     )
     .map_err(io)?;
+    if let Some(origin) = super::fork::lineage(&stored) {
+        writeln!(out, "{}", super::fork::lineage_text(&origin)).map_err(io)?;
+    }
     writeln!(out).map_err(io)?;
     out.write_all(timeline_with(run, &view.display_by).as_bytes())
         .map_err(io)?;

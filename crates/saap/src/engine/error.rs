@@ -66,6 +66,10 @@ pub enum EngineError {
     /// cannot be read.
     #[error("SAAP-E015: {0}")]
     BadDelegation(String),
+    /// A fork point a run cannot be forked at (`Engine::fork`): past its log, not an
+    /// event from outside, after the run ended, while it waits for a child run.
+    #[error("SAAP-E024: run `{run_id}` cannot be forked there: {detail}")]
+    BadForkPoint { run_id: String, detail: String },
 }
 
 /// At most the first 128 characters of `text` (an id or a name a user gave, in an error).
@@ -131,6 +135,7 @@ impl EngineError {
             EngineError::BadRaise(_) => "SAAP-E021",
             EngineError::BadDelegation(_) => "SAAP-E015",
             EngineError::BadAnswer { .. } => "SAAP-E022",
+            EngineError::BadForkPoint { .. } => "SAAP-E024",
             EngineError::Config(e) => e.code(),
             EngineError::Resource(e) => e.code(),
         }

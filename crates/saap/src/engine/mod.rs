@@ -44,6 +44,7 @@ mod ctx_host;
 mod delegation;
 pub(crate) mod error;
 mod executor;
+mod fork;
 pub(crate) mod ids;
 mod incoming;
 mod invocation;
