@@ -1,5 +1,6 @@
 //! The per-agent command line: one call gives every agent binary `spec`, `check`, `run`,
-//! `send`, `cancel`, `resume`, `runs`, `show` and `export`.
+//! `send`, `cancel`, `resume`, `runs`, `show`, `diff`, `replay`, `fork`, `export` and
+//! `studio`.
 //!
 //! ```no_run
 //! # fn workflow() -> saap::Workflow { unimplemented!() }
@@ -36,6 +37,8 @@ mod send;
 mod show;
 mod spec;
 mod store;
+#[cfg(feature = "studio")]
+mod studio;
 mod tree;
 
 use crate::workflow::Workflow;
@@ -143,6 +146,7 @@ fn after_help(bin: &str) -> String {
   {bin} show RUN                            the run's timeline: events and decisions
   {bin} show RUN --history-out run.json     then: saap explain agent.json --history run.json
   {bin} export RUN --endpoint http://127.0.0.1:6006/v1/traces   the run as a trace (Phoenix)
+  {bin} studio                              the runs in a web page on http://127.0.0.1:7878/
   {bin} run --engine nats://HOST:PORT       serve the agent class as a NATS worker
   {bin} runs --engine nats://HOST:PORT      the class's runs on NATS (send, show too)
 
@@ -190,6 +194,9 @@ enum Command {
     /// Send one stored run as an OpenTelemetry trace to an OTLP receiver (Phoenix, Langfuse…).
     #[cfg(feature = "otel")]
     Export(export::ExportArgs),
+    /// Serve a web page on loopback: the runs, each run's timeline and graph, live; actions with a token.
+    #[cfg(feature = "studio")]
+    Studio(studio::StudioArgs),
 }
 
 fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
@@ -207,6 +214,8 @@ fn dispatch(workflow: &Workflow, command: Command) -> Result<u8, Fail> {
         Command::Fork(a) => block_on(fork_cmd(workflow, a)),
         #[cfg(feature = "otel")]
         Command::Export(a) => block_on(export::export_cmd(workflow, a)),
+        #[cfg(feature = "studio")]
+        Command::Studio(a) => block_on(studio::studio_cmd(workflow, a)),
     }
 }
 

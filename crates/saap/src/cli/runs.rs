@@ -251,7 +251,7 @@ const MAX_WAITING_SCAN: usize = 10_000;
 /// [`MAX_WAITING_SCAN`] were read; `progress` gets each one's (`waiting_event`,
 /// `waiting_timer`, `waiting_children`, `waiting_unmet`), `resume_after` the run the next
 /// page reads on from.
-async fn waiting_page(
+pub(super) async fn waiting_page(
     workflow: &Workflow,
     backend: &std::sync::Arc<dyn crate::backend::Backend>,
     query: &crate::backend::RunQuery,

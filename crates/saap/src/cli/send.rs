@@ -196,6 +196,12 @@ pub(super) fn send_event(a: &SendArgs) -> Result<(String, Value), Fail> {
 /// `-`) to flag `flag`: (type name, fields).
 pub(super) fn named_event(flag: &str, text: &str) -> Result<(String, Value), Fail> {
     let (what, value) = json_arg(flag, text)?;
+    event_fields(&what, value)
+}
+
+/// An event as parsed JSON `{"_event_name": "...", ...fields}` (`what` names where it came
+/// from, for messages): (type name, fields), the envelope's own keys dropped.
+pub(super) fn event_fields(what: &str, value: Value) -> Result<(String, Value), Fail> {
     let Value::Object(mut fields) = value else {
         return Err(invalid(format!(
             "{what}: the event must be a JSON object like {{\"_event_name\": \"ApprovalGiven\", ...fields}}"

@@ -99,63 +99,7 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
     let mut out = std::io::stdout().lock();
     let run = &view.run;
     if a.json {
-        let events: Vec<Value> = run
-            .log()
-            .iter()
-            .enumerate()
-            .map(|(seq, e)| {
-                json!({
-                    "seq": seq,
-                    "event_id": e.id.to_string(),
-                    "event": run.type_name(e.ty),
-                    "kind": e.kind.label(),
-                    "origin": match e.origin {
-                        saap_dispatch::Origin::Outside => Value::Null,
-                        saap_dispatch::Origin::Execution(x) => Value::from(x.to_string()),
-                    },
-                    "fields": view.fields(seq as u32),
-                })
-            })
-            .collect();
-        let executions: Vec<Value> = run
-            .executions()
-            .iter()
-            .enumerate()
-            .map(|(i, x)| {
-                let id = saap_dispatch::ExecutionId(i as u32);
-                // Started on record, not run: held for the budget.
-                let state = match x.state {
-                    saap_dispatch::run::ExecState::Running if run.is_held(id) => "Held".to_string(),
-                    s => format!("{s:?}"),
-                };
-                json!({
-                    "execution": id.to_string(),
-                    "step": run.spec().steps[x.step as usize].name,
-                    "trigger": x.trigger,
-                    "state": state,
-                    "attempt": x.attempt,
-                    "error": run.execution_error(saap_dispatch::ExecutionId(i as u32)),
-                })
-            })
-            .collect();
-        let doc = json!({
-            "run_id": view.run_id,
-            "thread_id": view.thread_id,
-            "workflow": view.workflow,
-            "status": view.outcome().as_str(),
-            "progress": progress_json(run.progress()),
-            "open_work_requests": crate::process::open_work_requests(run, |seq| Some(view.fields(seq))),
-            "budget": crate::snapshot::budget_json(run),
-            "result": view.result().map(|(n, f)| json!({"event": n, "fields": f})),
-            "events": events,
-            "records": run.records(),
-            "executions": executions,
-            "execution_counts": counts_json(run),
-            "owner": owner,
-            "children": view.children(),
-            "effects": effects,
-            "forked_from": super::fork::lineage(&stored),
-        });
+        let doc = run_json(view, &stored, &effects, owner.as_deref());
         serde_json::to_writer_pretty(&mut out, &doc)
             .map_err(|e| internal(format!("cannot write JSON: {e}")))?;
         writeln!(out).map_err(io)?;
@@ -223,6 +167,74 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
         .map_err(io)?,
     }
     Ok(0)
+}
+
+/// The run as `show --json` prints it (the studio's `/api/runs/RUN` too): its events with
+/// fields, records, executions, children, effects and lineage.
+pub(super) fn run_json(
+    view: &StoredRunView,
+    stored: &crate::backend::StoredRun,
+    effects: &[crate::backend::EffectRecord],
+    owner: Option<&str>,
+) -> Value {
+    let run = &view.run;
+    let events: Vec<Value> = run
+        .log()
+        .iter()
+        .enumerate()
+        .map(|(seq, e)| {
+            json!({
+                "seq": seq,
+                "event_id": e.id.to_string(),
+                "event": run.type_name(e.ty),
+                "kind": e.kind.label(),
+                "origin": match e.origin {
+                    saap_dispatch::Origin::Outside => Value::Null,
+                    saap_dispatch::Origin::Execution(x) => Value::from(x.to_string()),
+                },
+                "fields": view.fields(seq as u32),
+            })
+        })
+        .collect();
+    let executions: Vec<Value> = run
+        .executions()
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let id = saap_dispatch::ExecutionId(i as u32);
+            // Started on record, not run: held for the budget.
+            let state = match x.state {
+                saap_dispatch::run::ExecState::Running if run.is_held(id) => "Held".to_string(),
+                s => format!("{s:?}"),
+            };
+            json!({
+                "execution": id.to_string(),
+                "step": run.spec().steps[x.step as usize].name,
+                "trigger": x.trigger,
+                "state": state,
+                "attempt": x.attempt,
+                "error": run.execution_error(saap_dispatch::ExecutionId(i as u32)),
+            })
+        })
+        .collect();
+    json!({
+        "run_id": view.run_id,
+        "thread_id": view.thread_id,
+        "workflow": view.workflow,
+        "status": view.outcome().as_str(),
+        "progress": progress_json(run.progress()),
+        "open_work_requests": crate::process::open_work_requests(run, |seq| Some(view.fields(seq))),
+        "budget": crate::snapshot::budget_json(run),
+        "result": view.result().map(|(n, f)| json!({"event": n, "fields": f})),
+        "events": events,
+        "records": run.records(),
+        "executions": executions,
+        "execution_counts": counts_json(run),
+        "owner": owner,
+        "children": view.children(),
+        "effects": effects,
+        "forked_from": super::fork::lineage(stored),
+    })
 }
 
 /// Where the run stands as the core derives it (DESIGN §8): `{state, timer_due?,

@@ -1,0 +1,230 @@
+//! The run list: one agent's stored runs, newest first, a page at a time (a cursor, as
+//! `runs --after`), filtered by status (`waiting` reads each live run to tell), with each
+//! live run's progress as the core derives it. Must not change a run.
+
+use super::html::{badge, esc, query_value};
+use super::state::{Studio, StudioError};
+use crate::backend::{RunQuery, RunSummary, StatusFilter};
+use crate::history::{StoredRunView, utc_time};
+use crate::workflow::Workflow;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// The list's query string.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct ListQuery {
+    /// live, waiting, ended, stopped, failed, cancelled.
+    #[serde(default)]
+    pub(super) status: Option<String>,
+    /// The last run of the previous page.
+    #[serde(default)]
+    pub(super) after: Option<String>,
+    #[serde(default)]
+    pub(super) limit: Option<usize>,
+    /// Another agent of the set (one this one delegates to).
+    #[serde(default)]
+    pub(super) agent: Option<String>,
+}
+
+/// Runs per page by default, and at most.
+const PAGE: usize = 50;
+const MAX_PAGE: usize = 500;
+const STATUSES: [&str; 6] = ["live", "waiting", "ended", "stopped", "failed", "cancelled"];
+
+/// A page of runs: each with its status (a live run's progress when it was read).
+pub(super) struct ListPage {
+    pub(super) agent: Workflow,
+    pub(super) runs: Vec<(RunSummary, String)>,
+    pub(super) next_after: Option<String>,
+}
+
+pub(super) async fn read(studio: &Studio, q: &ListQuery) -> Result<ListPage, StudioError> {
+    let agent = studio.agent(q.agent.as_deref())?;
+    let status = match q.status.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some("waiting") => Some(StatusFilter::Live),
+        Some(s) => Some(status_filter(s).ok_or_else(|| {
+            StudioError::bad(format!(
+                "`{}` is not a status: use one of {}",
+                s.chars().take(32).collect::<String>(),
+                STATUSES.join(", ")
+            ))
+        })?),
+    };
+    let limit = q.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
+    let query = RunQuery {
+        status,
+        id_prefix: None,
+        after: q.after.clone().filter(|a| !a.is_empty()),
+        offset: 0,
+        limit,
+    };
+    let backend = studio.backend();
+    let mut progress: HashMap<String, &'static str> = HashMap::new();
+    let mut resume_after = None;
+    let page = if q.status.as_deref() == Some("waiting") {
+        super::super::runs::waiting_page(&agent, backend, &query, &mut progress, &mut resume_after)
+            .await
+            .map_err(|f| StudioError::internal(f.message))?
+    } else {
+        backend
+            .list_runs(agent.name(), &query)
+            .wait()
+            .await
+            .map_err(|e| StudioError::internal(e.to_string()))?
+    };
+    let mut runs = Vec::with_capacity(page.runs.len());
+    for r in page.runs {
+        let status = match progress.get(&r.run_id) {
+            Some(p) => p.to_string(),
+            None if !r.ended => live_progress(studio, &agent, &r.run_id).await,
+            None => r.status().to_string(),
+        };
+        runs.push((r, status));
+    }
+    let next_after = page
+        .more
+        .then(|| resume_after.or_else(|| runs.last().map(|(r, _)| r.run_id.clone())))
+        .flatten();
+    Ok(ListPage {
+        agent,
+        runs,
+        next_after,
+    })
+}
+
+fn status_filter(s: &str) -> Option<StatusFilter> {
+    Some(match s {
+        "live" => StatusFilter::Live,
+        "ended" => StatusFilter::Ended,
+        "stopped" => StatusFilter::Stopped,
+        "failed" => StatusFilter::Failed,
+        "cancelled" => StatusFilter::Cancelled,
+        _ => return None,
+    })
+}
+
+/// A live run's progress (`running`, `waiting_event`, …), read from its journal; `live` when
+/// it cannot be read.
+async fn live_progress(studio: &Studio, agent: &Workflow, run_id: &str) -> String {
+    let Ok(Some(stored)) = studio.backend().read_run(agent.name(), run_id).wait().await else {
+        return "live".to_string();
+    };
+    match StoredRunView::rebuild(agent, &stored) {
+        Ok(view) => view.run.progress().as_str().to_string(),
+        Err(_) => "live".to_string(),
+    }
+}
+
+/// The page's body.
+pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage) -> String {
+    let agent = page.agent.name();
+    let mut out = String::new();
+    let _ = write!(out, "<h1>Runs of <b>{}</b></h1>", esc(agent));
+    let agents = studio.agent_names();
+    if agents.len() > 1 {
+        out.push_str("<p class=\"agents\">agents: ");
+        for a in &agents {
+            let _ = write!(
+                out,
+                "<a class=\"{}\" href=\"/?agent={}\">{}</a> ",
+                if a == agent { "current" } else { "" },
+                query_value(a),
+                esc(a)
+            );
+        }
+        out.push_str("</p>");
+    }
+    let current = q.status.as_deref().unwrap_or("");
+    let _ = write!(
+        out,
+        "<form class=\"filters\" method=\"get\" action=\"/\"><input type=\"hidden\" name=\"agent\" value=\"{}\">\
+         <label>status <select name=\"status\"><option value=\"\">any</option>",
+        esc(agent)
+    );
+    for s in STATUSES {
+        let _ = write!(
+            out,
+            "<option{}>{s}</option>",
+            if s == current { " selected" } else { "" }
+        );
+    }
+    out.push_str("</select></label> <button type=\"submit\">Filter</button></form>");
+    if page.runs.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"empty\">No runs{} yet. Start one with <code>{} run --message TEXT</code>.</p>",
+            if current.is_empty() {
+                String::new()
+            } else {
+                format!(" with status {}", esc(current))
+            },
+            esc(agent)
+        );
+        return out;
+    }
+    out.push_str(
+        "<table class=\"runs\"><thead><tr><th>run</th><th>status</th><th>started (UTC)</th>\
+         <th>thread</th><th>events</th></tr></thead><tbody>",
+    );
+    for (r, status) in &page.runs {
+        let started = r
+            .started_ns
+            .and_then(|ns| u32::try_from(ns.div_euclid(1_000_000_000)).ok())
+            .map(utc_time)
+            .unwrap_or_default();
+        let _ = write!(
+            out,
+            "<tr data-run=\"{id}\"><td><a href=\"/runs/{id}\"><code>{id}</code></a></td><td>{}</td>\
+             <td>{}</td><td><code>{}</code></td><td class=\"num\">{}</td></tr>",
+            badge(status),
+            started,
+            esc(&r.thread_id),
+            r.events,
+            id = esc(&r.run_id),
+        );
+    }
+    out.push_str("</tbody></table>");
+    if let Some(after) = &page.next_after {
+        let mut link = format!(
+            "/?agent={}&after={}",
+            query_value(agent),
+            query_value(after)
+        );
+        if !current.is_empty() {
+            let _ = write!(link, "&status={}", query_value(current));
+        }
+        if let Some(l) = q.limit {
+            let _ = write!(link, "&limit={l}");
+        }
+        let _ = write!(
+            out,
+            "<p class=\"pager\"><a rel=\"next\" href=\"{}\">older runs →</a></p>",
+            esc(&link)
+        );
+    }
+    out
+}
+
+/// The page as JSON (`/api/runs`): as `runs --json` prints it, with a cursor.
+pub(super) fn json(page: &ListPage) -> serde_json::Value {
+    let runs: Vec<serde_json::Value> = page
+        .runs
+        .iter()
+        .map(|(r, status)| {
+            serde_json::json!({
+                "run_id": r.run_id,
+                "thread_id": r.thread_id,
+                "status": status,
+                "started_ns": r.started_ns,
+                "events": r.events,
+                "journal_entries": r.journal_entries,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "agent": page.agent.name(),
+        "runs": runs,
+        "next_after": page.next_after,
+    })
+}

@@ -1,0 +1,198 @@
+//! The studio's state and its errors: the opened engine, the agents whose runs it shows,
+//! the token, and how a run named in a URL is found and read; [`StudioError`], what a
+//! request gets when it cannot be answered as asked (a status, a stable code, what to do).
+//! Must not know the routes.
+
+use super::html::{self, Shell, esc};
+use super::token::Token;
+use crate::backend::{Backend, EffectRecord, StoredRun};
+use crate::engine::Engine;
+use crate::workflow::Workflow;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+pub(super) struct Studio {
+    /// The engine over the store, opened as `send` opens it (its live runs resumed here).
+    pub(super) engine: Engine,
+    pub(super) workflow: Workflow,
+    pub(super) token: Token,
+    /// The cookie that carries the token: named after the port, so that two studios on one
+    /// host do not overwrite each other's.
+    pub(super) cookie: String,
+    /// The `Host` header values the studio answers to.
+    pub(super) hosts: Vec<String>,
+    /// Live streams open now (bounded: `live::MAX_STREAMS`).
+    pub(super) streams: AtomicUsize,
+    /// Cancelled when the studio stops: live streams end then.
+    pub(super) shutdown: tokio_util::sync::CancellationToken,
+}
+
+pub(super) type Shared = Arc<Studio>;
+
+impl Studio {
+    pub(super) fn backend(&self) -> &Arc<dyn Backend> {
+        self.engine.backend()
+    }
+
+    /// The agents whose runs the studio shows: this one and those it delegates to.
+    pub(super) fn agent_names(&self) -> Vec<String> {
+        self.workflow
+            .agent_set()
+            .iter()
+            .map(|w| w.name().to_string())
+            .collect()
+    }
+
+    /// The agent named (default: the studio's own).
+    pub(super) fn agent(&self, name: Option<&str>) -> Result<Workflow, StudioError> {
+        let Some(name) = name.filter(|n| !n.is_empty()) else {
+            return Ok(self.workflow.clone());
+        };
+        self.workflow
+            .agent_set()
+            .into_iter()
+            .find(|w| w.name() == name)
+            .ok_or_else(|| {
+                StudioError::bad(format!(
+                    "`{}` is not an agent of this studio: {}",
+                    name.chars().take(64).collect::<String>(),
+                    self.agent_names().join(", ")
+                ))
+            })
+    }
+
+    /// The engine that acts on runs of `agent`.
+    pub(super) fn engine_for(&self, agent: &Workflow) -> Engine {
+        self.engine
+            .agent(agent.name())
+            .unwrap_or_else(|| self.engine.clone())
+    }
+
+    /// A run named in a URL (its id or a unique prefix), among the agents' runs: its agent
+    /// and full id.
+    pub(super) async fn find_run(&self, given: &str) -> Result<(Workflow, String), StudioError> {
+        if given.is_empty()
+            || given.len() > 128
+            || !given
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(StudioError::not_found(format!(
+                "`{}` is not a run id: run ids are letters and digits (the list shows them)",
+                given.chars().take(64).collect::<String>()
+            )));
+        }
+        super::super::reader::resolve_agent_run(
+            &self.workflow,
+            self.backend(),
+            "the studio's store",
+            given,
+        )
+        .await
+        .map_err(|f| match f.code {
+            2 => StudioError::not_found(f.message),
+            _ => StudioError::internal(f.message),
+        })
+    }
+
+    /// A run read whole: its agent, stored journal and effects.
+    pub(super) async fn read_run(
+        &self,
+        given: &str,
+    ) -> Result<(Workflow, StoredRun, Vec<EffectRecord>), StudioError> {
+        let (agent, run_id) = self.find_run(given).await?;
+        let stored = self
+            .backend()
+            .read_run(agent.name(), &run_id)
+            .wait()
+            .await
+            .map_err(|e| StudioError::internal(e.to_string()))?
+            .ok_or_else(|| StudioError::not_found(format!("run {run_id} is no longer stored")))?;
+        let effects = self
+            .backend()
+            .effects(&run_id)
+            .wait()
+            .await
+            .map_err(|e| StudioError::internal(e.to_string()))?;
+        Ok((agent, stored, effects))
+    }
+
+    pub(super) fn signed_in(&self, headers: &HeaderMap) -> bool {
+        self.token.presented(headers, &self.cookie)
+    }
+
+    /// A page in the shell.
+    pub(super) fn page(&self, headers: &HeaderMap, title: &str, body: &str) -> Response {
+        let html = html::page(
+            &Shell {
+                title,
+                agent: self.workflow.name(),
+                signed_in: self.signed_in(headers),
+            },
+            body,
+        );
+        ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
+    }
+}
+
+/// A request the studio cannot answer as asked: the status, a stable code and what to do.
+#[derive(Debug)]
+pub(super) struct StudioError {
+    pub(super) status: StatusCode,
+    pub(super) code: &'static str,
+    pub(super) message: String,
+}
+
+impl StudioError {
+    pub(super) fn bad(message: impl Into<String>) -> Self {
+        StudioError {
+            status: StatusCode::BAD_REQUEST,
+            code: "SAAP-U002",
+            message: message.into(),
+        }
+    }
+    pub(super) fn not_found(message: impl Into<String>) -> Self {
+        StudioError {
+            status: StatusCode::NOT_FOUND,
+            code: "SAAP-U001",
+            message: message.into(),
+        }
+    }
+    pub(super) fn internal(message: impl Into<String>) -> Self {
+        StudioError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            code: "SAAP-U005",
+            message: message.into(),
+        }
+    }
+    /// The engine refused the action (an ended run, a fork point it cannot fork at…).
+    pub(super) fn refused(message: impl Into<String>) -> Self {
+        StudioError {
+            status: StatusCode::CONFLICT,
+            code: "SAAP-U006",
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for StudioError {
+    fn into_response(self) -> Response {
+        let body = format!(
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{code} · saap studio</title>\
+             <link rel=\"stylesheet\" href=\"/static/studio.css\"></head><body><main>\
+             <h1>{status}</h1><p class=\"error\" data-code=\"{code}\">error[{code}]: {msg}</p>\
+             <p><a href=\"/\">the run list</a></p></main></body></html>\n",
+            code = self.code,
+            status = self.status,
+            msg = esc(&self.message),
+        );
+        (
+            self.status,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            body,
+        )
+            .into_response()
+    }
+}
