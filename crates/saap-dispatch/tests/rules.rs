@@ -886,6 +886,44 @@ fn records_replay_against_a_changed_workflow_fails_with_a_stable_code() {
     assert_eq!(err.code(), "SAAP-R002");
 }
 
+/// Replay names the first record that differs, wherever it is: each journal entry's records
+/// are compared once, as they are made (they were compared from the first after every entry,
+/// which made a long run's rebuild quadratic).
+#[test]
+fn records_replay_names_the_first_differing_record_at_every_position() {
+    let h = scenario();
+    let recorded = h.run.records().to_vec();
+    for i in 0..recorded.len() {
+        if matches!(recorded[i], Record::PreconditionEvaluated { .. }) {
+            continue; // a recorded precondition result is an input of the replay, not only a check
+        }
+        let mut changed = recorded.clone();
+        changed[i] = Record::TimerFired { timer: 999 };
+        let err = replay(
+            Arc::new(h.spec().clone()),
+            7,
+            Some(h.spec().fingerprint()),
+            &h.journal,
+            &changed,
+        )
+        .unwrap_err();
+        match err {
+            ReplayError::Diverged { index, .. } => assert_eq!(index, i, "record {i}"),
+            other => panic!("record {i}: {other}"),
+        }
+    }
+    // One record more than the run makes, or one fewer: named where the lists part.
+    let mut longer = recorded.clone();
+    longer.push(Record::TimerFired { timer: 999 });
+    let shorter = &recorded[..recorded.len() - 1];
+    for (list, at) in [(&longer[..], recorded.len()), (shorter, recorded.len() - 1)] {
+        match replay(Arc::new(h.spec().clone()), 7, None, &h.journal, list) {
+            Err(ReplayError::Diverged { index, .. }) => assert_eq!(index, at),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
 #[test]
 fn records_replay_from_every_prefix_then_continuing_live_matches_the_uninterrupted_run() {
     let h = scenario();
