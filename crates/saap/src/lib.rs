@@ -73,7 +73,7 @@ pub use backend::EffectLimits;
 pub use backend::memory::MemoryBackend;
 pub use backend::sqlite::{SqliteBackend, SqliteOptions};
 /// The per-agent command line: `fn main() -> ExitCode { saap::main(workflow()) }`.
-pub use cli::{agent_main, main};
+pub use cli::{agent_main, main, main_with};
 pub use config::{AgentConfig, Config, StepConfig};
 pub use context::{ContextError, RunContext, StepCtx, ThreadContext};
 pub use delayed::Delayed;

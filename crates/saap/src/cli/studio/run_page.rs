@@ -21,6 +21,10 @@ pub(super) const EVENTS_PER_PAGE: usize = 500;
 pub(super) const EXECUTIONS_PER_PAGE: usize = 500;
 /// Bytes of one payload shown inline (the whole is at `/api/runs/RUN`).
 const PAYLOAD_LIMIT: usize = 4096;
+/// Lines of the decision records shown, and firings per step in `explain`: a long run's
+/// page stays readable and fast; the whole is in `show RUN` and `/api/runs/RUN`.
+const RECORD_LINES: usize = 2000;
+const FIRINGS_SHOWN: usize = 200;
 
 pub(super) struct RunPage<'a> {
     pub(super) view: &'a StoredRunView,
@@ -135,12 +139,7 @@ pub(super) fn render(p: &RunPage<'_>) -> String {
     out.push_str(&timers(view));
     out.push_str(&effects(p.effects));
     out.push_str(&explain(view));
-    let _ = write!(
-        out,
-        "<details class=\"records\"><summary>Decision records ({})</summary><pre>{}</pre></details>",
-        run.records().len(),
-        esc(&crate::snapshot::timeline_with(run, &view.display_by))
-    );
+    out.push_str(&records(view));
     out.push_str("</section>");
     out
 }
@@ -174,7 +173,12 @@ fn actions(p: &RunPage<'_>, live: bool) -> String {
         );
     }
     if live {
-        let inputs = outside_types(p.spec);
+        // The types the run has not had yet first: what a waiting run waits for, usually.
+        let run = &p.view.run;
+        let seen: std::collections::HashSet<&str> =
+            run.log().iter().map(|e| run.type_name(e.ty)).collect();
+        let mut inputs = outside_types(p.spec);
+        inputs.sort_by_key(|t| seen.contains(t.as_str()));
         let first = inputs.first().map(String::as_str).unwrap_or("StartEvent");
         let options: String = inputs
             .iter()
@@ -278,13 +282,7 @@ fn executions(p: &RunPage<'_>, facts: &RunFacts) -> String {
                 }
             ));
         }
-        let outputs: Vec<String> = facts
-            .event_by
-            .iter()
-            .enumerate()
-            .filter(|(_, by)| **by == Some(id))
-            .map(|(s, _)| event_link(view, s as u32))
-            .collect();
+        let outputs = outputs_text(view, facts, id);
         let attempts = &facts.attempts[i];
         let mut time = String::new();
         let mut bars = String::new();
@@ -338,11 +336,6 @@ fn executions(p: &RunPage<'_>, facts: &RunFacts) -> String {
                 String::new()
             },
             inputs = inputs.join("<br>"),
-            outputs = if outputs.is_empty() {
-                "—".to_string()
-            } else {
-                outputs.join(" ")
-            },
             model = usage.map(usage_text).unwrap_or_default(),
         );
     }
@@ -367,6 +360,43 @@ fn executions(p: &RunPage<'_>, facts: &RunFacts) -> String {
         out.push_str("</tbody></table>");
     }
     out
+}
+
+/// What an execution returned or showed, in order, a run of one type as one link: `[8]
+/// ChunkEvent ×15` (a streamed answer is one line, not fifteen).
+fn outputs_text(view: &StoredRunView, facts: &RunFacts, x: ExecutionId) -> String {
+    let run = &view.run;
+    let seqs: Vec<u32> = facts
+        .event_by
+        .iter()
+        .enumerate()
+        .filter(|(_, by)| **by == Some(x))
+        .map(|(s, _)| s as u32)
+        .collect();
+    if seqs.is_empty() {
+        return "—".to_string();
+    }
+    let ty = |s: u32| run.log().get(s as usize).map(|e| e.ty);
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < seqs.len() {
+        let mut j = i + 1;
+        while j < seqs.len() && ty(seqs[j]) == ty(seqs[i]) {
+            j += 1;
+        }
+        let mut part = event_link(view, seqs[i]);
+        if j - i > 1 {
+            let _ = write!(
+                part,
+                " ×{} (to <a href=\"#e{l}\">[{l}]</a>)",
+                j - i,
+                l = seqs[j - 1]
+            );
+        }
+        parts.push(part);
+        i = j;
+    }
+    parts.join("<br>")
 }
 
 fn usage_text(u: &Usage) -> String {
@@ -655,7 +685,7 @@ fn explain(view: &StoredRunView) -> String {
         );
         if !e.fired.is_empty() {
             out.push_str("<h4>ran</h4><ul>");
-            for f in &e.fired {
+            for f in e.fired.iter().take(FIRINGS_SHOWN) {
                 let _ = write!(
                     out,
                     "<li><a href=\"#{x}\">{x}</a> on {} (from {}): {}{}{}</li>",
@@ -672,6 +702,13 @@ fn explain(view: &StoredRunView) -> String {
                         format!(" · new because {}", esc(&f.new_because.join("; ")))
                     },
                     x = esc(&f.execution),
+                );
+            }
+            if e.fired.len() > FIRINGS_SHOWN {
+                let _ = write!(
+                    out,
+                    "<li>… and {} more (all of them: <code>explain</code> on the run's history, from <code>show RUN --history-out</code>)</li>",
+                    e.fired.len() - FIRINGS_SHOWN
                 );
             }
             out.push_str("</ul>");
@@ -700,6 +737,34 @@ fn explain(view: &StoredRunView) -> String {
     }
     out.push_str("</div>");
     out
+}
+
+/// The decision records as `show` prints them, the first [`RECORD_LINES`] lines.
+fn records(view: &StoredRunView) -> String {
+    let run = &view.run;
+    let text = crate::snapshot::timeline_with(run, &view.display_by);
+    let lines = text.lines().count();
+    let shown: String = text
+        .lines()
+        .take(RECORD_LINES)
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    let more = if lines > RECORD_LINES {
+        format!(
+            "\n… {} more lines: the whole timeline is in `show {}` and /api/runs/{}",
+            lines - RECORD_LINES,
+            view.run_id,
+            view.run_id
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "<details class=\"records\"><summary>Decision records ({})</summary><pre>{}{}</pre></details>",
+        run.records().len(),
+        esc(&shown),
+        esc(&more)
+    )
 }
 
 #[cfg(test)]
