@@ -78,6 +78,15 @@ async fn run_async(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             (rebuilt.run, "python")
         }
     };
+    // A fork says where it came from and which executions it reused (issue 23 §2).
+    if let Recorded::Journal(j) = &recorded.body
+        && let Some(origin) = saap_inspect::recorded::lineage::lineage(j)
+    {
+        extra.text.push_str(&format!("\n{}\n", origin.text()));
+        extra
+            .json
+            .insert("forked_from".into(), serde_json::to_value(&origin)?);
+    }
     let events_from = match recorded.body {
         Recorded::Journal(_) => format!("the journal in {}", recorded.place),
         Recorded::Events(_) => format!(

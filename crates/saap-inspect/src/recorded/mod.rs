@@ -20,6 +20,7 @@
 //! inferred and said so), or depend on the runtime crate.
 
 pub mod journal;
+pub mod lineage;
 pub mod python;
 pub mod read;
 
