@@ -6,7 +6,7 @@ use saap::backend::{Backend, StoredRun};
 use saap::event::to_payload;
 use saap::nats::{NatsBackend, Worker, WorkerOptions};
 use saap_nats::SaapNats;
-use saap_nats::testing::{NatsServer, connect, within};
+use saap_nats::testing::{NatsServer, connect};
 use saap_protocol::{EventEnvelope, RunAddress};
 use std::time::Duration;
 
@@ -90,18 +90,45 @@ pub async fn load(store: &NatsBackend, wf: &str) -> Vec<StoredRun> {
     store.load_runs(wf, false).wait().await.unwrap()
 }
 
-/// Waits until `n` runs of the workflow have ended in the journal; returns them.
+/// Waits until `n` runs of the workflow have ended in the journal; returns them. Giving up,
+/// it names the runs that had not ended and their last records (a stuck run is then told
+/// from a slow machine).
 pub async fn ended_runs(store: &NatsBackend, wf: &str, n: usize) -> Vec<StoredRun> {
-    within(NATS_BOUND, "every run to end", async {
+    let last: std::sync::Mutex<Vec<StoredRun>> = Default::default();
+    let waited = tokio::time::timeout(NATS_BOUND, async {
         loop {
             let runs = load(store, wf).await;
             if runs.iter().filter(|r| r.ended).count() >= n {
                 return runs;
             }
+            *last.lock().unwrap() = runs;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
-    .await
+    .await;
+    waited.unwrap_or_else(|_| {
+        let runs = last.lock().unwrap();
+        let live: Vec<String> = runs
+            .iter()
+            .filter(|r| !r.ended)
+            .take(10)
+            .map(|r| {
+                let tail = r.records.len().saturating_sub(3);
+                format!(
+                    "{} ({} journal entries; last records {})",
+                    r.meta.run_id,
+                    r.journal.len(),
+                    serde_json::to_string(&r.records[tail..]).unwrap()
+                )
+            })
+            .collect();
+        panic!(
+            "gave up waiting for every run to end after {NATS_BOUND:?}: {} of {n} ended ({} stored); not ended:\n  {}",
+            runs.iter().filter(|r| r.ended).count(),
+            runs.len(),
+            live.join("\n  ")
+        )
+    })
 }
 
 /// A run's decision records as one JSON text (for failure messages and substring checks).
