@@ -67,10 +67,9 @@ async fn start(engine: &Engine, messages: &[&str]) -> Vec<String> {
 fn query(status: Option<StatusFilter>, offset: usize, limit: usize) -> RunQuery {
     RunQuery {
         status,
-        id_prefix: None,
-        after: None,
         offset,
         limit,
+        ..RunQuery::default()
     }
 }
 
@@ -137,6 +136,57 @@ async fn listing(engine: Engine) {
         assert_eq!(r.termination.is_some(), snap.is_ended());
         assert!(r.started_ns.is_some());
         assert!(r.journal_entries >= 1);
+    }
+
+    // By thread: each of these runs has its own; the filter keeps one, with a status too.
+    let one = &all.runs[2];
+    let by_thread = |status, thread: &str| RunQuery {
+        thread: Some(thread.to_string()),
+        ..query(status, 0, 50)
+    };
+    let p = backend
+        .list_runs("Reads", &by_thread(None, &one.thread_id))
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(p.runs, vec![one.clone()]);
+    let p = backend
+        .list_runs(
+            "Reads",
+            &by_thread(Some(StatusFilter::Live), &one.thread_id),
+        )
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(p.runs.len(), usize::from(!one.ended));
+    let p = backend
+        .list_runs("Reads", &by_thread(None, "no-such-thread"))
+        .wait()
+        .await
+        .unwrap();
+    assert!(p.runs.is_empty() && !p.more);
+    // By start time (a store may know it to the second only: the bounds keep 10 s away).
+    let earliest = all.runs.iter().filter_map(|r| r.started_ns).min().unwrap();
+    let latest = all.runs.iter().filter_map(|r| r.started_ns).max().unwrap();
+    let ten_s = 10_000_000_000;
+    let window = |from: Option<i64>, before: Option<i64>| RunQuery {
+        started_from_ns: from,
+        started_before_ns: before,
+        ..query(None, 0, 50)
+    };
+    for (from, before, n) in [
+        (Some(earliest - ten_s), None, 5),
+        (None, Some(latest + ten_s), 5),
+        (Some(earliest - ten_s), Some(latest + ten_s), 5),
+        (None, Some(earliest - ten_s), 0),
+        (Some(latest + ten_s), None, 0),
+    ] {
+        let p = backend
+            .list_runs("Reads", &window(from, before))
+            .wait()
+            .await
+            .unwrap();
+        assert_eq!(p.runs.len(), n, "from {from:?} before {before:?}");
     }
 
     let first = backend

@@ -668,6 +668,47 @@ fn runs_are_listed_newest_first_in_pages_with_status_filters() {
     assert_eq!(none.code, 0);
     assert!(none.stderr.contains("match"), "{}", none.stderr);
 
+    // By thread (each of these runs has its own) and by start time.
+    let threads: Vec<String> = page(&[])["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["thread_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        ids_of(&page(&["--thread", &threads[1]])),
+        vec![ids[1].clone()]
+    );
+    assert!(ids_of(&page(&["--thread", "nosuchthread"])).is_empty());
+    assert_eq!(ids_of(&page(&["--since", "1h"])).len(), 3);
+    assert!(ids_of(&page(&["--until", "1h"])).is_empty());
+    assert_eq!(
+        ids_of(&page(&[
+            "--since",
+            "2000-01-01",
+            "--until",
+            "2200-01-01 00:00"
+        ]))
+        .len(),
+        3
+    );
+    // The next page's command keeps the window, as the time it meant.
+    let windowed = rag(&db, &["runs", "--limit", "1", "--since", "1h"]);
+    assert!(
+        windowed
+            .stderr
+            .contains(&format!("runs --after {} --limit 1 --since 20", ids[2])),
+        "{}",
+        windowed.stderr
+    );
+    let bad_when = rag(&db, &["runs", "--since", "yesterday"]);
+    assert_eq!(bad_when.code, 2, "{}", bad_when.stderr);
+    assert!(
+        bad_when.stderr.contains("is not a time"),
+        "{}",
+        bad_when.stderr
+    );
+
     let bad = rag(&db, &["runs", "--limit", "0"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     let memory = rag(&db, &["runs", "--engine", "memory"]);

@@ -276,6 +276,38 @@ fn the_studio_refuses_what_it_must_and_writes_nothing() {
     assert_eq!(listed, [waiting.as_str()], "{body}");
     let (status, run) = studio.get(&format!("/api/runs/{}", &waiting[..10]));
     assert_eq!(status, 200, "a unique prefix names a run: {run}");
+    // Filters by thread and start time, as `runs --thread/--since/--until` take them.
+    let ids = |path: &str| -> Vec<String> {
+        let (status, text) = studio.get(path);
+        assert_eq!(status, 200, "{path}: {text}");
+        let body: serde_json::Value =
+            serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        body["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let thread = before["thread_id"].as_str().unwrap();
+    assert_eq!(
+        ids(&format!("/api/runs?thread={thread}")),
+        [waiting.as_str()]
+    );
+    assert_eq!(ids("/api/runs?since=1h").len(), 2);
+    assert!(ids("/api/runs?until=1h").is_empty());
+    let (status, page) = studio.get(&format!("/?thread={thread}&since=2000-01-01"));
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&waiting) && !page.contains(&format!("data-run=\"{ended}\"")),
+        "{page}"
+    );
+    let (status, text) = studio.get("/?since=yesterday");
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("SAAP-U002") && text.contains("is not a time"),
+        "{text}"
+    );
 
     let send = format!("/runs/{waiting}/send");
     let answer = format!("event={}", form_value(ANSWER));

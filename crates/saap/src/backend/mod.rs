@@ -645,6 +645,12 @@ pub struct RunQuery {
     /// previous page. Unlike `offset`, its cost does not grow with the pages skipped. An
     /// id the store does not know lists nothing.
     pub after: Option<String>,
+    /// Only the runs of this thread (conversation).
+    pub thread: Option<String>,
+    /// Only runs started at or after this time, and before that one (ns since the epoch;
+    /// when the store first saw the run).
+    pub started_from_ns: Option<i64>,
+    pub started_before_ns: Option<i64>,
     pub offset: usize,
     pub limit: usize,
 }
@@ -655,6 +661,9 @@ impl Default for RunQuery {
             status: None,
             id_prefix: None,
             after: None,
+            thread: None,
+            started_from_ns: None,
+            started_before_ns: None,
             offset: 0,
             limit: 50,
         }
@@ -662,6 +671,26 @@ impl Default for RunQuery {
 }
 
 impl RunQuery {
+    /// Whether a run started at `started_ns` (when the store first saw it) is within the
+    /// query's time range; a run whose start is unknown is not, when a range is given.
+    pub fn admits_start(&self, started_ns: Option<i64>) -> bool {
+        if self.started_from_ns.is_none() && self.started_before_ns.is_none() {
+            return true;
+        }
+        started_ns.is_some_and(|t| {
+            self.started_from_ns.is_none_or(|from| t >= from)
+                && self.started_before_ns.is_none_or(|before| t < before)
+        })
+    }
+    /// The thread asked for, bounded (a longer one cannot be a thread id anyway).
+    pub fn thread(&self) -> Option<&str> {
+        self.thread.as_deref().filter(|t| !t.is_empty()).map(|t| {
+            &t[..t
+                .char_indices()
+                .nth(MAX_ID_PREFIX)
+                .map_or(t.len(), |(i, _)| i)]
+        })
+    }
     /// The limit actually applied.
     pub fn page_size(&self) -> usize {
         self.limit.min(MAX_PAGE)

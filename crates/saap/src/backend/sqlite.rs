@@ -216,11 +216,12 @@ fn setup(conn: &Connection, opts: &SqliteOptions) -> Result<(), rusqlite::Error>
         migrate_v1(conn)?;
         v = 2;
     }
-    // Listing: a workflow's runs newest first, all or by status (also what `load_runs`
-    // filters on).
+    // Listing: a workflow's runs newest first, all, by status (also what `load_runs`
+    // filters on) or by thread.
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS runs_recent ON runs(workflow, created_ns);
-         CREATE INDEX IF NOT EXISTS runs_status ON runs(workflow, ended, created_ns);",
+         CREATE INDEX IF NOT EXISTS runs_status ON runs(workflow, ended, created_ns);
+         CREATE INDEX IF NOT EXISTS runs_thread ON runs(workflow, thread_id, created_ns);",
     )?;
     if v != SCHEMA_VERSION {
         return Err(rusqlite::Error::SqliteFailure(
@@ -703,10 +704,12 @@ fn list_runs(
     workflow: &str,
     q: &RunQuery,
 ) -> Result<RunPage, StoreError> {
+    use rusqlite::types::Value;
     let limit = q.page_size();
     let mut sql = String::from(
-        "SELECT run_id, thread_id, ended, outcome, created_ns FROM runs WHERE workflow = ?1",
+        "SELECT run_id, thread_id, ended, outcome, created_ns FROM runs WHERE workflow = ?",
     );
+    let mut args: Vec<Value> = vec![Value::Text(workflow.to_string())];
     sql.push_str(match q.status {
         None => "",
         Some(StatusFilter::Live) => " AND ended = 0",
@@ -717,45 +720,56 @@ fn list_runs(
     });
     // Prefix match as a range on the primary key: ids from `p` up to `p` followed by the
     // largest code point.
-    let prefix = q.prefix().unwrap_or("");
-    if !prefix.is_empty() {
-        sql.push_str(" AND run_id >= ?4 AND run_id < ?4 || char(1114111)");
+    if let Some(prefix) = q.prefix() {
+        args.push(Value::Text(prefix.to_string()));
+        let n = args.len();
+        sql.push_str(&format!(
+            " AND run_id >= ?{n} AND run_id < ?{n} || char(1114111)"
+        ));
+    }
+    if let Some(thread) = q.thread() {
+        args.push(Value::Text(thread.to_string()));
+        sql.push_str(&format!(" AND thread_id = ?{}", args.len()));
+    }
+    if let Some(from) = q.started_from_ns {
+        args.push(Value::Integer(from));
+        sql.push_str(&format!(" AND created_ns >= ?{}", args.len()));
+    }
+    if let Some(before) = q.started_before_ns {
+        args.push(Value::Integer(before));
+        sql.push_str(&format!(" AND created_ns < ?{}", args.len()));
     }
     // The cursor: rows after the given run in listing order (an unknown id matches none).
-    let after = q
-        .after
-        .as_deref()
-        .map(|a| a.chars().take(128).collect::<String>());
-    if after.is_some() {
-        sql.push_str(
-            " AND (created_ns, run_id) < (SELECT created_ns, run_id FROM runs WHERE run_id = ?5)",
-        );
+    if let Some(after) = &q.after {
+        args.push(Value::Text(after.chars().take(128).collect()));
+        sql.push_str(&format!(
+            " AND (created_ns, run_id) < (SELECT created_ns, run_id FROM runs WHERE run_id = ?{})",
+            args.len()
+        ));
     }
-    sql.push_str(" ORDER BY created_ns DESC, run_id DESC LIMIT ?2 OFFSET ?3");
-    let mut stmt = tx.prepare_cached(&sql).map_err(io)?;
     let fetch = (limit as i64).saturating_add(1);
     let offset = q.offset.min(i64::MAX as usize) as i64;
-    let map = |r: &rusqlite::Row<'_>| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, Option<String>>(3)?,
-            r.get::<_, i64>(4)?,
-        ))
-    };
-    let rows = match (prefix.is_empty(), &after) {
-        (true, None) => stmt.query_map(params![workflow, fetch, offset], map),
-        (false, None) => stmt.query_map(params![workflow, fetch, offset, prefix], map),
-        (true, Some(a)) => stmt.query_map(
-            params![workflow, fetch, offset, rusqlite::types::Null, a],
-            map,
-        ),
-        (false, Some(a)) => stmt.query_map(params![workflow, fetch, offset, prefix, a], map),
-    }
-    .map_err(io)?
-    .collect::<Result<Vec<_>, _>>()
-    .map_err(io)?;
+    args.push(Value::Integer(fetch));
+    args.push(Value::Integer(offset));
+    sql.push_str(&format!(
+        " ORDER BY created_ns DESC, run_id DESC LIMIT ?{} OFFSET ?{}",
+        args.len() - 1,
+        args.len()
+    ));
+    let mut stmt = tx.prepare_cached(&sql).map_err(io)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(args), |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, i64>(4)?,
+            ))
+        })
+        .map_err(io)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io)?;
     let more = rows.len() > limit;
     let mut runs = Vec::with_capacity(rows.len().min(limit));
     for (run_id, thread_id, ended, outcome, created_ns) in rows.into_iter().take(limit) {

@@ -196,3 +196,73 @@ pub(super) fn parse_duration(value: &str) -> Result<std::time::Duration, String>
         )),
     }
 }
+
+/// A time on the command line (`runs --since`, the studio's filters), as nanoseconds since
+/// the epoch: a UTC time (`2026-12-04 15:00`, `2026-12-04T15:00:00Z`, a date alone) or a time
+/// ago (`2h`, `30m`, `1d 12h`).
+pub(super) fn parse_when(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    let shown: String = t.chars().take(64).collect();
+    let bad = || {
+        format!(
+            "`{shown}` is not a time: write a UTC time (`2026-12-04 15:00`, `2026-12-04T15:00:00Z`, `2026-12-04`) or a time ago (`2h`, `30m`, `1d`)"
+        )
+    };
+    let at = if t.len() > 64 || t.is_empty() {
+        return Err(bad());
+    } else if t.as_bytes()[0].is_ascii_digit() && t.contains('-') {
+        // A date, with a time (minutes enough) or not.
+        let full = match t.len() {
+            10 => format!("{t} 00:00:00"),
+            16 => format!("{t}:00"),
+            _ => t.to_string(),
+        };
+        humantime::parse_rfc3339_weak(&full).map_err(|_| bad())?
+    } else {
+        let ago = humantime::parse_duration(t).map_err(|_| bad())?;
+        std::time::SystemTime::now()
+            .checked_sub(ago)
+            .ok_or_else(bad)?
+    };
+    let ns = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| bad())?
+        .as_nanos();
+    i64::try_from(ns).map_err(|_| bad())
+}
+
+/// [`parse_when`]'s time as it takes it back: RFC 3339, UTC, to the second.
+pub(super) fn when_text(ns: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns.max(0) as u64);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+#[cfg(test)]
+mod when_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn times_are_utc_dates_with_or_without_a_time_or_a_time_ago() {
+        let day = parse_when("2026-12-04").unwrap();
+        assert_eq!(when_text(day), "2026-12-04T00:00:00Z");
+        assert_eq!(
+            when_text(parse_when("2026-12-04 15:30").unwrap()),
+            "2026-12-04T15:30:00Z"
+        );
+        assert_eq!(
+            when_text(parse_when("2026-12-04T15:30:07Z").unwrap()),
+            "2026-12-04T15:30:07Z"
+        );
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64;
+        let ago = parse_when("2h").unwrap();
+        assert!((now - ago - 7_200_000_000_000).abs() < 60_000_000_000);
+        for bad in ["", "yesterday", "2026-13-45", "12", "-5m"] {
+            let e = parse_when(bad).unwrap_err();
+            assert!(e.contains("is not a time"), "{bad}: {e}");
+        }
+    }
+}

@@ -55,6 +55,9 @@ Examples:
   runs --status cancelled               runs ended by `cancel` (or their parent's)
   runs --status failed --limit 5        the 5 newest runs that ended with an exception
   runs --after RUN                      the next page: the runs older than RUN (the last listed)
+  runs --thread ID                      the runs of one conversation
+  runs --since 2h                       runs started in the last two hours (--until: before)
+  runs --since \"2026-12-04 09:00\" --until \"2026-12-04 12:00\"   a window, UTC
   runs --offset 20                      the same by position
   runs --json | jq -r '.runs[].run_id'  ids for scripts (the shape: see --json above)
   runs --tree RUN                       RUN and the runs it delegated to, each with its status
@@ -81,6 +84,16 @@ pub(super) struct RunsArgs {
     /// same on every page, where --offset grows with the runs skipped.
     #[arg(long, value_name = "RUN")]
     pub(super) after: Option<String>,
+    /// Only the runs of this thread (a conversation: `show` prints a run's thread).
+    #[arg(long, value_name = "ID")]
+    pub(super) thread: Option<String>,
+    /// Only runs started at or after WHEN: a UTC time (`2026-12-04 15:00`, RFC 3339) or a
+    /// time ago (`2h`, `30m`, `1d`).
+    #[arg(long, value_name = "WHEN", value_parser = super::args::parse_when)]
+    pub(super) since: Option<i64>,
+    /// Only runs started before WHEN (as --since).
+    #[arg(long, value_name = "WHEN", value_parser = super::args::parse_when)]
+    pub(super) until: Option<i64>,
     /// Print JSON: {runs: [{run_id, thread_id, status, started, events, journal_entries}],
     /// offset, more, next_offset, next_after}; with --tree, the tree: {run_id, agent_class,
     /// status, relation (root, awaited, detached), reported?, abandoned?, children, unread?}.
@@ -89,7 +102,7 @@ pub(super) struct RunsArgs {
     /// Show RUN (an id or a unique prefix) and the runs it delegated to, down the tree: each
     /// one's agent, status, and whether it was awaited or detached, reported its end to its
     /// parent or was abandoned (embedded store; the delegates' runs in the same database).
-    #[arg(long, value_name = "RUN", conflicts_with_all = ["status", "after", "offset"])]
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["status", "after", "offset", "thread", "since", "until"])]
     pub(super) tree: Option<String>,
 }
 
@@ -107,6 +120,9 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
         status: a.status.map(StatusArg::filter),
         id_prefix: None,
         after: a.after.clone(),
+        thread: a.thread.clone(),
+        started_from_ns: a.since,
+        started_before_ns: a.until,
         offset,
         limit: a.limit as usize,
     };
@@ -186,7 +202,12 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
         return Ok(0);
     }
     if page.runs.is_empty() {
-        if offset > 0 || a.status.is_some() {
+        if offset > 0
+            || a.status.is_some()
+            || a.thread.is_some()
+            || a.since.is_some()
+            || a.until.is_some()
+        {
             eprintln!(
                 "no stored runs of `{}` in {place} match (offset {offset}{}); `runs` lists the newest",
                 workflow.name(),
@@ -234,6 +255,16 @@ pub(super) async fn runs_cmd(workflow: &Workflow, a: RunsArgs) -> Result<u8, Fai
         if a.limit != 20 {
             hint.push_str(&format!(" --limit {}", a.limit));
         }
+        if let Some(t) = &a.thread {
+            hint.push_str(&format!(" --thread {t}"));
+        }
+        // A time ago is given again as the time it meant, so the next page is of the same
+        // window.
+        for (flag, ns) in [("--since", a.since), ("--until", a.until)] {
+            if let Some(ns) = ns {
+                hint.push_str(&format!(" {flag} {}", super::args::when_text(ns)));
+            }
+        }
         if waiting {
             eprintln!("more runs: `{hint}`");
         } else {
@@ -268,7 +299,7 @@ pub(super) async fn waiting_page(
             after: cursor.clone(),
             offset: 0,
             limit: 256,
-            id_prefix: None,
+            ..query.clone()
         };
         let page = backend
             .list_runs(workflow.name(), &batch)

@@ -469,8 +469,12 @@ impl Inner {
                 ids.push(id.to_string());
             }
         }
-        // Run ids begin with their start time (ObjectId layout): newest first.
+        // Run ids begin with their start time (ObjectId layout): newest first, and a time
+        // range is applied to the ids before any run is read.
         ids.sort_unstable_by(|a, b| b.cmp(a));
+        if q.started_from_ns.is_some() || q.started_before_ns.is_some() {
+            ids.retain(|id| q.admits_start(id_started_ns(id)));
+        }
         if let Some(after) = &q.after {
             // The cursor: only ids after it in this order (an unknown id lists nothing).
             match ids.iter().position(|id| id == after) {
@@ -480,10 +484,11 @@ impl Inner {
         }
         let limit = q.page_size();
         let mut page = RunPage::default();
-        // Without a status filter every run of the class matches (the class is the
+        // Without a status or thread filter every run of the class matches (the class is the
         // workflow's name), so the offset skips ids without reading them.
+        let read_to_filter = q.status.is_some() || q.thread().is_some();
         let mut skipped = 0usize;
-        let ids: Vec<String> = if q.status.is_none() {
+        let ids: Vec<String> = if !read_to_filter {
             skipped = q.offset.min(ids.len());
             ids.into_iter().skip(q.offset).collect()
         } else {
@@ -492,7 +497,7 @@ impl Inner {
         // Summaries are read LIST_CONCURRENCY at a time (each is one or two round trips),
         // then taken in order.
         'chunks: for chunk in ids.chunks(LIST_CONCURRENCY) {
-            let want = if q.status.is_none() {
+            let want = if !read_to_filter {
                 // Only as many as the page still needs (+1 to know there are more).
                 (limit + 1 - page.runs.len()).min(chunk.len())
             } else {
@@ -508,7 +513,9 @@ impl Inner {
                 let Some(summary) = summary? else {
                     continue;
                 };
-                if q.status.is_some_and(|f| !f.admits(&summary)) {
+                if q.status.is_some_and(|f| !f.admits(&summary))
+                    || q.thread().is_some_and(|t| t != summary.thread_id)
+                {
                     continue;
                 }
                 if skipped < q.offset {
@@ -572,9 +579,7 @@ impl Inner {
             ended |= e.end;
         }
         let entries = tail.b.last().map_or(0, |e| e.x + 1);
-        let started_ns = saap_protocol::EventId::parse(run_id)
-            .ok()
-            .map(|id| i64::from(id.object_id_seconds()) * 1_000_000_000);
+        let started_ns = id_started_ns(run_id);
         let ended = ended || s.after_stop || s.termination.is_some();
         if s.max_seq.is_some() && (!ended || s.termination.is_some()) {
             return Ok(Some(RunSummary {
@@ -1341,6 +1346,13 @@ impl Backend for NatsBackend {
     fn halt(&self) {
         self.inner.halted.store(true, Ordering::Relaxed);
     }
+}
+
+/// When a run began, from its id (ObjectId layout: its first four bytes are the second).
+fn id_started_ns(run_id: &str) -> Option<i64> {
+    saap_protocol::EventId::parse(run_id)
+        .ok()
+        .map(|id| i64::from(id.object_id_seconds()) * 1_000_000_000)
 }
 
 #[cfg(test)]

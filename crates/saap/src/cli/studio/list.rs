@@ -24,6 +24,21 @@ pub(super) struct ListQuery {
     /// Another agent of the set (one this one delegates to).
     #[serde(default)]
     pub(super) agent: Option<String>,
+    /// Only the runs of this thread.
+    #[serde(default)]
+    pub(super) thread: Option<String>,
+    /// Only runs started at or after, and before, these times (as `runs --since/--until`
+    /// take them: a UTC time or a time ago).
+    #[serde(default)]
+    pub(super) since: Option<String>,
+    #[serde(default)]
+    pub(super) until: Option<String>,
+}
+
+impl ListQuery {
+    fn given(v: &Option<String>) -> Option<&str> {
+        v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+    }
 }
 
 /// Runs per page by default, and at most.
@@ -52,10 +67,19 @@ pub(super) async fn read(studio: &Studio, q: &ListQuery) -> Result<ListPage, Stu
         })?),
     };
     let limit = q.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
+    let when = |v: &Option<String>| {
+        ListQuery::given(v)
+            .map(super::super::args::parse_when)
+            .transpose()
+            .map_err(StudioError::bad)
+    };
     let query = RunQuery {
         status,
         id_prefix: None,
         after: q.after.clone().filter(|a| !a.is_empty()),
+        thread: ListQuery::given(&q.thread).map(str::to_string),
+        started_from_ns: when(&q.since)?,
+        started_before_ns: when(&q.until)?,
         offset: 0,
         limit,
     };
@@ -149,15 +173,25 @@ pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage) -> String 
             if s == current { " selected" } else { "" }
         );
     }
-    out.push_str("</select></label> <button type=\"submit\">Filter</button></form>");
+    let value = |v: &Option<String>| esc(ListQuery::given(v).unwrap_or(""));
+    let _ = write!(
+        out,
+        "</select></label> <label>thread <input name=\"thread\" value=\"{}\" size=\"26\"></label> \
+         <label>since <input name=\"since\" value=\"{}\" placeholder=\"2h or 2026-12-04 09:00\" size=\"18\"></label> \
+         <label>until <input name=\"until\" value=\"{}\" placeholder=\"UTC, or a time ago\" size=\"18\"></label> \
+         <button type=\"submit\">Filter</button></form>",
+        value(&q.thread),
+        value(&q.since),
+        value(&q.until)
+    );
     if page.runs.is_empty() {
         let _ = write!(
             out,
             "<p class=\"empty\">No runs{} yet. Start one with <code>{} run --message TEXT</code>.</p>",
-            if current.is_empty() {
+            if current.is_empty() && q.thread.is_none() && q.since.is_none() && q.until.is_none() {
                 String::new()
             } else {
-                format!(" with status {}", esc(current))
+                " match these filters".to_string()
             },
             esc(agent)
         );
@@ -193,6 +227,15 @@ pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage) -> String 
         );
         if !current.is_empty() {
             let _ = write!(link, "&status={}", query_value(current));
+        }
+        for (key, v) in [
+            ("thread", &q.thread),
+            ("since", &q.since),
+            ("until", &q.until),
+        ] {
+            if let Some(v) = ListQuery::given(v) {
+                let _ = write!(link, "&{key}={}", query_value(v));
+            }
         }
         if let Some(l) = q.limit {
             let _ = write!(link, "&limit={l}");

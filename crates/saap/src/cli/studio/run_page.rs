@@ -52,12 +52,14 @@ pub(super) fn render(p: &RunPage<'_>) -> String {
         out,
         "<section id=\"run\" data-run=\"{id}\" data-live=\"{live}\" data-entries=\"{entries}\">\
          <h1>run <code>{id}</code> {badge}</h1><p class=\"meta\">agent <b>{wf}</b> · thread \
-         <code>{thread}</code>{started} · {events} events · \
+         <a href=\"/?agent={wf_q}&amp;thread={thread_q}\"><code>{thread}</code></a>{started} · {events} events · \
          {xs} executions · {span}{parent}</p>",
         id = esc(&view.run_id),
         badge = badge(progress.as_str()),
         wf = esc(&view.workflow),
         thread = esc(&view.thread_id),
+        thread_q = super::html::query_value(&view.thread_id),
+        wf_q = super::html::query_value(&view.workflow),
         started = view
             .started_unix()
             .map(|s| format!(" · started {} UTC", utc_time(s)))
