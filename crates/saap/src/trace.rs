@@ -31,7 +31,7 @@ pub fn stored_run_spans(
     stored: &StoredRun,
 ) -> Result<Vec<Span>, HistoryExportError> {
     let view = StoredRunView::rebuild(workflow, stored)?;
-    let times = entry_times(stored, &view.run_id);
+    let times = stored.entry_times();
     // For each decision record, the journal entry whose input made it (as the store kept them).
     let entry_of_record: Vec<usize> = stored
         .entry_records
@@ -137,25 +137,6 @@ pub fn stored_run_spans(
         }),
     );
     Ok(spans)
-}
-
-/// When each journal entry was applied. An entry without a time (written before saap
-/// recorded them) takes the one before it, or the run id's creation second.
-fn entry_times(stored: &StoredRun, run_id: &str) -> Vec<u64> {
-    let mut last = run_id
-        .parse::<EventId>()
-        .ok()
-        .map_or(0, |id| u64::from(id.object_id_seconds()) * 1_000_000_000);
-    stored
-        .journal
-        .iter()
-        .map(|e| {
-            if let Some(t) = e.at {
-                last = t;
-            }
-            last
-        })
-        .collect()
 }
 
 /// What a completion entry says its execution returned.

@@ -230,7 +230,7 @@ fn the_studio_in_a_browser_lists_shows_answers_and_follows_runs() {
     );
     let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     let shots = report["screenshots"].as_array().unwrap();
-    assert_eq!(shots.len(), 7, "{report}");
+    assert_eq!(shots.len(), 8, "{report}");
     for s in shots {
         let png = std::fs::read(s.as_str().unwrap()).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{s} is a PNG");
@@ -379,6 +379,10 @@ fn the_studio_refuses_what_it_must_and_writes_nothing() {
     let big = format!("event={}", "a".repeat(2 * 1024 * 1024));
     let (status, text) = studio.post(&send, &big);
     assert_eq!(status, 413, "{}", &text[..text.len().min(300)]);
+    // A run started with nothing: refused.
+    let (status, text) = studio.post("/runs", "message=&event=");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("say what the run starts with"), "{text}");
     // Acting on an ended run, or forking at the start event: the engine's refusal.
     let (status, text) = studio.post(&format!("/runs/{ended}/send"), &answer);
     assert_eq!(status, 409, "{text}");

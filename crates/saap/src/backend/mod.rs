@@ -592,6 +592,27 @@ pub struct StoredRun {
 }
 
 impl StoredRun {
+    /// When each journal entry was applied (ns since the epoch). An entry without a time
+    /// (written before saap recorded them) takes the one before it, or the run id's creation
+    /// second. An exported trace and the studio date executions by these.
+    pub fn entry_times(&self) -> Vec<u64> {
+        let mut last = self
+            .meta
+            .run_id
+            .parse::<EventId>()
+            .ok()
+            .map_or(0, |id| u64::from(id.object_id_seconds()) * 1_000_000_000);
+        self.journal
+            .iter()
+            .map(|e| {
+                if let Some(t) = e.at {
+                    last = t;
+                }
+                last
+            })
+            .collect()
+    }
+
     /// The error of a damaged run ([`StoredRun::damaged`]), if it is damaged.
     pub fn damage(&self) -> Option<StoreError> {
         self.damaged.as_ref().map(|detail| StoreError::BadRow {

@@ -2,8 +2,8 @@
 // examples/agents/tests/studio.rs against `approval-agent studio` on a store with real runs:
 // the run list renders, a run's page shows its timeline and graph, the graph page renders,
 // the printed link signs the browser in, answering a waiting run from its page ends it, a
-// page left open on a waiting run follows it live when another tab answers it, and replay
-// says the run reproduced. A screenshot per page goes to $OUT_DIR.
+// page left open on a waiting run follows it live when another tab answers it, a run is
+// started from the list, and replay says the run reproduced. A screenshot per page goes to $OUT_DIR.
 //
 // Env: STUDIO_URL, STUDIO_LOGIN_URL, STOPPED_RUN, WAITING_RUN, WAITING_RUN_2, ANSWER (the
 // event JSON), OUT_DIR; SAAP_CHROMIUM and SAAP_BROWSER_MODULES (scripts/browser-install).
@@ -88,6 +88,15 @@ try {
   await page.goto(env('STUDIO_LOGIN_URL'));
   check(!page.url().includes('token='), 'the token leaves the address bar');
   check((await page.locator('header .who').innerText()).includes('actions enabled'), 'the link signs the browser in');
+
+  // Starting a run from the list.
+  await page.goto(`${base}/`);
+  await page.locator('details.start summary').click();
+  await page.fill('details.start input[name=message]', 'restart the cache');
+  await Promise.all([page.waitForURL(/note=started/), page.click('details.start button')]);
+  check((await status(page, '#run h1'))?.startsWith('waiting'), 'the started run waits for its approval');
+  check((await page.locator('table.events tr[data-event="UserMessageEvent"] pre.json').first().textContent()).includes('restart the cache'), 'the run started with the message');
+  await shot(page, 'started');
 
   // Answering a waiting run from its page ends it.
   await page.goto(`${base}/runs/${waiting}`);

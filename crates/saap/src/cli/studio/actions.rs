@@ -1,5 +1,5 @@
 //! What the studio does to runs, each a form posted with the token (the guard checked it):
-//! send an event (a person's answer), cancel, fork from an event, replay. Each goes through
+//! start a run, send an event (a person's answer), cancel, fork from an event, replay. Each goes through
 //! the engine exactly as the command of the same name does; a refusal comes back as the
 //! engine's own error and code, with nothing written. Must not act without the guard.
 
@@ -85,6 +85,54 @@ pub(super) async fn send(
             .map_err(refused)?;
         tracing::info!(run = %run_id, event = %name, "studio: event sent");
         Ok::<_, StudioError>(to_run(&run_id, "sent"))
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct StartForm {
+    /// A message: the run starts with a UserMessageEvent.
+    #[serde(default)]
+    message: String,
+    /// Or a start event, as `run --event` takes it.
+    #[serde(default)]
+    event: String,
+    /// The run's thread (default: a new one).
+    #[serde(default)]
+    thread: String,
+    /// The agent, when it is not the studio's own.
+    #[serde(default)]
+    agent: String,
+}
+
+/// Starts a run, as `run --message` or `run --event` does, and goes to its page.
+pub(super) async fn start(State(studio): State<Shared>, Form(form): Form<StartForm>) -> Response {
+    let result = async {
+        let agent = studio.agent(Some(form.agent.as_str()))?;
+        let (name, payload) = if !form.event.trim().is_empty() {
+            typed_event("the start event", &form.event)?
+        } else if !form.message.trim().is_empty() {
+            (
+                "UserMessageEvent".to_string(),
+                Payload::from_json(serde_json::json!({ "message": form.message })),
+            )
+        } else {
+            return Err(StudioError::bad(
+                "say what the run starts with: a message, or a start event as JSON",
+            ));
+        };
+        let thread = Some(form.thread.trim()).filter(|t| !t.is_empty());
+        if thread.is_some_and(|t| t.len() > 128) {
+            return Err(StudioError::bad("a thread id is at most 128 characters"));
+        }
+        let run_id = studio
+            .engine_for(&agent)
+            .start_run_named(thread, &name, payload)
+            .await
+            .map_err(refused)?;
+        tracing::info!(run = %run_id, event = %name, "studio: run started");
+        Ok(to_run(&run_id, "started"))
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)

@@ -141,7 +141,7 @@ async fn live_progress(studio: &Studio, agent: &Workflow, run_id: &str) -> Strin
 }
 
 /// The page's body.
-pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage) -> String {
+pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage, signed_in: bool) -> String {
     let agent = page.agent.name();
     let mut out = String::new();
     let _ = write!(out, "<h1>Runs of <b>{}</b></h1>", esc(agent));
@@ -159,6 +159,7 @@ pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage) -> String 
         }
         out.push_str("</p>");
     }
+    out.push_str(&start_form(agent, signed_in));
     let current = q.status.as_deref().unwrap_or("");
     let _ = write!(
         out,
@@ -247,6 +248,21 @@ pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage) -> String 
         );
     }
     out
+}
+
+/// The form that starts a run of `agent`: a message, or a start event as JSON.
+fn start_form(agent: &str, signed_in: bool) -> String {
+    format!(
+        "<details class=\"start\"><summary>Start a run</summary>\
+         <form method=\"post\" action=\"/runs\"><input type=\"hidden\" name=\"agent\" value=\"{a}\">\
+         <label>message <input name=\"message\" size=\"60\" placeholder=\"what the run is about (a UserMessageEvent)\"></label>\
+         <label>or a start event <textarea name=\"event\" rows=\"2\" spellcheck=\"false\" \
+         placeholder=\"{{&quot;_event_name&quot;: &quot;UserMessageEvent&quot;, &quot;message&quot;: &quot;…&quot;}}\"></textarea></label>\
+         <label>thread <input name=\"thread\" size=\"26\" placeholder=\"a new one\"></label>\
+         <button type=\"submit\"{d}>Start</button></form></details>",
+        a = esc(agent),
+        d = if signed_in { "" } else { " disabled" },
+    )
 }
 
 /// The page as JSON (`/api/runs`): as `runs --json` prints it, with a cursor.

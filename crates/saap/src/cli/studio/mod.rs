@@ -40,8 +40,8 @@ timer due or a child's end is handled here) and serves, until Ctrl-C:
   /graph             the agent's graph
   /api/runs, /api/runs/RUN   the same as JSON (a run as `show --json` prints it)
 
-Reading needs nothing. Acting on a run (send an event, cancel, fork from an event, replay)
-needs the token printed at start: open the printed link (it sets a cookie in that browser),
+Reading needs nothing. Acting (start a run, send an event, cancel, fork from an event,
+replay) needs the token printed at start: open the printed link (it sets a cookie in that browser),
 paste the token at /login, or send `Authorization: Bearer TOKEN`. A new token is made at
 every start. The studio listens on loopback; --listen with another address needs
 --allow-remote (anyone who reaches it can read the runs).

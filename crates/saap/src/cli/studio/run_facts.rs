@@ -55,7 +55,7 @@ pub(super) struct RunFacts {
 impl RunFacts {
     pub(super) fn of(view: &StoredRunView, stored: &StoredRun) -> RunFacts {
         let run = &view.run;
-        let times = entry_times(stored, &view.run_id);
+        let times = stored.entry_times();
         let mut record_ns: Vec<u64> = Vec::with_capacity(run.records().len());
         for (entry, &n) in stored.entry_records.iter().enumerate() {
             let t = times.get(entry).copied().unwrap_or(0);
@@ -161,23 +161,4 @@ impl RunFacts {
     pub(super) fn span_ns(&self) -> u64 {
         self.last_ns.saturating_sub(self.start_ns)
     }
-}
-
-/// When each journal entry was applied; an entry without a time (written before saap
-/// recorded them) takes the one before it, or the run id's creation second.
-fn entry_times(stored: &StoredRun, run_id: &str) -> Vec<u64> {
-    let mut last = run_id
-        .parse::<saap_dispatch::EventId>()
-        .ok()
-        .map_or(0, |id| u64::from(id.object_id_seconds()) * 1_000_000_000);
-    stored
-        .journal
-        .iter()
-        .map(|e| {
-            if let Some(t) = e.at {
-                last = t;
-            }
-            last
-        })
-        .collect()
 }

@@ -39,6 +39,7 @@ pub(super) fn router(studio: Shared) -> Router {
         .route("/", get(list_page))
         .route("/graph", get(graph_page))
         .route("/login", get(login_page).post(login))
+        .route("/runs", post(actions::start))
         .route("/runs/{id}", get(run_page))
         .route("/runs/{id}/live", get(live::stream))
         .route("/runs/{id}/send", post(actions::send))
@@ -141,7 +142,7 @@ async fn list_page(
     }
     match list::read(&studio, &q.list).await {
         Ok(page) => {
-            let body = list::render(&studio, &q.list, &page);
+            let body = list::render(&studio, &q.list, &page, studio.signed_in(&headers));
             studio.page(&headers, "runs", &body)
         }
         Err(e) => e.into_response(),
@@ -184,6 +185,7 @@ async fn run_page(
         "sent" => Some("Event sent: the page follows the run.".to_string()),
         "cancelled" => Some("Cancelled: the run ended with a RunCancelledEvent.".to_string()),
         "forked" => Some("This run is a fork, just started: the page follows it.".to_string()),
+        "started" => Some("Run started: the page follows it.".to_string()),
         _ => None,
     });
     let body = run_page::render(&run_page::RunPage {
