@@ -217,6 +217,29 @@ fn list_difference(
         })
 }
 
+/// Whether a body returned exactly the recorded events: the same types with the same
+/// fields, in order.
+fn same_events<'a, 'b>(
+    recorded: impl ExactSizeIterator<Item = &'a StoredEvent>,
+    now: impl Iterator<Item = &'b OutEvent>,
+) -> bool {
+    let expected = recorded.len();
+    let mut recorded = recorded;
+    let mut seen = 0;
+    for o in now {
+        seen += 1;
+        let Some(r) = recorded.next() else {
+            return false;
+        };
+        let same = r.name == *o.name
+            && matches!((r.payload.try_json(), o.payload.try_json()), (Ok(a), Ok(b)) if a == b);
+        if !same {
+            return false;
+        }
+    }
+    seen == expected
+}
+
 /// What a recorded completion holds: its error, or its outputs and timers.
 pub(crate) struct RecordedOutcome<'a> {
     pub error: Option<&'a str>,
@@ -231,6 +254,20 @@ pub(crate) fn outcome_difference(
     recorded: &RecordedOutcome<'_>,
     replayed: &Result<Vec<OutEvent>, String>,
 ) -> Option<(Value, Value, String)> {
+    // The common case first, copying nothing: the same events with the same fields.
+    if recorded.error.is_none()
+        && let Ok(outs) = replayed
+        && same_events(
+            recorded.outputs.iter(),
+            outs.iter().filter(|o| o.due_ns.is_none()),
+        )
+        && same_events(
+            recorded.timers.iter().map(|t| &t.event),
+            outs.iter().filter(|o| o.due_ns.is_some()),
+        )
+    {
+        return None;
+    }
     let stored = |e: &StoredEvent| (e.name.clone(), (*e.payload).clone());
     let rec_out: Vec<(String, Value)> = recorded.outputs.iter().map(stored).collect();
     let rec_delayed: Vec<(String, Value)> =

@@ -306,10 +306,22 @@ async fn cancelling_a_process_cancels_its_agents_work(sqlite: bool) {
     answer_accounts(&b.process, &run).await;
     let child = event_id(&b.process, &run, "AgentWorkRequestEvent").await;
     b.process.cancel(&run, "the hire withdrew").await.unwrap();
-    tokio::time::timeout(WAIT, b.writer.wait_for_end(&child))
-        .await
-        .unwrap()
-        .unwrap();
+    // The child may not be started yet: the parent's engine starts it once the entry that
+    // asked for it is durable (on SQLite, after an fsync), and cancels it then if its parent
+    // gave it up meanwhile. Waited for until it is known, then until it ends.
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match b.writer.wait_for_end(&child).await {
+                Err(saap::EngineError::UnknownRun { .. }) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                ended => return ended,
+            }
+        }
+    })
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(
         b.writer.snapshot(&child).unwrap().run.progress(),
         Progress::Cancelled

@@ -30,6 +30,7 @@ use crate::workflow::Workflow;
 use saap_dispatch::diff::record_name;
 use saap_dispatch::ids::{OutputIds, run_key};
 use saap_dispatch::{ExecutionId, NewEventType, Run, StepIdx};
+use serde::Deserialize as _;
 use serde_json::Value;
 use std::any::{Any, TypeId};
 use std::future::Future;
@@ -261,12 +262,15 @@ impl Replayer {
             replayed,
             detail,
         };
-        let ran = match tokio::time::timeout(
-            BODY_LIMIT,
-            self.shared.run_body(step, &inputs, ctx, Vec::new()),
-        )
-        .await
-        {
+        // Most bodies finish at their first poll: only one that does not is given a timer
+        // (registering one per body cost more than the body).
+        let body = self.shared.run_body(step, &inputs, ctx, Vec::new());
+        let mut body = std::pin::pin!(body);
+        let ran = match futures_util::future::poll_immediate(&mut body).await {
+            Some(ran) => Ok(ran),
+            None => tokio::time::timeout(BODY_LIMIT, body).await,
+        };
+        let ran = match ran {
             Ok(ran) => ran,
             Err(_) => {
                 return Some(diverged(
@@ -338,12 +342,15 @@ fn compare_records(
         let Some(now) = records.get(index) else {
             break;
         };
-        let now_json = serde_json::to_value(&now).unwrap_or_default();
         let recorded = stored.records.get(index);
-        if recorded == Some(&now_json) {
+        // Read as a record (no copy of the stored JSON), compared typed.
+        if recorded.is_some_and(|r| {
+            saap_dispatch::Record::deserialize(r).is_ok_and(|r: saap_dispatch::Record| r == now)
+        }) {
             *reproduced += 1;
             continue;
         }
+        let now_json = serde_json::to_value(&now).unwrap_or_default();
         let detail = match recorded {
             Some(r) => {
                 let name = serde_json::from_value::<saap_dispatch::Record>(r.clone())
