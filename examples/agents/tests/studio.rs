@@ -63,15 +63,13 @@ struct Studio {
 
 impl Studio {
     fn start(bin: &str, db: &Path) -> Studio {
+        Studio::start_with(bin, &["--db", db.to_str().unwrap()])
+    }
+
+    fn start_with(bin: &str, args: &[&str]) -> Studio {
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin(bin))
-            .args([
-                "studio",
-                "--db",
-                db.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--json",
-            ])
+            .args(["studio", "--listen", "127.0.0.1:0", "--json"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -442,4 +440,100 @@ fn a_run_page_shows_each_model_calls_tokens_and_cost() {
     assert_eq!(status, 200);
     assert!(graph.contains("data-step=\"answer\""), "{graph}");
     studio.stop();
+}
+
+/// The run a redirect after an action leads to (`Location: /runs/RUN?note=…`).
+fn redirected_run(response: &str) -> String {
+    let location = response
+        .lines()
+        .find_map(|l| l.strip_prefix("location: "))
+        .unwrap_or_else(|| panic!("no redirect: {response}"));
+    location
+        .trim()
+        .trim_start_matches("/runs/")
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// Waits (bounded) until run `run`'s progress, as `/api/runs/RUN` says, satisfies `done`.
+fn progress_until(studio: &Studio, run: &str, done: impl Fn(&str) -> bool) -> serde_json::Value {
+    let bound = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let (status, text) = studio.get(&format!("/api/runs/{run}"));
+        if status == 200 {
+            let doc: serde_json::Value =
+                serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+            if done(doc["progress"]["state"].as_str().unwrap_or("")) {
+                return doc;
+            }
+        }
+        assert!(std::time::Instant::now() < bound, "run {run}: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The studio of an agent class on NATS (a real nats-server, a worker of the class in
+/// another process): it starts a run, answers it and cancels another by publishing on the
+/// class stream — the worker runs them — reads them from the journal, replays one, and
+/// refuses to fork (not supported there yet).
+#[test]
+fn the_studio_of_a_class_on_nats_acts_through_its_workers() {
+    let server = saap_nats::testing::NatsServer::start();
+    let url = server.url();
+    let mut worker = std::process::Command::new(assert_cmd::cargo::cargo_bin("approval-agent"))
+        .args(["run", "--engine", &url])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let studio = Studio::start_with("approval-agent", &["--engine", &url]);
+    let waiting = |s: &str| s.starts_with("waiting");
+
+    let (status, text) = studio.post("/runs", "message=deploy");
+    assert_eq!(status, 303, "{text}");
+    let answered = redirected_run(&text);
+    progress_until(&studio, &answered, waiting);
+    let (status, page) = studio.get(&format!("/runs/{answered}"));
+    assert_eq!(status, 200);
+    assert!(page.contains("data-event=\"ApprovalRequested\""), "{page}");
+    let (status, text) = studio.post(
+        &format!("/runs/{answered}/send"),
+        &format!("event={}", form_value(ANSWER)),
+    );
+    assert_eq!(status, 303, "{text}");
+    let doc = progress_until(&studio, &answered, |s| s == "stopped");
+    assert_eq!(doc["result"]["event"], "Executed", "{doc}");
+
+    let (status, text) = studio.post("/runs", "message=rotate+the+keys&thread=ops-1");
+    assert_eq!(status, 303, "{text}");
+    let cancelled = redirected_run(&text);
+    let doc = progress_until(&studio, &cancelled, waiting);
+    assert_eq!(doc["thread_id"], "ops-1", "{doc}");
+    let (status, text) = studio.post(&format!("/runs/{cancelled}/cancel"), "reason=not+now");
+    assert_eq!(status, 303, "{text}");
+    progress_until(&studio, &cancelled, |s| s == "cancelled");
+
+    let (status, page) = studio.get("/?status=stopped");
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&answered) && !page.contains(&format!("data-run=\"{cancelled}\"")),
+        "{page}"
+    );
+    let (status, text) = studio.post(&format!("/runs/{answered}/replay"), "");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("data-replay=\"reproduced\""), "{text}");
+    let (status, text) = studio.post(&format!("/runs/{answered}/fork"), "at=2&mode=same");
+    assert_eq!(status, 409, "{text}");
+    assert!(text.contains("not supported yet"), "{text}");
+    let (status, text) = studio.post(
+        &format!("/runs/{answered}/send"),
+        &format!("event={}", form_value(ANSWER)),
+    );
+    assert_eq!(status, 409, "{text}");
+    assert!(text.contains("has ended"), "{text}");
+    studio.stop();
+    let _ = worker.kill();
+    let _ = worker.wait();
 }

@@ -126,33 +126,11 @@ pub(super) async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> R
     );
     if a.message.is_some() || a.event.is_some() {
         let (name, fields) = start_event(a)?;
-        let id = saap_nats::ids::fresh_event_id();
-        let mut env = saap_protocol::EventEnvelope::new(
-            &workflow.compiled().hierarchy,
-            &name,
-            id,
-            saap_nats::ids::now_ns(),
-        )
-        .ok_or_else(|| invalid(format!("`{name}` is not an event type of this agent")))?;
-        if let Value::Object(fields) = fields {
-            for (k, v) in fields {
-                env = env.with_field(&k, v);
-            }
-        }
-        let run_id = saap_nats::ids::fresh_event_id().to_string();
-        let thread = a
-            .thread
-            .clone()
-            .unwrap_or_else(|| saap_nats::ids::fresh_event_id().to_string());
-        let address =
-            saap_protocol::RunAddress::new(workflow.name(), "cli", &thread, &run_id, &run_id)
-                .map_err(|e| invalid(e.to_string()))?;
         let nats = saap_nats::SaapNats::connect(&opts)
             .await
             .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
-        nats.publish_control(&address, &env)
-            .await
-            .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+        let run_id =
+            publish_start(workflow, &nats, &opts, a.thread.as_deref(), &name, fields).await?;
         eprintln!("run {run_id} started ({name}) on the class stream");
     }
     worker
@@ -160,6 +138,30 @@ pub(super) async fn serve_nats(workflow: &Workflow, url: &str, a: &RunArgs) -> R
         .await
         .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
     Ok(0)
+}
+
+/// Publishes a start event of `workflow` on its class stream, for a new run on `thread` (else
+/// a new thread): a worker of the class begins the run. Returns the run's id.
+#[cfg(feature = "nats")]
+pub(super) async fn publish_start(
+    workflow: &Workflow,
+    nats: &saap_nats::SaapNats,
+    opts: &crate::nats::NatsOptions,
+    thread: Option<&str>,
+    name: &str,
+    fields: Value,
+) -> Result<String, Fail> {
+    let (_, env) = super::send::event_envelope(workflow, name, fields)?;
+    let run_id = saap_nats::ids::fresh_event_id().to_string();
+    let thread = thread
+        .map(str::to_string)
+        .unwrap_or_else(|| saap_nats::ids::fresh_event_id().to_string());
+    let address = saap_protocol::RunAddress::new(workflow.name(), "cli", &thread, &run_id, &run_id)
+        .map_err(|e| invalid(e.to_string()))?;
+    nats.publish_control(&address, &env)
+        .await
+        .map_err(|e| internal(opts.sanitize(&e.to_string())))?;
+    Ok(run_id)
 }
 
 /// The start event: (type name, fields), with `--config` in `_config`.

@@ -122,9 +122,23 @@ pub(super) async fn send_nats(
     crate::process::check_answer(&view.run, logged, name, &fields)
         .map_err(|detail| invalid(format!("SAAP-E022: run {run_id}: {detail}")))?;
     let from = view.run.log().len();
+    let (id, env) = event_envelope(&agent, name, fields)?;
+    publish_to_run(workflow, &reader, &opts, &view.thread_id, &run_id, &env).await?;
+    eprintln!("sent {name} {id} to run {run_id} on the class stream");
+    follow_stored(&agent, &reader, &run_id, from, id, a.timeout, a.json).await
+}
+
+/// An event of `workflow` named `name` with `fields`, as a fresh envelope to publish: its id
+/// and the envelope. Refuses a name that is not an event type of the workflow.
+#[cfg(feature = "nats")]
+pub(super) fn event_envelope(
+    workflow: &Workflow,
+    name: &str,
+    fields: Value,
+) -> Result<(saap_dispatch::EventId, saap_protocol::EventEnvelope), Fail> {
     let id = saap_nats::ids::fresh_event_id();
     let mut env = saap_protocol::EventEnvelope::new(
-        &agent.compiled().hierarchy,
+        &workflow.compiled().hierarchy,
         name,
         id,
         saap_nats::ids::now_ns(),
@@ -132,7 +146,7 @@ pub(super) async fn send_nats(
     .ok_or_else(|| {
         invalid(format!(
             "`{name}` is not an event type of `{}`; see its types with `spec`",
-            agent.name()
+            workflow.name()
         ))
     })?;
     if let Value::Object(fields) = fields {
@@ -140,9 +154,7 @@ pub(super) async fn send_nats(
             env = env.with_field(&k, v);
         }
     }
-    publish_to_run(workflow, &reader, &opts, &view.thread_id, &run_id, &env).await?;
-    eprintln!("sent {name} {id} to run {run_id} on the class stream");
-    follow_stored(&agent, &reader, &run_id, from, id, a.timeout, a.json).await
+    Ok((id, env))
 }
 
 /// An envelope of one of saap's own messages to a run (`name`, a child of `parent`; the

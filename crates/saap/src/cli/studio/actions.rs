@@ -4,10 +4,14 @@
 //! engine's own error and code, with nothing written. Must not act without the guard.
 
 use super::html::esc;
+#[cfg(feature = "nats")]
+use super::state::Runs;
 use super::state::{Shared, StudioError};
 use crate::engine::{Engine, EngineError};
 use crate::event::Payload;
 use crate::fork::{ForkChange, ForkOptions};
+use crate::history::StoredRunView;
+use crate::workflow::Workflow;
 use axum::extract::{Form, Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -44,22 +48,20 @@ fn typed_event(what: &str, text: &str) -> Result<(String, Payload), StudioError>
     Ok((name, Payload::from_json(fields)))
 }
 
-/// The engine of run `id` and its full id, refusing a run that has ended.
-async fn live_run(studio: &Shared, id: &str) -> Result<(Engine, String), StudioError> {
-    let (agent, run_id) = studio.find_run(id).await?;
-    let engine = studio.engine_for(&agent);
-    let snap = engine
-        .stored_snapshot(&run_id)
-        .await
-        .map_err(refused)?
-        .ok_or_else(|| StudioError::not_found(format!("run {run_id} is no longer stored")))?;
-    if snap.run.is_terminated() {
+/// Run `id` (its id or a unique prefix) rebuilt from the store, with its agent; refused
+/// when it has ended.
+async fn live_run(studio: &Shared, id: &str) -> Result<(Workflow, StoredRunView), StudioError> {
+    let (agent, stored, _) = studio.read_run(id).await?;
+    let view = StoredRunView::rebuild(&agent, &stored)
+        .map_err(|e| StudioError::internal(e.to_string()))?;
+    if view.run.is_terminated() {
         return Err(StudioError::refused(format!(
-            "run {run_id} has ended ({}); an event sent now would only be kept as evidence: fork it from an event instead",
-            crate::history::RunOutcome::of(&snap.run).as_str()
+            "run {} has ended ({}); an event sent now would only be kept as evidence: fork it from an event instead",
+            view.run_id,
+            crate::history::RunOutcome::of(&view.run).as_str()
         )));
     }
-    Ok((engine, run_id))
+    Ok((agent, view))
 }
 
 fn to_run(run_id: &str, note: &str) -> Response {
@@ -78,11 +80,23 @@ pub(super) async fn send(
 ) -> Response {
     let result = async {
         let (name, payload) = typed_event("the event", &form.event)?;
-        let (engine, run_id) = live_run(&studio, &id).await?;
-        engine
-            .send_named(&run_id, &name, payload)
-            .await
-            .map_err(refused)?;
+        let (agent, view) = live_run(&studio, &id).await?;
+        let run_id = view.run_id.clone();
+        match (&studio.runs, studio.engine_for(&agent)) {
+            (_, Some(engine)) => {
+                engine
+                    .send_named(&run_id, &name, payload)
+                    .await
+                    .map_err(refused)?;
+            }
+            #[cfg(feature = "nats")]
+            (Runs::Nats { reader, opts }, None) => {
+                let fields = payload.try_json().cloned().unwrap_or_default();
+                super::nats::send(reader, opts, &agent, &view, &name, fields).await?;
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Err(StudioError::internal("no engine acts on this run")),
+        }
         tracing::info!(run = %run_id, event = %name, "studio: event sent");
         Ok::<_, StudioError>(to_run(&run_id, "sent"))
     }
@@ -126,11 +140,19 @@ pub(super) async fn start(State(studio): State<Shared>, Form(form): Form<StartFo
         if thread.is_some_and(|t| t.len() > 128) {
             return Err(StudioError::bad("a thread id is at most 128 characters"));
         }
-        let run_id = studio
-            .engine_for(&agent)
-            .start_run_named(thread, &name, payload)
-            .await
-            .map_err(refused)?;
+        let run_id = match (&studio.runs, studio.engine_for(&agent)) {
+            (_, Some(engine)) => engine
+                .start_run_named(thread, &name, payload)
+                .await
+                .map_err(refused)?,
+            #[cfg(feature = "nats")]
+            (Runs::Nats { reader, opts }, None) => {
+                let fields = payload.try_json().cloned().unwrap_or_default();
+                super::nats::start(reader, opts, &agent, thread, &name, fields).await?
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Err(StudioError::internal("no engine acts on this run")),
+        };
         tracing::info!(run = %run_id, event = %name, "studio: run started");
         Ok(to_run(&run_id, "started"))
     }
@@ -150,12 +172,23 @@ pub(super) async fn cancel(
     Form(form): Form<CancelForm>,
 ) -> Response {
     let result = async {
-        let (engine, run_id) = live_run(&studio, &id).await?;
+        let (agent, view) = live_run(&studio, &id).await?;
+        let run_id = view.run_id.clone();
         let reason: String = match form.reason.trim() {
             "" => "cancelled from the studio".to_string(),
             r => r.chars().take(MAX_REASON).collect(),
         };
-        engine.cancel(&run_id, &reason).await.map_err(refused)?;
+        match (&studio.runs, studio.engine_for(&agent)) {
+            (_, Some(engine)) => {
+                engine.cancel(&run_id, &reason).await.map_err(refused)?;
+            }
+            #[cfg(feature = "nats")]
+            (Runs::Nats { reader, opts }, None) => {
+                super::nats::cancel(reader, opts, &agent, &view, &reason).await?;
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Err(StudioError::internal("no engine acts on this run")),
+        }
         tracing::info!(run = %run_id, "studio: run cancelled");
         Ok::<_, StudioError>(to_run(&run_id, "cancelled"))
     }
@@ -199,7 +232,11 @@ pub(super) async fn fork(
             }
         };
         let (agent, run_id) = studio.find_run(&id).await?;
-        let engine = studio.engine_for(&agent);
+        let Some(engine) = studio.engine_for(&agent) else {
+            return Err(StudioError::refused(
+                "forking a run of the NATS engine is not supported yet; fork a run of the embedded store",
+            ));
+        };
         let opts = ForkOptions {
             reapply: form.no_reapply.is_none(),
             settle: FORK_SETTLE,

@@ -10,17 +10,19 @@ mod graph;
 mod html;
 mod list;
 mod live;
+#[cfg(feature = "nats")]
+mod nats;
 mod run_facts;
 mod run_page;
 mod server;
 mod state;
 mod token;
 
-use super::args::{EngineKind, StoreArgs};
+use super::args::{EngineArg, EngineKind, ReadArgs};
 use super::fail::{Fail, internal, invalid};
-use super::store::{db_path, flush_telemetry, open_engine};
+use super::store::{flush_telemetry, memory_keeps_nothing, open_engine};
 use crate::workflow::Workflow;
-use state::Studio;
+use state::{Runs, Studio};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,7 +32,9 @@ use token::{COOKIE_PREFIX, Token};
 #[derive(clap::Args)]
 #[command(
     after_help = "The studio opens the agent's database as `send` does (its live runs go on in this process: a
-timer due or a child's end is handled here) and serves, until Ctrl-C:
+timer due or a child's end is handled here) — or, with --engine nats://…, reads the agent
+class's journal and publishes events on its stream for its workers (forking is not supported
+there yet) — and serves, until Ctrl-C:
 
   /                  the runs, newest first: filter by status, page on
   /runs/RUN          a run: where it stands, the graph with its path, executions (attempts,
@@ -50,12 +54,13 @@ Examples:
   studio                                serve on http://127.0.0.1:7878/
   studio --listen 127.0.0.1:0 --json    a free port; prints {\"url\", \"login_url\", \"token\", \"db\"}
   studio --db runs.db
+  studio --engine nats://127.0.0.1:4222   the agent class on NATS: its workers run the runs
 
 Exit codes: 0 stopped by Ctrl-C, 2 invalid flags or an address in use, 3 a database failure."
 )]
 pub(super) struct StudioArgs {
     #[command(flatten)]
-    store: StoreArgs,
+    from: ReadArgs,
     /// Where to listen (port 0: a free one).
     #[arg(long, default_value = "127.0.0.1:7878", value_name = "ADDR")]
     listen: SocketAddr,
@@ -83,7 +88,31 @@ pub(super) async fn studio_cmd(workflow: &Workflow, a: StudioArgs) -> Result<u8,
     let addr = listener
         .local_addr()
         .map_err(|e| internal(format!("cannot read the listening address: {e}")))?;
-    let engine = open_engine(workflow, EngineKind::Sqlite, &a.store).await?;
+    let (runs, place) = match &a.from.engine {
+        EngineArg::Local(EngineKind::Memory) => return Err(memory_keeps_nothing("studio")),
+        EngineArg::Local(kind) => (
+            Runs::Embedded(open_engine(workflow, *kind, &a.from.store).await?),
+            super::reader::where_runs(&a.from, workflow),
+        ),
+        #[cfg(feature = "nats")]
+        EngineArg::Nats(url) => {
+            let (reader, opts) = super::reader::open_nats_reader(workflow, url, &a.from).await?;
+            let place = reader.place.clone();
+            (
+                Runs::Nats {
+                    reader: Box::new(reader),
+                    opts: Box::new(opts),
+                },
+                place,
+            )
+        }
+        #[cfg(not(feature = "nats"))]
+        EngineArg::Nats(_) => {
+            return Err(invalid(
+                "this agent was built without the `nats` feature of saap",
+            ));
+        }
+    };
     let token = Token::generate()
         .map_err(|e| internal(format!("cannot make a token from /dev/urandom: {e}")))?;
     let mut hosts = vec![addr.to_string()];
@@ -92,7 +121,7 @@ pub(super) async fn studio_cmd(workflow: &Workflow, a: StudioArgs) -> Result<u8,
     }
     let url = format!("http://{addr}/");
     let login_url = format!("{url}?token={}", token.reveal());
-    let db = db_path(workflow, &a.store).display().to_string();
+    let db = place;
     {
         let mut out = std::io::stdout().lock();
         let line = if a.json {
@@ -109,7 +138,7 @@ pub(super) async fn studio_cmd(workflow: &Workflow, a: StudioArgs) -> Result<u8,
     }
     let shutdown = tokio_util::sync::CancellationToken::new();
     let studio = Arc::new(Studio {
-        engine: engine.clone(),
+        runs,
         workflow: workflow.clone(),
         token,
         cookie: format!("{COOKIE_PREFIX}{}", addr.port()),
@@ -117,7 +146,7 @@ pub(super) async fn studio_cmd(workflow: &Workflow, a: StudioArgs) -> Result<u8,
         streams: AtomicUsize::new(0),
         shutdown: shutdown.clone(),
     });
-    let app = server::router(studio);
+    let app = server::router(studio.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             let _ = tokio::signal::ctrl_c().await;
@@ -127,6 +156,9 @@ pub(super) async fn studio_cmd(workflow: &Workflow, a: StudioArgs) -> Result<u8,
         .await
         .map_err(|e| internal(format!("the studio's server failed: {e}")))?;
     eprintln!("studio stopped");
-    flush_telemetry(&engine);
+    #[allow(irrefutable_let_patterns)]
+    if let Runs::Embedded(engine) = &studio.runs {
+        flush_telemetry(engine);
+    }
     Ok(0)
 }

@@ -13,9 +13,22 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
+/// Where the runs are, and what acts on them.
+pub(super) enum Runs {
+    /// The embedded store, through the engine opened over it as `send` opens it (its live
+    /// runs go on in this process).
+    Embedded(Engine),
+    /// An agent class on NATS JetStream: its journal read, events published on its stream
+    /// for its workers (the studio is not one).
+    #[cfg(feature = "nats")]
+    Nats {
+        reader: Box<super::super::reader::NatsReader>,
+        opts: Box<crate::nats::NatsOptions>,
+    },
+}
+
 pub(super) struct Studio {
-    /// The engine over the store, opened as `send` opens it (its live runs resumed here).
-    pub(super) engine: Engine,
+    pub(super) runs: Runs,
     pub(super) workflow: Workflow,
     pub(super) token: Token,
     /// The cookie that carries the token: named after the port, so that two studios on one
@@ -33,7 +46,11 @@ pub(super) type Shared = Arc<Studio>;
 
 impl Studio {
     pub(super) fn backend(&self) -> &Arc<dyn Backend> {
-        self.engine.backend()
+        match &self.runs {
+            Runs::Embedded(engine) => engine.backend(),
+            #[cfg(feature = "nats")]
+            Runs::Nats { reader, .. } => &reader.backend,
+        }
     }
 
     /// The agents whose runs the studio shows: this one and those it delegates to.
@@ -63,11 +80,15 @@ impl Studio {
             })
     }
 
-    /// The engine that acts on runs of `agent`.
-    pub(super) fn engine_for(&self, agent: &Workflow) -> Engine {
-        self.engine
-            .agent(agent.name())
-            .unwrap_or_else(|| self.engine.clone())
+    /// The engine that acts on runs of `agent`: `None` on NATS (its workers do).
+    pub(super) fn engine_for(&self, agent: &Workflow) -> Option<Engine> {
+        match &self.runs {
+            Runs::Embedded(engine) => {
+                Some(engine.agent(agent.name()).unwrap_or_else(|| engine.clone()))
+            }
+            #[cfg(feature = "nats")]
+            Runs::Nats { .. } => None,
+        }
     }
 
     /// A run named in a URL (its id or a unique prefix), among the agents' runs: its agent
