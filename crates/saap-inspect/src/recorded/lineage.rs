@@ -1,46 +1,10 @@
-//! Where a forked run came from ([`lineage`]): the run it was forked from and the event it
-//! departs at, as its first journal entry records them (`"fork": {"r", "at", "n"}`), and
-//! which of its executions were reused from that run (completed within the `n` entries it
-//! began with) and which ran live. `explain --run` says so; `<agent> show` reads the same.
-//! Must not read anything (the rows are given).
+//! Where a forked run came from ([`lineage`]), read from stored journal rows: the origin its
+//! first entry records (`"fork": {"r", "at", "n"}`) and its completions, made into the
+//! core's [`Lineage`] (which `<agent> show` makes from the same journal). `explain --run`
+//! says it. Must not read anything (the rows are given).
 
 use super::JournalRun;
-use serde::Serialize;
-
-/// A forked run's origin and its executions, reused or live.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Lineage {
-    /// The run it was forked from.
-    pub run_id: String,
-    /// The event (its position in that run's log) the fork departs at.
-    pub at: u64,
-    /// The original's journal entries the fork began with.
-    pub entries: u64,
-    /// Executions completed within those entries: the original's outputs, not run again.
-    pub reused: Vec<String>,
-    /// Executions completed after them: run live in the fork.
-    pub live: Vec<String>,
-}
-
-impl Lineage {
-    /// One line, as `<agent> show` prints it.
-    pub fn text(&self) -> String {
-        let list = |xs: &[String]| {
-            if xs.is_empty() {
-                "none".to_string()
-            } else {
-                xs.join(", ")
-            }
-        };
-        format!(
-            "forked from run {} at event [{}]: executions reused from it (not run again): {}; run live: {}",
-            self.run_id,
-            self.at,
-            list(&self.reused),
-            list(&self.live)
-        )
-    }
-}
+pub use saap_dispatch::lineage::Lineage;
 
 /// The run's lineage, or `None` for a run that is not a fork.
 pub fn lineage(j: &JournalRun) -> Option<Lineage> {
@@ -48,32 +12,15 @@ pub fn lineage(j: &JournalRun) -> Option<Lineage> {
     let run_id = fork.get("r")?.as_str()?.to_string();
     let at = fork.get("at")?.as_u64()?;
     let entries = fork.get("n")?.as_u64()?;
-    let (mut reused, mut live) = (Vec::new(), Vec::new());
-    for row in &j.entries {
+    let completions = j.entries.iter().filter_map(|row| {
         let input = &row.entry["i"];
-        if input["in"] != "complete" {
-            continue;
-        }
-        let Some(x) = input["execution"].as_u64() else {
-            continue;
-        };
-        let list = if row.index < entries {
-            &mut reused
-        } else {
-            &mut live
-        };
-        let name = format!("x{x}");
-        if !list.contains(&name) {
-            list.push(name);
-        }
-    }
-    Some(Lineage {
-        run_id,
-        at,
-        entries,
-        reused,
-        live,
-    })
+        (input["in"] == "complete")
+            .then(|| input["execution"].as_u64())
+            .flatten()
+            .and_then(|x| u32::try_from(x).ok())
+            .map(|x| (row.index, x))
+    });
+    Some(Lineage::new(run_id, at, entries, completions))
 }
 
 #[cfg(test)]

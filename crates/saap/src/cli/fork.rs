@@ -164,53 +164,25 @@ fn report(f: &Forked, json: bool) -> Result<(), Fail> {
     Ok(())
 }
 
-/// Where a forked run came from and which of its executions were reused (completed within
-/// the original's entries it began with: the original's outputs) or ran live; `None` for a
-/// run that is not a fork. `show` prints it (`forked_from` in `--json`).
-pub(super) fn lineage(stored: &crate::backend::StoredRun) -> Option<serde_json::Value> {
+/// Where a forked run came from and which of its executions were reused or ran live; `None`
+/// for a run that is not a fork. `show` prints it (`forked_from` in `--json`), as does the
+/// studio's run page.
+pub(super) fn lineage(
+    stored: &crate::backend::StoredRun,
+) -> Option<saap_dispatch::lineage::Lineage> {
     let origin = stored.journal.first()?.fork.clone()?;
-    let mut reused: Vec<String> = Vec::new();
-    let mut live: Vec<String> = Vec::new();
-    for (i, e) in stored.journal.iter().enumerate() {
-        if let crate::backend::StoredInput::Complete { execution, .. } = &e.input {
-            let list = if i < origin.entries as usize {
-                &mut reused
-            } else {
-                &mut live
-            };
-            let x = format!("x{execution}");
-            if !list.contains(&x) {
-                list.push(x);
-            }
-        }
-    }
-    Some(serde_json::json!({
-        "run_id": origin.run_id,
-        "at": origin.at,
-        "entries": origin.entries,
-        "reused": reused,
-        "live": live,
-    }))
-}
-
-/// [`lineage`] as one line.
-pub(super) fn lineage_text(v: &serde_json::Value) -> String {
-    let list = |key: &str| {
-        let xs: Vec<&str> = v[key]
-            .as_array()
-            .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
-            .unwrap_or_default();
-        if xs.is_empty() {
-            "none".to_string()
-        } else {
-            xs.join(", ")
-        }
-    };
-    format!(
-        "forked from run {} at event [{}]: executions reused from it (not run again): {}; run live: {}",
-        v["run_id"].as_str().unwrap_or("?"),
-        v["at"],
-        list("reused"),
-        list("live")
-    )
+    let completions = stored
+        .journal
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.input {
+            crate::backend::StoredInput::Complete { execution, .. } => Some((i as u64, *execution)),
+            _ => None,
+        });
+    Some(saap_dispatch::lineage::Lineage::new(
+        origin.run_id,
+        u64::from(origin.at),
+        u64::from(origin.entries),
+        completions,
+    ))
 }

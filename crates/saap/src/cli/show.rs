@@ -118,7 +118,7 @@ pub(super) async fn show_cmd(workflow: &Workflow, a: ShowArgs) -> Result<u8, Fai
     )
     .map_err(io)?;
     if let Some(origin) = super::fork::lineage(&stored) {
-        writeln!(out, "{}", super::fork::lineage_text(&origin)).map_err(io)?;
+        writeln!(out, "{}", origin.text()).map_err(io)?;
     }
     writeln!(out).map_err(io)?;
     out.write_all(timeline_with(run, &view.display_by).as_bytes())

@@ -55,11 +55,8 @@ async fn live_run(studio: &Shared, id: &str) -> Result<(Workflow, StoredRunView)
     let view = StoredRunView::rebuild(&agent, &stored)
         .map_err(|e| StudioError::internal(e.to_string()))?;
     if view.run.is_terminated() {
-        return Err(StudioError::refused(format!(
-            "run {} has ended ({}); an event sent now would only be kept as evidence: fork it from an event instead",
-            view.run_id,
-            crate::history::RunOutcome::of(&view.run).as_str()
-        )));
+        let ended = super::super::send::ended_run(&view.run_id, &view.run);
+        return Err(StudioError::refused(ended.message));
     }
     Ok((agent, view))
 }

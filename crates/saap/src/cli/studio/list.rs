@@ -2,11 +2,13 @@
 //! `runs --after`), filtered by status (`waiting` reads each live run to tell), with each
 //! live run's progress as the core derives it. Must not change a run.
 
+use super::super::runs::StatusArg;
 use super::html::{badge, esc, query_value};
 use super::state::{Studio, StudioError};
-use crate::backend::{RunQuery, RunSummary, StatusFilter};
+use crate::backend::{RunQuery, RunSummary};
 use crate::history::{StoredRunView, utc_time};
 use crate::workflow::Workflow;
+use clap::ValueEnum as _;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -44,7 +46,6 @@ impl ListQuery {
 /// Runs per page by default, and at most.
 const PAGE: usize = 50;
 const MAX_PAGE: usize = 500;
-const STATUSES: [&str; 6] = ["live", "waiting", "ended", "stopped", "failed", "cancelled"];
 
 /// A page of runs: each with its status (a live run's progress when it was read).
 pub(super) struct ListPage {
@@ -55,17 +56,22 @@ pub(super) struct ListPage {
 
 pub(super) async fn read(studio: &Studio, q: &ListQuery) -> Result<ListPage, StudioError> {
     let agent = studio.agent(q.agent.as_deref())?;
-    let status = match q.status.as_deref().filter(|s| !s.is_empty()) {
-        None => None,
-        Some("waiting") => Some(StatusFilter::Live),
-        Some(s) => Some(status_filter(s).ok_or_else(|| {
-            StudioError::bad(format!(
-                "`{}` is not a status: use one of {}",
-                s.chars().take(32).collect::<String>(),
-                STATUSES.join(", ")
-            ))
-        })?),
-    };
+    // The statuses `runs --status` takes, parsed as it parses them.
+    let status_arg = q
+        .status
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            StatusArg::from_str(s, false).map_err(|_| {
+                StudioError::bad(format!(
+                    "`{}` is not a status: use one of {}",
+                    s.chars().take(32).collect::<String>(),
+                    statuses().join(", ")
+                ))
+            })
+        })
+        .transpose()?;
+    let status = status_arg.map(StatusArg::filter);
     let limit = q.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
     let when = |v: &Option<String>| {
         ListQuery::given(v)
@@ -86,7 +92,7 @@ pub(super) async fn read(studio: &Studio, q: &ListQuery) -> Result<ListPage, Stu
     let backend = studio.backend();
     let mut progress: HashMap<String, &'static str> = HashMap::new();
     let mut resume_after = None;
-    let page = if q.status.as_deref() == Some("waiting") {
+    let page = if status_arg == Some(StatusArg::Waiting) {
         super::super::runs::waiting_page(&agent, backend, &query, &mut progress, &mut resume_after)
             .await
             .map_err(|f| StudioError::internal(f.message))?
@@ -117,15 +123,13 @@ pub(super) async fn read(studio: &Studio, q: &ListQuery) -> Result<ListPage, Stu
     })
 }
 
-fn status_filter(s: &str) -> Option<StatusFilter> {
-    Some(match s {
-        "live" => StatusFilter::Live,
-        "ended" => StatusFilter::Ended,
-        "stopped" => StatusFilter::Stopped,
-        "failed" => StatusFilter::Failed,
-        "cancelled" => StatusFilter::Cancelled,
-        _ => return None,
-    })
+/// The names of the statuses a list can be filtered by.
+fn statuses() -> Vec<String> {
+    StatusArg::value_variants()
+        .iter()
+        .filter_map(|v| v.to_possible_value())
+        .map(|p| p.get_name().to_string())
+        .collect()
 }
 
 /// A live run's progress (`running`, `waiting_event`, …), read from its journal; `live` when
@@ -167,7 +171,7 @@ pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage, signed_in:
          <label>status <select name=\"status\"><option value=\"\">any</option>",
         esc(agent)
     );
-    for s in STATUSES {
+    for s in statuses() {
         let _ = write!(
             out,
             "<option{}>{s}</option>",

@@ -84,27 +84,25 @@ pub(super) fn render(p: &RunPage<'_>) -> String {
         let _ = write!(out, "<p class=\"notice\" role=\"status\">{}</p>", esc(n));
     }
     if let Some(origin) = super::super::fork::lineage(p.stored) {
-        let list = |key: &str| {
-            origin[key]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str())
-                        .map(|x| format!("<a href=\"#{x}\">{x}</a>"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "none".to_string())
+        let list = |xs: &[String]| {
+            let links: Vec<String> = xs
+                .iter()
+                .map(|x| format!("<a href=\"#{x}\">{x}</a>"))
+                .collect();
+            if links.is_empty() {
+                "none".to_string()
+            } else {
+                links.join(" ")
+            }
         };
         let _ = write!(
             out,
             "<p class=\"lineage\">forked from run <a href=\"/runs/{r}\"><code>{r}</code></a> at \
              event [{at}]: executions reused from it (not run again): {reused}; run live: {live_xs}</p>",
-            r = esc(origin["run_id"].as_str().unwrap_or("")),
-            at = origin["at"],
-            reused = list("reused"),
-            live_xs = list("live"),
+            r = esc(&origin.run_id),
+            at = origin.at,
+            reused = list(&origin.reused),
+            live_xs = list(&origin.live),
         );
     }
     match view.result() {
@@ -136,7 +134,7 @@ pub(super) fn render(p: &RunPage<'_>) -> String {
         svg(p.spec, Some(&run_path(view)))
     );
     out.push_str(&executions(p, &facts));
-    out.push_str(&events(p, &facts, live));
+    out.push_str(&events(p, &facts));
     out.push_str(&children(view));
     out.push_str(&timers(view));
     out.push_str(&effects(p.effects));
@@ -425,7 +423,7 @@ fn event_link(view: &StoredRunView, seq: u32) -> String {
     format!("<a href=\"#e{seq}\">[{seq}] {}</a>", esc(name))
 }
 
-fn events(p: &RunPage<'_>, facts: &RunFacts, live: bool) -> String {
+fn events(p: &RunPage<'_>, facts: &RunFacts) -> String {
     let view = p.view;
     let run = &view.run;
     let total = run.log().len();
@@ -506,7 +504,6 @@ fn events(p: &RunPage<'_>, facts: &RunFacts, live: bool) -> String {
         );
     }
     out.push_str("</tbody></table>");
-    let _ = live;
     out
 }
 
