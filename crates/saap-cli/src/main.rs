@@ -28,6 +28,7 @@ use std::process::ExitCode;
   saap inspect --server nats://127.0.0.1:4222 streams
   saap report --symptom runs-twice --step translate examples/specs/optional-trap.yaml
   saap mcp --server nats://127.0.0.1:4222 --root .   (MCP server for coding agents)
+  saap studio --db agent.db agent.json         (a store's runs in a web page, read-only)
 
 Exit codes: 0 ok, 1 problems found, 2 invalid input or usage, 3 internal or I/O failure.")]
 struct Cli {
@@ -55,6 +56,8 @@ enum Command {
     Report(Box<cmd::report::ReportArgs>),
     /// Serve the debugger to coding agents over the Model Context Protocol (stdio), read-only.
     Mcp(Box<mcp::McpArgs>),
+    /// A web page of an agent's runs (a store read-only, or a class on NATS), from its spec.
+    Studio(Box<cmd::studio::StudioArgs>),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd::inspect::run(*a),
         Command::Report(a) => cmd::report::run(*a),
         Command::Mcp(a) => mcp::run(*a),
+        Command::Studio(a) => cmd::studio::run(*a),
     };
     match result {
         Ok(code) => code,

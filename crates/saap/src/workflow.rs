@@ -682,6 +682,32 @@ impl Workflow {
             resource_needs: Vec::new(),
         }
     }
+    /// A workflow known by its spec alone, without step code: what a tool that only reads
+    /// runs (the generic `saap studio`) needs to rebuild and show them. It must never reach
+    /// an engine, which would have no body to run ([`Workflow::has_code`] tells the kinds
+    /// apart).
+    #[cfg_attr(not(feature = "studio"), allow(dead_code))]
+    pub(crate) fn from_spec(compiled: Arc<CompiledSpec>) -> Workflow {
+        Workflow {
+            inner: Arc::new(WorkflowInner {
+                spec: compiled.source.clone(),
+                config_checks: Vec::new(),
+                resources: Resources::default(),
+                resource_needs: Vec::new(),
+                compiled,
+                steps: Vec::new(),
+                rust_names: Vec::new(),
+                delegates: Vec::new(),
+            }),
+        }
+    }
+
+    /// Whether the workflow has its steps' code (every workflow but one made by
+    /// [`Workflow::from_spec`]).
+    pub(crate) fn has_code(&self) -> bool {
+        self.inner.steps.len() == self.inner.spec.steps.len()
+    }
+
     /// The workflow spec (exactly what runs).
     pub fn spec(&self) -> &WorkflowSpec {
         &self.inner.spec

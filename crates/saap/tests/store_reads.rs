@@ -516,3 +516,72 @@ async fn a_database_left_with_half_its_parent_columns_is_repaired_when_opened() 
     engine.wait_for_end(&ids[1]).await.unwrap();
     engine.halt();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_opened_read_only_reads_writes_nothing_and_is_not_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ro.db");
+    let ids = {
+        let (engine, backend) = open(&path).await;
+        let ids = start(&engine, &["a", "wait"]).await;
+        engine.halt();
+        drop(backend);
+        ids
+    };
+    let files = |d: &std::path::Path| {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                (p.display().to_string(), std::fs::read(&p).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files(dir.path());
+    let ro = SqliteBackend::open_read_only(&path).unwrap();
+    let page = ro
+        .list_runs("Reads", &query(None, 0, 10))
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(page.runs.len(), 2);
+    let run = ro.read_run("Reads", &ids[1]).wait().await.unwrap().unwrap();
+    assert!(!run.ended);
+    let write = ro
+        .ctx_set(
+            saap::backend::Scope::Thread("t".into()),
+            "k",
+            serde_json::json!(1),
+        )
+        .wait()
+        .await;
+    assert!(write.is_err(), "a read-only store refuses writes");
+    assert_eq!(
+        files(dir.path()),
+        before,
+        "nothing written, not even a lock file"
+    );
+    // An engine takes the file (exclusively) while the reader is open.
+    let (engine, _) = open(&path).await;
+    engine.halt();
+    drop(ro);
+
+    let fresh = tempfile::tempdir().unwrap();
+    let missing = SqliteBackend::open_read_only(fresh.path().join("none.db"))
+        .err()
+        .unwrap();
+    assert_eq!(missing.code(), "SAAP-S003", "{missing}");
+    assert!(
+        std::fs::read_dir(fresh.path()).unwrap().next().is_none(),
+        "nothing created"
+    );
+    let other = fresh.path().join("other.db");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE t(x);")
+        .unwrap();
+    let refused = SqliteBackend::open_read_only(&other).err().unwrap();
+    assert_eq!(refused.code(), "SAAP-S008", "{refused}");
+}

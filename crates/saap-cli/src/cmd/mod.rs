@@ -14,3 +14,4 @@ mod inspect_format;
 mod nats_flags;
 pub mod report;
 pub mod simulate;
+pub mod studio;

@@ -50,6 +50,10 @@ pub enum StoreError {
         store: &'static str,
         what: &'static str,
     },
+    #[error(
+        "SAAP-S008: `{path}` cannot be read as a saap database ({detail}); nothing was changed in it"
+    )]
+    NotReadable { path: String, detail: String },
 }
 
 impl StoreError {
@@ -62,6 +66,7 @@ impl StoreError {
             StoreError::Halted => "SAAP-S005",
             StoreError::BadRow { .. } => "SAAP-S006",
             StoreError::Unsupported { .. } => "SAAP-S007",
+            StoreError::NotReadable { .. } => "SAAP-S008",
         }
     }
 }

@@ -93,6 +93,23 @@ fn classify(path: &Path, e: &rusqlite::Error) -> StoreError {
     }
 }
 
+/// `path` as an SQLite URI with `query` (the characters a URI gives meaning to escaped).
+fn read_only_uri(path: &Path, query: &str) -> String {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut s = String::from("file:");
+    for c in abs.to_string_lossy().chars() {
+        match c {
+            '%' => s.push_str("%25"),
+            '?' => s.push_str("%3f"),
+            '#' => s.push_str("%23"),
+            c => s.push(c),
+        }
+    }
+    s.push('?');
+    s.push_str(query);
+    s
+}
+
 fn io(e: rusqlite::Error) -> StoreError {
     StoreError::Io {
         detail: e.to_string(),
@@ -112,6 +129,85 @@ impl SqliteBackend {
         let path = path.as_ref().to_path_buf();
         let conn = Connection::open(&path).map_err(|e| classify(&path, &e))?;
         setup(&conn, &opts).map_err(|e| classify(&path, &e))?;
+        SqliteBackend::serve(conn, path, &opts)
+    }
+
+    /// Opens an existing database to read only, for a tool that shows runs without owning
+    /// them (the generic `saap studio --db`): nothing is created, migrated or written (a
+    /// write answers an error). A database closed cleanly (no write-ahead log beside it) is
+    /// opened as immutable: no lock, not even a shared-memory file, so its agent can open
+    /// it meanwhile (reads may then miss what it writes, or fail on it: reopen to see new
+    /// runs). One with a log (its agent was
+    /// killed) is read with the log, and its agent cannot take it until this reader closes.
+    /// One an agent holds is refused (`SAAP-S002`); one of an older schema too (open it
+    /// once with the agent to update it).
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteBackend, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if !path.is_file() {
+            return Err(StoreError::Open {
+                path: path.display().to_string(),
+                detail: "no such file".into(),
+            });
+        }
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        let clean = std::fs::metadata(&wal).map_or(true, |m| m.len() == 0);
+        let query = if clean {
+            "mode=ro&immutable=1"
+        } else {
+            "mode=ro"
+        };
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(read_only_uri(&path, query), flags)
+            .map_err(|e| classify(&path, &e))?;
+        let check = || -> Result<Option<String>, rusqlite::Error> {
+            conn.busy_timeout(Duration::from_millis(200))?;
+            conn.pragma_update(None, "query_only", true)?;
+            let tables: i64 = conn.query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'
+                 AND name IN ('saap_meta', 'runs', 'journal', 'effects')",
+                [],
+                |r| r.get(0),
+            )?;
+            if tables < 4 {
+                return Ok(Some("it lacks saap's tables".into()));
+            }
+            let v: Option<i64> = conn
+                .query_row("SELECT value FROM saap_meta WHERE key='schema'", [], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            let parents: i64 = conn.query_row(
+                "SELECT count(*) FROM pragma_table_info('runs')
+                 WHERE name IN ('parent_run_id', 'parent_class')",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(match v {
+                Some(SCHEMA_VERSION) if parents == 2 => None,
+                Some(SCHEMA_VERSION) | Some(1) => Some(
+                    "an earlier saap wrote it; open it once with the agent (`<agent> runs --db PATH`) to update it"
+                        .into(),
+                ),
+                v => Some(format!("schema version {v:?}, this saap reads {SCHEMA_VERSION}")),
+            })
+        };
+        match check().map_err(|e| classify(&path, &e))? {
+            None => SqliteBackend::serve(conn, path, &SqliteOptions::default()),
+            Some(detail) => Err(StoreError::NotReadable {
+                path: path.display().to_string(),
+                detail,
+            }),
+        }
+    }
+
+    /// The store thread over an opened connection.
+    fn serve(
+        conn: Connection,
+        path: PathBuf,
+        opts: &SqliteOptions,
+    ) -> Result<SqliteBackend, StoreError> {
         let halted = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
         let worker = Worker {

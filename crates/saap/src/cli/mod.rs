@@ -120,6 +120,45 @@ where
     }
 }
 
+/// The studio of agents known by their specs alone (the generic `saap studio`): their runs
+/// read from a store, read-only, or from an agent class on NATS JetStream, whose workers act
+/// on runs (start, send, cancel; replay and fork need the agent's code). `specs`: the
+/// studio's agent first, then the agents it delegates to. `args` as `<agent> studio` takes
+/// them, the first the program name.
+#[cfg(feature = "studio")]
+pub fn studio_of_specs<I, T>(specs: Vec<saap_dispatch::CompiledSpec>, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let mut specs = specs.into_iter().map(std::sync::Arc::new);
+    let Some(first) = specs.next() else {
+        eprintln!("error: the studio needs an agent's spec");
+        return ExitCode::from(2);
+    };
+    let workflow = specs.fold(Workflow::from_spec(first), |w, other| {
+        w.with_delegate(Workflow::from_spec(other))
+    });
+    let cmd = <studio::StudioArgs as clap::Args>::augment_args(clap::Command::new("saap studio"));
+    let parsed = cmd
+        .try_get_matches_from(args)
+        .and_then(|m| <studio::StudioArgs as clap::FromArgMatches>::from_arg_matches(&m));
+    let a = match parsed {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match block_on(studio::studio_cmd(&workflow, a)) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
 fn program_name(workflow: &Workflow) -> String {
     std::env::args_os()
         .next()

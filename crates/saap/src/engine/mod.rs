@@ -181,6 +181,10 @@ impl Engine {
 
     /// One engine for one workflow.
     fn one(workflow: Workflow, backend: Arc<dyn Backend>, opts: EngineOptions) -> Engine {
+        debug_assert!(
+            workflow.has_code(),
+            "a workflow without step code was handed to an engine"
+        );
         let fingerprint = workflow.compiled().fingerprint();
         let type_names: Arc<[EventName]> = workflow
             .compiled()

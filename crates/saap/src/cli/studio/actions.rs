@@ -6,7 +6,7 @@
 use super::html::esc;
 #[cfg(feature = "nats")]
 use super::state::Runs;
-use super::state::{Shared, StudioError};
+use super::state::{Action, Shared, StudioError};
 use crate::engine::{Engine, EngineError};
 use crate::event::Payload;
 use crate::fork::{ForkChange, ForkOptions};
@@ -76,6 +76,7 @@ pub(super) async fn send(
     Form(form): Form<SendForm>,
 ) -> Response {
     let result = async {
+        studio.allow(Action::Send)?;
         let (name, payload) = typed_event("the event", &form.event)?;
         let (agent, view) = live_run(&studio, &id).await?;
         let run_id = view.run_id.clone();
@@ -120,6 +121,7 @@ pub(super) struct StartForm {
 /// Starts a run, as `run --message` or `run --event` does, and goes to its page.
 pub(super) async fn start(State(studio): State<Shared>, Form(form): Form<StartForm>) -> Response {
     let result = async {
+        studio.allow(Action::Start)?;
         let agent = studio.agent(Some(form.agent.as_str()))?;
         let (name, payload) = if !form.event.trim().is_empty() {
             typed_event("the start event", &form.event)?
@@ -169,6 +171,7 @@ pub(super) async fn cancel(
     Form(form): Form<CancelForm>,
 ) -> Response {
     let result = async {
+        studio.allow(Action::Cancel)?;
         let (agent, view) = live_run(&studio, &id).await?;
         let run_id = view.run_id.clone();
         let reason: String = match form.reason.trim() {
@@ -228,11 +231,10 @@ pub(super) async fn fork(
                 )));
             }
         };
+        studio.allow(Action::Fork)?;
         let (agent, run_id) = studio.find_run(&id).await?;
         let Some(engine) = studio.engine_for(&agent) else {
-            return Err(StudioError::refused(
-                "forking a run of the NATS engine is not supported yet; fork a run of the embedded store",
-            ));
+            return Err(StudioError::internal("no engine acts on this run"));
         };
         let opts = ForkOptions {
             reapply: form.no_reapply.is_none(),
@@ -253,6 +255,7 @@ pub(super) async fn replay(
     Path(id): Path<String>,
 ) -> Response {
     let result = async {
+        studio.allow(Action::Replay)?;
         let (agent, stored, effects) = studio.read_run(&id).await?;
         let report = Engine::replay_stored(&agent, &stored, effects)
             .await

@@ -47,6 +47,8 @@ pub(super) struct Shell<'a> {
     pub(super) agent: &'a str,
     /// Whether this browser holds the studio's token (actions are offered as usable).
     pub(super) signed_in: bool,
+    /// Whether anything can act on runs here (not a store read without the agents' code).
+    pub(super) acts: bool,
 }
 
 /// A whole page: the shell around `body` (already HTML).
@@ -65,10 +67,10 @@ pub(super) fn page(shell: &Shell<'_>, body: &str) -> String {
          <span class=\"who\">{who}</span></header>\n<main>{body}</main></body></html>\n",
         title = esc(shell.title),
         agent = esc(shell.agent),
-        who = if shell.signed_in {
-            "actions enabled"
-        } else {
-            "read-only: open the link the studio printed to enable actions"
+        who = match (shell.acts, shell.signed_in) {
+            (false, _) => "read-only: the agents' specs without their code",
+            (true, true) => "actions enabled",
+            (true, false) => "read-only: open the link the studio printed to enable actions",
         },
     );
     out

@@ -4,7 +4,7 @@
 
 use super::super::runs::StatusArg;
 use super::html::{badge, esc, query_value};
-use super::state::{Studio, StudioError};
+use super::state::{Action, Studio, StudioError};
 use crate::backend::{RunQuery, RunSummary};
 use crate::history::{StoredRunView, utc_time};
 use crate::workflow::Workflow;
@@ -163,7 +163,7 @@ pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage, signed_in:
         }
         out.push_str("</p>");
     }
-    out.push_str(&start_form(agent, signed_in));
+    out.push_str(&start_form(agent, signed_in, studio.cannot(Action::Start)));
     let current = q.status.as_deref().unwrap_or("");
     let _ = write!(
         out,
@@ -254,8 +254,15 @@ pub(super) fn render(studio: &Studio, q: &ListQuery, page: &ListPage, signed_in:
     out
 }
 
-/// The form that starts a run of `agent`: a message, or a start event as JSON.
-fn start_form(agent: &str, signed_in: bool) -> String {
+/// The form that starts a run of `agent`: a message, or a start event as JSON; disabled
+/// (with why) when this studio starts nothing.
+fn start_form(agent: &str, signed_in: bool, cannot: Option<&str>) -> String {
+    if let Some(why) = cannot {
+        return format!(
+            "<p class=\"hint cannot\" data-cannot=\"start\">{}</p>",
+            esc(why)
+        );
+    }
     format!(
         "<details class=\"start\"><summary>Start a run</summary>\
          <form method=\"post\" action=\"/runs\"><input type=\"hidden\" name=\"agent\" value=\"{a}\">\

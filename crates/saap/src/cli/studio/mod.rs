@@ -90,6 +90,24 @@ pub(super) async fn studio_cmd(workflow: &Workflow, a: StudioArgs) -> Result<u8,
         .map_err(|e| internal(format!("cannot read the listening address: {e}")))?;
     let (runs, place) = match &a.from.engine {
         EngineArg::Local(EngineKind::Memory) => return Err(memory_keeps_nothing("studio")),
+        // Without the agents' code the store is read only: never owned, never written.
+        EngineArg::Local(_) if !workflow.has_code() => {
+            let path = super::store::db_path(workflow, &a.from.store);
+            let backend =
+                crate::backend::sqlite::SqliteBackend::open_read_only(&path).map_err(|e| {
+                    use crate::backend::StoreError as E;
+                    match e {
+                        E::Open { .. } | E::Corrupt { .. } | E::NotReadable { .. } => invalid(
+                            format!("{e}; give the database an agent writes with --db PATH"),
+                        ),
+                        e => internal(e.to_string()),
+                    }
+                })?;
+            (
+                Runs::Stored(Arc::new(backend)),
+                format!("{} (read-only)", path.display()),
+            )
+        }
         EngineArg::Local(kind) => (
             Runs::Embedded(open_engine(workflow, *kind, &a.from.store).await?),
             super::reader::where_runs(&a.from, workflow),
@@ -125,8 +143,14 @@ pub(super) async fn studio_cmd(workflow: &Workflow, a: StudioArgs) -> Result<u8,
     {
         let mut out = std::io::stdout().lock();
         let line = if a.json {
-            serde_json::json!({"url": url, "login_url": login_url, "token": token.reveal(), "db": db})
-                .to_string()
+            serde_json::json!({"url": url, "login_url": login_url, "token": token.reveal(), "db": db,
+                "read_only": matches!(runs, Runs::Stored(_))})
+            .to_string()
+        } else if matches!(runs, Runs::Stored(_)) {
+            format!(
+                "saap studio for `{}` ({db}) at {url}\nread-only: the agents' specs without their code; Ctrl-C stops",
+                workflow.name()
+            )
         } else {
             format!(
                 "saap studio for `{}` ({db}) at {url}\nopen {login_url} to enable actions (send, cancel, fork, replay) in that browser; Ctrl-C stops",

@@ -7,6 +7,7 @@
 use super::graph::{RunPath, svg};
 use super::html::{badge, duration, esc, json_block};
 use super::run_facts::{RunFacts, Usage};
+use super::state::Offers;
 use crate::backend::{EffectOutcome, EffectRecord, StoredRun};
 use crate::history::{StoredRunView, utc_time};
 use saap_dispatch::render::EventLabels;
@@ -32,7 +33,8 @@ pub(super) struct RunPage<'a> {
     pub(super) effects: &'a [EffectRecord],
     /// The run's agent's spec (a child run's agent may be another than the studio's).
     pub(super) spec: &'a WorkflowSpec,
-    pub(super) signed_in: bool,
+    /// The actions offered, and why one is not.
+    pub(super) offers: Offers,
     /// The first event and execution listed (paging).
     pub(super) events_from: usize,
     pub(super) executions_from: usize,
@@ -161,12 +163,25 @@ fn run_path(view: &StoredRunView) -> RunPath {
 }
 
 /// The forms of the run's actions: send and cancel while live; replay always. Forking is
-/// offered on each event from outside (in the events table).
+/// offered on each event from outside (in the events table). An action this studio cannot
+/// do is shown disabled, with why.
 fn actions(p: &RunPage<'_>, live: bool) -> String {
     let id = esc(&p.view.run_id);
-    let disabled = if p.signed_in { "" } else { " disabled" };
+    let o = &p.offers;
+    let disabled = |why: Option<&str>| {
+        if o.signed_in && why.is_none() {
+            ""
+        } else {
+            " disabled"
+        }
+    };
     let mut out = String::from("<div class=\"actions\"><h2>Actions</h2>");
-    if !p.signed_in {
+    let mut reasons: Vec<&str> = [o.send, o.fork, o.replay].into_iter().flatten().collect();
+    reasons.dedup();
+    for why in &reasons {
+        let _ = write!(out, "<p class=\"hint cannot\">{}</p>", esc(why));
+    }
+    if !o.signed_in && o.send.is_none() {
         out.push_str(
             "<p class=\"hint\">Actions need the studio's token: open the link the studio printed \
              (<code>…/?token=…</code>), or paste the token on <a href=\"/login\">the sign-in page</a>.</p>",
@@ -196,6 +211,7 @@ fn actions(p: &RunPage<'_>, live: bool) -> String {
              <input name=\"reason\" placeholder=\"why (kept on the run)\" aria-label=\"reason\">\
              <button type=\"submit\" class=\"danger\"{disabled}>Cancel the run</button></form>",
             first = esc(first),
+            disabled = disabled(o.send),
         );
     }
     let _ = write!(
@@ -203,7 +219,8 @@ fn actions(p: &RunPage<'_>, live: bool) -> String {
         "<form class=\"replay\" method=\"post\" action=\"/runs/{id}/replay\">\
          <button type=\"submit\"{disabled}>Replay</button> <span class=\"hint\">re-runs its step \
          bodies with this binary's code against the record (no model or tool is called) and says \
-         whether it reproduced</span></form></div>"
+         whether it reproduced</span></form></div>",
+        disabled = disabled(o.replay),
     );
     out
 }
@@ -444,7 +461,7 @@ fn events(p: &RunPage<'_>, facts: &RunFacts) -> String {
         "<table class=\"events\"><thead><tr><th>#</th><th>at</th><th>event</th><th>kind</th>\
          <th>from</th><th>payload</th></tr></thead><tbody>",
     );
-    let disabled = if p.signed_in { "" } else { " disabled" };
+    let disabled = if p.offers.signed_in { "" } else { " disabled" };
     for (seq, e) in run
         .log()
         .iter()
@@ -465,7 +482,8 @@ fn events(p: &RunPage<'_>, facts: &RunFacts) -> String {
         let after_stop = ended_at.is_some_and(|by| seq as u32 > by);
         let fields = view.fields(seq as u32);
         // Forking starts a new run at an event from outside before the end.
-        let forkable = seq > 0
+        let forkable = p.offers.fork.is_none()
+            && seq > 0
             && e.origin == Origin::Outside
             && facts.event_by[seq].is_none()
             && ended_at.is_none_or(|by| (seq as u32) < by);

@@ -6,7 +6,7 @@
 //! binary.
 
 use super::html::{self, esc};
-use super::state::{Shared, Studio, StudioError};
+use super::state::{Action, Shared, Studio, StudioError};
 use super::{actions, graph, list, live, run_page};
 use crate::history::StoredRunView;
 use axum::Router;
@@ -95,6 +95,13 @@ async fn guard(State(studio): State<Shared>, request: Request, next: Next) -> Re
                 ),
             }
             .into_response();
+        }
+        // A studio that acts on nothing says so, whoever asks.
+        if request.uri().path() != "/login"
+            && !studio.acts()
+            && let Err(e) = studio.allow(Action::Send)
+        {
+            return e.into_response();
         }
         if request.uri().path() != "/login" && !studio.signed_in(request.headers()) {
             return StudioError {
@@ -193,7 +200,7 @@ async fn run_page(
         stored: &stored,
         effects: &effects,
         spec: agent.spec(),
-        signed_in: studio.signed_in(&headers),
+        offers: studio.offers(&headers),
         events_from: q.events.unwrap_or(0),
         executions_from: q.xs.unwrap_or(0),
         notice,

@@ -25,6 +25,39 @@ pub(super) enum Runs {
         reader: Box<super::super::reader::NatsReader>,
         opts: Box<crate::nats::NatsOptions>,
     },
+    /// A store read without the agents' code (the generic `saap studio --db`): nothing acts
+    /// on its runs here.
+    Stored(Arc<dyn Backend>),
+}
+
+/// What a studio may be asked to do to runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Action {
+    Start,
+    Send,
+    Cancel,
+    Fork,
+    Replay,
+}
+
+/// Why a store read without code acts on nothing.
+const READ_ONLY: &str = "this studio reads the store with the agents' specs, not their code (`saap studio --db`), so nothing acts on its runs here; run the agent's own `<agent> studio --db PATH` to start, answer, cancel, fork or replay runs";
+/// Why a studio without code does not replay.
+const NO_CODE_REPLAY: &str = "replay re-runs step bodies, and this studio has the agents' specs, not their code (`saap studio`); run `<agent> replay RUN` with the agent's binary";
+/// Why a studio on NATS does not fork.
+#[cfg(feature = "nats")]
+const NATS_FORK: &str =
+    "forking a run of the NATS engine is not supported yet; fork a run of the embedded store";
+
+/// What a run's page offers: for each action, why it cannot be done here (`None`: it can).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Offers {
+    /// Whether this browser holds the token (actions that can be done are usable).
+    pub(super) signed_in: bool,
+    /// Sending an event and cancelling (they go together).
+    pub(super) send: Option<&'static str>,
+    pub(super) fork: Option<&'static str>,
+    pub(super) replay: Option<&'static str>,
 }
 
 pub(super) struct Studio {
@@ -50,6 +83,45 @@ impl Studio {
             Runs::Embedded(engine) => engine.backend(),
             #[cfg(feature = "nats")]
             Runs::Nats { reader, .. } => &reader.backend,
+            Runs::Stored(backend) => backend,
+        }
+    }
+
+    /// Whether anything can act on runs here (not a store read without code).
+    pub(super) fn acts(&self) -> bool {
+        !matches!(self.runs, Runs::Stored(_))
+    }
+
+    /// Why this studio cannot do `action` to any run, whoever asks; `None`: it can.
+    pub(super) fn cannot(&self, action: Action) -> Option<&'static str> {
+        match (&self.runs, action) {
+            (Runs::Stored(_), _) => Some(READ_ONLY),
+            (_, Action::Replay) if !self.workflow.has_code() => Some(NO_CODE_REPLAY),
+            #[cfg(feature = "nats")]
+            (Runs::Nats { .. }, Action::Fork) => Some(NATS_FORK),
+            _ => None,
+        }
+    }
+
+    /// [`Studio::cannot`] as a refusal (`SAAP-U008`).
+    pub(super) fn allow(&self, action: Action) -> Result<(), StudioError> {
+        match self.cannot(action) {
+            None => Ok(()),
+            Some(why) => Err(StudioError {
+                status: StatusCode::CONFLICT,
+                code: "SAAP-U008",
+                message: why.to_string(),
+            }),
+        }
+    }
+
+    /// What a page shown with `headers` offers.
+    pub(super) fn offers(&self, headers: &HeaderMap) -> Offers {
+        Offers {
+            signed_in: self.signed_in(headers),
+            send: self.cannot(Action::Send),
+            fork: self.cannot(Action::Fork),
+            replay: self.cannot(Action::Replay),
         }
     }
 
@@ -88,6 +160,7 @@ impl Studio {
             }
             #[cfg(feature = "nats")]
             Runs::Nats { .. } => None,
+            Runs::Stored(_) => None,
         }
     }
 
@@ -151,6 +224,7 @@ impl Studio {
                 title,
                 agent: self.workflow.name(),
                 signed_in: self.signed_in(headers),
+                acts: self.acts(),
             },
             body,
         );
