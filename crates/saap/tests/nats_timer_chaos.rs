@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::nats::{WorkerProcess, address, ended_runs, publish, reader};
+use common::nats::{WorkerProcess, cancel, ended_runs, publish, reader};
 use saap::nats::{NatsOptions, Worker, WorkerOptions};
 use saap::{Delayed, Required, Step, StepCtx, StepError, UserMessageEvent, Workflow};
 use saap_nats::testing::{NatsServer, connect};
@@ -192,34 +192,4 @@ async fn kill_9_of_workers_across_timers_and_cancels_loses_no_wake_up_and_fires_
         assert_eq!(dones, 1, "one Done: {}", text());
     }
     eprintln!("{ended_by_cancel} runs ended by their cancellation (seed {seed})");
-}
-
-/// Publishes a `RunCancelledEvent` to run `run` as `<agent> cancel` does (the workflow need
-/// not declare it: its lineage comes from the protocol).
-async fn cancel(client: &saap_nats::SaapNats, wf: &Workflow, run: &str) {
-    use saap::Event;
-    use saap_protocol::hierarchy::names::{EXCEPTION_EVENT, RUN_CANCELLED_EVENT};
-    let mut hierarchy = wf.compiled().hierarchy.clone();
-    if !hierarchy.contains(RUN_CANCELLED_EVENT) {
-        hierarchy
-            .register(RUN_CANCELLED_EVENT, &[EXCEPTION_EVENT])
-            .unwrap();
-    }
-    let mut env = saap_protocol::EventEnvelope::new(
-        &hierarchy,
-        saap::RunCancelledEvent::NAME,
-        saap_nats::ids::fresh_event_id(),
-        saap_nats::ids::now_ns(),
-    )
-    .unwrap();
-    let fields = serde_json::to_value(saap::RunCancelledEvent::new("chaos")).unwrap();
-    if let serde_json::Value::Object(fields) = fields {
-        for (k, v) in fields {
-            env = env.with_field(&k, v);
-        }
-    }
-    client
-        .publish_control(&address(wf.name(), run), &env)
-        .await
-        .unwrap();
 }

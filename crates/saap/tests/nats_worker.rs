@@ -1339,3 +1339,53 @@ async fn a_run_no_worker_took_is_queued_and_one_a_worker_owns_is_claimed() {
         })
     );
 }
+
+/// A cancellation that overtakes its run's start event: the start went to a worker that
+/// died before journaling it (its delivery comes back only after the 30 s ack wait), so the
+/// run has no journal when the cancellation arrives. The worker that gets the cancellation
+/// begins the run from the start event waiting in the class stream and cancels it; before,
+/// it refused the cancellation after a few deliveries as one for a run that never began,
+/// and the run began later and waited forever (the lost cancellations of
+/// `nats_timer_chaos.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_that_overtakes_an_unjournaled_start_begins_and_cancels_the_run() {
+    let server = NatsServer::start();
+    let wf = Workflow::builder("Overtaken")
+        .step(Step::new(
+            "begin",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(A { n: 1 }) },
+        ))
+        .step(Step::new(
+            "finish",
+            |(_, _): (Required<A>, Required<X>), _: StepCtx| async {
+                Ok::<_, StepError>(Done { n: 1 })
+            },
+        ))
+        .build()
+        .unwrap();
+    let client = connect(&server).await;
+    client.ensure_stream(wf.name()).await.unwrap();
+    // A worker that takes the start event and dies before journaling it.
+    {
+        let mut dying = client.control_consumer(wf.name()).await.unwrap();
+        publish(&client, &wf, "r1", &UserMessageEvent::new("go")).await;
+        let start = within(BOUND, "the start delivered", dying.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            start.parsed_subject().unwrap().event_name(),
+            "UserMessageEvent"
+        );
+    }
+    let worker = serve(&server, wf.clone(), opts()).await;
+    common::nats::cancel(&client, &wf, "r1").await;
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, wf.name(), 1).await;
+    let records = record_text(&runs[0]);
+    assert!(
+        records.contains("\"by\":\"exception\""),
+        "ended by its cancellation: {records}"
+    );
+    worker.shutdown();
+}

@@ -20,8 +20,10 @@
 //! **Ended runs**: an owner releases a run (deletes its owner record) once it has ended. A
 //! later event for it finds no owner: the receiving worker claims the run, rebuilds it from
 //! its journal and appends the event, which the core keeps as after-stop evidence (DESIGN
-//! §4.7, §4.10), then releases it again. An event for a run with no journal (never begun) is
-//! refused after a few deliveries.
+//! §4.7, §4.10), then releases it again. An event for a run with no journal whose start
+//! event waits in the class stream (its worker died before journaling it, and its redelivery
+//! waits for the ack wait) begins the run from that start first; an event for a run that
+//! never began is refused after a few deliveries.
 //!
 //! **Recovery**: every worker sweeps each heartbeat for runs whose owner is dead; such a run
 //! is taken over, rebuilt from its journal by the core, and its started-but-unfinished
@@ -576,6 +578,7 @@ impl Inner {
                 Err(e) => classify(e),
             };
         }
+        let mut begun_here = false;
         for _ in 0..4 {
             let route = match self.route(run_id).await {
                 Ok(r) => r,
@@ -614,6 +617,22 @@ impl Inner {
                                 Reopened::Raced => continue,
                                 Reopened::NoJournal => {}
                             }
+                            // Its start event may wait in the class stream for a redelivery
+                            // (the worker it went to died before journaling it, and the ack
+                            // wait is long): begin the run from it here, then route this
+                            // event again. The start's own redelivery is a duplicate then.
+                            if !begun_here
+                                && let Some((start, start_bytes)) = self.waiting_start(s).await
+                            {
+                                begun_here = true;
+                                match Box::pin(self.handle(&start, &start_bytes, 1)).await {
+                                    Handled::Done => continue,
+                                    Handled::Refused(why) => {
+                                        tracing::warn!(run_id, %why, "the run's start event is refused");
+                                    }
+                                    other => return other,
+                                }
+                            }
                             // A run that has not begun (4.10) — or whose start event is still
                             // on its way through another worker: retry a few times first.
                             if delivered >= 4 {
@@ -644,6 +663,32 @@ impl Inner {
             }
         }
         Handled::Retry("the run's ownership kept changing".into())
+    }
+
+    /// The first control event of `s`'s run in the class stream when it is a start event
+    /// (the run has no journal: that start was never journaled), with its bytes.
+    async fn waiting_start(&self, s: &AgentEventSubject) -> Option<(AgentEventSubject, Bytes)> {
+        let run = s.run();
+        let stream = saap_protocol::subject::stream_name(&self.class).ok()?;
+        let filter = format!(
+            "agent.{}.*.*.*.{}.control_event.*.*",
+            self.class,
+            run.run_id()
+        );
+        let stream = self.nats.jetstream().get_stream(stream).await.ok()?;
+        let first = stream
+            .get_first_raw_message_by_subject(&filter, 1)
+            .await
+            .ok()?;
+        let subject = AgentEventSubject::parse(&first.subject).ok()?;
+        let start = starts_child(&subject)
+            || EventEnvelope::decode(
+                &first.payload,
+                &self.engine.workflow().compiled().hierarchy,
+                &self.limits,
+            )
+            .is_ok_and(|env| env.dispatch_classification().start);
+        (start && subject.event_id() != s.event_id()).then_some((subject, first.payload))
     }
 
     /// The engine of an agent run in this process beside the worker's own

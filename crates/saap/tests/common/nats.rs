@@ -60,6 +60,37 @@ pub async fn publish<T: saap::Event>(
     publish_to(nats, wf.name(), wf, run, ev).await
 }
 
+/// Publishes a `RunCancelledEvent` to run `run` as `<agent> cancel` does (the workflow need
+/// not declare it: its lineage comes from the protocol).
+#[allow(dead_code)]
+pub async fn cancel(client: &SaapNats, wf: &Workflow, run: &str) {
+    use saap::Event;
+    use saap_protocol::hierarchy::names::{EXCEPTION_EVENT, RUN_CANCELLED_EVENT};
+    let mut hierarchy = wf.compiled().hierarchy.clone();
+    if !hierarchy.contains(RUN_CANCELLED_EVENT) {
+        hierarchy
+            .register(RUN_CANCELLED_EVENT, &[EXCEPTION_EVENT])
+            .unwrap();
+    }
+    let mut env = EventEnvelope::new(
+        &hierarchy,
+        saap::RunCancelledEvent::NAME,
+        saap_nats::ids::fresh_event_id(),
+        saap_nats::ids::now_ns(),
+    )
+    .unwrap();
+    let fields = serde_json::to_value(saap::RunCancelledEvent::new("chaos")).unwrap();
+    if let serde_json::Value::Object(fields) = fields {
+        for (k, v) in fields {
+            env = env.with_field(&k, v);
+        }
+    }
+    client
+        .publish_control(&address(wf.name(), run), &env)
+        .await
+        .unwrap();
+}
+
 /// Starts runs `{prefix}0` … `{prefix}{n - 1}` of the workflow's class with a message.
 pub async fn start_runs(nats: &SaapNats, wf: &Workflow, prefix: &str, n: usize) {
     for i in 0..n {
