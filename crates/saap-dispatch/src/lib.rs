@@ -27,6 +27,7 @@ pub mod explain;
 pub mod explore;
 mod id_index;
 pub mod ids;
+pub mod json_eq;
 pub mod lineage;
 pub mod load;
 pub mod record;

@@ -5,7 +5,8 @@
 //! completion's body run again and compared). Reading the stored run is timed apart.
 //!
 //! `cargo bench -p saap --bench replay` (N = 1,000 and 10,000; `SAAP_BENCH_REPLAY_N=N` for
-//! one size). Prints one JSON line per size: medians of 7 in milliseconds, and the ratio.
+//! one size; `SAAP_BENCH_REPLAY_REPS=N` replays N times instead of 7, for a profiler). Prints
+//! one JSON line per size: medians of 7 in milliseconds, and the ratio.
 #![allow(clippy::unwrap_used)]
 
 use saap::backend::memory::MemoryBackend;
@@ -112,7 +113,11 @@ fn main() {
         });
         let mut read = Vec::new();
         let mut replay = Vec::new();
-        for _ in 0..7 {
+        let reps: usize = std::env::var("SAAP_BENCH_REPLAY_REPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(7);
+        for _ in 0..reps {
             let t = Instant::now();
             let report = rt
                 .block_on(Engine::replay_stored(&wf, &stored, effects.clone()))

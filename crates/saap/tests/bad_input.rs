@@ -202,6 +202,40 @@ async fn a_journal_that_no_longer_reproduces_its_records_is_refused() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_record_changed_in_place_is_named_where_it_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edited.db");
+    {
+        let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+        let (engine, _) = Engine::open(wf("Edited"), backend, EngineOptions::default())
+            .await
+            .unwrap();
+        engine.start_run(UserMessageEvent::new("hi")).await.unwrap();
+        engine.halt();
+    }
+    // The same number of records, one field of one of them changed.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE journal SET records = replace(records, '\"seq\":0', '\"seq\":7') WHERE idx = 0",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+    let (_, rec) = Engine::open(wf("Edited"), backend, EngineOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.failed.len(), 1, "{rec:?}");
+    let text = rec.failed[0].to_string();
+    assert!(
+        text.contains("SAAP-R002: replay diverged at record 0") && text.contains("\"seq\":7"),
+        "{text}"
+    );
+}
+
 /// An event whose JSON cannot be written (a map with non-string keys).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Unwritable {

@@ -41,26 +41,24 @@ impl Shared {
             for (i, entry) in s.journal.iter().enumerate() {
                 self.apply_stored(st, i, entry, Preconditions::Recorded)?;
             }
-            let now = serde_json::to_value(st.run.records())
-                .map_err(|e| format!("cannot encode records: {e}"))?;
-            let recorded = serde_json::Value::Array(s.records.clone());
-            if now != recorded {
-                let (a, b) = (now.as_array(), recorded.as_array());
-                let index = match (a, b) {
-                    (Some(a), Some(b)) => a
-                        .iter()
-                        .zip(b)
-                        .position(|(x, y)| x != y)
-                        .unwrap_or(a.len().min(b.len())),
-                    _ => 0,
-                };
+            // Compared record by record as each serializes (no copy of either side).
+            let now = st.run.records();
+            let both = now.len().min(s.records.len());
+            let differs = (0..both)
+                .find(|&i| {
+                    now.get(i)
+                        .is_none_or(|r| !saap_dispatch::json_eq::serializes_to(&r, &s.records[i]))
+                })
+                .or((now.len() != s.records.len()).then_some(both));
+            if let Some(index) = differs {
                 return Err(format!(
                     "SAAP-R002: replay diverged at record {index}: the log says {}, the workflow now decides {}",
-                    b.and_then(|b| b.get(index))
+                    s.records
+                        .get(index)
                         .map(|v| v.to_string())
                         .unwrap_or_else(|| "nothing more".into()),
-                    a.and_then(|a| a.get(index))
-                        .map(|v| v.to_string())
+                    now.get(index)
+                        .and_then(|r| serde_json::to_string(&r).ok())
                         .unwrap_or_else(|| "nothing more".into()),
                 ));
             }

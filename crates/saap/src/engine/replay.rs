@@ -30,7 +30,6 @@ use crate::workflow::Workflow;
 use saap_dispatch::diff::record_name;
 use saap_dispatch::ids::{OutputIds, run_key};
 use saap_dispatch::{ExecutionId, NewEventType, Run, StepIdx};
-use serde::Deserialize as _;
 use serde_json::Value;
 use std::any::{Any, TypeId};
 use std::future::Future;
@@ -89,6 +88,10 @@ impl Engine {
             super::EngineOptions::default(),
         );
         let replayer = Replayer {
+            shown: Arc::new(Shown {
+                shared: scratch.shared.clone(),
+                events: Mutex::default(),
+            }),
             shared: scratch.shared.clone(),
             host: Arc::new(ReplayHost {
                 shared: scratch.shared.clone(),
@@ -104,6 +107,8 @@ impl Engine {
 struct Replayer {
     shared: Arc<Shared>,
     host: Arc<ReplayHost>,
+    /// Where the body being replayed shows its display events (emptied after each body).
+    shown: Arc<Shown>,
 }
 
 impl Replayer {
@@ -232,11 +237,7 @@ impl Replayer {
                 ),
             });
         };
-        let step_name = self.shared.step_name(step).to_string();
-        let shown = Arc::new(Shown {
-            shared: self.shared.clone(),
-            events: Mutex::default(),
-        });
+        let shown = &self.shown;
         let ctx = StepCtx {
             run: std::mem::ManuallyDrop::new(CtxRun::Remote(Arc::new(RemoteRun {
                 host: self.host.clone(),
@@ -255,7 +256,7 @@ impl Replayer {
             kind,
             entry,
             execution: Some(x.0),
-            step: Some(step_name.clone()),
+            step: Some(self.shared.step_name(step).to_string()),
             attempt: Some(attempt),
             record: None,
             recorded,
@@ -284,7 +285,7 @@ impl Replayer {
                 ));
             }
         };
-        if let Some((rec, now, detail)) = self.displays_differ(slot, x, &shown) {
+        if let Some((rec, now, detail)) = self.displays_differ(slot, x, shown) {
             return Some(diverged(DivergenceKind::Display, rec, now, detail));
         }
         outcome_difference(recorded, &ran)
@@ -343,10 +344,8 @@ fn compare_records(
             break;
         };
         let recorded = stored.records.get(index);
-        // Read as a record (no copy of the stored JSON), compared typed.
-        if recorded.is_some_and(|r| {
-            saap_dispatch::Record::deserialize(r).is_ok_and(|r: saap_dispatch::Record| r == now)
-        }) {
+        // Compared as it serializes: neither side is copied or read back.
+        if recorded.is_some_and(|r| saap_dispatch::json_eq::serializes_to(&now, r)) {
             *reproduced += 1;
             continue;
         }
