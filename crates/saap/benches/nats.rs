@@ -46,16 +46,8 @@ use saap_protocol::{EventEnvelope, RunAddress};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-macro_rules! ev {
-    ($($name:ident : $parent:literal),*) => {$(
-        #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-        struct $name { #[serde(default)] v: u32 }
-        impl saap::Event for $name {
-            const NAME: &'static str = stringify!($name);
-            const PARENTS: &'static [&'static str] = &[$parent];
-        }
-    )*};
-}
+#[macro_use]
+mod common;
 ev!(E1: "ControlEvent", E2: "ControlEvent", E3: "ControlEvent", E4: "ControlEvent",
     E5: "ControlEvent", E6: "ControlEvent", E7: "ControlEvent", E8: "ControlEvent",
     E9: "ControlEvent", Done: "StopEvent");

@@ -10,53 +10,16 @@
 #![allow(clippy::unwrap_used)]
 
 use saap::backend::memory::MemoryBackend;
-use saap::{
-    Engine, EngineOptions, Required, SqliteBackend, Step, StepCtx, StepError, UserMessageEvent,
-    Workflow,
-};
+use saap::{Engine, EngineOptions, SqliteBackend, UserMessageEvent, Workflow};
 use std::sync::Arc;
 use std::time::Instant;
 
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-struct Tick {
-    v: u32,
-}
-impl saap::Event for Tick {
-    const NAME: &'static str = "Tick";
-    const PARENTS: &'static [&'static str] = &["ControlEvent"];
-}
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-struct Done {
-    v: u32,
-}
-impl saap::Event for Done {
-    const NAME: &'static str = "Done";
-    const PARENTS: &'static [&'static str] = &["StopEvent"];
-}
+#[macro_use]
+mod common;
 
 /// A message "N" runs `tick` N times, each returning the next tick, then stops.
 fn workflow() -> Workflow {
-    Workflow::builder("ReplayBench")
-        .step(Step::new(
-            "start",
-            |q: Required<UserMessageEvent>, _: StepCtx| async move {
-                Ok::<_, StepError>(Tick {
-                    v: q.message.parse().unwrap_or(1),
-                })
-            },
-        ))
-        .step(Step::new(
-            "tick",
-            |t: Required<Tick>, _: StepCtx| async move {
-                Ok::<_, StepError>(if t.v <= 1 {
-                    saap::Either::<Tick, Done>::Right(Done { v: 0 })
-                } else {
-                    saap::Either::Left(Tick { v: t.v - 1 })
-                })
-            },
-        ))
-        .build()
-        .unwrap()
+    common::tick_loop("ReplayBench")
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

@@ -19,16 +19,8 @@ use saap::{
 use std::sync::Arc;
 use std::time::Instant;
 
-macro_rules! ev {
-    ($($name:ident : $parent:literal),*) => {$(
-        #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-        struct $name { #[serde(default)] v: u32 }
-        impl saap::Event for $name {
-            const NAME: &'static str = stringify!($name);
-            const PARENTS: &'static [&'static str] = &[$parent];
-        }
-    )*};
-}
+#[macro_use]
+mod common;
 ev!(A: "ControlEvent", B: "ControlEvent", Answer: "ControlEvent", Done: "StopEvent");
 
 /// Three steps to the stop; a message "wait" leaves the run live (it waits for `Answer`).

@@ -9,52 +9,18 @@
 //! p95 of 15 requests in milliseconds, and the response's size.
 #![allow(clippy::unwrap_used)]
 
-use saap::{
-    Engine, EngineOptions, Required, SqliteBackend, Step, StepCtx, StepError, UserMessageEvent,
-    Workflow,
-};
+use saap::{Engine, EngineOptions, SqliteBackend, UserMessageEvent, Workflow};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-macro_rules! ev {
-    ($($name:ident : $parent:literal),*) => {$(
-        #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-        struct $name { #[serde(default)] v: u32 }
-        impl saap::Event for $name {
-            const NAME: &'static str = stringify!($name);
-            const PARENTS: &'static [&'static str] = &[$parent];
-        }
-    )*};
-}
-ev!(Tick: "ControlEvent", Done: "StopEvent");
+#[macro_use]
+mod common;
 
-/// A message "N" starts a loop of N ticks (one execution each, each returning the next tick)
-/// before the stop; any other message stops at once.
+/// A message "N" starts a loop of N ticks before the stop; any other message stops at once.
 fn workflow() -> Workflow {
-    Workflow::builder("StudioBench")
-        .step(Step::new(
-            "start",
-            |q: Required<UserMessageEvent>, _: StepCtx| async move {
-                Ok::<_, StepError>(match q.message.parse::<u32>() {
-                    Ok(n) => saap::Either::<Tick, Done>::Left(Tick { v: n }),
-                    Err(_) => saap::Either::Right(Done { v: 0 }),
-                })
-            },
-        ))
-        .step(Step::new(
-            "tick",
-            |t: Required<Tick>, _: StepCtx| async move {
-                Ok::<_, StepError>(if t.v <= 1 {
-                    saap::Either::<Tick, Done>::Right(Done { v: 0 })
-                } else {
-                    saap::Either::Left(Tick { v: t.v - 1 })
-                })
-            },
-        ))
-        .build()
-        .unwrap()
+    common::tick_loop("StudioBench")
 }
 
 fn env(name: &str, default: usize) -> usize {
