@@ -219,49 +219,27 @@ impl Items<'_> {
     }
 }
 
-impl ser::SerializeSeq for Items<'_> {
-    type Ok = ();
-    type Error = Differ;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differ> {
-        self.item(value)
-    }
-    fn end(self) -> Result<(), Differ> {
-        Items::end(self)
-    }
+/// The item-by-item traits of [`Items`], all alike.
+macro_rules! items {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for Items<'_> {
+            type Ok = ();
+            type Error = Differ;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differ> {
+                self.item(value)
+            }
+            fn end(self) -> Result<(), Differ> {
+                Items::end(self)
+            }
+        }
+    )*};
 }
-
-impl ser::SerializeTuple for Items<'_> {
-    type Ok = ();
-    type Error = Differ;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differ> {
-        self.item(value)
-    }
-    fn end(self) -> Result<(), Differ> {
-        Items::end(self)
-    }
-}
-
-impl ser::SerializeTupleStruct for Items<'_> {
-    type Ok = ();
-    type Error = Differ;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differ> {
-        self.item(value)
-    }
-    fn end(self) -> Result<(), Differ> {
-        Items::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Items<'_> {
-    type Ok = ();
-    type Error = Differ;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differ> {
-        self.item(value)
-    }
-    fn end(self) -> Result<(), Differ> {
-        Items::end(self)
-    }
-}
+items!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 /// The fields of a JSON object, each looked up by its key; every key must be serialized
 /// (none twice: a struct has each field once, and a map's keys are counted as found).
@@ -299,35 +277,26 @@ impl<'a> Fields<'a> {
     }
 }
 
-impl ser::SerializeStruct for Fields<'_> {
-    type Ok = ();
-    type Error = Differ;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Differ> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Differ> {
-        Fields::end(self)
-    }
+/// The field-by-field traits of [`Fields`], alike.
+macro_rules! fields {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Fields<'_> {
+            type Ok = ();
+            type Error = Differ;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Differ> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<(), Differ> {
+                Fields::end(self)
+            }
+        }
+    )*};
 }
-
-impl ser::SerializeStructVariant for Fields<'_> {
-    type Ok = ();
-    type Error = Differ;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Differ> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Differ> {
-        Fields::end(self)
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 impl ser::SerializeMap for Fields<'_> {
     type Ok = ();
