@@ -52,7 +52,7 @@ every start. The studio listens on loopback; --listen with another address needs
 
 Examples:
   studio                                serve on http://127.0.0.1:7878/
-  studio --listen 127.0.0.1:0 --json    a free port; prints {\"url\", \"login_url\", \"token\", \"db\"}
+  studio --listen 127.0.0.1:0 --json    a free port; prints {\"url\", \"login_url\", \"token\", \"db\", \"read_only\"}
   studio --db runs.db
   studio --engine nats://127.0.0.1:4222   the agent class on NATS: its workers run the runs
 
@@ -67,7 +67,7 @@ pub(super) struct StudioArgs {
     /// Allow --listen on an address other than loopback.
     #[arg(long)]
     allow_remote: bool,
-    /// Print where the studio listens as one JSON line: {url, login_url, token, db}.
+    /// Print where the studio listens as one JSON line: {url, login_url, token, db, read_only}.
     #[arg(long)]
     json: bool,
 }
