@@ -621,9 +621,11 @@ impl Inner {
                             // (the worker it went to died before journaling it, and the ack
                             // wait is long): begin the run from it here, then route this
                             // event again. The start's own redelivery is a duplicate then.
-                            if !begun_here
-                                && let Some((start, start_bytes)) = self.waiting_start(s).await
-                            {
+                            let waiting = match self.waiting_start(s).await {
+                                Ok(w) => w.filter(|_| !begun_here),
+                                Err(e) => return Handled::Retry(e),
+                            };
+                            if let Some((start, start_bytes)) = waiting {
                                 begun_here = true;
                                 match Box::pin(self.handle(&start, &start_bytes, 1)).await {
                                     Handled::Done => continue,
@@ -666,21 +668,38 @@ impl Inner {
     }
 
     /// The first control event of `s`'s run in the class stream when it is a start event
-    /// (the run has no journal: that start was never journaled), with its bytes.
-    async fn waiting_start(&self, s: &AgentEventSubject) -> Option<(AgentEventSubject, Bytes)> {
-        let run = s.run();
-        let stream = saap_protocol::subject::stream_name(&self.class).ok()?;
+    /// (the run has no journal: that start was never journaled), with its bytes. An error:
+    /// the stream could not be read (try again).
+    async fn waiting_start(
+        &self,
+        s: &AgentEventSubject,
+    ) -> Result<Option<(AgentEventSubject, Bytes)>, String> {
+        let stream = saap_protocol::subject::stream_name(&self.class).map_err(|e| e.to_string())?;
         let filter = format!(
             "agent.{}.*.*.*.{}.control_event.*.*",
             self.class,
-            run.run_id()
+            s.run().run_id()
         );
-        let stream = self.nats.jetstream().get_stream(stream).await.ok()?;
-        let first = stream
-            .get_first_raw_message_by_subject(&filter, 1)
+        let read = |e: &dyn std::fmt::Display| format!("cannot read the class stream: {e}");
+        let stream = self
+            .nats
+            .jetstream()
+            .get_stream(stream)
             .await
-            .ok()?;
-        let subject = AgentEventSubject::parse(&first.subject).ok()?;
+            .map_err(|e| read(&e))?;
+        let first = match stream.get_first_raw_message_by_subject(&filter, 1).await {
+            Ok(m) => m,
+            Err(e)
+                if e.kind()
+                    == async_nats::jetstream::stream::RawMessageErrorKind::NoMessageFound =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(read(&e)),
+        };
+        let Ok(subject) = AgentEventSubject::parse(&first.subject) else {
+            return Ok(None);
+        };
         let start = starts_child(&subject)
             || EventEnvelope::decode(
                 &first.payload,
@@ -688,7 +707,7 @@ impl Inner {
                 &self.limits,
             )
             .is_ok_and(|env| env.dispatch_classification().start);
-        (start && subject.event_id() != s.event_id()).then_some((subject, first.payload))
+        Ok((start && subject.event_id() != s.event_id()).then_some((subject, first.payload)))
     }
 
     /// The engine of an agent run in this process beside the worker's own
