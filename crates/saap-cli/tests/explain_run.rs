@@ -8,7 +8,9 @@
 
 mod common;
 
-use common::{Output, agent, nats_py, run, saap, snapshot_dir, start_rag_worker, workspace_root};
+use common::{
+    Output, agent, nats_py, run, saap, snapshot_dir, spec_file, start_rag_worker, workspace_root,
+};
 use saap_nats::testing::{NatsServer, free_port};
 use serde_json::Value;
 use std::path::Path;
@@ -46,17 +48,6 @@ fn json_of(args: &[&str]) -> Value {
     let out = saap_out(&all);
     assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
     serde_json::from_str(&out.stdout).unwrap()
-}
-
-/// The workflow's spec as `<agent> spec` prints it, in a file.
-fn spec_file(dir: &Path, name: &str, workflow: &saap::Workflow) -> String {
-    let path = dir.join(name);
-    std::fs::write(
-        &path,
-        serde_json::to_string_pretty(workflow.spec()).unwrap(),
-    )
-    .unwrap();
-    path.to_str().unwrap().to_owned()
 }
 
 fn settings(dir: &Path) -> insta::Settings {

@@ -7,12 +7,11 @@
 
 mod common;
 
-use common::{agent, run, saap, snapshot_dir, start_rag_worker};
+use common::{agent, run, saap, snapshot_dir, spec_file, start_rag_worker};
 use saap_nats::testing::NatsServer;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -91,12 +90,6 @@ impl Drop for Studio {
     }
 }
 
-fn spec_file(dir: &Path, workflow: &saap::Workflow) -> String {
-    let path = dir.join(format!("{}.json", workflow.name()));
-    std::fs::write(&path, workflow.spec_json()).unwrap();
-    path.to_str().unwrap().to_owned()
-}
-
 #[test]
 fn a_store_is_shown_read_only_from_the_agents_specs() {
     let dir = tempfile::tempdir().unwrap();
@@ -127,8 +120,16 @@ fn a_store_is_shown_read_only_from_the_agents_specs() {
         ],
     );
     let specs = tempfile::tempdir().unwrap();
-    let editor = spec_file(specs.path(), &saap_examples::research::editor());
-    let researcher = spec_file(specs.path(), &saap_examples::research::researcher());
+    let editor = spec_file(
+        specs.path(),
+        "editor.json",
+        &saap_examples::research::editor(),
+    );
+    let researcher = spec_file(
+        specs.path(),
+        "researcher.json",
+        &saap_examples::research::researcher(),
+    );
     let before = snapshot_dir(dir.path());
 
     let studio = Studio::start(&["--db", db_s, &editor, &researcher]);
@@ -245,7 +246,11 @@ fn a_class_on_nats_is_shown_from_its_workers_spec_and_acted_on_through_them() {
 #[test]
 fn what_saap_studio_cannot_read_is_said_before_it_listens() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = spec_file(dir.path(), &saap_examples::approval::workflow());
+    let spec = spec_file(
+        dir.path(),
+        "approval.json",
+        &saap_examples::approval::workflow(),
+    );
     let missing = dir.path().join("none.db");
     let out = run(saap().args(["studio", "--db", missing.to_str().unwrap(), &spec]));
     assert_eq!(out.code, 2, "{}", out.stderr);

@@ -115,3 +115,11 @@ pub fn snapshot_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
     files.sort();
     files
 }
+
+/// The workflow's spec as `<agent> spec` prints it, in file `name` of `dir`; its path.
+#[allow(dead_code)]
+pub fn spec_file(dir: &Path, name: &str, workflow: &saap::Workflow) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, workflow.spec_json()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
