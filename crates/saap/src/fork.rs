@@ -1,7 +1,8 @@
 //! Forks (issue 23 §2): what a user asks of `Engine::fork` — where to fork a stored run and
 //! what to change there — and what the fork did. A fork is a new run that begins with the
 //! original's journal up to an event from outside (those executions' outputs are reused,
-//! not run again), then takes the changed or added event, and from there runs live; the
+//! not run again), then takes the changed or added event; from there an execution with the
+//! inputs of one the original completed takes its outputs, the rest run live; the
 //! original's later events from outside are sent to it again as it settles, unless asked
 //! not to. Plain data: the engine (`engine/fork.rs`) does the work.
 
@@ -37,6 +38,13 @@ pub struct ForkOptions {
     pub thread_id: Option<String>,
     /// How long to wait for the fork to settle before each event sent again.
     pub settle: Duration,
+    /// After the fork point, an execution whose step and bound inputs (type names and
+    /// fields) equal those of an execution the original completed after that point takes
+    /// its recorded outputs instead of running its body (not one that failed, set timers or
+    /// started child runs); `false`: every execution after the fork point runs live, with
+    /// this binary's code. Default true. Kept in memory while the fork runs: after a
+    /// restart, the fork's remaining executions run live.
+    pub reuse: bool,
 }
 
 impl ForkOptions {
@@ -49,6 +57,7 @@ impl ForkOptions {
             reapply: true,
             thread_id: None,
             settle: Duration::from_secs(60),
+            reuse: true,
         }
     }
 }

@@ -409,7 +409,8 @@ async fn random_workflows_replay_to_their_record_and_a_changed_body_diverges() {
 
 /// Fork (issue 23 §2) as a property over the generated workflows: a run stored on SQLite,
 /// forked at any of its events from outside with that same event (the original's later
-/// events sent again), reproduces the run — records, execution counts and payloads; forked
+/// events sent again), reproduces the run — records, execution counts and payloads —
+/// whether the executions after the fork point take the original's outputs or run; forked
 /// with that event's fields changed, it departs from the original exactly there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_workflows_forked_with_the_same_event_reproduce_and_a_changed_one_departs_there() {
@@ -449,16 +450,28 @@ async fn random_workflows_forked_with_the_same_event_reproduce_and_a_changed_one
             .collect();
         let runner = TestRunner::new(engine.clone());
         for &at in &points {
-            let forked = engine
-                .fork(run.run_id(), ForkOptions::new(at, ForkChange::Same))
-                .await
-                .unwrap_or_else(|e| panic!("fork at [{at}]: {e}\n{why}"));
-            assert_eq!(forked.forked_from, run.run_id());
-            assert!(forked.not_reapplied.is_empty(), "{forked:#?}\n{why}");
-            let fork = runner.attach(&forked.run_id).unwrap();
-            fork.wait_idle(WAIT).await.unwrap();
-            assert_eq!(facts(&fork.snapshot()), original, "fork at [{at}]: {why}");
-            forks += 1;
+            // Reusing the original's outputs after the fork point or running those
+            // executions live (the same code, so the same outputs): the same run.
+            for reuse in [true, false] {
+                let opts = ForkOptions {
+                    reuse,
+                    ..ForkOptions::new(at, ForkChange::Same)
+                };
+                let forked = engine
+                    .fork(run.run_id(), opts)
+                    .await
+                    .unwrap_or_else(|e| panic!("fork at [{at}] (reuse {reuse}): {e}\n{why}"));
+                assert_eq!(forked.forked_from, run.run_id());
+                assert!(forked.not_reapplied.is_empty(), "{forked:#?}\n{why}");
+                let fork = runner.attach(&forked.run_id).unwrap();
+                fork.wait_idle(WAIT).await.unwrap();
+                assert_eq!(
+                    facts(&fork.snapshot()),
+                    original,
+                    "fork at [{at}] (reuse {reuse}): {why}"
+                );
+                forks += 1;
+            }
         }
         let Some(&at) = points.first() else { continue };
         let events = snap.events();
@@ -492,7 +505,7 @@ async fn random_workflows_forked_with_the_same_event_reproduce_and_a_changed_one
             "{first:#?}\n{why}"
         );
     }
-    assert!(forks >= 10, "too few fork points over 30 cases: {forks}");
+    assert!(forks >= 20, "too few fork points over 30 cases: {forks}");
 }
 
 fn in_memory(name: &str, case: &Case) -> Engine {

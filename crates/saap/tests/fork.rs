@@ -1,7 +1,8 @@
 //! Fork (issue 23 §2, `Engine::fork`): a new run from a stored run's log up to an event from
 //! outside — those executions reused, not run again — with that event sent again, replaced
-//! or preceded by another, the original's later events sent again (or not), the original
-//! left alone; fork points that cannot be forked at are refused with what to do. (The
+//! or preceded by another, the original's later events sent again (or not); after the fork
+//! point an execution with the inputs of one of the original takes its outputs, the rest run
+//! live (or all of them, without reuse); the original left alone; fork points that cannot be forked at are refused with what to do. (The
 //! property over generated workflows is in `differential.rs`.)
 #![allow(clippy::unwrap_used)]
 
@@ -24,30 +25,47 @@ event!(Noted, "ControlEvent");
 event!(Answer, "ControlEvent");
 event!(Done, "StopEvent");
 
-/// `ask` (counted in `asks`) turns the question into `Asked`; `note` turns a `Hint` into
-/// `Noted`; `decide` stops with the sum once it has both and an `Answer`.
-fn agent(asks: Arc<AtomicU32>) -> Workflow {
+/// How often each step's body ran.
+#[derive(Default)]
+struct Calls {
+    ask: AtomicU32,
+    note: AtomicU32,
+    decide: AtomicU32,
+    tally: AtomicU32,
+}
+
+impl Calls {
+    /// ask, note, decide, tally.
+    fn get(&self) -> [u32; 4] {
+        [&self.ask, &self.note, &self.decide, &self.tally].map(|c| c.load(Ordering::SeqCst))
+    }
+}
+
+/// `ask` turns the question into `Asked`; `note` turns a `Hint` into `Noted`; `decide` stops
+/// with the sum once it has both and an `Answer`. Each counts its calls in `calls`.
+fn agent(calls: Arc<Calls>) -> Workflow {
+    let (c1, c2, c3) = (calls.clone(), calls.clone(), calls);
     Workflow::builder("Forked")
         .step(Step::new(
             "ask",
             move |q: Required<UserMessageEvent>, _: StepCtx| {
-                let asks = asks.clone();
+                c1.ask.fetch_add(1, Ordering::SeqCst);
                 async move {
-                    asks.fetch_add(1, Ordering::SeqCst);
                     Ok::<_, StepError>(Asked {
                         n: q.message.len() as u32,
                     })
                 }
             },
         ))
-        .step(Step::new(
-            "note",
-            |h: Required<Hint>, _: StepCtx| async move { Ok::<_, StepError>(Noted { n: h.n * 10 }) },
-        ))
+        .step(Step::new("note", move |h: Required<Hint>, _: StepCtx| {
+            c2.note.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, StepError>(Noted { n: h.n * 10 }) }
+        }))
         .step(Step::new(
             "decide",
-            |(a, n, x): (Required<Asked>, Required<Noted>, Required<Answer>), _: StepCtx| async move {
-                Ok::<_, StepError>(Done { n: a.n + n.n + x.n })
+            move |(a, n, x): (Required<Asked>, Required<Noted>, Required<Answer>), _: StepCtx| {
+                c3.decide.fetch_add(1, Ordering::SeqCst);
+                async move { Ok::<_, StepError>(Done { n: a.n + n.n + x.n }) }
             },
         ))
         .build()
@@ -57,7 +75,7 @@ fn agent(asks: Arc<AtomicU32>) -> Workflow {
 struct Fixture {
     engine: Engine,
     runner: TestRunner,
-    asks: Arc<AtomicU32>,
+    calls: Arc<Calls>,
     run: TestRun,
     _dir: tempfile::TempDir,
 }
@@ -67,8 +85,8 @@ struct Fixture {
 async fn answered() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let backend = Arc::new(SqliteBackend::open(dir.path().join("saap.db")).unwrap());
-    let asks = Arc::new(AtomicU32::new(0));
-    let engine = Engine::new(agent(asks.clone()), backend, EngineOptions::default());
+    let calls = Arc::new(Calls::default());
+    let engine = Engine::new(agent(calls.clone()), backend, EngineOptions::default());
     let runner = TestRunner::new(engine.clone());
     let run = runner.start(UserMessageEvent::new("why?")).await.unwrap();
     run.wait_idle(WAIT).await.unwrap();
@@ -77,13 +95,41 @@ async fn answered() -> Fixture {
     run.send(Answer { n: 5 }).await.unwrap();
     let snap = run.wait_for_end(WAIT).await.unwrap();
     assert_eq!(snap.events_of::<Done>(), vec![Done { n: 19 }]);
+    assert_eq!(calls.get(), [1, 1, 1, 0]);
     Fixture {
         engine,
         runner,
-        asks,
+        calls,
         run,
         _dir: dir,
     }
+}
+
+/// Run `run_id` as its store keeps it.
+async fn read(f: &Fixture, run_id: &str) -> saap::backend::StoredRun {
+    f.engine
+        .backend()
+        .read_run("Forked", run_id)
+        .wait()
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// For each completion in the run's journal after its copied entries: the original's
+/// execution whose outputs it took (`None`: it ran).
+fn reused_from(stored: &saap::backend::StoredRun) -> Vec<Option<u32>> {
+    let copied = stored.journal[0]
+        .fork
+        .as_ref()
+        .map_or(0, |o| o.entries as usize);
+    stored.journal[copied..]
+        .iter()
+        .filter_map(|e| match &e.input {
+            saap::backend::StoredInput::Complete { reused, .. } => Some(*reused),
+            _ => None,
+        })
+        .collect()
 }
 
 fn names(run: &TestRun) -> Vec<String> {
@@ -122,10 +168,13 @@ async fn a_fork_with_the_same_event_reuses_the_prefix_and_reproduces_the_run() {
         serde_json::to_value(f.run.snapshot().run.records()).unwrap()
     );
     assert_eq!(
-        f.asks.load(Ordering::SeqCst),
-        1,
-        "`ask` was reused, not run again"
+        f.calls.get(),
+        [1, 1, 1, 0],
+        "`ask` was in the copied prefix; `note` and `decide` got the inputs the original's \
+         got after the fork point: all three reused, none run again"
     );
+    let stored = read(&f, &forked.run_id).await;
+    assert_eq!(reused_from(&stored), [Some(1), Some(2)]);
     assert_ne!(
         snap.thread_id,
         f.run.snapshot().thread_id,
@@ -185,6 +234,114 @@ async fn an_added_event_comes_first_then_the_original_one_and_those_after_it() {
     let names = names(&fork);
     assert_eq!(names[4], "Hint", "{names:?}");
     assert!(names.contains(&"Answer".to_string()), "{names:?}");
+}
+
+event!(Tallied, "ControlEvent");
+
+/// `note` turns a `Hint` into `Noted`, `tally` an `Answer` into `Tallied` (each counted in
+/// `calls`), and `decide` stops with the sum of both.
+fn two_branches(calls: Arc<Calls>) -> Workflow {
+    let (c1, c2, c3) = (calls.clone(), calls.clone(), calls);
+    Workflow::builder("Forked")
+        .step(Step::new("note", move |h: Required<Hint>, _: StepCtx| {
+            c1.note.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, StepError>(Noted { n: h.n * 10 }) }
+        }))
+        .step(Step::new(
+            "tally",
+            move |a: Required<Answer>, _: StepCtx| {
+                c2.tally.fetch_add(1, Ordering::SeqCst);
+                async move { Ok::<_, StepError>(Tallied { n: a.n }) }
+            },
+        ))
+        .step(Step::new(
+            "decide",
+            move |(n, t): (Required<Noted>, Required<Tallied>), _: StepCtx| {
+                c3.decide.fetch_add(1, Ordering::SeqCst);
+                async move { Ok::<_, StepError>(Done { n: n.n + t.n }) }
+            },
+        ))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_fork_point_an_execution_with_changed_inputs_runs_live_and_one_without_is_reused()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(SqliteBackend::open(dir.path().join("saap.db")).unwrap());
+    let calls = Arc::new(Calls::default());
+    let engine = Engine::new(
+        two_branches(calls.clone()),
+        backend,
+        EngineOptions::default(),
+    );
+    let runner = TestRunner::new(engine.clone());
+    // [0] UserMessageEvent, [1] Hint, [2] Noted, [3] Answer, [4] Tallied, [5] Done.
+    let run = runner.start(UserMessageEvent::new("go")).await.unwrap();
+    run.send(Hint { n: 1 }).await.unwrap();
+    run.wait_idle(WAIT).await.unwrap();
+    run.send(Answer { n: 5 }).await.unwrap();
+    assert_eq!(
+        run.wait_for_end(WAIT).await.unwrap().events_of::<Done>(),
+        vec![Done { n: 15 }]
+    );
+    // Another hint: `note` and `decide` get other fields and run; `tally` gets the answer
+    // the original's got and takes its outputs.
+    let forked = engine
+        .fork(
+            run.run_id(),
+            ForkOptions::new(1, replace("Hint", Hint { n: 2 })),
+        )
+        .await
+        .unwrap();
+    let fork = runner.attach(&forked.run_id).unwrap();
+    let snap = fork.wait_for_end(WAIT).await.unwrap();
+    assert_eq!(snap.events_of::<Done>(), vec![Done { n: 25 }]);
+    assert_eq!(snap.events_of::<Tallied>(), vec![Tallied { n: 5 }]);
+    assert_eq!(
+        calls.get(),
+        [0, 2, 2, 1],
+        "`tally` did not run again; the others did"
+    );
+    let stored = engine
+        .backend()
+        .read_run("Forked", &forked.run_id)
+        .wait()
+        .await
+        .unwrap()
+        .unwrap();
+    // note ran, tally took the original's execution 1, decide ran.
+    assert_eq!(reused_from(&stored), [None, Some(1), None]);
+    // The original's outputs, under the fork's own event ids.
+    let tallied_id = |run: &TestRun| {
+        run.snapshot()
+            .events()
+            .into_iter()
+            .find(|e| e.name == "Tallied")
+            .unwrap()
+            .id
+    };
+    assert_ne!(tallied_id(&fork), tallied_id(&run));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_reuse_every_execution_after_the_fork_point_runs_live() {
+    let f = answered().await;
+    let opts = ForkOptions {
+        reuse: false,
+        ..ForkOptions::new(2, ForkChange::Same)
+    };
+    let forked = f.engine.fork(f.run.run_id(), opts).await.unwrap();
+    let fork = f.runner.attach(&forked.run_id).unwrap();
+    let snap = fork.wait_for_end(WAIT).await.unwrap();
+    assert_eq!(snap.events_of::<Done>(), vec![Done { n: 19 }]);
+    assert_eq!(
+        f.calls.get(),
+        [1, 2, 2, 0],
+        "`ask` copied; `note` and `decide` ran"
+    );
+    assert_eq!(reused_from(&read(&f, &forked.run_id).await), [None, None]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1559,7 +1559,8 @@ fn replay_reproduces_stored_runs_of_the_example_agents() {
 }
 
 /// Fork (issue 23 §2) from the command line: a run a person answered, forked at the answer —
-/// sent again, the fork ends as the original did; replaced by a refusal, it ends otherwise,
+/// sent again, the fork ends as the original did, the steps after the answer reused (or run
+/// again with `--no-reuse`); replaced by a refusal, it ends otherwise,
 /// `show` says what it reused, and `diff` names the fork point. Bad fork points exit 2.
 #[test]
 fn fork_starts_a_new_run_from_a_stored_runs_log_with_an_event_changed() {
@@ -1598,6 +1599,30 @@ fn fork_starts_a_new_run_from_a_stored_runs_log_with_an_event_changed() {
     assert_eq!(first["forked"]["forked_from"], run.as_str());
     assert!(first["forked"]["executions_reused"].as_u64().unwrap() >= 1);
     assert_eq!(result(&same)["event"], shown["result"]["event"]);
+    // The answer again: the steps after it got the original's inputs and took its outputs.
+    let lineage_of = |out: &Out| {
+        let id = serde_json::from_str::<serde_json::Value>(out.stdout.lines().next().unwrap())
+            .unwrap()["forked"]["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let doc: serde_json::Value =
+            serde_json::from_str(&approval(&db, &["show", &id, "--json"]).stdout).unwrap();
+        doc["forked_from"].clone()
+    };
+    let reused = lineage_of(&same);
+    assert!(
+        !reused["matched"].as_array().unwrap().is_empty(),
+        "{reused:#}"
+    );
+    assert_eq!(reused["live"], serde_json::json!([]), "{reused:#}");
+    // --no-reuse: they run again.
+    let live = approval(&db, &["fork", &run, "--at", &at, "--no-reuse", "--json"]);
+    assert_eq!(live.code, 0, "{}{}", live.stdout, live.stderr);
+    assert_eq!(result(&live)["event"], shown["result"]["event"]);
+    let ran = lineage_of(&live);
+    assert_eq!(ran["matched"], serde_json::json!([]), "{ran:#}");
+    assert!(!ran["live"].as_array().unwrap().is_empty(), "{ran:#}");
 
     let no = r#"{"_event_name": "ApprovalGiven", "approved": false, "by": "bob"}"#;
     let replaced = approval(&db, &["fork", &run, "--replace", &format!("{at}={no}")]);

@@ -442,6 +442,52 @@ fn a_run_page_shows_each_model_calls_tokens_and_cost() {
     studio.stop();
 }
 
+/// Fork from a run's page (plain HTTP): an answered run forked at the answer, sent again,
+/// ends as the original did; the steps after it take the original's outputs, or run again
+/// when the form says so; the fork's JSON says which.
+#[test]
+fn the_studio_forks_a_run_reusing_its_outputs_or_running_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let run = waiting_run(&db);
+    let answer = r#"{"_event_name": "ApprovalGiven", "approved": true, "by": "ann"}"#;
+    let (code, _, err) = agent("approval-agent", &db, &["send", &run, "--event", answer]);
+    assert_eq!(code, 0, "{err}");
+    let original = show("approval-agent", &db, &run);
+    let at = original["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "ApprovalGiven")
+        .unwrap()["seq"]
+        .clone();
+    let studio = Studio::start("approval-agent", &db);
+    let fork = |extra: &str| {
+        let (status, text) = studio.post(
+            &format!("/runs/{run}/fork"),
+            &format!("at={at}&mode=same{extra}"),
+        );
+        assert_eq!(status, 303, "{text}");
+        let fork = redirected_run(&text);
+        let doc = progress_until(&studio, &fork, |s| s == "stopped");
+        assert_eq!(
+            doc["result"]["event"], original["result"]["event"],
+            "{doc:#}"
+        );
+        doc["forked_from"].clone()
+    };
+    let reused = fork("");
+    assert!(
+        !reused["matched"].as_array().unwrap().is_empty(),
+        "{reused:#}"
+    );
+    assert_eq!(reused["live"], serde_json::json!([]), "{reused:#}");
+    let live = fork("&no_reuse=1");
+    assert_eq!(live["matched"], serde_json::json!([]), "{live:#}");
+    assert!(!live["live"].as_array().unwrap().is_empty(), "{live:#}");
+    studio.stop();
+}
+
 /// The run a redirect after an action leads to (`Location: /runs/RUN?note=…`).
 fn redirected_run(response: &str) -> String {
     let location = response

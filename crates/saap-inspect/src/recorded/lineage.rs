@@ -18,7 +18,10 @@ pub fn lineage(j: &JournalRun) -> Option<Lineage> {
             .then(|| input["execution"].as_u64())
             .flatten()
             .and_then(|x| u32::try_from(x).ok())
-            .map(|x| (row.index, x))
+            .map(|x| {
+                let from = input["reused"].as_u64().and_then(|o| u32::try_from(o).ok());
+                (row.index, x, from)
+            })
     });
     Some(Lineage::new(run_id, at, entries, completions))
 }
@@ -37,6 +40,7 @@ mod tests {
             json!({"i": {"in": "append", "event": {"id": "6b12d41e2f4fba8f4beea300", "n": "Answer"}}}),
             json!({"i": {"in": "complete", "execution": 1, "attempt": 1}}),
             json!({"i": {"in": "complete", "execution": 1, "attempt": 2}}),
+            json!({"i": {"in": "complete", "execution": 2, "attempt": 1, "reused": 3}}),
         ];
         JournalRun {
             workflow: "W".into(),
@@ -55,15 +59,16 @@ mod tests {
     }
 
     #[test]
-    fn a_fork_names_its_origin_and_which_executions_it_reused_or_ran_live() {
+    fn a_fork_names_its_origin_and_which_executions_it_reused_before_or_after_its_fork_point_or_ran_live()
+     {
         let start = json!({"i": {"in": "append", "event": {"id": "6b12d41e2f4fba8f4beea301", "n": "Go"}},
                            "fork": {"r": "6b12d41e2f4fba8f4beea300", "at": 2, "n": 2}});
         let l = lineage(&run(start)).unwrap();
-        assert_eq!(l.reused, ["x0"]);
+        assert_eq!(l.reused, ["x0", "x2"]);
         assert_eq!(l.live, ["x1"]);
         assert_eq!(
             l.text(),
-            "forked from run 6b12d41e2f4fba8f4beea300 at event [2]: executions reused from it (not run again): x0; run live: x1"
+            "forked from run 6b12d41e2f4fba8f4beea300 at event [2]: executions reused from it (not run again): x0, x2 (its x3); run live: x1"
         );
         let plain =
             json!({"i": {"in": "append", "event": {"id": "6b12d41e2f4fba8f4beea301", "n": "Go"}}});

@@ -142,6 +142,10 @@ pub enum StoredInput {
         /// counted just before the completion.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<StoredUsage>,
+        /// In a fork: the execution of the original whose recorded outputs these are (its
+        /// inputs were the same; the body did not run).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reused: Option<u32>,
     },
     Retry {
         execution: u32,
@@ -268,6 +272,7 @@ impl StoredInput {
                 timers,
                 children,
                 usage,
+                reused: _,
             } => {
                 let execution = ExecutionId(*execution);
                 let outcome = match (outputs, error) {
@@ -446,6 +451,7 @@ pub fn encode_entry(
             timers,
             children,
             usage,
+            reused,
         } => {
             out.extend_from_slice(b"\"complete\",\"execution\":");
             write_u32(*execution, out);
@@ -507,6 +513,10 @@ pub fn encode_entry(
                 out.extend_from_slice(b",\"cost_micros\":");
                 write_u64(u.cost_micros, out);
                 out.push(b'}');
+            }
+            if let Some(x) = reused {
+                out.extend_from_slice(b",\"reused\":");
+                write_u32(*x, out);
             }
         }
         StoredInput::Retry { execution } => {
@@ -1061,6 +1071,7 @@ mod tests {
                         tokens: 1234,
                         cost_micros: 5,
                     }),
+                    reused: Some(3),
                 },
                 preconditions: vec![false],
                 at: None,
@@ -1083,6 +1094,7 @@ mod tests {
                     timers: Vec::new(),
                     children: Vec::new(),
                     usage: None,
+                    reused: None,
                 },
                 preconditions: vec![],
                 at: None,

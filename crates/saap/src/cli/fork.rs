@@ -26,7 +26,11 @@ outputs are reused, not run again, and its first entry names the original. Then,
   --event JSON             this event first, then event SEQ and the ones after it
   --replace SEQ=JSON       this event instead of event SEQ
 
-From there the fork runs live: its steps run with this binary's code and call out anew.
+From there an execution whose step and inputs (event types and fields) the original also
+executed after SEQ takes the outputs the original recorded for it, not run again (nor one
+that failed, set timers or started child runs); the rest run live, with this binary's code,
+calling out anew (--no-reuse: every execution after SEQ runs live, to try changed code on the
+same events). `show FORK` and `explain --run FORK` list which executions were reused.
 The original's later events from outside (a person's answers, say) are sent to the fork
 again, in order, each once it has no step running; --no-reapply leaves them out. The fork
 gets a thread of its own (--thread to choose one), so the original conversation's
@@ -61,6 +65,10 @@ pub(super) struct ForkArgs {
     /// Do not send the original's later events from outside to the fork.
     #[arg(long)]
     pub(super) no_reapply: bool,
+    /// Run every execution after the fork point live, even one whose inputs the original
+    /// saw (default: it takes the original's recorded outputs).
+    #[arg(long)]
+    pub(super) no_reuse: bool,
     /// The fork's thread (default: a thread of its own).
     #[arg(long, value_name = "ID")]
     pub(super) thread: Option<String>,
@@ -99,10 +107,23 @@ pub(super) async fn fork_cmd(workflow: &Workflow, a: ForkArgs) -> Result<u8, Fai
         reapply: !a.no_reapply,
         thread_id: a.thread.clone(),
         settle: Duration::from_secs_f64(a.timeout.clamp(0.0, 86_400.0)),
+        reuse: !a.no_reuse,
     };
     let forked = engine.fork(&run_id, opts).await.map_err(engine_fail)?;
     report(&forked, a.json)?;
     let code = follow(&engine, &forked.run_id, 0, None, a.timeout, a.json).await;
+    if !a.json {
+        // Which executions took the original's outputs and which ran, now that it settled.
+        if let Ok(Some(stored)) = engine
+            .backend()
+            .read_run(workflow.name(), &forked.run_id)
+            .wait()
+            .await
+            && let Some(l) = lineage(&stored)
+        {
+            eprintln!("{}", l.text());
+        }
+    }
     flush_telemetry(&opened);
     code
 }
@@ -150,7 +171,7 @@ fn report(f: &Forked, json: bool) -> Result<(), Fail> {
         return Ok(());
     }
     eprintln!(
-        "forked run {} at event [{}] as run {} ({} journal entries and {} executions reused; {} later event(s) sent again)",
+        "forked run {} at event [{}] as run {} ({} journal entries and the {} executions completed in them copied; {} later event(s) sent again)",
         f.forked_from,
         f.at,
         f.run_id,
@@ -176,7 +197,9 @@ pub(super) fn lineage(
         .iter()
         .enumerate()
         .filter_map(|(i, e)| match &e.input {
-            crate::backend::StoredInput::Complete { execution, .. } => Some((i as u64, *execution)),
+            crate::backend::StoredInput::Complete {
+                execution, reused, ..
+            } => Some((i as u64, *execution, *reused)),
             _ => None,
         });
     Some(saap_dispatch::lineage::Lineage::new(

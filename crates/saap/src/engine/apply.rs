@@ -670,6 +670,11 @@ impl Shared {
             tokens: u.tokens,
             cost_micros: u.cost_micros,
         });
+        // In a fork: the original's execution whose outputs a completion brings.
+        let reused = match (&input, st.fork_reuse.as_deref()) {
+            (Input::Complete { execution, .. }, Some(table)) if journal => table.served(*execution),
+            _ => None,
+        };
         let mut pending = take_pending(st);
         pending.clear();
         let mut display_by: Vec<(u32, ExecutionId)> = Vec::new();
@@ -822,6 +827,7 @@ impl Shared {
                             timers: stored_timers,
                             children: stored_children,
                             usage: stored_usage,
+                            reused,
                         });
                         Outcome::Returned(news)
                     }
@@ -834,6 +840,7 @@ impl Shared {
                             timers: Vec::new(),
                             children: Vec::new(),
                             usage: stored_usage,
+                            reused: None,
                         });
                         Outcome::Failed(msg)
                     }

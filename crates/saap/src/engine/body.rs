@@ -41,6 +41,28 @@ impl Shared {
         result.map(|outs| inv.outs = outs)
     }
 
+    /// In a fork: whether `inv` (bound) takes the recorded outputs of an execution of the
+    /// original with its step and inputs instead of running its body (see `fork_reuse`);
+    /// if so its outputs are in `inv.outs` and its bound events released.
+    pub(super) fn reuse_recorded(&self, slot: &RunSlot, inv: &mut Invocation) -> bool {
+        let outs = {
+            let mut st = slot.lock();
+            let Some(table) = st.fork_reuse.as_deref_mut() else {
+                return false;
+            };
+            table.take(inv.execution, inv.step, &inv.inputs)
+        };
+        let Some(outs) = outs else {
+            return false;
+        };
+        tracing::debug!(run_id = %slot.run_id(), execution = %inv.execution, "outputs reused from the original run");
+        self.note_start(inv);
+        inv.outs.clear();
+        inv.outs.extend(outs);
+        end_body(inv);
+        true
+    }
+
     /// Makes the future of an execution's body: its context, inputs and output vector.
     pub(super) fn start_body(
         self: &Arc<Self>,

@@ -103,6 +103,16 @@ impl Engine {
     /// every execution that had started but not completed runs again (DESIGN §4.9). Returns
     /// how many executions were started again.
     pub async fn adopt(&self, stored: StoredRun) -> Result<usize, EngineError> {
+        self.adopt_with(stored, None).await
+    }
+
+    /// [`Engine::adopt`], for a fork with the outputs it may take from its original (set
+    /// before any execution runs again).
+    pub(super) async fn adopt_with(
+        &self,
+        stored: StoredRun,
+        reuse: Option<Box<super::fork_reuse::ForkReuse>>,
+    ) -> Result<usize, EngineError> {
         let run_id = stored.meta.run_id.to_string();
         let parent = stored.meta.parent.clone();
         let (slot, ended) = self
@@ -112,6 +122,7 @@ impl Engine {
                 run_id: run_id.clone(),
                 detail,
             })?;
+        slot.lock().fork_reuse = reuse;
         self.shared.insert(slot.clone());
         // Delegation across processes: linked to its parent again, asking again for what
         // a parent waits for (see `remote`).

@@ -2,14 +2,17 @@
 //! journal up to an event from outside — written to the store under the new run's id, its
 //! first entry naming the original ([`ForkOrigin`]), adopted through the core as a stored
 //! run is after a restart, so those executions' outputs are reused, not run again — then
-//! the changed or added event, and from there the run goes on live; the original's later
-//! events from outside are sent again as the fork settles.
+//! the changed or added event, and from there the run goes on: an execution whose step and
+//! inputs the original also executed after that point takes its recorded outputs
+//! (`fork_reuse`), the rest run live; the original's later events from outside are sent
+//! again as the fork settles.
 //!
 //! Must not touch the original run, and must not fork where the copy would share something
 //! live with it (a child run still awaited or detached).
 
 use super::Engine;
 use super::error::EngineError;
+use super::fork_reuse::ForkReuse;
 use super::ids::hex_id;
 use crate::backend::{ForkOrigin, JournalEntry, PersistBatch, RunMeta, StoredInput, StoredRun};
 use crate::event::Payload;
@@ -99,8 +102,15 @@ impl Engine {
             damaged: None,
         };
         self.check_fork_prefix(&prefix, opts.at).map_err(bad)?;
+        // What the original did after the copied entries, for the fork's executions whose
+        // inputs it saw.
+        let reuse = opts
+            .reuse
+            .then(|| ForkReuse::new(&stored, &view.run, &view.payloads, k))
+            .flatten()
+            .map(Box::new);
         self.persist_prefix(&prefix).await?;
-        self.adopt(prefix).await?;
+        self.adopt_with(prefix, reuse).await?;
 
         // The fork point.
         let at_original = outside.iter().find(|e| e.seq == opts.at);

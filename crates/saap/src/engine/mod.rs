@@ -18,7 +18,8 @@
 //! - `options`: settings, errors, what recovery found;
 //! - `ids`, `names`, `waiters`, `timer_queue`: run ids and hashers, type names, waiting
 //!   tasks, which runs have timers due when;
-//! - `precondition`: the core's precondition calls answered;
+//! - `precondition`: the core's precondition calls answered; `fork_reuse`: the outputs a
+//!   fork may take from its original;
 //! - `slot`: one run's slot and the state behind its lock;
 //! - `invocation`, `payloads`, `local_queue`: a started execution's inputs, payloads by
 //!   sequence, the local drivers' queue;
@@ -45,6 +46,7 @@ mod delegation;
 pub(crate) mod error;
 mod executor;
 mod fork;
+mod fork_reuse;
 pub(crate) mod ids;
 mod incoming;
 mod invocation;

@@ -4,6 +4,7 @@
 //! the future that waits until a run is quiet ([`UntilQuiet`]). Must not apply inputs or run
 //! bodies: it is the state those work on.
 
+use super::fork_reuse::ForkReuse;
 use super::ids::RunIdText;
 use super::precondition::PreCache;
 use super::run_names::{RunNames, Thread};
@@ -86,6 +87,9 @@ pub(crate) struct RunState {
     /// never make.
     #[allow(clippy::box_collection)]
     pub(super) usage: Option<Box<Vec<Used>>>,
+    /// A fork's table of the original's outputs its executions may take instead of running
+    /// (set by `Engine::fork` before the fork runs anything; `None` for every other run).
+    pub(super) fork_reuse: Option<Box<ForkReuse>>,
 }
 
 /// What one attempt of an execution's model calls used so far.
@@ -397,6 +401,7 @@ impl RunState {
             parent,
             delegated_by,
             usage,
+            fork_reuse,
         } = self;
         run.reset(run_key);
         Payload::recycle_all(payloads);
@@ -419,6 +424,7 @@ impl RunState {
         *parent = None;
         *delegated_by = None;
         *usage = None;
+        *fork_reuse = None;
         // A reused slot had no holder left, so no waiter either (a waiter unregisters
         // when it stops waiting): nothing to drop, usually.
         if waiters.first.is_some() || waiters.more.is_some() {
@@ -468,6 +474,7 @@ impl RunSlot {
                 parent: None,
                 delegated_by: None,
                 usage: None,
+                fork_reuse: None,
             }),
             version: std::sync::OnceLock::new(),
         }

@@ -210,8 +210,11 @@ pub(super) async fn drive_steps(
 pub(super) async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mut inv: Invocation) {
     let mut buffers = CompletionBuffers::default();
     loop {
+        // A fork's execution whose inputs the original saw takes its recorded outputs
+        // (only a journaled run can be forked).
+        let reused = shared.journal && shared.reuse_recorded(slot, &mut inv);
         let mut here = None;
-        if let Some(executor) = shared.executor.get() {
+        if !reused && let Some(executor) = shared.executor.get() {
             match executor.run_here() {
                 // A free local slot: the body runs on this task, held until it ends.
                 Some(local) => here = Some(local),
@@ -223,7 +226,11 @@ pub(super) async fn drive_spawning(shared: &Arc<Shared>, slot: &Arc<RunSlot>, mu
                 }
             }
         }
-        let result = shared.execute(slot, &mut inv).await;
+        let result = if reused {
+            Ok(())
+        } else {
+            shared.execute(slot, &mut inv).await
+        };
         drop(here);
         let Some(done) = complete(shared, slot, &mut inv, result, &mut buffers, None) else {
             return;

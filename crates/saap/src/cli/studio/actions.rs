@@ -206,6 +206,8 @@ pub(super) struct ForkForm {
     event: String,
     #[serde(default)]
     no_reapply: Option<String>,
+    #[serde(default)]
+    no_reuse: Option<String>,
 }
 
 pub(super) async fn fork(
@@ -238,6 +240,7 @@ pub(super) async fn fork(
         };
         let opts = ForkOptions {
             reapply: form.no_reapply.is_none(),
+            reuse: form.no_reuse.is_none(),
             settle: FORK_SETTLE,
             ..ForkOptions::new(form.at, change)
         };

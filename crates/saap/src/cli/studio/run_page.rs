@@ -496,6 +496,7 @@ fn events(p: &RunPage<'_>, facts: &RunFacts) -> String {
                  <label><input type=\"radio\" name=\"mode\" value=\"add\"> send this first</label>\
                  <textarea name=\"event\" rows=\"3\" spellcheck=\"false\" aria-label=\"event JSON\">{json}</textarea>\
                  <label><input type=\"checkbox\" name=\"no_reapply\" value=\"1\"> leave out the later events from outside</label>\
+                 <label><input type=\"checkbox\" name=\"no_reuse\" value=\"1\"> run every later step live (not the original's outputs)</label>\
                  <button type=\"submit\"{disabled}>Fork</button></form></details>",
                 id = esc(&view.run_id),
                 json = esc(&event_json(name, &fields)),
