@@ -1292,6 +1292,75 @@ async fn a_resume_delivered_twice_grants_once() {
     w.shutdown();
 }
 
+/// The same cancellation when the worker that took the start event left an owner record
+/// before it died (it claimed the run, then died before journaling the start): the worker
+/// that gets the cancellation takes the run over, finds no journal, begins the run from the
+/// start event waiting in the class stream and cancels it. Before, it gave the cancellation
+/// back as "run not begun yet" until its deliveries ran out (~1.5 s), and the run began
+/// when the start came back after the ack wait and waited forever (a lost cancellation of
+/// `nats_timer_chaos.rs`, seed 3036784270435795875).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_for_a_run_taken_over_before_its_start_was_journaled_begins_and_cancels_it() {
+    let server = NatsServer::start();
+    let wf = Workflow::builder("Orphaned")
+        .step(Step::new(
+            "begin",
+            |_: Required<UserMessageEvent>, _: StepCtx| async { Ok::<_, StepError>(A { n: 1 }) },
+        ))
+        .step(Step::new(
+            "finish",
+            |(_, _): (Required<A>, Required<X>), _: StepCtx| async {
+                Ok::<_, StepError>(Done { n: 1 })
+            },
+        ))
+        .build()
+        .unwrap();
+    let client = connect(&server).await;
+    client.ensure_stream(wf.name()).await.unwrap();
+    let run = "0123456789abcdef01234568";
+    // A worker that takes the start event, claims the run and dies before journaling it.
+    {
+        let mut dying = client.control_consumer(wf.name()).await.unwrap();
+        publish(&client, &wf, run, &UserMessageEvent::new("go")).await;
+        let start = within(BOUND, "the start delivered", dying.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            start.parsed_subject().unwrap().event_name(),
+            "UserMessageEvent"
+        );
+        let owners = client
+            .jetstream()
+            .create_key_value(async_nats::jetstream::kv::Config {
+                bucket: "saap_Orphaned_steps".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let a = start.parsed_subject().unwrap();
+        let a = a.run();
+        let record = serde_json::json!({
+            "w": "w-dead",
+            "a": [a.agent_id(), a.thread_id(), a.display_id()],
+        });
+        owners
+            .put(format!("run.{run}"), record.to_string().into())
+            .await
+            .unwrap();
+    }
+    let worker = serve(&server, wf.clone(), opts()).await;
+    common::nats::cancel(&client, &wf, run).await;
+    let store = reader(connect(&server).await, &wf).await;
+    let runs = ended_runs(&store, wf.name(), 1).await;
+    let records = record_text(&runs[0]);
+    assert!(
+        records.contains("\"by\":\"exception\""),
+        "ended by its cancellation: {records}"
+    );
+    worker.shutdown();
+}
+
 /// A run with no journal yet (issue 21 §1): `queued` while its start event waits in the
 /// class stream with no worker to take it, `claimed` once a worker's owner record names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

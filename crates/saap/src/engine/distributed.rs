@@ -41,13 +41,22 @@ impl Engine {
         let env =
             EventEnvelope::decode(bytes, &self.shared.workflow.compiled().hierarchy, &limits)?;
         let payload = Payload::from_json(serde_json::Value::Object(env.fields.clone()));
-        let ev = self
-            .shared
-            .incoming(&env.event_name, payload, bytes.len(), Some(env.event_id))?;
+        let not_a_start = || EngineError::NotAStartEvent {
+            name: super::error::shown(&env.event_name),
+        };
+        let ev =
+            match self
+                .shared
+                .incoming(&env.event_name, payload, bytes.len(), Some(env.event_id))
+            {
+                Ok(ev) => ev,
+                // An event a run takes that its workflow does not declare (a cancellation): not
+                // a start, which is what the caller must know (the run may begin elsewhere).
+                Err(_) if !env.dispatch_classification().start => return Err(not_a_start()),
+                Err(e) => return Err(e),
+            };
         if !(ev.kind.is_start() && ev.kind.is_control()) {
-            return Err(EngineError::NotAStartEvent {
-                name: super::error::shown(&env.event_name),
-            });
+            return Err(not_a_start());
         }
         let id = ev.id;
         let run = Run::new(self.shared.workflow.compiled().clone(), run_key(run_id));

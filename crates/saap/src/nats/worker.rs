@@ -838,8 +838,41 @@ impl Inner {
                 self.watch_end(run_id);
                 Handled::Done
             }
-            Err(EngineError::NotAStartEvent { .. }) => Handled::Later("run not begun yet".into()),
+            Err(EngineError::NotAStartEvent { .. }) => self.begin_owned(a, s, bytes).await,
             Err(e) => classify(e),
+        }
+    }
+
+    /// An event that is not a start for a run this worker owns but does not hold. With no
+    /// journal, a run it took over from a dead worker that had claimed it but never
+    /// journaled its start: the start waits in the class stream for its redelivery after the
+    /// ack wait, which would outlast this event's deliveries, so the run begins here from it
+    /// and then takes this event. With a journal (a takeover still loading the run), or
+    /// without a start in the stream, tried again in place (a delivery given back would be
+    /// used up within seconds).
+    async fn begin_owned(
+        self: &Arc<Self>,
+        a: &RunAddress,
+        s: &AgentEventSubject,
+        bytes: &[u8],
+    ) -> Handled {
+        match self.backend.last_journal_seq(a.run_id()).await {
+            Ok(None) => {}
+            Ok(Some(_)) => return Handled::Retry("run being taken over here".into()),
+            Err(e) => return Handled::Retry(format!("cannot read the run's journal: {e}")),
+        }
+        match self.waiting_start(s).await {
+            Ok(Some((start, start_bytes))) => {
+                match Box::pin(self.deliver_local(a, &start, &start_bytes)).await {
+                    Handled::Done if self.engine.has_run(a.run_id()) => {
+                        Box::pin(self.deliver_local(a, s, bytes)).await
+                    }
+                    Handled::Done => Handled::Retry("run not begun yet".into()),
+                    other => other,
+                }
+            }
+            Ok(None) => Handled::Retry("run not begun yet".into()),
+            Err(e) => Handled::Retry(e),
         }
     }
 
