@@ -42,8 +42,8 @@ pub struct ForkOptions {
     /// fields) equal those of an execution the original completed after that point takes
     /// its recorded outputs instead of running its body (not one that failed, set timers or
     /// started child runs); `false`: every execution after the fork point runs live, with
-    /// this binary's code. Default true. Kept in memory while the fork runs: after a
-    /// restart, the fork's remaining executions run live.
+    /// this binary's code. Default true. Recorded in the fork's first journal entry: after a
+    /// restart (or a takeover on NATS) the fork goes on as it began.
     pub reuse: bool,
 }
 

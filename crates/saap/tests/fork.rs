@@ -18,6 +18,7 @@ use saap::{
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use tokio::sync::Semaphore;
 
 event!(Asked, "ControlEvent");
 event!(Hint, "ControlEvent");
@@ -238,14 +239,25 @@ async fn an_added_event_comes_first_then_the_original_one_and_those_after_it() {
 
 event!(Tallied, "ControlEvent");
 
+/// Holds `note` on a hint of 2: a permit on `entered` when it starts, then it waits on
+/// `gate` (never opened).
+type Gate = (Arc<Semaphore>, Arc<Semaphore>);
+
 /// `note` turns a `Hint` into `Noted`, `tally` an `Answer` into `Tallied` (each counted in
 /// `calls`), and `decide` stops with the sum of both.
-fn two_branches(calls: Arc<Calls>) -> Workflow {
+fn two_branches(calls: Arc<Calls>, gate: Option<Gate>) -> Workflow {
     let (c1, c2, c3) = (calls.clone(), calls.clone(), calls);
     Workflow::builder("Forked")
         .step(Step::new("note", move |h: Required<Hint>, _: StepCtx| {
             c1.note.fetch_add(1, Ordering::SeqCst);
-            async move { Ok::<_, StepError>(Noted { n: h.n * 10 }) }
+            let gate = gate.clone().filter(|_| h.n == 2);
+            async move {
+                if let Some((entered, gate)) = gate {
+                    entered.add_permits(1);
+                    let _never = gate.acquire().await;
+                }
+                Ok::<_, StepError>(Noted { n: h.n * 10 })
+            }
         }))
         .step(Step::new(
             "tally",
@@ -272,7 +284,7 @@ async fn after_the_fork_point_an_execution_with_changed_inputs_runs_live_and_one
     let backend = Arc::new(SqliteBackend::open(dir.path().join("saap.db")).unwrap());
     let calls = Arc::new(Calls::default());
     let engine = Engine::new(
-        two_branches(calls.clone()),
+        two_branches(calls.clone(), None),
         backend,
         EngineOptions::default(),
     );
@@ -323,6 +335,78 @@ async fn after_the_fork_point_an_execution_with_changed_inputs_runs_live_and_one
             .id
     };
     assert_ne!(tallied_id(&fork), tallied_id(&run));
+}
+
+/// A fork stopped by a crash goes on reusing the original's outputs after it is opened
+/// again: which outputs it may take comes from its journal (its origin, and the executions
+/// it took), not from the process that forked it.
+#[test]
+fn a_fork_reopened_after_a_crash_still_takes_the_originals_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("saap.db");
+    let calls = Arc::new(Calls::default());
+    let rt = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    // Before the crash: the original ends; its fork (another hint, the answer not sent
+    // again) is stuck in `note`.
+    let rt1 = rt();
+    let (original, fork) = rt1.block_on(async {
+        let entered = Arc::new(Semaphore::new(0));
+        let gate = (entered.clone(), Arc::new(Semaphore::new(0)));
+        let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+        let wf = two_branches(calls.clone(), Some(gate));
+        let (engine, _) = Engine::open(wf, backend, EngineOptions::default())
+            .await
+            .unwrap();
+        let runner = TestRunner::new(engine.clone());
+        let run = runner.start(UserMessageEvent::new("go")).await.unwrap();
+        run.send(Hint { n: 1 }).await.unwrap();
+        run.wait_idle(WAIT).await.unwrap();
+        run.send(Answer { n: 5 }).await.unwrap();
+        run.wait_for_end(WAIT).await.unwrap();
+        let opts = ForkOptions {
+            reapply: false,
+            ..ForkOptions::new(1, replace("Hint", Hint { n: 2 }))
+        };
+        let forked = engine.fork(run.run_id(), opts).await.unwrap();
+        let _in_note = entered.acquire().await.unwrap();
+        engine.halt();
+        (run.run_id().to_string(), forked.run_id)
+    });
+    drop(rt1);
+    assert_eq!(calls.get(), [0, 2, 1, 1]);
+    // Opened again: `note` runs again; the answer sent now reaches `tally` with the
+    // original's inputs, which takes the original's outputs.
+    let rt2 = rt();
+    rt2.block_on(async {
+        let backend = Arc::new(SqliteBackend::open(&path).unwrap());
+        let wf = two_branches(calls.clone(), None);
+        let (engine, rec) = Engine::open(wf, backend, EngineOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(rec.resumed_runs, 1, "{rec:?}");
+        let runner = TestRunner::new(engine.clone());
+        let run = runner.attach(&fork).unwrap();
+        run.wait_idle(WAIT).await.unwrap();
+        run.send(Answer { n: 5 }).await.unwrap();
+        let snap = run.wait_for_end(WAIT).await.unwrap();
+        assert_eq!(snap.events_of::<Done>(), vec![Done { n: 25 }]);
+        let stored = engine
+            .backend()
+            .read_run("Forked", &fork)
+            .wait()
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(reused_from(&stored), [None, Some(1), None], "{original}");
+    });
+    drop(rt2);
+    assert_eq!(calls.get(), [0, 3, 2, 1], "`tally` did not run again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -362,6 +362,10 @@ pub struct ForkOrigin {
     /// The original's journal entries the fork begins with.
     #[serde(rename = "n")]
     pub entries: u32,
+    /// Every execution after the fork point runs live (`ForkOptions::reuse` off): none
+    /// takes the original's recorded outputs, after a restart too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live: bool,
 }
 
 /// Appends an id as its 24 hex characters in quotes (what `EventId`'s `Serialize` writes,

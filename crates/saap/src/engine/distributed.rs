@@ -112,7 +112,12 @@ impl Engine {
     /// every execution that had started but not completed runs again (DESIGN §4.9). Returns
     /// how many executions were started again.
     pub async fn adopt(&self, stored: StoredRun) -> Result<usize, EngineError> {
-        self.adopt_with(stored, None).await
+        // A live fork goes on taking its original's outputs where its inputs match.
+        let reuse = match stored.ended {
+            false => self.shared.fork_reuse(&stored.journal).await,
+            true => None,
+        };
+        self.adopt_with(stored, reuse).await
     }
 
     /// [`Engine::adopt`], for a fork with the outputs it may take from its original (set

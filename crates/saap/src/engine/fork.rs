@@ -14,6 +14,7 @@ use super::Engine;
 use super::error::EngineError;
 use super::fork_reuse::ForkReuse;
 use super::ids::hex_id;
+use super::shared::Shared;
 use crate::backend::{ForkOrigin, JournalEntry, PersistBatch, RunMeta, StoredInput, StoredRun};
 use crate::event::Payload;
 use crate::fork::{ForkChange, ForkOptions, Forked, NotReapplied};
@@ -86,6 +87,7 @@ impl Engine {
             run_id: run_id.to_string(),
             at: opts.at,
             entries: k as u32,
+            live: !opts.reuse,
         });
         let prefix = StoredRun {
             meta: RunMeta {
@@ -272,6 +274,59 @@ impl Engine {
                 Err(_) => return Settled::Busy,
             }
         }
+    }
+}
+
+impl Shared {
+    /// For a live fork being rebuilt from its journal (at open, or taken over on NATS): the
+    /// outputs its executions may still take from its original (the original read from the
+    /// store again, minus those its journal says were taken). `None` for a run that is not
+    /// a fork, one forked with reuse off, or an original that cannot be read (then the
+    /// fork's executions run live, which is said in the log).
+    pub(super) async fn fork_reuse(&self, journal: &[JournalEntry]) -> Option<Box<ForkReuse>> {
+        let origin = journal.first()?.fork.as_ref().filter(|o| !o.live)?;
+        let original_id = origin.run_id.as_str();
+        let original = match self
+            .backend
+            .read_run(self.workflow.name(), &origin.run_id)
+            .wait()
+            .await
+        {
+            Ok(Some(original)) => original,
+            Ok(None) => {
+                tracing::warn!(
+                    original = original_id,
+                    "a fork's original run is gone: its executions run live"
+                );
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(original = original_id, error = %e, "a fork's original run cannot be read: its executions run live");
+                return None;
+            }
+        };
+        let view = match StoredRunView::rebuild(&self.workflow, &original) {
+            Ok(view) => view,
+            Err(e) => {
+                tracing::warn!(original = original_id, error = %e, "a fork's original run cannot be rebuilt: its executions run live");
+                return None;
+            }
+        };
+        let mut table = ForkReuse::new(
+            &original,
+            &view.run,
+            &view.payloads,
+            origin.entries as usize,
+        )?;
+        for entry in journal {
+            if let StoredInput::Complete {
+                reused: Some(o), ..
+            } = &entry.input
+            {
+                table.taken(*o);
+            }
+        }
+        Some(Box::new(table))
     }
 }
 

@@ -2,8 +2,9 @@
 //! execution the fork starts whose step and bound inputs (type names and fields, per
 //! parameter) equal those of an execution the original completed after the fork's copied
 //! entries takes that execution's recorded outputs instead of running its body; the rest run
-//! live. [`ForkReuse`] is made once by `Engine::fork` from the original's journal and held
-//! by the fork's run state; the engine asks it before running a body and notes on the
+//! live. [`ForkReuse`] is made by `Engine::fork` from the original's journal (and again from
+//! the fork's own journal when a live fork is rebuilt: at open, or taken over on NATS) and
+//! held by the fork's run state; the engine asks it before running a body and notes on the
 //! completion's journal entry which execution of the original it came from.
 //!
 //! Must not decide what runs (the core does, from the events either way) and must not read
@@ -99,6 +100,14 @@ impl ForkReuse {
                 })
                 .collect(),
         )
+    }
+
+    /// Notes the original's execution `original` as taken (a fork's journal says so: its
+    /// outputs were reused before a restart).
+    pub(crate) fn taken(&mut self, original: u32) {
+        if let Some(r) = self.recorded.iter_mut().find(|r| r.original == original) {
+            r.taken = true;
+        }
     }
 
     /// The execution of the original whose outputs the fork's `execution` took, if any.

@@ -370,9 +370,15 @@ impl Engine {
             if let Some(by) = &s.meta.parent {
                 children.push((run_id.clone(), by.clone()));
             }
+            // A live fork goes on taking its original's outputs where its inputs match.
+            let reuse = match s.ended {
+                false => shared.fork_reuse(&s.journal).await,
+                true => None,
+            };
             match shared.rebuild(s) {
                 Ok((slot, ended)) => {
                     if !ended {
+                        slot.lock().fork_reuse = reuse;
                         recovery.resumed_runs += 1;
                         let running: Vec<ExecutionId> = slot.lock().run.running().collect();
                         for x in running {
